@@ -1,0 +1,216 @@
+//! Subspaces and prefix ranges.
+//!
+//! A [`Subspace`] is a byte prefix shared by a family of keys. Its
+//! [`range`](Subspace::range) covers **every** key that starts with the
+//! prefix, computed with FoundationDB's `strinc` rule: the end bound is the
+//! prefix with trailing `0xFF` bytes removed and the last remaining byte
+//! incremented. The naive `prefix ++ 0xFF` end bound misses every key whose
+//! next byte after the prefix is `0xFF` (raw layouts produce such keys); this
+//! one does not.
+//!
+//! Note: FoundationDB's own `Subspace::range` returns `(prefix ++ 0x00,
+//! prefix ++ 0xFF)`, which covers tuple-encoded suffixes only and excludes the
+//! prefix key itself. [`Subspace::tuple_range`] gives that range when it is
+//! what you want.
+
+use std::ops::Bound;
+
+use crate::tuple::{TuplePack, TupleUnpack};
+use crate::{Key, KeyError};
+
+/// A half-open byte range `[start, end)`; `end: None` means unbounded.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct KeyRange {
+    /// Inclusive start.
+    pub start: Vec<u8>,
+    /// Exclusive end, or `None` for "to the end of the keyspace".
+    pub end: Option<Vec<u8>>,
+}
+
+impl KeyRange {
+    /// Every key that starts with `prefix` (the `strinc` rule).
+    ///
+    /// ```
+    /// use strata_keys::KeyRange;
+    /// let r = KeyRange::prefix(&[5, 0xFF]);
+    /// assert_eq!(r.end.as_deref(), Some(&[6][..]));
+    /// assert!(r.contains(&[5, 0xFF, 0xFF, 1]));
+    /// assert!(!r.contains(&[6]));
+    /// ```
+    pub fn prefix(prefix: &[u8]) -> Self {
+        Self {
+            start: prefix.to_vec(),
+            end: strinc(prefix),
+        }
+    }
+
+    /// Whether `key` lies in the range.
+    pub fn contains(&self, key: &[u8]) -> bool {
+        key >= self.start.as_slice() && self.end.as_deref().is_none_or(|end| key < end)
+    }
+
+    /// The range as a pair of standard bounds, for APIs that take them.
+    pub fn into_bounds(self) -> (Bound<Vec<u8>>, Bound<Vec<u8>>) {
+        (
+            Bound::Included(self.start),
+            self.end.map_or(Bound::Unbounded, Bound::Excluded),
+        )
+    }
+}
+
+/// FoundationDB's `strinc`: the first byte string that sorts after every
+/// string starting with `prefix`, or `None` when there is none (the prefix is
+/// empty or all `0xFF`), meaning "unbounded".
+///
+/// ```
+/// use strata_keys::strinc;
+/// assert_eq!(strinc(b"ab"), Some(b"ac".to_vec()));
+/// assert_eq!(strinc(&[1, 0xFF, 0xFF]), Some(vec![2]));
+/// assert_eq!(strinc(&[0xFF]), None);
+/// ```
+pub fn strinc(prefix: &[u8]) -> Option<Vec<u8>> {
+    let keep = prefix.iter().rposition(|&b| b != 0xFF)?;
+    let mut end = prefix[..=keep].to_vec();
+    end[keep] += 1;
+    Some(end)
+}
+
+/// A byte prefix shared by a family of keys.
+///
+/// ```
+/// use strata_keys::{Subspace, tuple};
+///
+/// let actor = Subspace::new(&("pegboard", "actor_kv", 42_u64));
+/// let key = actor.pack(&("queue", 7_i64));
+/// assert_eq!(key, tuple::pack(&("pegboard", "actor_kv", 42_u64, "queue", 7_i64)));
+/// let (ns, n): (String, i64) = actor.unpack(&key).unwrap();
+/// assert_eq!((ns.as_str(), n), ("queue", 7));
+/// assert!(actor.range().contains(&key));
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+pub struct Subspace {
+    prefix: Vec<u8>,
+}
+
+impl Subspace {
+    /// The subspace of all keys (empty prefix).
+    pub fn all() -> Self {
+        Self::default()
+    }
+
+    /// The subspace whose prefix is the packed tuple `t`.
+    pub fn new<T: TuplePack>(t: &T) -> Self {
+        Self {
+            prefix: crate::tuple::pack(t),
+        }
+    }
+
+    /// The subspace with a raw byte prefix.
+    pub fn from_bytes(prefix: impl Into<Vec<u8>>) -> Self {
+        Self {
+            prefix: prefix.into(),
+        }
+    }
+
+    /// A nested subspace: this prefix followed by the packed tuple `t`.
+    #[must_use]
+    pub fn subspace<T: TuplePack>(&self, t: &T) -> Self {
+        let mut prefix = self.prefix.clone();
+        crate::tuple::pack_into(t, &mut prefix);
+        Self { prefix }
+    }
+
+    /// The prefix bytes.
+    pub fn bytes(&self) -> &[u8] {
+        &self.prefix
+    }
+
+    /// Consumes the subspace, returning its prefix.
+    pub fn into_bytes(self) -> Vec<u8> {
+        self.prefix
+    }
+
+    /// Prefix followed by the packed tuple `t`.
+    pub fn pack<T: TuplePack>(&self, t: &T) -> Vec<u8> {
+        let mut out = self.prefix.clone();
+        crate::tuple::pack_into(t, &mut out);
+        out
+    }
+
+    /// Unpacks a tuple from a key of this subspace.
+    ///
+    /// # Errors
+    /// [`KeyError::PrefixMismatch`] when `key` is outside the subspace,
+    /// [`KeyError::Tuple`] when the rest is not a `T`.
+    pub fn unpack<'de, T: TupleUnpack<'de>>(&self, key: &'de [u8]) -> Result<T, KeyError> {
+        let rest = self.strip(key)?;
+        crate::tuple::unpack(rest).map_err(|source| KeyError::Tuple {
+            key: std::any::type_name::<T>(),
+            offset: self.prefix.len(),
+            source,
+        })
+    }
+
+    /// Appends prefix and typed key to `out` (a reused buffer); on error
+    /// `out` is unchanged.
+    ///
+    /// # Errors
+    /// Whatever [`Key::pack_into`] reports.
+    pub fn pack_key_into<K: Key>(&self, key: &K, out: &mut Vec<u8>) -> Result<(), KeyError> {
+        let start = out.len();
+        out.extend_from_slice(&self.prefix);
+        key.pack_into(out).inspect_err(|_| out.truncate(start))
+    }
+
+    /// Prefix followed by the typed key.
+    ///
+    /// # Errors
+    /// Whatever [`Key::pack_into`] reports.
+    pub fn pack_key<K: Key>(&self, key: &K) -> Result<Vec<u8>, KeyError> {
+        let mut out = Vec::new();
+        self.pack_key_into(key, &mut out)?;
+        Ok(out)
+    }
+
+    /// Reads a typed key from a key of this subspace, validating both the
+    /// prefix and the key type's discriminants.
+    ///
+    /// # Errors
+    /// [`KeyError::PrefixMismatch`], or whatever [`Key::unpack`] reports.
+    /// Offsets in the error are relative to the end of the prefix.
+    pub fn unpack_key<K: Key>(&self, key: &[u8]) -> Result<K, KeyError> {
+        K::unpack(self.strip(key)?)
+    }
+
+    /// Whether `key` starts with this subspace's prefix.
+    pub fn contains(&self, key: &[u8]) -> bool {
+        key.starts_with(&self.prefix)
+    }
+
+    /// Every key that starts with the prefix, the prefix itself included
+    /// (`strinc` rule; see the module docs).
+    pub fn range(&self) -> KeyRange {
+        KeyRange::prefix(&self.prefix)
+    }
+
+    /// FoundationDB's tuple range `[prefix ++ 0x00, prefix ++ 0xFF)`: the keys
+    /// whose suffix is a packed tuple. Excludes the prefix itself and raw
+    /// suffixes starting with `0xFF`.
+    pub fn tuple_range(&self) -> KeyRange {
+        let mut start = self.prefix.clone();
+        start.push(0x00);
+        let mut end = self.prefix.clone();
+        end.push(0xFF);
+        KeyRange {
+            start,
+            end: Some(end),
+        }
+    }
+
+    fn strip<'k>(&self, key: &'k [u8]) -> Result<&'k [u8], KeyError> {
+        key.strip_prefix(self.prefix.as_slice())
+            .ok_or(KeyError::PrefixMismatch {
+                prefix_len: self.prefix.len(),
+            })
+    }
+}

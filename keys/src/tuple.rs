@@ -1,0 +1,294 @@
+//! Typed keys on the FoundationDB tuple layer.
+//!
+//! Everything here packs through [`foundationdb_tuple`], re-exported whole as
+//! this module's items, so the bytes are those of every official FoundationDB
+//! binding. [`tuple_key!`](crate::tuple_key) declares a key type in one
+//! statement; [`tuple_prefix!`](crate::tuple_prefix) declares a prefix with
+//! optional trailing fields for range reads.
+//!
+//! # Layout syntax
+//!
+//! A layout is an optional raw byte prefix in brackets followed by the tuple's
+//! elements in parentheses:
+//!
+//! | element | meaning |
+//! |---|---|
+//! | an expression (`ACTOR`, `3`, `"name"`, `keys::DATA`) | a constant: packed on write, **checked byte for byte on read** |
+//! | `{field}` | a field of the struct, packed with its `TuplePack` impl |
+//! | `..{field}` (last only) | a `Vec<T>` field spread as trailing elements, not nested |
+//! | `?{field}` (prefixes only) | an `Option<T>` trailing field, packed only when set |
+//!
+//! Constants are the discriminants that keep key types apart: reading bytes
+//! of another key type that shares the prefix fails with
+//! [`KeyError::Discriminant`](crate::KeyError::Discriminant) instead of
+//! decoding a wrong value.
+
+pub use foundationdb_tuple::*;
+
+/// Declares a struct and implements [`Key`](crate::Key) for it as a
+/// FoundationDB tuple; see the [module docs](crate::tuple) for the layout
+/// syntax. Several declarations may follow each other in one invocation.
+///
+/// ```
+/// use strata_keys::{tuple_key, Key, KeyError};
+/// use strata_keys::tuple::Uuid;
+///
+/// const ACTOR: i64 = 1;
+/// const DATA: i64 = 2;
+/// const WORKFLOW_ID: i64 = 10;
+/// const CREATE_TS: i64 = 11;
+///
+/// tuple_key! {
+///     /// `(ACTOR, DATA, actor_id, WORKFLOW_ID)` holds the actor's workflow id.
+///     pub struct WorkflowIdKey { pub actor_id: Uuid } -> Uuid = (ACTOR, DATA, {actor_id}, WORKFLOW_ID);
+///     /// `(ACTOR, DATA, actor_id, CREATE_TS)` holds a timestamp.
+///     pub struct CreateTsKey { pub actor_id: Uuid } -> i64 = (ACTOR, DATA, {actor_id}, CREATE_TS);
+/// }
+///
+/// let key = CreateTsKey { actor_id: Uuid::from_u128(7) };
+/// let bytes = key.pack().unwrap();
+/// assert_eq!(bytes, strata_keys::tuple::pack(&(ACTOR, DATA, Uuid::from_u128(7), CREATE_TS)));
+/// assert_eq!(CreateTsKey::unpack(&bytes).unwrap(), key);
+/// // Same prefix, other key type: a typed error, never a wrong value.
+/// assert!(matches!(WorkflowIdKey::unpack(&bytes), Err(KeyError::Discriminant { .. })));
+/// ```
+#[macro_export]
+macro_rules! tuple_key {
+    () => {};
+    (
+        $(#[$meta:meta])*
+        $vis:vis struct $name:ident {
+            $( $(#[$fmeta:meta])* $fvis:vis $field:ident : $fty:ty ),* $(,)?
+        } -> $value:ty = $([ $($raw:expr),* $(,)? ])? ( $($layout:tt)* );
+        $($rest:tt)*
+    ) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, PartialEq)]
+        $vis struct $name {
+            $( $(#[$fmeta])* $fvis $field : $fty, )*
+        }
+        $crate::__strata_tuple_layout! {
+            @munch (key $name [$value] [$($($raw),*)?] [$($field)*]) [] $($layout)*
+        }
+        $crate::tuple_key! { $($rest)* }
+    };
+}
+
+/// Declares a tuple *prefix*: a struct that packs to the first elements of a
+/// key family, for range reads over a [`Subspace`](crate::Subspace). Trailing
+/// fields marked `?{field}` are `Option`s packed only when set; setting one
+/// while an earlier one is unset is refused with
+/// [`KeyError::OptionalFieldGap`](crate::KeyError::OptionalFieldGap).
+///
+/// The generated struct has `pack_into`, `pack`, `subspace` and `range`.
+///
+/// ```
+/// use strata_keys::{tuple_prefix, tuple::Uuid};
+///
+/// const NAMESPACE: i64 = 3;
+/// tuple_prefix! {
+///     /// All keys `(NAMESPACE, namespace_id, name, [create_ts, ...])`.
+///     pub struct NameSubspace {
+///         pub namespace_id: Uuid,
+///         pub name: String,
+///         pub create_ts: Option<i64>,
+///     } = (NAMESPACE, {namespace_id}, {name}, ?{create_ts});
+/// }
+///
+/// let ns = Uuid::from_u128(9);
+/// let all = NameSubspace { namespace_id: ns, name: "jobs".into(), create_ts: None };
+/// let later = NameSubspace { create_ts: Some(1_700), ..all.clone() };
+/// let range = all.range().unwrap();
+/// assert!(range.contains(&later.pack().unwrap()));
+/// ```
+#[macro_export]
+macro_rules! tuple_prefix {
+    () => {};
+    (
+        $(#[$meta:meta])*
+        $vis:vis struct $name:ident {
+            $( $(#[$fmeta:meta])* $fvis:vis $field:ident : $fty:ty ),* $(,)?
+        } = $([ $($raw:expr),* $(,)? ])? ( $($layout:tt)* );
+        $($rest:tt)*
+    ) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, PartialEq)]
+        $vis struct $name {
+            $( $(#[$fmeta])* $fvis $field : $fty, )*
+        }
+        $crate::__strata_tuple_layout! {
+            @munch (prefix $name [] [$($($raw),*)?] [$($field)*]) [] $($layout)*
+        }
+        $crate::tuple_prefix! { $($rest)* }
+    };
+}
+
+/// Normalises a tuple layout into `(kind field)` / `(const expr)` items.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __strata_tuple_layout {
+    (@munch $cfg:tt [$($acc:tt)*] .. { $f:ident } $(,)?) => {
+        $crate::__strata_tuple_layout! { @done $cfg [$($acc)* (spread $f)] }
+    };
+    (@munch $cfg:tt [$($acc:tt)*] ? { $f:ident } $(, $($rest:tt)*)?) => {
+        $crate::__strata_tuple_layout! { @munch $cfg [$($acc)* (optional $f)] $($($rest)*)? }
+    };
+    (@munch $cfg:tt [$($acc:tt)*] { $f:ident } $(, $($rest:tt)*)?) => {
+        $crate::__strata_tuple_layout! { @munch $cfg [$($acc)* (field $f)] $($($rest)*)? }
+    };
+    (@munch $cfg:tt [$($acc:tt)*] $c:expr $(, $($rest:tt)*)?) => {
+        $crate::__strata_tuple_layout! { @munch $cfg [$($acc)* (const $c)] $($($rest)*)? }
+    };
+    (@munch $cfg:tt [$($acc:tt)*]) => {
+        $crate::__strata_tuple_layout! { @done $cfg [$($acc)*] }
+    };
+
+    (@done (key $name:ident [$value:ty] [$($raw:expr),*] [$($field:ident)*]) [$($elem:tt)*]) => {
+        impl $name {
+            const __STRATA_RAW: &'static [u8] = &[$($raw),*];
+
+            /// Packs the tuple part and reports where an incomplete
+            /// versionstamp landed (relative to the start of the tuple part).
+            fn __strata_pack_elems(
+                &self,
+                out: &mut ::std::vec::Vec<u8>,
+            ) -> ::std::result::Result<$crate::tuple::VersionstampOffset, $crate::KeyError> {
+                let depth = $crate::__private::element_depth();
+                let mut vs = $crate::tuple::VersionstampOffset::None { size: 0 };
+                $( $crate::__strata_tuple_elem!(pack self out depth vs $elem); )*
+                Ok(vs)
+            }
+        }
+
+        impl $crate::Key for $name {
+            type Value = $value;
+            const NAME: &'static str = ::std::stringify!($name);
+
+            fn pack_into(&self, out: &mut ::std::vec::Vec<u8>) -> ::std::result::Result<(), $crate::KeyError> {
+                self.pack_into_versionstamped(out).map(|_| ())
+            }
+
+            fn pack_into_versionstamped(
+                &self,
+                out: &mut ::std::vec::Vec<u8>,
+            ) -> ::std::result::Result<::std::option::Option<usize>, $crate::KeyError> {
+                let start = out.len();
+                out.extend_from_slice(Self::__STRATA_RAW);
+                let packed = self.__strata_pack_elems(out);
+                $crate::__private::finish_pack(
+                    <Self as $crate::Key>::NAME,
+                    out,
+                    start,
+                    start + Self::__STRATA_RAW.len(),
+                    packed,
+                )
+            }
+
+            fn unpack(bytes: &[u8]) -> ::std::result::Result<Self, $crate::KeyError> {
+                const NAME: &str = ::std::stringify!($name);
+                let depth = $crate::__private::element_depth();
+                #[allow(unused_mut)]
+                let mut input = $crate::__private::expect_raw(NAME, bytes, bytes, Self::__STRATA_RAW)?;
+                $( $crate::__strata_tuple_elem!(unpack NAME bytes input depth $elem); )*
+                $crate::__private::expect_end(NAME, bytes, input)?;
+                Ok(Self { $($field),* })
+            }
+        }
+    };
+
+    (@done (prefix $name:ident [] [$($raw:expr),*] [$($field:ident)*]) [$($elem:tt)*]) => {
+        impl $name {
+            /// Appends the packed prefix to `out`; on error `out` is unchanged.
+            ///
+            /// # Errors
+            /// [`KeyError::OptionalFieldGap`]($crate::KeyError::OptionalFieldGap)
+            /// when an optional field is set after an unset one.
+            pub fn pack_into(&self, out: &mut ::std::vec::Vec<u8>) -> ::std::result::Result<(), $crate::KeyError> {
+                const NAME: &str = ::std::stringify!($name);
+                let start = out.len();
+                out.extend_from_slice(&[$($raw),*]);
+                let depth = $crate::__private::element_depth();
+                let result = (|| {
+                    #[allow(unused_mut, unused_variables)]
+                    let mut gap = false;
+                    let mut vs = $crate::tuple::VersionstampOffset::None { size: 0 };
+                    $( $crate::__strata_tuple_elem!(prefix NAME self out depth vs gap $elem); )*
+                    Ok(vs)
+                })();
+                $crate::__private::finish_pack(NAME, out, start, start, result).map(|_| ())
+            }
+
+            /// The packed prefix.
+            ///
+            /// # Errors
+            /// As [`Self::pack_into`].
+            pub fn pack(&self) -> ::std::result::Result<::std::vec::Vec<u8>, $crate::KeyError> {
+                let mut out = ::std::vec::Vec::new();
+                self.pack_into(&mut out)?;
+                Ok(out)
+            }
+
+            /// The subspace of every key that starts with this prefix.
+            ///
+            /// # Errors
+            /// As [`Self::pack_into`].
+            pub fn subspace(&self) -> ::std::result::Result<$crate::Subspace, $crate::KeyError> {
+                self.pack().map($crate::Subspace::from_bytes)
+            }
+
+            /// The range of every key that starts with this prefix.
+            ///
+            /// # Errors
+            /// As [`Self::pack_into`].
+            pub fn range(&self) -> ::std::result::Result<$crate::KeyRange, $crate::KeyError> {
+                self.pack().map(|p| $crate::KeyRange::prefix(&p))
+            }
+        }
+    };
+}
+
+/// Packs or unpacks one normalised tuple element.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __strata_tuple_elem {
+    (pack $self:ident $out:ident $depth:ident $vs:ident (field $f:ident)) => {
+        $vs += $crate::__private::pack_elem(&$self.$f, $out, $depth)?;
+    };
+    (pack $self:ident $out:ident $depth:ident $vs:ident (const $c:expr)) => {
+        $vs += $crate::__private::pack_elem(&$c, $out, $depth)?;
+    };
+    (pack $self:ident $out:ident $depth:ident $vs:ident (spread $f:ident)) => {
+        for item in &$self.$f {
+            $vs += $crate::__private::pack_elem(item, $out, $depth)?;
+        }
+    };
+    (unpack $name:ident $bytes:ident $input:ident $depth:ident (field $f:ident)) => {
+        let (rest, $f) = $crate::__private::unpack_elem($name, $bytes, $input, $depth)?;
+        $input = rest;
+    };
+    (unpack $name:ident $bytes:ident $input:ident $depth:ident (const $c:expr)) => {
+        $input = $crate::__private::expect_const($name, $bytes, $input, &$c, $depth)?;
+    };
+    (unpack $name:ident $bytes:ident $input:ident $depth:ident (spread $f:ident)) => {
+        let mut $f = ::std::vec::Vec::new();
+        while !$input.is_empty() {
+            let (rest, item) = $crate::__private::unpack_elem($name, $bytes, $input, $depth)?;
+            $f.push(item);
+            $input = rest;
+        }
+    };
+    (prefix $name:ident $self:ident $out:ident $depth:ident $vs:ident $gap:ident (optional $f:ident)) => {
+        match &$self.$f {
+            ::std::option::Option::Some(_) if $gap => {
+                return Err($crate::KeyError::OptionalFieldGap { key: $name, field: ::std::stringify!($f) });
+            }
+            ::std::option::Option::Some(v) => {
+                $vs += $crate::__private::pack_elem(v, $out, $depth)?;
+            }
+            ::std::option::Option::None => $gap = true,
+        }
+    };
+    (prefix $name:ident $self:ident $out:ident $depth:ident $vs:ident $gap:ident $elem:tt) => {
+        $crate::__strata_tuple_elem!(pack $self $out $depth $vs $elem);
+    };
+}

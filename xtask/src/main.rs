@@ -1,0 +1,247 @@
+//! `cargo xtask`: the one entry point for checking Strata.
+//!
+//! `cargo xtask test` runs, in order and stopping at the first failure:
+//! a format check, clippy with warnings denied on every target, the whole
+//! test suite under cargo-nextest, and the doctests. It prints each command
+//! before running it and ends with one summary line of the form
+//! `summary: N passed, M failed`, counting nextest tests and doctests.
+//!
+//! It depends on nothing but std on purpose: it must build in seconds on a
+//! fresh machine before anything else has been compiled.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::process::{Command, ExitCode, Stdio};
+use std::sync::mpsc;
+use std::thread;
+use std::time::Instant;
+
+const USAGE: &str = "\
+usage: cargo xtask <command>
+
+commands:
+  test    fmt check, clippy -D warnings (all targets), cargo nextest run --workspace,
+          doctests; ends with `summary: N passed, M failed`
+  help    this text
+";
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match args.first().map(String::as_str) {
+        Some("test") => match test(&args[1..]) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(failure) => {
+                eprintln!("xtask: {failure}");
+                ExitCode::FAILURE
+            }
+        },
+        Some("help" | "--help" | "-h") => {
+            print!("{USAGE}");
+            ExitCode::SUCCESS
+        }
+        Some(other) => {
+            eprintln!("xtask: unknown command `{other}`\n\n{USAGE}");
+            ExitCode::from(2)
+        }
+        None => {
+            eprint!("{USAGE}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// Counts of tests gathered from the runners' own closing lines.
+#[derive(Default, Debug, Clone, Copy)]
+struct Counts {
+    passed: u64,
+    failed: u64,
+}
+
+impl Counts {
+    fn add(&mut self, other: Counts) {
+        self.passed += other.passed;
+        self.failed += other.failed;
+    }
+}
+
+fn test(args: &[String]) -> Result<(), String> {
+    if let Some(extra) = args.first() {
+        return Err(format!("`cargo xtask test` takes no arguments, got `{extra}`"));
+    }
+    let started = Instant::now();
+    let mut total = Counts::default();
+    let mut timings = Vec::new();
+
+    let mut step = |name: &'static str, args: &[&str], parse: fn(&str) -> Option<Counts>| {
+        let t = Instant::now();
+        let result = run_cargo(args, parse);
+        timings.push(format!("{name} {:.0}s", t.elapsed().as_secs_f64()));
+        match result {
+            Ok(counts) => {
+                total.add(counts);
+                Ok(())
+            }
+            Err((counts, why)) => {
+                total.add(counts);
+                println!("summary: {} passed, {} failed", total.passed, total.failed.max(1));
+                Err(format!("step `{name}` failed: {why}"))
+            }
+        }
+    };
+
+    step("fmt", &["fmt", "--all", "--", "--check"], |_| None)?;
+    step(
+        "clippy",
+        &["clippy", "--workspace", "--all-targets", "--locked", "--", "-D", "warnings"],
+        |_| None,
+    )?;
+    ensure_nextest()?;
+    step(
+        "nextest",
+        &["nextest", "run", "--workspace", "--locked", "--no-fail-fast"],
+        parse_nextest,
+    )?;
+    step("doctests", &["test", "--doc", "--workspace", "--locked"], parse_libtest)?;
+
+    println!(
+        "xtask test: all steps passed in {:.0}s ({})",
+        started.elapsed().as_secs_f64(),
+        timings.join(", ")
+    );
+    println!("summary: {} passed, {} failed", total.passed, total.failed);
+    Ok(())
+}
+
+/// Installs cargo-nextest from crates.io when it is missing, saying so.
+fn ensure_nextest() -> Result<(), String> {
+    let present = Command::new(cargo())
+        .args(["nextest", "--version"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if present {
+        return Ok(());
+    }
+    println!("xtask: cargo-nextest is missing; installing it from crates.io");
+    run_cargo(&["install", "cargo-nextest", "--locked"], |_| None)
+        .map(|_| ())
+        .map_err(|(_, why)| format!("cargo-nextest is required and could not be installed ({why}); install it with `cargo install cargo-nextest --locked`"))
+}
+
+fn cargo() -> String {
+    std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned())
+}
+
+/// Runs `cargo ARGS`, echoing its output line by line while `parse` looks for
+/// a closing count line. Returns the counts found, or the counts and a reason
+/// on failure.
+fn run_cargo(
+    args: &[&str],
+    parse: fn(&str) -> Option<Counts>,
+) -> Result<Counts, (Counts, String)> {
+    println!("$ cargo {}", args.join(" "));
+    let _ = std::io::stdout().flush();
+    let mut child = Command::new(cargo())
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| (Counts::default(), format!("could not start cargo: {e}")))?;
+
+    let (tx, rx) = mpsc::channel::<Counts>();
+    let out = child.stdout.take().map(|s| echo(s, false, parse, tx.clone()));
+    let err = child.stderr.take().map(|s| echo(s, true, parse, tx));
+    let status = child
+        .wait()
+        .map_err(|e| (Counts::default(), format!("could not wait for cargo: {e}")))?;
+    for handle in [out, err].into_iter().flatten() {
+        let _ = handle.join();
+    }
+    let mut counts = Counts::default();
+    for c in rx.try_iter() {
+        counts.add(c);
+    }
+    if status.success() {
+        Ok(counts)
+    } else {
+        Err((counts, format!("`cargo {}` exited with {status}", args.join(" "))))
+    }
+}
+
+fn echo<R: Read + Send + 'static>(
+    stream: R,
+    to_stderr: bool,
+    parse: fn(&str) -> Option<Counts>,
+    tx: mpsc::Sender<Counts>,
+) -> thread::JoinHandle<()> {
+    thread::spawn(move || {
+        let reader = BufReader::new(stream);
+        for line in reader.split(b'\n').map_while(Result::ok) {
+            let line = String::from_utf8_lossy(&line);
+            if to_stderr {
+                eprintln!("{line}");
+            } else {
+                println!("{line}");
+            }
+            if let Some(c) = parse(&line) {
+                let _ = tx.send(c);
+            }
+        }
+    })
+}
+
+/// nextest closes with `Summary [ 1.234s] 12 tests run: 11 passed, 1 failed, 0 skipped`.
+fn parse_nextest(line: &str) -> Option<Counts> {
+    let line = line.trim_start();
+    if !line.starts_with("Summary") {
+        return None;
+    }
+    let rest = line.split_once("run:")?.1;
+    Some(Counts {
+        passed: number_before(rest, "passed").unwrap_or(0),
+        failed: number_before(rest, "failed").unwrap_or(0)
+            + number_before(rest, "timed out").unwrap_or(0),
+    })
+}
+
+/// libtest closes each binary with `test result: ok. 3 passed; 0 failed; ...`.
+fn parse_libtest(line: &str) -> Option<Counts> {
+    let rest = line.trim_start().strip_prefix("test result:")?;
+    Some(Counts {
+        passed: number_before(rest, "passed")?,
+        failed: number_before(rest, "failed").unwrap_or(0),
+    })
+}
+
+/// The integer written just before `word` in `text`, as in `12 passed`.
+fn number_before(text: &str, word: &str) -> Option<u64> {
+    let at = text.find(word)?;
+    text[..at]
+        .trim_end()
+        .rsplit(|c: char| !c.is_ascii_digit())
+        .next()?
+        .parse()
+        .ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_nextest_summary() {
+        let c = parse_nextest("     Summary [   2.043s] 57 tests run: 55 passed, 2 failed, 1 skipped")
+            .expect("a summary line");
+        assert_eq!((c.passed, c.failed), (55, 2));
+        assert!(parse_nextest("   Compiling strata-keys").is_none());
+    }
+
+    #[test]
+    fn reads_libtest_result() {
+        let c = parse_libtest("test result: ok. 7 passed; 0 failed; 0 ignored; 0 measured")
+            .expect("a result line");
+        assert_eq!((c.passed, c.failed), (7, 0));
+        let c = parse_libtest("test result: FAILED. 1 passed; 3 failed; 0 ignored").expect("line");
+        assert_eq!((c.passed, c.failed), (1, 3));
+    }
+}
