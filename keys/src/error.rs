@@ -120,13 +120,20 @@ pub enum KeyError {
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 #[non_exhaustive]
 pub enum TextProblem {
-    /// The field's text contains the literal that ends the field, so the key
-    /// could not be split back unambiguously. Use [`Escaped`](crate::text::Escaped)
-    /// for free text that may contain it.
+    /// A [`Spanning`](crate::text::Spanning) field's text contains the
+    /// literal that ends it, so the key could not be split back.
     #[error("value contains its terminator {terminator:?}")]
     ContainsTerminator {
         /// The literal that follows the field in the layout.
         terminator: &'static str,
+    },
+    /// The field's text contains one of the layout's delimiters, so the key
+    /// could not be split back unambiguously. Use
+    /// [`Escaped`](crate::text::Escaped) for free text that may contain it.
+    #[error("value contains the delimiter {:?}", char::from(*byte))]
+    ContainsDelimiter {
+        /// The delimiter byte found.
+        byte: u8,
     },
     /// A number has more digits than its zero-padded width.
     #[error("number needs {digits} digits, the layout pads to {width}")]

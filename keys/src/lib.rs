@@ -171,7 +171,9 @@ pub mod __private {
     ) -> Result<Option<usize>, KeyError> {
         match packed {
             Ok(VersionstampOffset::None { .. }) => Ok(None),
-            Ok(VersionstampOffset::OneIncomplete { offset }) => Ok(Some(tuple_start + offset as usize)),
+            Ok(VersionstampOffset::OneIncomplete { offset }) => {
+                Ok(Some(tuple_start + offset as usize))
+            }
             Ok(VersionstampOffset::MultipleIncomplete) => {
                 out.truncate(start);
                 Err(KeyError::MultipleVersionstamps { key })

@@ -20,39 +20,44 @@
 //!
 //! # Field types ([`TextField`])
 //!
-//! | type | text form | length |
+//! | type | text form | where it ends when read |
 //! |---|---|---|
-//! | `u8`…`u128`, `{f:W}` | exactly `W` decimal digits, zero-padded; more digits is an error | fixed |
-//! | `u8`…`u128`, `{f}` | canonical decimal, no leading zero | variable |
-//! | [`Ulid`] | 26 upper-case Crockford characters | fixed |
-//! | `String` | the text itself | variable |
-//! | [`Escaped`] | the text with `%` and the terminator's bytes percent-escaped | variable |
+//! | `u8`…`u128` as `{f:W}` | exactly `W` decimal digits, zero-padded; a wider value is an error | after `W` bytes |
+//! | `u8`…`u128` as `{f}` | canonical decimal, no leading zero | at the next delimiter |
+//! | [`Ulid`] | 26 upper-case Crockford characters | after 26 bytes |
+//! | `String` | the text; must not contain a delimiter | at the next delimiter |
+//! | [`Escaped`] | the text, `%` and delimiters written `%XX` | at the next delimiter |
+//! | [`Spanning`] | the text; may contain delimiters but not its terminator | at its terminator |
 //!
 //! Zero-padded numbers sort numerically as bytes; unpadded ones do not
 //! (`ver:10` sorts before `ver:9`), which is why timestamps and sequences are
-//! padded.
+//! padded. Text fields sort by their bytes.
 //!
 //! # The delimiter rule
 //!
-//! A variable-length field ends at the **first occurrence of the literal that
-//! follows it** in the layout (its *terminator*), or at the end of the key
-//! when it is the last part. So:
+//! A layout's **delimiters** are the first bytes of the literals that follow
+//! a field (`:` in all the examples). The literal right after a field is its
+//! **terminator**.
 //!
-//! 1. A field's text may contain the delimiter character as long as it does
-//!    not contain its terminator: in `"toc:" {node_id} ":v" {ver:06}` the node
-//!    id `day:2024-01-29` is fine (it holds `:` but not `:v`).
-//! 2. The last field may contain anything.
-//! 3. Writing a field whose text would end early (it contains its
-//!    terminator, or its end plus the terminator contains an earlier match)
-//!    is refused with [`TextProblem::ContainsTerminator`]; nothing ambiguous is
-//!    ever written.
-//! 4. Free text that must hold the terminator uses [`Escaped`]: `%` becomes
-//!    `%25` and each byte of the terminator becomes `%XX` (upper-case hex).
-//!    Reading accepts only that canonical form, so each value has exactly one
-//!    key.
-//! 5. A variable-length field must be followed by a literal or end the key;
-//!    a layout that puts two fields back to back after a variable one is
-//!    refused at the first write ([`TextProblem::Unterminated`]).
+//! 1. A `String` or unpadded number never contains a delimiter: writing one
+//!    that does is refused with [`TextProblem::ContainsDelimiter`]. Every
+//!    field boundary is then a delimiter, so a key splits back one way only,
+//!    and a key of one layout cannot be read as another layout that shares
+//!    its prefix (`cs:fn:t:ns:f:ver:17:meta` is not a `...:{function}:meta`
+//!    key with function `f:ver:17`; it fails with a typed error).
+//! 2. Free text that may contain delimiters uses [`Escaped`]: `%` becomes
+//!    `%25` and each delimiter byte `%XX` (upper-case hex). Reading accepts
+//!    only that canonical form, so each value has exactly one key.
+//! 3. [`Spanning`] reproduces layouts that put delimiters inside a field
+//!    unescaped (`toc:{node_id}:v{ver:06}` with node id `day:2024-01-29`).
+//!    It ends at the first occurrence of its terminator, which its text may
+//!    not contain ([`TextProblem::ContainsTerminator`]). It weakens rule 1:
+//!    another layout sharing the prefix may read the same bytes, so give
+//!    such a layout a keyspace or literal prefix of its own.
+//! 4. A field that is not fixed-width must be followed by a literal or end
+//!    the key; otherwise the first write fails with
+//!    [`TextProblem::Unterminated`].
+//! 5. The last field runs to the end of the key, under the same rules.
 
 use crate::{KeyError, TextProblem, Ulid};
 
@@ -70,43 +75,91 @@ pub enum TextPart {
     },
 }
 
+/// A set of bytes: a layout's delimiters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ByteSet([u64; 4]);
+
+impl ByteSet {
+    /// The empty set.
+    pub const EMPTY: Self = Self([0; 4]);
+
+    /// This set with `b` added.
+    #[must_use]
+    pub const fn with(mut self, b: u8) -> Self {
+        self.0[(b >> 6) as usize] |= 1 << (b & 63);
+        self
+    }
+
+    /// Whether `b` is in the set.
+    pub const fn contains(&self, b: u8) -> bool {
+        self.0[(b >> 6) as usize] & (1 << (b & 63)) != 0
+    }
+
+    /// The delimiters of a layout: first bytes of literals that follow a field.
+    pub const fn delimiters(parts: &[TextPart]) -> Self {
+        let mut set = Self::EMPTY;
+        let mut i = 1;
+        while i < parts.len() {
+            if let (TextPart::Field { .. }, TextPart::Literal(l)) = (&parts[i - 1], &parts[i]) {
+                if !l.is_empty() {
+                    set = set.with(l.as_bytes()[0]);
+                }
+            }
+            i += 1;
+        }
+        set
+    }
+}
+
+/// Where a field sits in its layout, as a [`TextField`] needs to know.
+#[derive(Debug, Clone, Copy)]
+pub struct FieldContext {
+    /// Declared zero-padding width (0 = none).
+    pub width: usize,
+    /// The literal right after the field, if any.
+    pub terminator: Option<&'static str>,
+    /// The layout's delimiters.
+    pub delimiters: ByteSet,
+}
+
+/// How a reader finds the end of a field.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Extent {
+    /// Exactly this many bytes.
+    Fixed(usize),
+    /// Up to the next delimiter byte, or the end of the key.
+    Delimited,
+    /// Up to the first occurrence of the terminator, or the end of the key.
+    Terminated,
+}
+
 /// A type usable as a field of a text key.
 pub trait TextField: Sized {
-    /// The length of the text form at this declared width, when it is fixed.
-    fn fixed_len(width: usize) -> Option<usize>;
-    /// Appends the text form. `terminator` is the literal that follows the
-    /// field, if any.
+    /// How the field's segment is delimited at this position.
+    fn extent(cx: &FieldContext) -> Extent;
+    /// Appends the text form.
     ///
     /// # Errors
-    /// A [`TextProblem`] when the value has no text form at this width.
-    fn write_text(
-        &self,
-        out: &mut Vec<u8>,
-        width: usize,
-        terminator: Option<&'static str>,
-    ) -> Result<(), TextProblem>;
+    /// A [`TextProblem`] when the value has no text form here.
+    fn write_text(&self, out: &mut Vec<u8>, cx: &FieldContext) -> Result<(), TextProblem>;
     /// Reads exactly `text`, the field's whole segment.
     ///
     /// # Errors
     /// A [`TextProblem`] when `text` is not a canonical text form.
-    fn read_text(
-        text: &[u8],
-        width: usize,
-        terminator: Option<&'static str>,
-    ) -> Result<Self, TextProblem>;
+    fn read_text(text: &[u8], cx: &FieldContext) -> Result<Self, TextProblem>;
 }
 
 macro_rules! text_uint {
     ($($t:ty),*) => {$(
         impl TextField for $t {
-            fn fixed_len(width: usize) -> Option<usize> {
-                (width > 0).then_some(width)
+            fn extent(cx: &FieldContext) -> Extent {
+                if cx.width > 0 { Extent::Fixed(cx.width) } else { Extent::Delimited }
             }
-            fn write_text(&self, out: &mut Vec<u8>, width: usize, _: Option<&'static str>) -> Result<(), TextProblem> {
-                write_decimal(u128::from(*self), out, width)
+            fn write_text(&self, out: &mut Vec<u8>, cx: &FieldContext) -> Result<(), TextProblem> {
+                write_decimal(u128::from(*self), out, cx.width)
             }
-            fn read_text(text: &[u8], width: usize, _: Option<&'static str>) -> Result<Self, TextProblem> {
-                <$t>::try_from(read_decimal(text, width)?).map_err(|_| TextProblem::OutOfRange)
+            fn read_text(text: &[u8], cx: &FieldContext) -> Result<Self, TextProblem> {
+                <$t>::try_from(read_decimal(text, cx.width)?).map_err(|_| TextProblem::OutOfRange)
             }
         }
     )*};
@@ -153,79 +206,110 @@ fn read_decimal(text: &[u8], width: usize) -> Result<u128, TextProblem> {
     })
 }
 
+fn utf8(text: &[u8]) -> Result<String, TextProblem> {
+    std::str::from_utf8(text)
+        .map(str::to_owned)
+        .map_err(|_| TextProblem::NotUtf8)
+}
+
 impl TextField for String {
-    fn fixed_len(_: usize) -> Option<usize> {
-        None
+    fn extent(_: &FieldContext) -> Extent {
+        Extent::Delimited
     }
-    fn write_text(
-        &self,
-        out: &mut Vec<u8>,
-        _: usize,
-        _: Option<&'static str>,
-    ) -> Result<(), TextProblem> {
+    fn write_text(&self, out: &mut Vec<u8>, _: &FieldContext) -> Result<(), TextProblem> {
         out.extend_from_slice(self.as_bytes());
         Ok(())
     }
-    fn read_text(text: &[u8], _: usize, _: Option<&'static str>) -> Result<Self, TextProblem> {
-        std::str::from_utf8(text)
-            .map(str::to_owned)
-            .map_err(|_| TextProblem::NotUtf8)
+    fn read_text(text: &[u8], _: &FieldContext) -> Result<Self, TextProblem> {
+        utf8(text)
+    }
+}
+
+/// Text that may contain the layout's delimiters, written unescaped; it ends
+/// at the first occurrence of its terminator. See the module docs, rule 3,
+/// for what this gives up.
+///
+/// ```
+/// use strata_keys::{text_key, Key, text::Spanning};
+///
+/// text_key! {
+///     /// `toc:{node_id}:v{ver:06}`
+///     pub struct TocKey { node_id: Spanning, ver: u32 } -> () = ("toc:" {node_id} ":v" {ver:06});
+/// }
+/// let k = TocKey { node_id: Spanning("day:2024-01-29".into()), ver: 3 };
+/// assert_eq!(k.pack().unwrap(), b"toc:day:2024-01-29:v000003");
+/// assert_eq!(TocKey::unpack(b"toc:day:2024-01-29:v000003").unwrap(), k);
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct Spanning(pub String);
+
+impl TextField for Spanning {
+    fn extent(_: &FieldContext) -> Extent {
+        Extent::Terminated
+    }
+    fn write_text(&self, out: &mut Vec<u8>, _: &FieldContext) -> Result<(), TextProblem> {
+        out.extend_from_slice(self.0.as_bytes());
+        Ok(())
+    }
+    fn read_text(text: &[u8], _: &FieldContext) -> Result<Self, TextProblem> {
+        utf8(text).map(Spanning)
     }
 }
 
 impl TextField for Ulid {
-    fn fixed_len(_: usize) -> Option<usize> {
-        Some(crate::ulid::ULID_LEN)
+    fn extent(_: &FieldContext) -> Extent {
+        Extent::Fixed(crate::ulid::ULID_LEN)
     }
-    fn write_text(
-        &self,
-        out: &mut Vec<u8>,
-        _: usize,
-        _: Option<&'static str>,
-    ) -> Result<(), TextProblem> {
+    fn write_text(&self, out: &mut Vec<u8>, _: &FieldContext) -> Result<(), TextProblem> {
         out.extend_from_slice(&self.to_text());
         Ok(())
     }
-    fn read_text(text: &[u8], _: usize, _: Option<&'static str>) -> Result<Self, TextProblem> {
+    fn read_text(text: &[u8], _: &FieldContext) -> Result<Self, TextProblem> {
         Ulid::parse(text).map_err(TextProblem::Ulid)
     }
 }
 
-/// Free text that may contain its terminator: `%` and the terminator's
-/// bytes are written as `%XX` (upper-case hex). See the module docs, rule 4.
+/// Free text that may contain anything: `%` and the layout's delimiters are
+/// written as `%XX` (upper-case hex). See the module docs, rule 2.
 ///
 /// ```
 /// use strata_keys::{text_key, Key, text::Escaped};
 ///
 /// text_key! {
-///     /// `node:{node_id}:{grip_id}` where the node id itself holds `:`.
-///     pub struct GripKey { node_id: Escaped, grip_id: String } -> () = ("node:" {node_id} ":" {grip_id});
+///     /// `node:{node_id}:{grip_id}` where both ids hold `:`.
+///     pub struct GripKey { node_id: Escaped, grip_id: Escaped } -> () = ("node:" {node_id} ":" {grip_id});
 /// }
-/// let k = GripKey { node_id: Escaped("toc:day:2024-01-29".into()), grip_id: "grip:123".into() };
-/// assert_eq!(k.pack().unwrap(), b"node:toc%3Aday%3A2024-01-29:grip:123");
-/// assert_eq!(GripKey::unpack(b"node:toc%3Aday%3A2024-01-29:grip:123").unwrap(), k);
+/// let k = GripKey {
+///     node_id: Escaped("toc:day:2024-01-29".into()),
+///     grip_id: Escaped("grip:123".into()),
+/// };
+/// assert_eq!(k.pack().unwrap(), b"node:toc%3Aday%3A2024-01-29:grip%3A123");
+/// assert_eq!(GripKey::unpack(b"node:toc%3Aday%3A2024-01-29:grip%3A123").unwrap(), k);
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
 pub struct Escaped(pub String);
 
-fn must_escape(b: u8, terminator: Option<&str>) -> bool {
-    b == b'%' || terminator.is_some_and(|t| t.as_bytes().contains(&b))
+fn must_escape(b: u8, cx: &FieldContext) -> bool {
+    b == b'%' || cx.delimiters.contains(b)
 }
 
 const HEX: &[u8; 16] = b"0123456789ABCDEF";
 
-impl TextField for Escaped {
-    fn fixed_len(_: usize) -> Option<usize> {
-        None
+fn hex_value(c: u8) -> Option<u8> {
+    match c {
+        b'0'..=b'9' => Some(c - b'0'),
+        b'A'..=b'F' => Some(c - b'A' + 10),
+        _ => None,
     }
-    fn write_text(
-        &self,
-        out: &mut Vec<u8>,
-        _: usize,
-        terminator: Option<&'static str>,
-    ) -> Result<(), TextProblem> {
+}
+
+impl TextField for Escaped {
+    fn extent(_: &FieldContext) -> Extent {
+        Extent::Delimited
+    }
+    fn write_text(&self, out: &mut Vec<u8>, cx: &FieldContext) -> Result<(), TextProblem> {
         for &b in self.0.as_bytes() {
-            if must_escape(b, terminator) {
+            if must_escape(b, cx) {
                 out.extend_from_slice(&[b'%', HEX[usize::from(b >> 4)], HEX[usize::from(b & 15)]]);
             } else {
                 out.push(b);
@@ -233,31 +317,24 @@ impl TextField for Escaped {
         }
         Ok(())
     }
-    fn read_text(
-        text: &[u8],
-        _: usize,
-        terminator: Option<&'static str>,
-    ) -> Result<Self, TextProblem> {
-        let hex = |c: u8| HEX.iter().position(|&h| h == c).and_then(|p| u8::try_from(p).ok());
+    fn read_text(text: &[u8], cx: &FieldContext) -> Result<Self, TextProblem> {
         let mut bytes = Vec::with_capacity(text.len());
         let mut i = 0;
         while i < text.len() {
             let b = text[i];
             if b == b'%' {
                 let (Some(hi), Some(lo)) = (
-                    text.get(i + 1).copied().and_then(hex),
-                    text.get(i + 2).copied().and_then(hex),
+                    text.get(i + 1).copied().and_then(hex_value),
+                    text.get(i + 2).copied().and_then(hex_value),
                 ) else {
                     return Err(TextProblem::BadEscape);
                 };
                 let decoded = (hi << 4) | lo;
-                if !must_escape(decoded, terminator) {
+                if !must_escape(decoded, cx) {
                     return Err(TextProblem::BadEscape);
                 }
                 bytes.push(decoded);
                 i += 3;
-            } else if must_escape(b, terminator) {
-                return Err(TextProblem::BadEscape);
             } else {
                 bytes.push(b);
                 i += 1;
@@ -269,24 +346,30 @@ impl TextField for Escaped {
     }
 }
 
-fn field_at(parts: &[TextPart], i: usize) -> (&'static str, usize) {
-    match parts.get(i) {
-        Some(TextPart::Field { name, width }) => (name, *width),
+fn context(
+    parts: &[TextPart],
+    delimiters: ByteSet,
+    i: usize,
+) -> (&'static str, FieldContext, bool) {
+    let (name, width) = match parts.get(i) {
+        Some(TextPart::Field { name, width }) => (*name, *width),
         _ => ("?", 0),
-    }
-}
-
-/// The literal after part `i`, and whether another part follows at all.
-fn terminator(parts: &[TextPart], i: usize) -> (Option<&'static str>, bool) {
-    match parts.get(i + 1) {
-        Some(TextPart::Literal(l)) if !l.is_empty() => (Some(l), true),
+    };
+    let (terminator, more) = match parts.get(i + 1) {
+        Some(TextPart::Literal(l)) if !l.is_empty() => (Some(*l), true),
         Some(_) => (None, true),
         None => (None, false),
-    }
+    };
+    let cx = FieldContext {
+        width,
+        terminator,
+        delimiters,
+    };
+    (name, cx, more)
 }
 
-/// Whether `segment ++ terminator` first contains `terminator` at
-/// `segment.len()`, i.e. a reader will end the field exactly there.
+/// Whether a reader of `segment ++ terminator` finds the terminator first at
+/// `segment.len()`, so the field ends exactly where it was written.
 fn ends_cleanly(segment: &[u8], terminator: &[u8]) -> bool {
     let at = |i: usize| {
         if i < segment.len() {
@@ -302,61 +385,76 @@ fn ends_cleanly(segment: &[u8], terminator: &[u8]) -> bool {
 pub fn write_text_field<T: TextField>(
     key: &'static str,
     parts: &[TextPart],
+    delimiters: ByteSet,
     i: usize,
     value: &T,
     out: &mut Vec<u8>,
 ) -> Result<(), KeyError> {
-    let (field, width) = field_at(parts, i);
+    let (field, cx, more) = context(parts, delimiters, i);
     let err = |problem| KeyError::TextField {
         key,
         field,
         problem,
     };
-    let (term, more) = terminator(parts, i);
     let start = out.len();
-    value.write_text(out, width, term).map_err(err)?;
-    if T::fixed_len(width).is_none() {
-        match term {
-            Some(t) if !ends_cleanly(&out[start..], t.as_bytes()) => {
-                return Err(err(TextProblem::ContainsTerminator { terminator: t }));
-            }
-            None if more => return Err(err(TextProblem::Unterminated)),
-            _ => {}
+    value.write_text(out, &cx).map_err(err)?;
+    let written = &out[start..];
+    match T::extent(&cx) {
+        Extent::Fixed(n) if written.len() != n => Err(err(TextProblem::TooWide {
+            digits: written.len(),
+            width: n,
+        })),
+        Extent::Fixed(_) => Ok(()),
+        Extent::Delimited | Extent::Terminated if more && cx.terminator.is_none() => {
+            Err(err(TextProblem::Unterminated))
         }
+        Extent::Delimited => match written.iter().find(|&&b| delimiters.contains(b)) {
+            Some(&byte) => Err(err(TextProblem::ContainsDelimiter { byte })),
+            None => Ok(()),
+        },
+        Extent::Terminated => match cx.terminator {
+            Some(t) if !ends_cleanly(written, t.as_bytes()) => {
+                Err(err(TextProblem::ContainsTerminator { terminator: t }))
+            }
+            _ => Ok(()),
+        },
     }
-    Ok(())
 }
 
 #[doc(hidden)]
 pub fn read_text_field<T: TextField>(
     key: &'static str,
     parts: &[TextPart],
+    delimiters: ByteSet,
     i: usize,
     whole: &[u8],
     pos: &mut usize,
 ) -> Result<T, KeyError> {
-    let (field, width) = field_at(parts, i);
-    let (term, _) = terminator(parts, i);
+    let (field, cx, _) = context(parts, delimiters, i);
     let rest = &whole[*pos..];
-    let len = if let Some(n) = T::fixed_len(width) {
-        if rest.len() < n {
+    let len = match T::extent(&cx) {
+        Extent::Fixed(n) if rest.len() < n => {
             return Err(KeyError::Truncated {
                 key,
                 offset: whole.len(),
                 needed: n - rest.len(),
             });
         }
-        n
-    } else if let Some(t) = term {
-        find(rest, t.as_bytes()).ok_or(KeyError::TextField {
-            key,
-            field,
-            problem: TextProblem::MissingTerminator { expected: t },
-        })?
-    } else {
-        rest.len()
+        Extent::Fixed(n) => n,
+        Extent::Delimited => rest
+            .iter()
+            .position(|&b| delimiters.contains(b))
+            .unwrap_or(rest.len()),
+        Extent::Terminated => match cx.terminator {
+            Some(t) => find(rest, t.as_bytes()).ok_or(KeyError::TextField {
+                key,
+                field,
+                problem: TextProblem::MissingTerminator { expected: t },
+            })?,
+            None => rest.len(),
+        },
     };
-    let value = T::read_text(&rest[..len], width, term).map_err(|problem| KeyError::TextField {
+    let value = T::read_text(&rest[..len], &cx).map_err(|problem| KeyError::TextField {
         key,
         field,
         problem,
@@ -378,9 +476,6 @@ pub fn expect_literal(
 }
 
 fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
-    if needle.is_empty() {
-        return Some(0);
-    }
     haystack.windows(needle.len()).position(|w| w == needle)
 }
 
@@ -406,6 +501,8 @@ macro_rules! text_key {
         impl $name {
             /// The layout, part by part.
             pub const LAYOUT: &'static [$crate::text::TextPart] = &[ $( $crate::__strata_text_part!($part) ),+ ];
+            /// The layout's delimiters (see the delimiter rule in `strata_keys::text`).
+            pub const DELIMITERS: $crate::text::ByteSet = $crate::text::ByteSet::delimiters(Self::LAYOUT);
         }
 
         impl $crate::Key for $name {
@@ -450,10 +547,16 @@ macro_rules! __strata_text_part {
         $crate::text::TextPart::Literal($lit)
     };
     ({ $f:ident : $w:literal }) => {
-        $crate::text::TextPart::Field { name: ::std::stringify!($f), width: $w }
+        $crate::text::TextPart::Field {
+            name: ::std::stringify!($f),
+            width: $w,
+        }
     };
     ({ $f:ident }) => {
-        $crate::text::TextPart::Field { name: ::std::stringify!($f), width: 0 }
+        $crate::text::TextPart::Field {
+            name: ::std::stringify!($f),
+            width: 0,
+        }
     };
 }
 
@@ -464,12 +567,26 @@ macro_rules! __strata_text_elem {
         $out.extend_from_slice($lit.as_bytes());
     };
     (write $name:ident $self:ident $out:ident $i:ident { $f:ident $(: $w:literal)? }) => {
-        $crate::__private::write_text_field($name, Self::LAYOUT, $i, &$self.$f, $out)?;
+        $crate::__private::write_text_field(
+            $name,
+            Self::LAYOUT,
+            Self::DELIMITERS,
+            $i,
+            &$self.$f,
+            $out,
+        )?;
     };
     (read $name:ident $bytes:ident $pos:ident $i:ident $lit:literal) => {
         $crate::__private::expect_literal($name, $bytes, &mut $pos, $lit)?;
     };
     (read $name:ident $bytes:ident $pos:ident $i:ident { $f:ident $(: $w:literal)? }) => {
-        let $f = $crate::__private::read_text_field($name, Self::LAYOUT, $i, $bytes, &mut $pos)?;
+        let $f = $crate::__private::read_text_field(
+            $name,
+            Self::LAYOUT,
+            Self::DELIMITERS,
+            $i,
+            $bytes,
+            &mut $pos,
+        )?;
     };
 }

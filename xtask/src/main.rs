@@ -65,7 +65,9 @@ impl Counts {
 
 fn test(args: &[String]) -> Result<(), String> {
     if let Some(extra) = args.first() {
-        return Err(format!("`cargo xtask test` takes no arguments, got `{extra}`"));
+        return Err(format!(
+            "`cargo xtask test` takes no arguments, got `{extra}`"
+        ));
     }
     let started = Instant::now();
     let mut total = Counts::default();
@@ -82,7 +84,11 @@ fn test(args: &[String]) -> Result<(), String> {
             }
             Err((counts, why)) => {
                 total.add(counts);
-                println!("summary: {} passed, {} failed", total.passed, total.failed.max(1));
+                println!(
+                    "summary: {} passed, {} failed",
+                    total.passed,
+                    total.failed.max(1)
+                );
                 Err(format!("step `{name}` failed: {why}"))
             }
         }
@@ -91,16 +97,34 @@ fn test(args: &[String]) -> Result<(), String> {
     step("fmt", &["fmt", "--all", "--", "--check"], |_| None)?;
     step(
         "clippy",
-        &["clippy", "--workspace", "--all-targets", "--locked", "--", "-D", "warnings"],
+        &[
+            "clippy",
+            "--workspace",
+            "--all-targets",
+            "--locked",
+            "--",
+            "-D",
+            "warnings",
+        ],
         |_| None,
     )?;
     ensure_nextest()?;
     step(
         "nextest",
-        &["nextest", "run", "--workspace", "--locked", "--no-fail-fast"],
+        &[
+            "nextest",
+            "run",
+            "--workspace",
+            "--locked",
+            "--no-fail-fast",
+        ],
         parse_nextest,
     )?;
-    step("doctests", &["test", "--doc", "--workspace", "--locked"], parse_libtest)?;
+    step(
+        "doctests",
+        &["test", "--doc", "--workspace", "--locked"],
+        parse_libtest,
+    )?;
 
     println!(
         "xtask test: all steps passed in {:.0}s ({})",
@@ -135,10 +159,7 @@ fn cargo() -> String {
 /// Runs `cargo ARGS`, echoing its output line by line while `parse` looks for
 /// a closing count line. Returns the counts found, or the counts and a reason
 /// on failure.
-fn run_cargo(
-    args: &[&str],
-    parse: fn(&str) -> Option<Counts>,
-) -> Result<Counts, (Counts, String)> {
+fn run_cargo(args: &[&str], parse: fn(&str) -> Option<Counts>) -> Result<Counts, (Counts, String)> {
     println!("$ cargo {}", args.join(" "));
     let _ = std::io::stdout().flush();
     let mut child = Command::new(cargo())
@@ -149,7 +170,10 @@ fn run_cargo(
         .map_err(|e| (Counts::default(), format!("could not start cargo: {e}")))?;
 
     let (tx, rx) = mpsc::channel::<Counts>();
-    let out = child.stdout.take().map(|s| echo(s, false, parse, tx.clone()));
+    let out = child
+        .stdout
+        .take()
+        .map(|s| echo(s, false, parse, tx.clone()));
     let err = child.stderr.take().map(|s| echo(s, true, parse, tx));
     let status = child
         .wait()
@@ -164,7 +188,10 @@ fn run_cargo(
     if status.success() {
         Ok(counts)
     } else {
-        Err((counts, format!("`cargo {}` exited with {status}", args.join(" "))))
+        Err((
+            counts,
+            format!("`cargo {}` exited with {status}", args.join(" ")),
+        ))
     }
 }
 
@@ -230,8 +257,9 @@ mod tests {
 
     #[test]
     fn reads_nextest_summary() {
-        let c = parse_nextest("     Summary [   2.043s] 57 tests run: 55 passed, 2 failed, 1 skipped")
-            .expect("a summary line");
+        let c =
+            parse_nextest("     Summary [   2.043s] 57 tests run: 55 passed, 2 failed, 1 skipped")
+                .expect("a summary line");
         assert_eq!((c.passed, c.failed), (55, 2));
         assert!(parse_nextest("   Compiling strata-keys").is_none());
     }
