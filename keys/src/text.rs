@@ -100,10 +100,10 @@ impl ByteSet {
         let mut set = Self::EMPTY;
         let mut i = 1;
         while i < parts.len() {
-            if let (TextPart::Field { .. }, TextPart::Literal(l)) = (&parts[i - 1], &parts[i]) {
-                if !l.is_empty() {
-                    set = set.with(l.as_bytes()[0]);
-                }
+            if let (TextPart::Field { .. }, TextPart::Literal(l)) = (&parts[i - 1], &parts[i])
+                && !l.is_empty()
+            {
+                set = set.with(l.as_bytes()[0]);
             }
             i += 1;
         }
