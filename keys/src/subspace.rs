@@ -1,17 +1,22 @@
 //! Subspaces and prefix ranges.
 //!
-//! A [`Subspace`] is a byte prefix shared by a family of keys. Its
-//! [`range`](Subspace::range) covers **every** key that starts with the
-//! prefix, computed with FoundationDB's `strinc` rule: the end bound is the
-//! prefix with trailing `0xFF` bytes removed and the last remaining byte
-//! incremented. The naive `prefix ++ 0xFF` end bound misses every key whose
-//! next byte after the prefix is `0xFF` (raw layouts produce such keys); this
-//! one does not.
+//! A [`Subspace`] is a byte prefix shared by a family of keys. It offers two
+//! ranges, because "starts with these bytes" and "extends this tuple" are
+//! different sets:
 //!
-//! Note: FoundationDB's own `Subspace::range` returns `(prefix ++ 0x00,
-//! prefix ++ 0xFF)`, which covers tuple-encoded suffixes only and excludes the
-//! prefix key itself. [`Subspace::tuple_range`] gives that range when it is
-//! what you want.
+//! - [`Subspace::range`]: **every key that starts with the prefix bytes**,
+//!   the end computed with FoundationDB's `strinc` rule (drop trailing `0xFF`
+//!   bytes, increment the last remaining one). The naive `prefix ++ 0xFF`
+//!   end misses every key whose next byte after the prefix is `0xFF`, which
+//!   raw layouts produce (`[5] ++ u64_be(u64::MAX)`); this one does not. Use
+//!   it for raw byte and text layouts.
+//! - [`Subspace::tuple_range`]: **the prefix followed by zero or more tuple
+//!   elements**, `[prefix, prefix ++ 0xFF)`. When the prefix ends in a byte
+//!   string or string element, a *sibling* element that extends it with a
+//!   NUL byte (`"a"` vs `"a\0b"`) is escaped as `00 FF` and so starts with
+//!   the same bytes; the tuple range leaves it out, the byte range does not.
+//!   Use it for tuple keys. (FoundationDB's own `Subspace::range` is the same
+//!   but starts at `prefix ++ 0x00`, leaving out the prefix key itself.)
 
 use std::ops::Bound;
 
@@ -41,6 +46,27 @@ impl KeyRange {
         Self {
             start: prefix.to_vec(),
             end: strinc(prefix),
+        }
+    }
+
+    /// The packed tuple `prefix` followed by zero or more tuple elements:
+    /// `[prefix, prefix ++ 0xFF)`. Tuple elements never start with `0xFF`, so
+    /// this holds every extension of the tuple and leaves out siblings whose
+    /// last string or byte element merely extends the prefix's last one.
+    ///
+    /// ```
+    /// use strata_keys::{KeyRange, tuple};
+    /// let r = KeyRange::tuple_prefix(&tuple::pack(&("a",)));
+    /// assert!(r.contains(&tuple::pack(&("a", 1))));
+    /// assert!(!r.contains(&tuple::pack(&("a\0b",))));
+    /// assert!(KeyRange::prefix(&tuple::pack(&("a",))).contains(&tuple::pack(&("a\0b",))));
+    /// ```
+    pub fn tuple_prefix(prefix: &[u8]) -> Self {
+        let mut end = prefix.to_vec();
+        end.push(0xFF);
+        Self {
+            start: prefix.to_vec(),
+            end: Some(end),
         }
     }
 
@@ -85,7 +111,7 @@ pub fn strinc(prefix: &[u8]) -> Option<Vec<u8>> {
 /// assert_eq!(key, tuple::pack(&("pegboard", "actor_kv", 42_u64, "queue", 7_i64)));
 /// let (ns, n): (String, i64) = actor.unpack(&key).unwrap();
 /// assert_eq!((ns.as_str(), n), ("queue", 7));
-/// assert!(actor.range().contains(&key));
+/// assert!(actor.tuple_range().contains(&key));
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
 pub struct Subspace {
@@ -187,24 +213,16 @@ impl Subspace {
         key.starts_with(&self.prefix)
     }
 
-    /// Every key that starts with the prefix, the prefix itself included
-    /// (`strinc` rule; see the module docs).
+    /// Every key that starts with the prefix bytes, the prefix itself
+    /// included (`strinc` rule; see the module docs).
     pub fn range(&self) -> KeyRange {
         KeyRange::prefix(&self.prefix)
     }
 
-    /// FoundationDB's tuple range `[prefix ++ 0x00, prefix ++ 0xFF)`: the keys
-    /// whose suffix is a packed tuple. Excludes the prefix itself and raw
-    /// suffixes starting with `0xFF`.
+    /// The prefix followed by zero or more tuple elements:
+    /// `[prefix, prefix ++ 0xFF)` (see the module docs).
     pub fn tuple_range(&self) -> KeyRange {
-        let mut start = self.prefix.clone();
-        start.push(0x00);
-        let mut end = self.prefix.clone();
-        end.push(0xFF);
-        KeyRange {
-            start,
-            end: Some(end),
-        }
+        KeyRange::tuple_prefix(&self.prefix)
     }
 
     fn strip<'k>(&self, key: &'k [u8]) -> Result<&'k [u8], KeyError> {

@@ -236,12 +236,13 @@ macro_rules! __strata_tuple_layout {
                 self.pack().map($crate::Subspace::from_bytes)
             }
 
-            /// The range of every key that starts with this prefix.
+            /// The range of every key that extends this prefix by tuple
+            /// elements ([`KeyRange::tuple_prefix`]($crate::KeyRange::tuple_prefix)).
             ///
             /// # Errors
             /// As [`Self::pack_into`].
             pub fn range(&self) -> ::std::result::Result<$crate::KeyRange, $crate::KeyError> {
-                self.pack().map(|p| $crate::KeyRange::prefix(&p))
+                self.pack().map(|p| $crate::KeyRange::tuple_prefix(&p))
             }
         }
     };
@@ -291,4 +292,41 @@ macro_rules! __strata_tuple_elem {
     (prefix $name:ident $self:ident $out:ident $depth:ident $vs:ident $gap:ident $elem:tt) => {
         $crate::__strata_tuple_elem!(pack $self $out $depth $vs $elem);
     };
+}
+
+/// An owned tuple element of any type, for fields whose element types vary
+/// (a history location of numbers and names, say). [`Element`] itself
+/// borrows from the bytes it was read from; this does not.
+///
+/// ```
+/// use strata_keys::tuple::{self, Element, OwnedElement};
+///
+/// let bytes = tuple::pack(&(3_i64, "loop"));
+/// let (a, b): (OwnedElement, OwnedElement) = tuple::unpack(&bytes).unwrap();
+/// assert_eq!(a.0, Element::Int(3));
+/// assert_eq!(b.0.as_str(), Some("loop"));
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct OwnedElement(pub Element<'static>);
+
+impl From<Element<'_>> for OwnedElement {
+    fn from(e: Element<'_>) -> Self {
+        Self(e.into_owned())
+    }
+}
+
+impl TuplePack for OwnedElement {
+    fn pack<W: std::io::Write>(
+        &self,
+        w: &mut W,
+        tuple_depth: TupleDepth,
+    ) -> std::io::Result<VersionstampOffset> {
+        self.0.pack(w, tuple_depth)
+    }
+}
+
+impl<'de> TupleUnpack<'de> for OwnedElement {
+    fn unpack(input: &'de [u8], tuple_depth: TupleDepth) -> PackResult<(&'de [u8], Self)> {
+        Element::unpack(input, tuple_depth).map(|(rest, e)| (rest, Self(e.into_owned())))
+    }
 }

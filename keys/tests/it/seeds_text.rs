@@ -1,0 +1,1 @@
+//! seeds_text tests.
