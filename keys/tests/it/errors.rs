@@ -1,1 +1,252 @@
-//! errors tests.
+//! Bad input gets a typed error naming the key type and the byte, never a
+//! panic and never a wrong value.
+
+use std::error::Error as _;
+
+use strata_keys::text::Spanning;
+use strata_keys::tuple::Uuid;
+use strata_keys::{Key, KeyError, TextProblem, raw_key, text_key, tuple_key};
+
+tuple_key! {
+    /// `(1, id, name, 2)`.
+    pub struct T { pub id: Uuid, pub name: String } -> () = (1, {id}, {name}, 2);
+}
+raw_key! {
+    /// `[7, 7] ++ u32 ++ u64 ++ utf8`.
+    pub struct R { a: u32, b: u64, ..rest: String } -> () = [7, 7];
+}
+text_key! {
+    /// `k:{n:04}:{s}:end`.
+    pub struct X { n: u16, s: String } -> () = ("k:" {n:04} ":" {s} ":end");
+    /// A terminator that can overlap the field's end.
+    pub struct Overlap { s: Spanning, n: u8 } -> () = ("o" {s} "-x-" {n});
+    /// Two fields with no literal between: refused at the first write.
+    pub struct Unterminated { s: String, n: u8 } -> () = ("u" {s} {n:3});
+}
+
+fn t() -> Vec<u8> {
+    T {
+        id: Uuid::from_u128(5),
+        name: "abc".into(),
+    }
+    .pack()
+    .unwrap()
+}
+
+#[test]
+fn every_truncation_of_a_tuple_key_is_a_typed_error() {
+    let full = t();
+    for n in 0..full.len() {
+        match T::unpack(&full[..n]) {
+            Err(KeyError::Truncated { key: "T", .. } | KeyError::Tuple { key: "T", .. }) => {}
+            other => panic!("prefix of {n} bytes: {other:?}"),
+        }
+    }
+    let mut long = full.clone();
+    long.extend([0x14, 0x14]);
+    assert!(
+        matches!(T::unpack(&long), Err(KeyError::TrailingBytes { key: "T", count: 2, offset }) if offset == full.len())
+    );
+}
+
+#[test]
+fn tuple_errors_keep_their_source() {
+    let mut bad = t();
+    bad[2] = 0x02; // the UUID's type code becomes a string's
+    let err = T::unpack(&bad).unwrap_err();
+    assert!(matches!(err, KeyError::Tuple { offset: 2, .. }), "{err:?}");
+    assert!(
+        err.source().is_some(),
+        "the tuple layer's error is the source"
+    );
+    assert!(err.to_string().contains("byte 2"), "{err}");
+    let mut other = t();
+    *other.last_mut().unwrap() = 0x17; // discriminant 2 -> 3
+    assert!(matches!(
+        T::unpack(&other),
+        Err(KeyError::Discriminant { key: "T", .. })
+    ));
+    let mut first = t();
+    first[1] = 9;
+    assert!(matches!(
+        T::unpack(&first),
+        Err(KeyError::Discriminant { offset: 0, .. })
+    ));
+}
+
+#[test]
+fn raw_key_errors() {
+    let full = R {
+        a: 1,
+        b: 2,
+        rest: "zé".into(),
+    }
+    .pack()
+    .unwrap();
+    assert_eq!(full.len(), 2 + 4 + 8 + 3);
+    assert!(matches!(
+        R::unpack(&[7]),
+        Err(KeyError::Truncated { needed: 1, .. })
+    ));
+    assert!(matches!(
+        R::unpack(&[7, 7, 0, 0]),
+        Err(KeyError::Truncated {
+            offset: 4,
+            needed: 2,
+            ..
+        })
+    ));
+    assert!(matches!(
+        R::unpack(&full[..10]),
+        Err(KeyError::Truncated { needed: 4, .. })
+    ));
+    assert!(matches!(
+        R::unpack(&[7, 8, 0]),
+        Err(KeyError::Discriminant { offset: 0, .. })
+    ));
+    let mut bad_utf8 = full.clone();
+    bad_utf8.truncate(full.len() - 1); // cut the two-byte 'é' in half
+    assert!(matches!(
+        R::unpack(&bad_utf8),
+        Err(KeyError::Utf8 { offset: 15, .. })
+    ));
+    assert_eq!(R::unpack(&full).unwrap().rest, "zé");
+    assert_eq!(R::TAG, [7, 7]);
+}
+
+#[test]
+fn text_key_errors() {
+    let ok = X {
+        n: 7,
+        s: "hi".into(),
+    };
+    assert_eq!(ok.pack().unwrap(), b"k:0007:hi:end");
+    let cases: [(&[u8], fn(&KeyError) -> bool); 8] = [
+        (b"k:0007:hi:en", |e| matches!(e, KeyError::Truncated { .. })),
+        (b"k:0007:hi:end!", |e| {
+            matches!(e, KeyError::TrailingBytes { count: 1, .. })
+        }),
+        (b"q:0007:hi:end", |e| {
+            matches!(e, KeyError::Discriminant { offset: 0, .. })
+        }),
+        (b"k:07:hi:end", |e| {
+            matches!(
+                e,
+                KeyError::TextField {
+                    field: "n",
+                    problem: TextProblem::BadNumber,
+                    ..
+                }
+            )
+        }),
+        (b"k:00a7:hi:end", |e| {
+            matches!(
+                e,
+                KeyError::TextField {
+                    field: "n",
+                    problem: TextProblem::BadNumber,
+                    ..
+                }
+            )
+        }),
+        (b"k:0007:hi:and", |e| {
+            matches!(e, KeyError::Discriminant { offset: 9, .. })
+        }),
+        (b"k:0007:h\xffi:end", |e| {
+            matches!(
+                e,
+                KeyError::TextField {
+                    field: "s",
+                    problem: TextProblem::NotUtf8,
+                    ..
+                }
+            )
+        }),
+        (b"k:", |e| {
+            matches!(e, KeyError::Truncated { needed: 4, .. })
+        }),
+    ];
+    for (input, expected) in cases {
+        let err = X::unpack(input).expect_err("bad input");
+        assert!(
+            expected(&err),
+            "{}: {err:?}",
+            String::from_utf8_lossy(input)
+        );
+    }
+    // u16 out of range in a 5-digit field.
+    text_key! {
+        /// `w{n:05}`.
+        pub struct W { n: u16 } -> () = ("w" {n:05});
+    }
+    assert!(matches!(
+        W::unpack(b"w70000"),
+        Err(KeyError::TextField {
+            problem: TextProblem::OutOfRange,
+            ..
+        })
+    ));
+    assert_eq!(W::unpack(b"w65535").unwrap().n, u16::MAX);
+}
+
+#[test]
+fn text_writes_that_would_be_ambiguous_are_refused_and_leave_the_buffer() {
+    let mut buf = b"xyz".to_vec();
+    let bad = X {
+        n: 1,
+        s: "a:b".into(),
+    };
+    assert!(matches!(
+        bad.pack_into(&mut buf),
+        Err(KeyError::TextField {
+            field: "s",
+            problem: TextProblem::ContainsDelimiter { byte: b':' },
+            ..
+        })
+    ));
+    assert_eq!(buf, b"xyz");
+    // The field "a-x" followed by "-x-" reads "a-x-x-": the terminator would
+    // be found one byte early, so it is refused.
+    assert!(matches!(
+        Overlap {
+            s: Spanning("a-x".into()),
+            n: 1
+        }
+        .pack(),
+        Err(KeyError::TextField {
+            problem: TextProblem::ContainsTerminator { terminator: "-x-" },
+            ..
+        })
+    ));
+    let fine = Overlap {
+        s: Spanning("a-".into()),
+        n: 1,
+    };
+    assert_eq!(Overlap::unpack(&fine.pack().unwrap()).unwrap(), fine);
+    assert!(matches!(
+        Unterminated {
+            s: "a".into(),
+            n: 1
+        }
+        .pack(),
+        Err(KeyError::TextField {
+            field: "s",
+            problem: TextProblem::Unterminated,
+            ..
+        })
+    ));
+    let too_wide = X {
+        n: 10_000,
+        s: String::new(),
+    };
+    assert!(matches!(
+        too_wide.pack(),
+        Err(KeyError::TextField {
+            problem: TextProblem::TooWide {
+                digits: 5,
+                width: 4
+            },
+            ..
+        })
+    ));
+}
