@@ -73,9 +73,11 @@ pub use ulid::{Ulid, UlidGenerator};
 /// # Laws
 ///
 /// 1. `K::unpack(&k.pack()?)? == k`.
-/// 2. `K::unpack` accepts only bytes `pack` can produce: bytes of another key
-///    type sharing a prefix fail with [`KeyError::Discriminant`], never decode
-///    to a wrong value.
+/// 2. Bytes of another key type sharing a prefix fail with
+///    [`KeyError::Discriminant`] (or another error), never decode to a wrong
+///    value. Raw and text layouts accept only the exact bytes `pack`
+///    produces. Tuple keys inherit one leniency of the tuple layer: a
+///    non-minimal integer encoding (`15 00` for `0`) reads as its value.
 /// 3. `unpack` never panics; `pack_into` leaves `out` unchanged on error.
 pub trait Key: Sized {
     /// The type of the value stored under this key.

@@ -75,6 +75,25 @@ pub enum TextPart {
     },
 }
 
+/// Reads a field width written in a layout (`013` or `13`). Evaluated at
+/// compile time; anything but decimal digits fails the build.
+#[doc(hidden)]
+pub const fn parse_width(text: &str) -> usize {
+    let bytes = text.as_bytes();
+    assert!(!bytes.is_empty(), "a field width is a decimal number");
+    let mut width = 0;
+    let mut i = 0;
+    while i < bytes.len() {
+        assert!(
+            bytes[i].is_ascii_digit(),
+            "a field width is a decimal number"
+        );
+        width = width * 10 + (bytes[i] - b'0') as usize;
+        i += 1;
+    }
+    width
+}
+
 /// A set of bytes: a layout's delimiters.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct ByteSet([u64; 4]);
@@ -498,6 +517,9 @@ macro_rules! text_key {
             $( $(#[$fmeta])* pub $field : $fty, )*
         }
 
+        // Widths may be written `013`, mirroring format syntax; they are read
+        // as text by `parse_width`, never as an octal-looking literal.
+        #[allow(clippy::zero_prefixed_literal)]
         impl $name {
             /// The layout, part by part.
             pub const LAYOUT: &'static [$crate::text::TextPart] = &[ $( $crate::__strata_text_part!($part) ),+ ];
@@ -546,7 +568,7 @@ macro_rules! __strata_text_part {
     ($lit:literal) => {
         $crate::text::TextPart::Literal($lit)
     };
-    ({ $f:ident : $w:literal }) => {
+    ({ $f:ident : $w:tt }) => {
         $crate::text::TextPart::Field {
             name: ::std::stringify!($f),
             width: $w,
@@ -566,7 +588,7 @@ macro_rules! __strata_text_elem {
     (write $name:ident $self:ident $out:ident $i:ident $lit:literal) => {
         $out.extend_from_slice($lit.as_bytes());
     };
-    (write $name:ident $self:ident $out:ident $i:ident { $f:ident $(: $w:literal)? }) => {
+    (write $name:ident $self:ident $out:ident $i:ident { $f:ident $(: $w:tt)? }) => {
         $crate::__private::write_text_field(
             $name,
             Self::LAYOUT,
@@ -579,7 +601,7 @@ macro_rules! __strata_text_elem {
     (read $name:ident $bytes:ident $pos:ident $i:ident $lit:literal) => {
         $crate::__private::expect_literal($name, $bytes, &mut $pos, $lit)?;
     };
-    (read $name:ident $bytes:ident $pos:ident $i:ident { $f:ident $(: $w:literal)? }) => {
+    (read $name:ident $bytes:ident $pos:ident $i:ident { $f:ident $(: $w:tt)? }) => {
         let $f = $crate::__private::read_text_field(
             $name,
             Self::LAYOUT,
