@@ -1,5 +1,16 @@
 //! Integration tests of `strata-keys`, one binary for the crate.
 
+// Pedantic style lints that make test tables and vectors harder to read.
+#![allow(
+    clippy::many_single_char_names,
+    clippy::type_complexity,
+    clippy::single_match_else,
+    clippy::too_many_lines,
+    clippy::zero_sized_map_values,
+    clippy::struct_field_names,
+    clippy::needless_pass_by_value
+)]
+
 mod actor_kv;
 mod errors;
 mod props;
