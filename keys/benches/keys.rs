@@ -1,2 +1,287 @@
-//! placeholder until the bench lands
-fn main() {}
+//! Typed keys against the raw libraries on the same data.
+//!
+//! `cargo bench -p strata-keys` prints, before criterion's own report:
+//! allocation counts for packing into a reused buffer, and an interleaved
+//! A/B table (raw, ours, raw, ours, ...) with the median ratio ours/raw and
+//! its min–max over the rounds. Criterion then times each side on its own.
+
+use std::alloc::System;
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+
+use criterion::{Criterion, criterion_group};
+use stats_alloc::{INSTRUMENTED_SYSTEM, Region, StatsAlloc};
+use strata_keys::Key;
+use strata_keys::tuple::{self, Uuid};
+
+#[global_allocator]
+static GLOBAL: &StatsAlloc<System> = &INSTRUMENTED_SYSTEM;
+
+const ACTOR: usize = 3;
+const KIND: usize = 7;
+
+/// The key types under test.
+mod decl {
+    use super::{ACTOR, KIND};
+    use strata_keys::tuple::Uuid;
+    use strata_keys::{raw_key, tuple_key};
+
+    tuple_key! {
+        /// A 4-element key: two discriminants around two fields.
+        pub struct Key4 { pub actor_id: Uuid, pub ts: i64 } -> () = (ACTOR, {actor_id}, {ts}, KIND);
+    }
+
+    raw_key! {
+        /// `[9, 1, tag, u32_be(chunk)]`.
+        pub struct Chunk { tag: u8, chunk: u32 } -> () = [9, 1];
+    }
+}
+use decl::{Chunk, Key4};
+
+const N: usize = 1024;
+
+/// Seeded data, the same bytes for both sides.
+struct Data {
+    keys: Vec<Key4>,
+    packed: Vec<Vec<u8>>,
+    chunks: Vec<Chunk>,
+    packed_chunks: Vec<Vec<u8>>,
+}
+
+fn data() -> Data {
+    let mut state = 0x5EED_u64;
+    let mut next = || {
+        // splitmix64
+        state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    };
+    let keys: Vec<Key4> = (0..N)
+        .map(|_| Key4 {
+            actor_id: Uuid::from_u64_pair(next(), next()),
+            ts: i64::try_from(next() >> 24).unwrap(),
+        })
+        .collect();
+    let packed = keys.iter().map(|k| k.pack().unwrap()).collect();
+    let chunks: Vec<Chunk> = (0..N)
+        .map(|_| {
+            let r = next();
+            Chunk {
+                tag: (r & 3) as u8,
+                chunk: (r >> 32) as u32,
+            }
+        })
+        .collect();
+    let packed_chunks = chunks.iter().map(|c| c.pack().unwrap()).collect();
+    Data {
+        keys,
+        packed,
+        chunks,
+        packed_chunks,
+    }
+}
+
+fn raw_pack(d: &Data, buf: &mut Vec<u8>) {
+    for k in &d.keys {
+        buf.clear();
+        tuple::pack_into(&(ACTOR, k.actor_id, k.ts, KIND), buf);
+        black_box(&buf);
+    }
+}
+
+fn ours_pack(d: &Data, buf: &mut Vec<u8>) {
+    for k in &d.keys {
+        buf.clear();
+        k.pack_into(buf).unwrap();
+        black_box(&buf);
+    }
+}
+
+fn raw_unpack(d: &Data) {
+    for b in &d.packed {
+        black_box(tuple::unpack::<(usize, Uuid, i64, usize)>(b).unwrap());
+    }
+}
+
+fn ours_unpack(d: &Data) {
+    for b in &d.packed {
+        black_box(Key4::unpack(b).unwrap());
+    }
+}
+
+fn hand_pack(d: &Data, buf: &mut Vec<u8>) {
+    for c in &d.chunks {
+        buf.clear();
+        buf.extend_from_slice(&[9, 1, c.tag]);
+        buf.extend_from_slice(&c.chunk.to_be_bytes());
+        black_box(&buf);
+    }
+}
+
+fn ours_raw_pack(d: &Data, buf: &mut Vec<u8>) {
+    for c in &d.chunks {
+        buf.clear();
+        c.pack_into(buf).unwrap();
+        black_box(&buf);
+    }
+}
+
+fn hand_unpack(d: &Data) {
+    for b in &d.packed_chunks {
+        let ok = b.len() == 7 && b[..2] == [9, 1];
+        assert!(ok);
+        black_box((b[2], u32::from_be_bytes([b[3], b[4], b[5], b[6]])));
+    }
+}
+
+fn ours_raw_unpack(d: &Data) {
+    for b in &d.packed_chunks {
+        black_box(Chunk::unpack(b).unwrap());
+    }
+}
+
+/// Allocations made by `f` after one warm-up call.
+fn allocations(mut f: impl FnMut()) -> usize {
+    f();
+    let region = Region::new(GLOBAL);
+    f();
+    region.change().allocations
+}
+
+fn alloc_report(d: &Data) {
+    let mut buf = Vec::with_capacity(64);
+    println!("allocations per {N} operations (reused buffer):");
+    let rows = [
+        ("tuple pack, raw", allocations(|| raw_pack(d, &mut buf))),
+        ("tuple pack, ours", allocations(|| ours_pack(d, &mut buf))),
+        ("tuple unpack, raw", allocations(|| raw_unpack(d))),
+        ("tuple unpack, ours", allocations(|| ours_unpack(d))),
+        (
+            "raw layout pack, hand",
+            allocations(|| hand_pack(d, &mut buf)),
+        ),
+        (
+            "raw layout pack, ours",
+            allocations(|| ours_raw_pack(d, &mut buf)),
+        ),
+        (
+            "raw layout unpack, ours",
+            allocations(|| ours_raw_unpack(d)),
+        ),
+    ];
+    for (name, n) in rows {
+        println!("  {name:<26} {n}");
+    }
+}
+
+/// Times `f` over `reps` calls.
+#[allow(clippy::disallowed_methods)] // a benchmark measures wall time
+fn time(reps: u32, mut f: impl FnMut()) -> Duration {
+    let start = Instant::now();
+    for _ in 0..reps {
+        f();
+    }
+    start.elapsed()
+}
+
+/// Interleaved A/B rounds; prints the median ratio ours/raw and its range.
+fn ab(name: &str, rounds: usize, mut raw: impl FnMut(), mut ours: impl FnMut()) {
+    let reps = 200;
+    let mut ratios = Vec::with_capacity(rounds);
+    let (mut raw_ns, mut ours_ns) = (Vec::new(), Vec::new());
+    for round in 0..rounds {
+        // Alternate which side goes first so drift does not favour one.
+        let (r, o) = if round % 2 == 0 {
+            let r = time(reps, &mut raw);
+            (r, time(reps, &mut ours))
+        } else {
+            let o = time(reps, &mut ours);
+            (time(reps, &mut raw), o)
+        };
+        let ops = f64::from(reps) * f64::from(u32::try_from(N).unwrap_or(u32::MAX));
+        let per_op = |d: Duration| d.as_secs_f64() * 1e9 / ops;
+        raw_ns.push(per_op(r));
+        ours_ns.push(per_op(o));
+        ratios.push(o.as_secs_f64() / r.as_secs_f64());
+    }
+    let median = |v: &mut Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    let (lo, hi) = (
+        ratios.iter().copied().fold(f64::INFINITY, f64::min),
+        ratios.iter().copied().fold(0.0, f64::max),
+    );
+    println!(
+        "  {name:<20} raw {:>6.1} ns  ours {:>6.1} ns  ratio {:.2} (min {lo:.2}, max {hi:.2})",
+        median(&mut raw_ns),
+        median(&mut ours_ns),
+        median(&mut ratios),
+    );
+}
+
+fn ab_report(d: &Data) {
+    let rounds = 9;
+    println!("interleaved A/B, {rounds} rounds, median per operation:");
+    let mut b1 = Vec::with_capacity(64);
+    let mut b2 = Vec::with_capacity(64);
+    ab(
+        "tuple pack",
+        rounds,
+        || raw_pack(d, &mut b1),
+        || ours_pack(d, &mut b2),
+    );
+    ab("tuple unpack", rounds, || raw_unpack(d), || ours_unpack(d));
+    ab(
+        "raw layout pack",
+        rounds,
+        || hand_pack(d, &mut b1),
+        || ours_raw_pack(d, &mut b2),
+    );
+    ab(
+        "raw layout unpack",
+        rounds,
+        || hand_unpack(d),
+        || ours_raw_unpack(d),
+    );
+}
+
+fn criterion_benches(c: &mut Criterion) {
+    let d = data();
+    let mut buf = Vec::with_capacity(64);
+    let mut g = c.benchmark_group("tuple_pack_1024");
+    g.bench_function("raw", |b| b.iter(|| raw_pack(&d, &mut buf)));
+    g.bench_function("ours", |b| b.iter(|| ours_pack(&d, &mut buf)));
+    g.finish();
+    let mut g = c.benchmark_group("tuple_unpack_1024");
+    g.bench_function("raw", |b| b.iter(|| raw_unpack(&d)));
+    g.bench_function("ours", |b| b.iter(|| ours_unpack(&d)));
+    g.finish();
+    let mut g = c.benchmark_group("raw_layout_pack_1024");
+    g.bench_function("hand", |b| b.iter(|| hand_pack(&d, &mut buf)));
+    g.bench_function("ours", |b| b.iter(|| ours_raw_pack(&d, &mut buf)));
+    g.finish();
+    let mut g = c.benchmark_group("raw_layout_unpack_1024");
+    g.bench_function("hand", |b| b.iter(|| hand_unpack(&d)));
+    g.bench_function("ours", |b| b.iter(|| ours_raw_unpack(&d)));
+    g.finish();
+}
+
+criterion_group! {
+    name = benches;
+    config = Criterion::default()
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(2))
+        .sample_size(40);
+    targets = criterion_benches
+}
+
+fn main() {
+    let d = data();
+    alloc_report(&d);
+    ab_report(&d);
+    benches();
+    Criterion::default().configure_from_args().final_summary();
+}

@@ -1,0 +1,80 @@
+//! Packing into a reused buffer allocates nothing.
+//!
+//! A separate test binary because it installs a counting global allocator,
+//! which would count the allocations of concurrently running tests.
+
+use std::alloc::System;
+
+use stats_alloc::{INSTRUMENTED_SYSTEM, Region, StatsAlloc};
+use strata_keys::tuple::Uuid;
+use strata_keys::{Key, Subspace, Ulid};
+
+#[global_allocator]
+static GLOBAL: &StatsAlloc<System> = &INSTRUMENTED_SYSTEM;
+
+/// The key types under test.
+mod decl {
+    use strata_keys::tuple::Uuid;
+    use strata_keys::{Ulid, raw_key, text_key, tuple_key};
+
+    tuple_key! {
+        /// Numeric fields.
+        pub struct T { pub id: Uuid, pub ts: i64 } -> () = (3, {id}, {ts}, 7);
+        /// A string field.
+        pub struct S { pub name: String } -> () = (4, {name});
+    }
+    raw_key! {
+        /// Fixed segments and a tail.
+        pub struct R { a: u64, ..tail: Vec<u8> } -> () = [5, 1, 2];
+    }
+    text_key! {
+        /// Padded number and ULID.
+        pub struct X { ts: u64, id: Ulid } -> () = ("evt:" {ts:013} ":" {id});
+    }
+}
+use decl::{R, S, T, X};
+
+#[test]
+fn packing_into_a_reused_buffer_does_not_allocate() {
+    let t = T {
+        id: Uuid::from_u128(9),
+        ts: -4,
+    };
+    let s = S {
+        name: "a\0b".into(),
+    };
+    let r = R {
+        a: 7,
+        tail: vec![1, 2, 3],
+    };
+    let x = X {
+        ts: 1_706_540_400_000,
+        id: Ulid::from_u128(77),
+    };
+    let sub = Subspace::new(&("tenant", 1_i64));
+    let mut buf = Vec::with_capacity(256);
+    let pack_all = |buf: &mut Vec<u8>| {
+        buf.clear();
+        t.pack_into(buf).unwrap();
+        s.pack_into(buf).unwrap();
+        r.pack_into(buf).unwrap();
+        x.pack_into(buf).unwrap();
+        sub.pack_key_into(&t, buf).unwrap();
+    };
+    pack_all(&mut buf);
+    let region = Region::new(GLOBAL);
+    for _ in 0..1000 {
+        pack_all(&mut buf);
+    }
+    let change = region.change();
+    assert_eq!(change.allocations, 0, "{change:?}");
+    assert_eq!(change.reallocations, 0, "{change:?}");
+
+    // Unpacking numeric keys does not allocate either.
+    let bytes = t.pack().unwrap();
+    let region = Region::new(GLOBAL);
+    for _ in 0..1000 {
+        std::hint::black_box(T::unpack(&bytes).unwrap());
+    }
+    assert_eq!(region.change().allocations, 0);
+}
