@@ -126,8 +126,6 @@ pub mod __private {
     pub use crate::raw::{read_fixed, read_tail};
     pub use crate::text::{TextPart, expect_literal, read_text_field, write_text_field};
 
-    use std::io;
-
     use crate::KeyError;
     use crate::tuple::{PackResult, TupleDepth, TuplePack, TupleUnpack, VersionstampOffset};
 
@@ -214,65 +212,13 @@ pub mod __private {
         }
     }
 
-    /// An `io::Write` that compares what is written with `input`.
-    struct Matcher<'a> {
-        input: &'a [u8],
-        matched: usize,
-        mismatch: bool,
-        short: bool,
-    }
-
-    impl io::Write for Matcher<'_> {
-        fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-            if !self.mismatch && !self.short {
-                let rest = &self.input[self.matched..];
-                let n = buf.len().min(rest.len());
-                if buf[..n] != rest[..n] {
-                    self.mismatch = true;
-                } else if n < buf.len() {
-                    self.short = true;
-                } else {
-                    self.matched += n;
-                }
-            }
-            Ok(buf.len())
-        }
-        fn flush(&mut self) -> io::Result<()> {
-            Ok(())
-        }
-    }
-
-    /// Checks that the next element is byte-identical to the packed
-    /// constant `expected`, without allocating.
-    #[inline]
-    pub fn expect_const<'a, T: TuplePack + ?Sized>(
-        key: &'static str,
-        whole: &'a [u8],
-        input: &'a [u8],
-        expected: &T,
-        depth: TupleDepth,
-    ) -> Result<&'a [u8], KeyError> {
-        let mut m = Matcher {
-            input,
-            matched: 0,
-            mismatch: false,
-            short: false,
-        };
-        expected.pack(&mut m, depth)?;
-        if m.mismatch {
-            Err(KeyError::Discriminant {
-                key,
-                offset: offset(whole, input),
-            })
-        } else if m.short {
-            Err(KeyError::Truncated {
-                key,
-                offset: whole.len(),
-                needed: 1,
-            })
-        } else {
-            Ok(&input[m.matched..])
-        }
+    /// The encoding of a constant element. Writing into a `Vec` fails only
+    /// past the tuple layer's 4 GiB bound, which no constant reaches; such a
+    /// constant would yield a partial encoding that no key matches.
+    pub fn pack_const<T: TuplePack + ?Sized>(value: &T, depth: TupleDepth) -> Vec<u8> {
+        let mut out = Vec::new();
+        let _ = value.pack(&mut out, depth);
+        out
     }
 
     #[inline]

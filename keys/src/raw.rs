@@ -34,8 +34,8 @@ use crate::{KeyError, Ulid};
 pub trait FixedSegment: Sized {
     /// Encoded length in bytes.
     const LEN: usize;
-    /// Appends the encoding.
-    fn write(&self, out: &mut Vec<u8>);
+    /// Writes the encoding into `out`, which is exactly [`Self::LEN`] bytes.
+    fn write(&self, out: &mut [u8]);
     /// Decodes exactly [`Self::LEN`] bytes.
     fn read(bytes: &[u8]) -> Option<Self>;
 }
@@ -45,8 +45,8 @@ macro_rules! fixed_uint {
         impl FixedSegment for $t {
             const LEN: usize = std::mem::size_of::<$t>();
             #[inline]
-            fn write(&self, out: &mut Vec<u8>) {
-                out.extend_from_slice(&self.to_be_bytes());
+            fn write(&self, out: &mut [u8]) {
+                out.copy_from_slice(&self.to_be_bytes());
             }
             #[inline]
             fn read(bytes: &[u8]) -> Option<Self> {
@@ -59,8 +59,8 @@ fixed_uint!(u8, u16, u32, u64, u128);
 
 impl<const N: usize> FixedSegment for [u8; N] {
     const LEN: usize = N;
-    fn write(&self, out: &mut Vec<u8>) {
-        out.extend_from_slice(self);
+    fn write(&self, out: &mut [u8]) {
+        out.copy_from_slice(self);
     }
     fn read(bytes: &[u8]) -> Option<Self> {
         bytes.try_into().ok()
@@ -69,8 +69,8 @@ impl<const N: usize> FixedSegment for [u8; N] {
 
 impl FixedSegment for uuid::Uuid {
     const LEN: usize = 16;
-    fn write(&self, out: &mut Vec<u8>) {
-        out.extend_from_slice(self.as_bytes());
+    fn write(&self, out: &mut [u8]) {
+        out.copy_from_slice(self.as_bytes());
     }
     fn read(bytes: &[u8]) -> Option<Self> {
         uuid::Uuid::from_slice(bytes).ok()
@@ -79,8 +79,8 @@ impl FixedSegment for uuid::Uuid {
 
 impl FixedSegment for Ulid {
     const LEN: usize = 16;
-    fn write(&self, out: &mut Vec<u8>) {
-        out.extend_from_slice(&self.to_bytes());
+    fn write(&self, out: &mut [u8]) {
+        out.copy_from_slice(&self.to_bytes());
     }
     fn read(bytes: &[u8]) -> Option<Self> {
         bytes.try_into().ok().map(Ulid::from_bytes)
@@ -225,6 +225,8 @@ macro_rules! raw_key {
         impl $name {
             /// The constant bytes every key of this type starts with.
             pub const TAG: &'static [u8] = &[$($tag),*];
+            /// Length of the tag and fixed segments together.
+            pub const FIXED_LEN: usize = Self::TAG.len() $(+ <$fty as $crate::raw::FixedSegment>::LEN)*;
         }
 
         impl $crate::Key for $name {
@@ -234,8 +236,18 @@ macro_rules! raw_key {
             fn pack_into(&self, out: &mut ::std::vec::Vec<u8>) -> ::std::result::Result<(), $crate::KeyError> {
                 #[allow(unused_variables)]
                 let start = out.len();
-                out.extend_from_slice(Self::TAG);
-                $( $crate::raw::FixedSegment::write(&self.$field, out); )*
+                // Tag and fixed segments are assembled on the stack and
+                // appended in one copy.
+                let mut fixed = [0_u8; Self::FIXED_LEN];
+                fixed[..Self::TAG.len()].copy_from_slice(Self::TAG);
+                #[allow(unused_mut, unused_variables)]
+                let mut at = Self::TAG.len();
+                $(
+                    let end = at + <$fty as $crate::raw::FixedSegment>::LEN;
+                    $crate::raw::FixedSegment::write(&self.$field, &mut fixed[at..end]);
+                    at = end;
+                )*
+                out.extend_from_slice(&fixed);
                 $(
                     if let Err(e) = $crate::raw::TailSegment::write(&self.$tail, out) {
                         out.truncate(start);

@@ -268,7 +268,12 @@ macro_rules! __strata_tuple_elem {
         $input = rest;
     };
     (unpack $name:ident $bytes:ident $input:ident $depth:ident (const $c:expr)) => {
-        $input = $crate::__private::expect_const($name, $bytes, $input, &$c, $depth)?;
+        $input = {
+            // The constant's encoding, computed once per key type and element.
+            static PACKED: ::std::sync::OnceLock<::std::vec::Vec<u8>> = ::std::sync::OnceLock::new();
+            let expected = PACKED.get_or_init(|| $crate::__private::pack_const(&$c, $depth));
+            $crate::__private::expect_raw($name, $bytes, $input, expected)?
+        };
     };
     (unpack $name:ident $bytes:ident $input:ident $depth:ident (spread $f:ident)) => {
         let mut $f = ::std::vec::Vec::new();
