@@ -64,7 +64,7 @@ fn data() -> Data {
             ts: i64::try_from(next() >> 24).unwrap(),
         })
         .collect();
-    let packed = keys.iter().map(|k| k.pack().unwrap()).collect();
+    let packed: Vec<Vec<u8>> = keys.iter().map(|k| k.pack().unwrap()).collect();
     let chunks: Vec<Chunk> = (0..N)
         .map(|_| {
             let r = next();
@@ -74,7 +74,18 @@ fn data() -> Data {
             }
         })
         .collect();
-    let packed_chunks = chunks.iter().map(|c| c.pack().unwrap()).collect();
+    let packed_chunks: Vec<Vec<u8>> = chunks.iter().map(|c| c.pack().unwrap()).collect();
+    // Both sides must do the same work: identical bytes in and out.
+    for (k, b) in keys.iter().zip(&packed) {
+        assert_eq!(&tuple::pack(&(ACTOR, k.actor_id, k.ts, KIND)), b);
+        let (a, id, ts, kind) = tuple::unpack::<(usize, Uuid, i64, usize)>(b).unwrap();
+        assert_eq!((a, id, ts, kind), (ACTOR, k.actor_id, k.ts, KIND));
+    }
+    for (c, b) in chunks.iter().zip(&packed_chunks) {
+        let mut hand = vec![9, 1, c.tag];
+        hand.extend_from_slice(&c.chunk.to_be_bytes());
+        assert_eq!(&hand, b);
+    }
     Data {
         keys,
         packed,
