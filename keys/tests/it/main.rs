@@ -13,6 +13,7 @@
 
 mod actor_kv;
 mod errors;
+mod nokv;
 mod props;
 mod seeds_text;
 mod subspace;
