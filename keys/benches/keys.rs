@@ -7,12 +7,16 @@
 
 use std::alloc::System;
 use std::hint::black_box;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use criterion::{Criterion, criterion_group};
 use stats_alloc::{INSTRUMENTED_SYSTEM, Region, StatsAlloc};
 use strata_keys::Key;
 use strata_keys::tuple::{self, Uuid};
+
+#[path = "../../bench-support/ab.rs"]
+mod ab;
+use ab::ab;
 
 #[global_allocator]
 static GLOBAL: &StatsAlloc<System> = &INSTRUMENTED_SYSTEM;
@@ -187,76 +191,25 @@ fn alloc_report(d: &Data) {
     }
 }
 
-/// Times `f` over `reps` calls.
-#[allow(clippy::disallowed_methods)] // a benchmark measures wall time
-fn time(reps: u32, mut f: impl FnMut()) -> Duration {
-    let start = Instant::now();
-    for _ in 0..reps {
-        f();
-    }
-    start.elapsed()
-}
-
-/// Interleaved A/B rounds; prints the median ratio ours/raw and its range.
-fn ab(name: &str, rounds: usize, mut raw: impl FnMut(), mut ours: impl FnMut()) {
-    let reps = 200;
-    let mut ratios = Vec::with_capacity(rounds);
-    let (mut raw_ns, mut ours_ns) = (Vec::new(), Vec::new());
-    for round in 0..rounds {
-        // Alternate which side goes first so drift does not favour one.
-        let (r, o) = if round % 2 == 0 {
-            let r = time(reps, &mut raw);
-            (r, time(reps, &mut ours))
-        } else {
-            let o = time(reps, &mut ours);
-            (time(reps, &mut raw), o)
-        };
-        let ops = f64::from(reps) * f64::from(u32::try_from(N).unwrap_or(u32::MAX));
-        let per_op = |d: Duration| d.as_secs_f64() * 1e9 / ops;
-        raw_ns.push(per_op(r));
-        ours_ns.push(per_op(o));
-        ratios.push(o.as_secs_f64() / r.as_secs_f64());
-    }
-    let median = |v: &mut Vec<f64>| {
-        v.sort_by(f64::total_cmp);
-        v[v.len() / 2]
-    };
-    let (lo, hi) = (
-        ratios.iter().copied().fold(f64::INFINITY, f64::min),
-        ratios.iter().copied().fold(0.0, f64::max),
-    );
-    println!(
-        "  {name:<20} raw {:>6.1} ns  ours {:>6.1} ns  ratio {:.2} (min {lo:.2}, max {hi:.2})",
-        median(&mut raw_ns),
-        median(&mut ours_ns),
-        median(&mut ratios),
-    );
-}
-
 fn ab_report(d: &Data) {
-    let rounds = 9;
+    let (rounds, reps, n) = (9, 200, u32::try_from(N).unwrap_or(u32::MAX));
     println!("interleaved A/B, {rounds} rounds, median per operation:");
     let mut b1 = Vec::with_capacity(64);
     let mut b2 = Vec::with_capacity(64);
+    let pack = (|| raw_pack(d, &mut b1), || ours_pack(d, &mut b2));
+    ab("tuple pack", rounds, reps, n, pack.0, pack.1);
     ab(
-        "tuple pack",
+        "tuple unpack",
         rounds,
-        || raw_pack(d, &mut b1),
-        || ours_pack(d, &mut b2),
+        reps,
+        n,
+        || raw_unpack(d),
+        || ours_unpack(d),
     );
-    ab("tuple unpack", rounds, || raw_unpack(d), || ours_unpack(d));
-    ab(
-        "raw layout pack",
-        rounds,
-        || hand_pack(d, &mut b1),
-        || ours_raw_pack(d, &mut b2),
-    );
-    ab(
-        "raw layout unpack",
-        rounds,
-        || hand_unpack(d),
-        || ours_raw_unpack(d),
-    );
+    let layout = (|| hand_pack(d, &mut b1), || ours_raw_pack(d, &mut b2));
+    ab("raw layout pack", rounds, reps, n, layout.0, layout.1);
+    let unpack = (|| hand_unpack(d), || ours_raw_unpack(d));
+    ab("raw layout unpack", rounds, reps, n, unpack.0, unpack.1);
 }
 
 fn criterion_benches(c: &mut Criterion) {

@@ -123,7 +123,7 @@ pub trait Key: Sized {
 /// Support code for the declaration macros. Not part of the public API.
 #[doc(hidden)]
 pub mod __private {
-    pub use crate::raw::{read_fixed, read_tail};
+    pub use crate::raw::{fixed_part, read_fixed, read_tail};
     pub use crate::text::{TextPart, expect_literal, read_text_field, write_text_field};
 
     use crate::KeyError;

@@ -152,22 +152,39 @@ where
 
 #[doc(hidden)]
 #[inline]
+pub fn fixed_part<'a>(
+    key: &'static str,
+    whole: &'a [u8],
+    len: usize,
+) -> Result<&'a [u8], KeyError> {
+    whole.get(..len).ok_or(KeyError::Truncated {
+        key,
+        offset: whole.len(),
+        needed: len.saturating_sub(whole.len()),
+    })
+}
+
+/// Reads one fixed segment at `pos` of `fixed`, the key's fixed part, whose
+/// length the caller has checked.
+#[doc(hidden)]
+#[inline]
 pub fn read_fixed<T: FixedSegment>(
     key: &'static str,
-    whole: &[u8],
+    fixed: &[u8],
     pos: &mut usize,
 ) -> Result<T, KeyError> {
     let end = *pos + T::LEN;
-    let value = whole
-        .get(*pos..end)
-        .and_then(T::read)
-        .ok_or(KeyError::Truncated {
+    match fixed.get(*pos..end).and_then(T::read) {
+        Some(value) => {
+            *pos = end;
+            Ok(value)
+        }
+        None => Err(KeyError::Truncated {
             key,
-            offset: whole.len(),
-            needed: end.saturating_sub(whole.len()),
-        })?;
-    *pos = end;
-    Ok(value)
+            offset: fixed.len(),
+            needed: end.saturating_sub(fixed.len()),
+        }),
+    }
 }
 
 #[doc(hidden)]
@@ -259,10 +276,13 @@ macro_rules! raw_key {
 
             fn unpack(bytes: &[u8]) -> ::std::result::Result<Self, $crate::KeyError> {
                 const NAME: &str = ::std::stringify!($name);
-                let rest = $crate::__private::expect_raw(NAME, bytes, bytes, Self::TAG)?;
+                $crate::__private::expect_raw(NAME, bytes, bytes, Self::TAG)?;
+                // One length check for the whole fixed part; the reads below
+                // then cannot run short.
+                let fixed = $crate::__private::fixed_part(NAME, bytes, Self::FIXED_LEN)?;
                 #[allow(unused_mut)]
-                let mut pos = bytes.len() - rest.len();
-                $( let $field = $crate::__private::read_fixed::<$fty>(NAME, bytes, &mut pos)?; )*
+                let mut pos = Self::TAG.len();
+                $( let $field = $crate::__private::read_fixed::<$fty>(NAME, fixed, &mut pos)?; )*
                 $( let $tail = $crate::__private::read_tail::<$tty>(NAME, bytes, &mut pos)?; )?
                 $crate::__private::expect_end(NAME, bytes, &bytes[pos..])?;
                 Ok(Self { $($field,)* $($tail)? })

@@ -92,7 +92,7 @@ fn raw_key_errors() {
         R::unpack(&[7, 7, 0, 0]),
         Err(KeyError::Truncated {
             offset: 4,
-            needed: 2,
+            needed: 10,
             ..
         })
     ));

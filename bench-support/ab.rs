@@ -1,0 +1,79 @@
+//! Interleaved A/B timing shared by the crates' criterion benches, included
+//! with `#[path = "../../bench-support/ab.rs"] mod ab;` (a source file, not a
+//! crate). It follows `BENCHMARKS.md`: raw and ours alternate round by round,
+//! the side that goes first alternates too, and the report is the median
+//! ratio ours/raw with its min–max.
+
+use std::time::{Duration, Instant};
+
+/// One A/B comparison's medians and ratio range. Each bench reads the
+/// fields it reports.
+#[allow(dead_code)]
+#[derive(Debug, Clone, Copy)]
+pub struct Report {
+    /// Median time per operation of the raw side, in nanoseconds.
+    pub raw_ns: f64,
+    /// Median time per operation of our side, in nanoseconds.
+    pub ours_ns: f64,
+    /// Median of the per-round ratios ours/raw.
+    pub ratio: f64,
+    /// Smallest per-round ratio.
+    pub min: f64,
+    /// Largest per-round ratio.
+    pub max: f64,
+}
+
+/// Times `f` over `reps` calls.
+#[allow(clippy::disallowed_methods)] // a benchmark measures wall time
+fn time(reps: u32, f: &mut impl FnMut()) -> Duration {
+    let start = Instant::now();
+    for _ in 0..reps {
+        f();
+    }
+    start.elapsed()
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// Runs `rounds` interleaved rounds of `reps` calls per side; each call does
+/// `ops_per_call` operations. Prints one line and returns the report.
+pub fn ab(
+    name: &str,
+    rounds: usize,
+    reps: u32,
+    ops_per_call: u32,
+    mut raw: impl FnMut(),
+    mut ours: impl FnMut(),
+) -> Report {
+    let ops = f64::from(reps) * f64::from(ops_per_call);
+    let (mut raw_ns, mut ours_ns, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
+    for round in 0..rounds {
+        let (r, o) = if round % 2 == 0 {
+            let r = time(reps, &mut raw);
+            (r, time(reps, &mut ours))
+        } else {
+            let o = time(reps, &mut ours);
+            (time(reps, &mut raw), o)
+        };
+        raw_ns.push(r.as_secs_f64() * 1e9 / ops);
+        ours_ns.push(o.as_secs_f64() * 1e9 / ops);
+        ratios.push(o.as_secs_f64() / r.as_secs_f64());
+    }
+    let min = ratios.iter().copied().fold(f64::INFINITY, f64::min);
+    let max = ratios.iter().copied().fold(0.0, f64::max);
+    let report = Report {
+        raw_ns: median(&mut raw_ns),
+        ours_ns: median(&mut ours_ns),
+        ratio: median(&mut ratios),
+        min,
+        max,
+    };
+    println!(
+        "  {name:<22} raw {:>10.1} ns  ours {:>10.1} ns  ratio {:.2} (min {min:.2}, max {max:.2})",
+        report.raw_ns, report.ours_ns, report.ratio,
+    );
+    report
+}

@@ -1,0 +1,286 @@
+//! Envelope behaviour: every error is typed and distinct, migrations,
+//! expiry, and the checksum's coverage.
+
+use serde::{Deserialize, Serialize, Serializer};
+use strata_codec::{
+    Codec, DecodeError, DecodeOptions, EncodeError, EncodeOptions, Header, decode, decode_with,
+    decode_with_header, encode, value, verify,
+};
+
+#[derive(Debug, PartialEq, Serialize, Deserialize)]
+struct UserV0 {
+    name: String,
+}
+#[derive(Debug, PartialEq, Serialize, Deserialize)]
+struct UserV1 {
+    name: String,
+    age: u8,
+}
+#[derive(Debug, PartialEq, Serialize, Deserialize)]
+struct User {
+    name: String,
+    age: u8,
+    admin: bool,
+}
+impl From<UserV1> for User {
+    fn from(old: UserV1) -> Self {
+        Self {
+            name: old.name,
+            age: old.age,
+            admin: false,
+        }
+    }
+}
+value!(UserV0: postcard, version = 0);
+value!(UserV1: postcard, version = 1);
+value!(User: postcard, version = 2, migrate { 1 => UserV1 });
+
+/// Reads the same data as JSON.
+#[derive(Debug, PartialEq, Serialize, Deserialize)]
+struct UserJson {
+    name: String,
+    age: u8,
+    admin: bool,
+}
+value!(UserJson: json, version = 2);
+
+fn enc<T: strata_codec::Value>(v: &T, key: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    encode(v, key, EncodeOptions::default(), &mut out).unwrap();
+    out
+}
+
+fn user() -> User {
+    User {
+        name: "ada".into(),
+        age: 36,
+        admin: true,
+    }
+}
+
+#[test]
+fn roundtrip_under_each_codec() {
+    assert_eq!(decode::<User>(b"k", &enc(&user(), b"k")).unwrap(), user());
+    let j = UserJson {
+        name: "ada".into(),
+        age: 36,
+        admin: true,
+    };
+    assert_eq!(decode::<UserJson>(b"k", &enc(&j, b"k")).unwrap(), j);
+    let raw = vec![0_u8, 0xFF, 7];
+    assert_eq!(decode::<Vec<u8>>(b"k", &enc(&raw, b"k")).unwrap(), raw);
+    assert_eq!(
+        decode::<String>(b"k", &enc(&"é".to_owned(), b"k")).unwrap(),
+        "é"
+    );
+}
+
+#[test]
+fn older_versions_migrate_and_unknown_ones_are_refused() {
+    let old = enc(
+        &UserV1 {
+            name: "bo".into(),
+            age: 7,
+        },
+        b"k",
+    );
+    assert_eq!(
+        decode::<User>(b"k", &old).unwrap(),
+        User {
+            name: "bo".into(),
+            age: 7,
+            admin: false
+        }
+    );
+    let older = enc(&UserV0 { name: "cy".into() }, b"k");
+    assert!(matches!(
+        decode::<User>(b"k", &older),
+        Err(DecodeError::NoMigration {
+            found: 0,
+            current: 2
+        })
+    ));
+    let newer = enc(&user(), b"k");
+    assert!(matches!(
+        decode::<UserV1>(b"k", &newer),
+        Err(DecodeError::NewerVersion {
+            found: 2,
+            current: 1
+        })
+    ));
+}
+
+#[test]
+fn each_malformed_input_has_its_own_error() {
+    let good = enc(&user(), b"k");
+    let with = |i: usize, b: u8| {
+        let mut v = good.clone();
+        v[i] = b;
+        v
+    };
+    assert!(matches!(
+        decode::<User>(b"k", &[]),
+        Err(DecodeError::Truncated {
+            needed: 5,
+            available: 0
+        })
+    ));
+    assert!(matches!(
+        decode::<User>(b"k", &good[..4]),
+        Err(DecodeError::Truncated {
+            needed: 5,
+            available: 4
+        })
+    ));
+    assert!(matches!(
+        decode::<User>(b"k", &good[..7]),
+        Err(DecodeError::Truncated {
+            needed: 9,
+            available: 7
+        })
+    ));
+    assert!(matches!(
+        decode::<User>(b"k", &with(0, 0xE2)),
+        Err(DecodeError::UnknownFormat { byte: 0xE2 })
+    ));
+    assert!(matches!(
+        decode::<User>(b"k", &with(1, 9)),
+        Err(DecodeError::UnknownCodec { id: 9 })
+    ));
+    assert!(matches!(
+        decode::<User>(b"k", &with(4, 0b1010)),
+        Err(DecodeError::UnknownFlags { flags: 0b1010 })
+    ));
+    let last = good.len() - 1;
+    assert!(matches!(
+        decode::<User>(b"k", &with(last, good[last] ^ 1)),
+        Err(DecodeError::ChecksumMismatch { .. })
+    ));
+    assert!(matches!(
+        decode::<User>(b"other", &good),
+        Err(DecodeError::ChecksumMismatch { .. })
+    ));
+    assert!(matches!(
+        decode::<UserJson>(b"k", &good),
+        Err(DecodeError::WrongCodec {
+            expected: Codec::Json,
+            found: Codec::Postcard
+        })
+    ));
+    // Body errors, without a checksum so they reach the codec.
+    let plain = EncodeOptions {
+        checksum: false,
+        expires_at: None,
+    };
+    let mut short = Vec::new();
+    encode(&user(), b"k", plain, &mut short).unwrap();
+    short.pop();
+    assert!(matches!(
+        decode::<User>(b"k", &short),
+        Err(DecodeError::Postcard(_))
+    ));
+    let mut long = Vec::new();
+    encode(&user(), b"k", plain, &mut long).unwrap();
+    long.push(0);
+    assert!(matches!(
+        decode::<User>(b"k", &long),
+        Err(DecodeError::TrailingBytes { count: 1 })
+    ));
+    let mut bad_json = Vec::new();
+    encode(
+        &UserJson {
+            name: "x".into(),
+            age: 1,
+            admin: false,
+        },
+        b"k",
+        plain,
+        &mut bad_json,
+    )
+    .unwrap();
+    bad_json.push(b'}');
+    assert!(matches!(
+        decode::<UserJson>(b"k", &bad_json),
+        Err(DecodeError::Json(_))
+    ));
+    let mut not_utf8 = Vec::new();
+    encode(&vec![0xC3_u8], b"k", plain, &mut not_utf8).unwrap();
+    assert!(matches!(
+        decode::<String>(b"k", &not_utf8),
+        Err(DecodeError::Utf8 { valid_up_to: 0 })
+    ));
+    // Errors keep their source and say what happened.
+    let err = decode::<User>(b"k", &short).unwrap_err();
+    assert!(std::error::Error::source(&err).is_some());
+    assert!(err.to_string().contains("postcard"), "{err}");
+}
+
+#[test]
+fn a_required_checksum_catches_a_cleared_flag() {
+    let mut bytes = enc(&vec![1_u8, 2, 3], b"k");
+    // Clear the checksum flag: the 4 checksum bytes now read as body.
+    bytes[4] &= !0b10;
+    let lenient: Vec<u8> = decode(b"k", &bytes).unwrap();
+    assert_eq!(
+        lenient.len(),
+        7,
+        "without the requirement the flip goes unseen"
+    );
+    let strict = DecodeOptions {
+        require_checksum: true,
+    };
+    assert!(matches!(
+        decode_with::<Vec<u8>>(b"k", &bytes, strict),
+        Err(DecodeError::MissingChecksum)
+    ));
+    let good = enc(&vec![1_u8, 2, 3], b"k");
+    assert_eq!(
+        decode_with::<Vec<u8>>(b"k", &good, strict).unwrap().0,
+        [1, 2, 3]
+    );
+}
+
+#[test]
+fn expiry_is_judged_against_the_reading_passed_in() {
+    let options = EncodeOptions {
+        checksum: true,
+        expires_at: Some(1_000),
+    };
+    let mut bytes = Vec::new();
+    encode(&user(), b"k", options, &mut bytes).unwrap();
+    let (_, header) = decode_with_header::<User>(b"k", &bytes).unwrap();
+    assert!(!header.is_expired(999));
+    assert!(header.is_expired(1_000));
+    assert!(header.is_expired(u64::MAX));
+    let never = Header::read(&enc(&user(), b"k")).unwrap();
+    assert!(!never.is_expired(u64::MAX));
+    // The expiry is covered by the checksum.
+    let mut moved = bytes.clone();
+    moved[12] ^= 0x01;
+    assert!(matches!(
+        verify(b"k", &moved),
+        Err(DecodeError::ChecksumMismatch { .. })
+    ));
+}
+
+/// A value whose serialisation fails.
+struct Unencodable;
+impl Serialize for Unencodable {
+    fn serialize<S: Serializer>(&self, _: S) -> Result<S::Ok, S::Error> {
+        Err(serde::ser::Error::custom("refused"))
+    }
+}
+impl<'de> Deserialize<'de> for Unencodable {
+    fn deserialize<D: serde::Deserializer<'de>>(_: D) -> Result<Self, D::Error> {
+        Ok(Self)
+    }
+}
+value!(Unencodable: postcard, version = 1);
+
+#[test]
+fn a_failed_encode_leaves_the_buffer_unchanged() {
+    let mut out = b"before".to_vec();
+    let err = encode(&Unencodable, b"k", EncodeOptions::default(), &mut out).unwrap_err();
+    assert!(matches!(err, EncodeError::Postcard(_)));
+    assert_eq!(out, b"before");
+}
