@@ -539,10 +539,55 @@ impl<L: ChunkLayout> ChunkPlanner<L> {
         if !header.chunked {
             return Ok(Cow::Borrowed(meta));
         }
-        let m = Manifest::from_bytes(body)?;
+        let mut out = Vec::new();
+        self.assemble_chunks(key, body, chunks, &mut out)?;
+        Ok(Cow::Owned(out))
+    }
+
+    /// As [`ChunkPlanner::assemble`], appending the value to `out`, a buffer
+    /// the caller may reuse across reads (an inline value is copied). On
+    /// error `out` is unchanged.
+    ///
+    /// # Errors
+    /// As [`ChunkPlanner::assemble`].
+    pub fn assemble_into<I, K, V>(
+        &self,
+        key: &[u8],
+        meta: &[u8],
+        chunks: I,
+        out: &mut Vec<u8>,
+    ) -> Result<(), ChunkError>
+    where
+        I: IntoIterator<Item = (K, V)>,
+        K: AsRef<[u8]>,
+        V: AsRef<[u8]>,
+    {
+        let (header, body) = envelope::verify(key, meta).map_err(ChunkError::Meta)?;
+        if !header.chunked {
+            out.extend_from_slice(meta);
+            return Ok(());
+        }
+        let start = out.len();
+        self.assemble_chunks(key, body, chunks, out)
+            .inspect_err(|_| out.truncate(start))
+    }
+
+    fn assemble_chunks<I, K, V>(
+        &self,
+        key: &[u8],
+        manifest: &[u8],
+        chunks: I,
+        out: &mut Vec<u8>,
+    ) -> Result<(), ChunkError>
+    where
+        I: IntoIterator<Item = (K, V)>,
+        K: AsRef<[u8]>,
+        V: AsRef<[u8]>,
+    {
+        let m = Manifest::from_bytes(manifest)?;
         let total = usize::try_from(m.total_len).map_err(|_| ChunkError::BadManifest)?;
         let size = m.chunk_size as usize;
-        let mut out = Vec::with_capacity(total);
+        out.reserve(total);
         let mut expected_key = Vec::new();
         let mut rows = chunks.into_iter();
         let mut crc = crc32fast::Hasher::new();
@@ -593,6 +638,6 @@ impl<L: ChunkLayout> ChunkPlanner<L> {
                 computed,
             });
         }
-        Ok(Cow::Owned(out))
+        Ok(())
     }
 }
