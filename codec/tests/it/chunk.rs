@@ -441,3 +441,40 @@ fn manifest_bytes_are_checked() {
     ));
     let _ = tuple::pack(&(1_i64,));
 }
+
+#[test]
+fn assemble_into_appends_to_a_reused_buffer_and_restores_it_on_error() {
+    let (p, meta, chunks) = rows();
+    let mut out = b"prefix".to_vec();
+    p.assemble_into(b"k", &meta, chunks.clone(), &mut out)
+        .unwrap();
+    assert_eq!(out.len(), 6 + 25_000);
+    assert_eq!(&out[..6], b"prefix");
+    let whole = p.assemble(b"k", &meta, chunks.clone()).unwrap();
+    assert_eq!(&out[6..], whole.as_ref());
+
+    let mut broken = chunks;
+    broken[2].1[0] ^= 1;
+    let mut out = b"keep".to_vec();
+    assert!(matches!(
+        p.assemble_into(b"k", &meta, broken, &mut out),
+        Err(ChunkError::Checksum { .. })
+    ));
+    assert_eq!(out, b"keep");
+
+    // An inline value is copied.
+    let inline =
+        ChunkPlanner::new(TupleChunkLayout::new(Subspace::all(), 0, 1).unwrap(), 100).unwrap();
+    let small = envelope_of_len(20, 9);
+    let plan = inline.plan_write(b"k", &small, Previous::Absent).unwrap();
+    let mut out = Vec::new();
+    inline
+        .assemble_into(
+            b"k",
+            &plan.puts[0].value,
+            std::iter::empty::<(Vec<u8>, Vec<u8>)>(),
+            &mut out,
+        )
+        .unwrap();
+    assert_eq!(out, small);
+}
