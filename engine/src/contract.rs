@@ -1,0 +1,463 @@
+//! The engine contract: keyspaces, snapshots, commits, durability, stats.
+
+use std::ops::Bound;
+
+use crate::error::{CommitError, EngineError, ReadError};
+
+/// How a keyspace will be used; an engine may tune for it (compaction,
+/// compression, bloom filters). A hint only: every profile keeps every key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Profile {
+    /// Mostly point reads and writes.
+    PointLookup,
+    /// Keys written once in increasing order, read by range (event logs).
+    AppendOnly,
+    /// Written at the tail, read and deleted at the head (outboxes). Never
+    /// served by size- or age-triggered deletion: a queue loses nothing.
+    Queue,
+    /// No particular pattern.
+    General,
+}
+
+/// A keyspace an engine is opened with.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct KeyspaceSpec {
+    /// Its name: unique within the engine.
+    pub name: String,
+    /// Its profile hint.
+    pub profile: Profile,
+}
+
+impl KeyspaceSpec {
+    /// A keyspace named `name` with profile `profile`.
+    pub fn new(name: impl Into<String>, profile: Profile) -> Self {
+        Self {
+            name: name.into(),
+            profile,
+        }
+    }
+}
+
+/// A handle to a declared keyspace, from [`Engine::keyspace`]. A handle is
+/// only meaningful for the engine that issued it; any other value is
+/// refused with an `UnknownKeyspace` error, never misread.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Keyspace(u32);
+
+impl Keyspace {
+    /// The handle of the keyspace at `index` in the declaration order.
+    pub const fn from_index(index: u32) -> Self {
+        Self(index)
+    }
+
+    /// Its index in the declaration order.
+    pub const fn index(self) -> usize {
+        self.0 as usize
+    }
+}
+
+impl std::fmt::Display for Keyspace {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "keyspace #{}", self.0)
+    }
+}
+
+/// A range of keys to read: bounds, direction and an optional limit.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct RangeSpec {
+    /// Lower bound.
+    pub start: Bound<Vec<u8>>,
+    /// Upper bound.
+    pub end: Bound<Vec<u8>>,
+    /// Yield from the upper end down.
+    pub reverse: bool,
+    /// Yield at most this many entries.
+    pub limit: Option<usize>,
+}
+
+impl RangeSpec {
+    /// Every key, ascending.
+    pub fn all() -> Self {
+        Self {
+            start: Bound::Unbounded,
+            end: Bound::Unbounded,
+            reverse: false,
+            limit: None,
+        }
+    }
+
+    /// Keys in `[start, end)`, ascending.
+    pub fn half_open(start: impl Into<Vec<u8>>, end: impl Into<Vec<u8>>) -> Self {
+        Self {
+            start: Bound::Included(start.into()),
+            end: Bound::Excluded(end.into()),
+            reverse: false,
+            limit: None,
+        }
+    }
+
+    /// Every key starting with `prefix`.
+    pub fn prefix(prefix: &[u8]) -> Self {
+        let end = strinc(prefix).map_or(Bound::Unbounded, Bound::Excluded);
+        Self {
+            start: Bound::Included(prefix.to_vec()),
+            end,
+            reverse: false,
+            limit: None,
+        }
+    }
+
+    /// The same range, descending.
+    #[must_use]
+    pub fn reversed(mut self) -> Self {
+        self.reverse = !self.reverse;
+        self
+    }
+
+    /// The same range, yielding at most `n` entries.
+    #[must_use]
+    pub fn limit(mut self, n: usize) -> Self {
+        self.limit = Some(n);
+        self
+    }
+
+    /// Whether `key` lies within the bounds.
+    pub fn contains(&self, key: &[u8]) -> bool {
+        let above = match &self.start {
+            Bound::Included(s) => key >= s.as_slice(),
+            Bound::Excluded(s) => key > s.as_slice(),
+            Bound::Unbounded => true,
+        };
+        let below = match &self.end {
+            Bound::Included(e) => key <= e.as_slice(),
+            Bound::Excluded(e) => key < e.as_slice(),
+            Bound::Unbounded => true,
+        };
+        above && below
+    }
+
+    /// Checks the bounds: a start key above the end key is refused. A
+    /// range with equal start and end keys is valid (and empty unless both
+    /// bounds include the key).
+    ///
+    /// # Errors
+    /// [`ReadError::InvalidRange`].
+    pub fn validate(&self) -> Result<(), ReadError> {
+        match (&self.start, &self.end) {
+            (Bound::Included(s) | Bound::Excluded(s), Bound::Included(e) | Bound::Excluded(e))
+                if s > e =>
+            {
+                Err(ReadError::InvalidRange)
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+/// FoundationDB's `strinc`: the least key above every key starting with
+/// `prefix`, `None` if there is none.
+pub fn strinc(prefix: &[u8]) -> Option<Vec<u8>> {
+    let keep = prefix.iter().rposition(|&b| b != 0xFF)?;
+    let mut end = prefix[..=keep].to_vec();
+    end[keep] += 1;
+    Some(end)
+}
+
+/// A condition checked inside the commit, against the latest committed
+/// state, before any mutation. If one fails nothing is applied.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Predicate {
+    /// The key holds a value.
+    Exists {
+        /// Keyspace.
+        ks: Keyspace,
+        /// Key.
+        key: Vec<u8>,
+    },
+    /// The key holds no value.
+    Absent {
+        /// Keyspace.
+        ks: Keyspace,
+        /// Key.
+        key: Vec<u8>,
+    },
+    /// The key's value is exactly `value` (`None`: absent).
+    ValueEquals {
+        /// Keyspace.
+        ks: Keyspace,
+        /// Key.
+        key: Vec<u8>,
+        /// Expected value.
+        value: Option<Vec<u8>>,
+    },
+    /// No key lies in the range (its direction and limit are ignored).
+    RangeEmpty {
+        /// Keyspace.
+        ks: Keyspace,
+        /// Range.
+        range: RangeSpec,
+    },
+}
+
+/// Where a versionstamped put writes the 10-byte versionstamp.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum StampAt {
+    /// At this byte offset of the key.
+    Key(usize),
+    /// At this byte offset of the value.
+    Value(usize),
+}
+
+/// One change; a commit applies its mutations in order.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Mutation {
+    /// Set a key's value.
+    Put {
+        /// Keyspace.
+        ks: Keyspace,
+        /// Key.
+        key: Vec<u8>,
+        /// Value.
+        value: Vec<u8>,
+    },
+    /// Remove a key (absent keys are fine).
+    Delete {
+        /// Keyspace.
+        ks: Keyspace,
+        /// Key.
+        key: Vec<u8>,
+    },
+    /// Remove every key in a range (direction and limit are ignored).
+    DeleteRange {
+        /// Keyspace.
+        ks: Keyspace,
+        /// Range.
+        range: RangeSpec,
+    },
+    /// Add `delta` to an atomic counter: an 8-byte little-endian two's
+    /// complement `i64`; an absent key counts as 0; the sum wraps. A value
+    /// of any other length fails the commit.
+    Add {
+        /// Keyspace.
+        ks: Keyspace,
+        /// Key.
+        key: Vec<u8>,
+        /// Amount.
+        delta: i64,
+    },
+    /// A put whose key or value receives the commit's 10-byte versionstamp
+    /// (8-byte big-endian commit version, 2-byte big-endian order of this
+    /// mutation among the commit's versionstamped ones) at `at`: the offset
+    /// `foundationdb-tuple` reports for an incomplete `Versionstamp`.
+    PutVersionstamped {
+        /// Keyspace.
+        ks: Keyspace,
+        /// Key (the placeholder bytes are overwritten when `at` is in it).
+        key: Vec<u8>,
+        /// Value.
+        value: Vec<u8>,
+        /// Where the stamp goes.
+        at: StampAt,
+    },
+}
+
+/// When a commit returns relative to durability.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Durability {
+    /// Return after the commit (and so every earlier one) is durable.
+    #[default]
+    Immediate,
+    /// Return before; a crash may lose it until a later `sync()` or
+    /// immediate commit.
+    Buffered,
+}
+
+/// One atomic unit of predicates and mutations.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
+pub struct Commit {
+    /// Checked first; any failure aborts the commit.
+    pub predicates: Vec<Predicate>,
+    /// Applied in order if every predicate holds.
+    pub mutations: Vec<Mutation>,
+    /// When to return.
+    pub durability: Durability,
+}
+
+impl Commit {
+    /// An empty immediate commit.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// With this durability.
+    #[must_use]
+    pub fn durability(mut self, durability: Durability) -> Self {
+        self.durability = durability;
+        self
+    }
+
+    /// Adds a predicate.
+    #[must_use]
+    pub fn require(mut self, predicate: Predicate) -> Self {
+        self.predicates.push(predicate);
+        self
+    }
+
+    /// Adds a put.
+    #[must_use]
+    pub fn put(mut self, ks: Keyspace, key: impl Into<Vec<u8>>, value: impl Into<Vec<u8>>) -> Self {
+        self.mutations.push(Mutation::Put {
+            ks,
+            key: key.into(),
+            value: value.into(),
+        });
+        self
+    }
+
+    /// Adds a delete.
+    #[must_use]
+    pub fn delete(mut self, ks: Keyspace, key: impl Into<Vec<u8>>) -> Self {
+        self.mutations.push(Mutation::Delete {
+            ks,
+            key: key.into(),
+        });
+        self
+    }
+
+    /// Adds a mutation.
+    #[must_use]
+    pub fn mutate(mut self, mutation: Mutation) -> Self {
+        self.mutations.push(mutation);
+        self
+    }
+}
+
+/// What a successful commit reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct CommitInfo {
+    /// The commit's version: strictly greater than every earlier commit's,
+    /// across reopen.
+    pub version: u64,
+    /// Whether it is durable on return (always for `Immediate`).
+    pub durable: bool,
+}
+
+/// Size of one keyspace.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct KeyspaceStats {
+    /// Keyspace name.
+    pub name: String,
+    /// Number of entries (or an estimate).
+    pub entries: u64,
+    /// Whether `entries` is exact.
+    pub entries_exact: bool,
+    /// Bytes of keys and values (or an estimate).
+    pub bytes: u64,
+    /// Whether `bytes` is exact.
+    pub bytes_exact: bool,
+}
+
+/// A consistent read view at one commit version. Usable from several
+/// threads; a commit after it was taken is never visible through it.
+pub trait Snapshot: Send + Sync {
+    /// Streaming iterator over a range.
+    type Range<'s>: Iterator<Item = Result<(Vec<u8>, Vec<u8>), ReadError>> + 's
+    where
+        Self: 's;
+
+    /// The commit version this view shows.
+    fn version(&self) -> u64;
+
+    /// The value of `key`.
+    ///
+    /// # Errors
+    /// [`ReadError::UnknownKeyspace`], or a backend failure.
+    fn get(&self, ks: Keyspace, key: &[u8]) -> Result<Option<Vec<u8>>, ReadError>;
+
+    /// The entries in `range`, in key order (descending when reversed),
+    /// produced one at a time: the range is not materialised.
+    ///
+    /// # Errors
+    /// [`ReadError::UnknownKeyspace`], [`ReadError::InvalidRange`]; a
+    /// backend failure may also surface as an item of the iterator.
+    fn range(&self, ks: Keyspace, range: RangeSpec) -> Result<Self::Range<'_>, ReadError>;
+}
+
+/// An ordered key-value engine: bytes in, bytes out.
+///
+/// # Contract
+///
+/// - **Keyspaces** are declared at open; [`Engine::keyspace`] maps a name to
+///   a handle. An undeclared name or a foreign handle is a typed error.
+/// - **Snapshots** are consistent at one version and see every commit up to
+///   it and none after.
+/// - **Commits** are serialised. A commit's predicates are checked against
+///   the latest state before any of its mutations; if one fails, nothing is
+///   applied and the error names it. Otherwise every mutation is applied, in
+///   order, atomically. Versions strictly increase and survive reopen.
+/// - **Durability.** `Immediate` returns after the commit is durable;
+///   `Buffered` returns before. [`Engine::sync`] makes every earlier commit
+///   durable; [`Engine::durable_version`] is the highest durable version.
+/// - **Crash contract.** After a crash (process kill or power loss) and
+///   reopen, the state equals the state after some commit `c` with
+///   `c >= ` the last commit acknowledged as durable: a lost suffix of
+///   buffered commits, never a hole, never half a commit. Each engine says
+///   how it meets this.
+/// - **Errors** are typed; a commit error says whether the outcome is
+///   unknown. Nothing panics on any input.
+pub trait Engine: Send + Sync {
+    /// The engine's read view.
+    type Snapshot<'e>: Snapshot
+    where
+        Self: 'e;
+
+    /// The declared keyspaces, in declaration order.
+    fn keyspaces(&self) -> &[KeyspaceSpec];
+
+    /// The handle of the keyspace named `name`.
+    ///
+    /// # Errors
+    /// [`EngineError::UnknownKeyspaceName`].
+    fn keyspace(&self, name: &str) -> Result<Keyspace, EngineError> {
+        self.keyspaces()
+            .iter()
+            .position(|k| k.name == name)
+            .and_then(|i| u32::try_from(i).ok())
+            .map(Keyspace::from_index)
+            .ok_or_else(|| EngineError::UnknownKeyspaceName(name.to_owned()))
+    }
+
+    /// A read view at the latest commit.
+    ///
+    /// # Errors
+    /// A backend failure.
+    fn snapshot(&self) -> Result<Self::Snapshot<'_>, ReadError>;
+
+    /// Applies a commit atomically, or nothing.
+    ///
+    /// # Errors
+    /// See [`CommitError`].
+    fn commit(&self, commit: Commit) -> Result<CommitInfo, CommitError>;
+
+    /// Makes every earlier commit durable; returns the durable version.
+    ///
+    /// # Errors
+    /// A backend failure; durability is then unknown beyond
+    /// [`Engine::durable_version`].
+    fn sync(&self) -> Result<u64, EngineError>;
+
+    /// The highest version known durable (0 before the first commit).
+    fn durable_version(&self) -> u64;
+
+    /// The highest committed version (0 before the first commit).
+    fn last_version(&self) -> u64;
+
+    /// Size per keyspace, in declaration order.
+    ///
+    /// # Errors
+    /// A backend failure.
+    fn stats(&self) -> Result<Vec<KeyspaceStats>, EngineError>;
+}

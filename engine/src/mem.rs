@@ -1,0 +1,625 @@
+//! `MemEngine`: the in-memory reference engine.
+//!
+//! Every keyspace is a `BTreeMap` from key to its versions, so snapshots are
+//! consistent without copying (multi-version; versions no snapshot can see
+//! are pruned when their key is next written). Beside the live state it
+//! keeps what a crash needs: a durable image (the state at
+//! [`Engine::durable_version`]) and the ordered list of commits not yet
+//! synced. [`MemEngine::crash`] keeps a prefix of those, chosen by an
+//! injected [`Rng`], exactly the outcomes the crash contract allows; opening
+//! the resulting [`MemImage`] models the restart.
+
+use std::collections::BTreeMap;
+use std::ops::Bound;
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
+
+use crate::contract::{
+    Commit, CommitInfo, Durability, Engine, Keyspace, KeyspaceSpec, KeyspaceStats, Mutation,
+    Predicate, RangeSpec, Snapshot, StampAt,
+};
+use crate::error::{CommitError, EngineError, MutationError, ReadError};
+use crate::inject::Rng;
+
+type Value = Arc<[u8]>;
+/// Versions of one key, oldest first; `None` is a deletion.
+type Versions = Vec<(u64, Option<Value>)>;
+
+/// A resolved change, as replayed onto the durable image.
+#[derive(Debug, Clone)]
+enum Op {
+    Put(usize, Vec<u8>, Value),
+    Delete(usize, Vec<u8>),
+    DeleteRange(usize, RangeSpec),
+}
+
+/// The durable state of a [`MemEngine`]: what survives a restart.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MemImage {
+    specs: Vec<KeyspaceSpec>,
+    maps: Vec<BTreeMap<Vec<u8>, Value>>,
+    version: u64,
+}
+
+impl MemImage {
+    /// The version of the last commit in the image.
+    pub fn version(&self) -> u64 {
+        self.version
+    }
+
+    /// The keyspaces.
+    pub fn keyspaces(&self) -> &[KeyspaceSpec] {
+        &self.specs
+    }
+
+    /// The image with another set of keyspaces: keyspaces kept by name keep
+    /// their data, new ones start empty, dropped ones are discarded.
+    #[must_use]
+    pub fn with_keyspaces(self, specs: Vec<KeyspaceSpec>) -> Self {
+        let mut old: BTreeMap<String, BTreeMap<Vec<u8>, Value>> = self
+            .specs
+            .into_iter()
+            .map(|s| s.name)
+            .zip(self.maps)
+            .collect();
+        let maps = specs
+            .iter()
+            .map(|s| old.remove(&s.name).unwrap_or_default())
+            .collect();
+        Self {
+            specs,
+            maps,
+            version: self.version,
+        }
+    }
+
+    fn apply(&mut self, op: &Op) {
+        match op {
+            Op::Put(ks, k, v) => {
+                self.maps[*ks].insert(k.clone(), v.clone());
+            }
+            Op::Delete(ks, k) => {
+                self.maps[*ks].remove(k);
+            }
+            Op::DeleteRange(ks, r) => self.maps[*ks].retain(|k, _| !r.contains(k)),
+        }
+    }
+}
+
+struct State {
+    maps: Vec<BTreeMap<Vec<u8>, Versions>>,
+    version: u64,
+    durable: MemImage,
+    /// Commits after `durable.version`, in order.
+    pending: Vec<(u64, Vec<Op>)>,
+}
+
+/// The in-memory reference engine. See the [module docs](self).
+pub struct MemEngine {
+    specs: Vec<KeyspaceSpec>,
+    state: RwLock<State>,
+    /// Versions of live snapshots, with counts.
+    live: Mutex<BTreeMap<u64, usize>>,
+}
+
+impl std::fmt::Debug for MemEngine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MemEngine")
+            .field("keyspaces", &self.specs)
+            .finish_non_exhaustive()
+    }
+}
+
+fn unknown_if_absent(specs: &[KeyspaceSpec], ks: Keyspace) -> Option<usize> {
+    (ks.index() < specs.len()).then_some(ks.index())
+}
+
+impl MemEngine {
+    /// An empty engine with these keyspaces.
+    ///
+    /// # Errors
+    /// [`EngineError::DuplicateKeyspace`].
+    pub fn open(specs: Vec<KeyspaceSpec>) -> Result<Self, EngineError> {
+        let image = MemImage {
+            maps: vec![BTreeMap::new(); specs.len()],
+            specs,
+            version: 0,
+        };
+        Self::from_image(image)
+    }
+
+    /// An engine restarted from a durable image.
+    ///
+    /// # Errors
+    /// [`EngineError::DuplicateKeyspace`].
+    pub fn from_image(image: MemImage) -> Result<Self, EngineError> {
+        for (i, s) in image.specs.iter().enumerate() {
+            if image.specs[..i].iter().any(|o| o.name == s.name) {
+                return Err(EngineError::DuplicateKeyspace(s.name.clone()));
+            }
+        }
+        let maps = image
+            .maps
+            .iter()
+            .map(|m| {
+                m.iter()
+                    .map(|(k, v)| (k.clone(), vec![(image.version, Some(v.clone()))]))
+                    .collect()
+            })
+            .collect();
+        Ok(Self {
+            specs: image.specs.clone(),
+            state: RwLock::new(State {
+                maps,
+                version: image.version,
+                durable: image,
+                pending: Vec::new(),
+            }),
+            live: Mutex::new(BTreeMap::new()),
+        })
+    }
+
+    /// A clean shutdown: everything committed is kept.
+    pub fn close(self) -> MemImage {
+        let mut state = self
+            .state
+            .into_inner()
+            .unwrap_or_else(PoisonError::into_inner);
+        sync_state(&mut state);
+        state.durable
+    }
+
+    /// A crash: keeps the durable image plus a prefix of the unsynced
+    /// commits whose length `rng` chooses uniformly (possibly none, possibly
+    /// all), as the crash contract allows.
+    pub fn crash(self, rng: &mut dyn Rng) -> MemImage {
+        let pending = self.pending_commits();
+        let keep = usize::try_from(rng.below(pending as u64 + 1)).unwrap_or(0);
+        self.crash_keeping(keep)
+    }
+
+    /// A crash keeping exactly the first `keep` unsynced commits (all of
+    /// them if `keep` is larger).
+    pub fn crash_keeping(self, keep: usize) -> MemImage {
+        let state = self
+            .state
+            .into_inner()
+            .unwrap_or_else(PoisonError::into_inner);
+        let mut image = state.durable;
+        for (version, ops) in state.pending.iter().take(keep) {
+            for op in ops {
+                image.apply(op);
+            }
+            image.version = *version;
+        }
+        image
+    }
+
+    /// Number of commits not yet durable.
+    pub fn pending_commits(&self) -> usize {
+        self.read().pending.len()
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, State> {
+        self.state.read().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, State> {
+        self.state.write().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The oldest version a live snapshot reads, or `next` when none is
+    /// live (no snapshot can then read below the commit being applied).
+    fn min_live(&self, next: u64) -> u64 {
+        let live = self.live.lock().unwrap_or_else(PoisonError::into_inner);
+        live.keys().next().copied().unwrap_or(next).min(next)
+    }
+}
+
+fn sync_state(state: &mut State) {
+    for (version, ops) in state.pending.drain(..) {
+        for op in &ops {
+            state.durable.apply(op);
+        }
+        state.durable.version = version;
+    }
+}
+
+/// The part of `map` within the bounds. `BTreeMap::range` panics on a
+/// start above the end or on equal excluded bounds; such bounds select
+/// nothing here.
+fn within<'m, V>(
+    map: &'m BTreeMap<Vec<u8>, V>,
+    start: &Bound<Vec<u8>>,
+    end: &Bound<Vec<u8>>,
+) -> impl DoubleEndedIterator<Item = (&'m Vec<u8>, &'m V)> + 'm {
+    let empty = match (start, end) {
+        (Bound::Included(s), Bound::Included(e)) => s > e,
+        (Bound::Included(s) | Bound::Excluded(s), Bound::Included(e) | Bound::Excluded(e)) => {
+            s >= e
+        }
+        _ => false,
+    };
+    // A stand-in valid range when the real one is empty; its items are
+    // filtered out.
+    let bounds = if empty {
+        (Bound::Included(Vec::new()), Bound::Included(Vec::new()))
+    } else {
+        (start.clone(), end.clone())
+    };
+    map.range(bounds).filter(move |_| !empty)
+}
+
+/// The value visible at `version`.
+fn visible(versions: &Versions, version: u64) -> Option<&Value> {
+    versions
+        .iter()
+        .rev()
+        .find(|(v, _)| *v <= version)
+        .and_then(|(_, value)| value.as_ref())
+}
+
+/// Drops versions no snapshot at `min_live` or later can see.
+fn prune(versions: &mut Versions, min_live: u64) {
+    if let Some(keep_from) = versions.iter().rposition(|(v, _)| *v <= min_live) {
+        versions.drain(..keep_from);
+    }
+}
+
+/// Resolves a commit's mutations against the state, in order, without
+/// touching it. Lookups see earlier mutations of the same commit.
+fn resolve(state: &State, version: u64, mutations: Vec<Mutation>) -> Result<Vec<Op>, CommitError> {
+    let mut ops: Vec<Op> = Vec::with_capacity(mutations.len());
+    let current = |ops: &[Op], ks: usize, key: &[u8]| -> Option<Value> {
+        for op in ops.iter().rev() {
+            match op {
+                Op::Put(o, k, v) if *o == ks && k == key => return Some(v.clone()),
+                Op::Delete(o, k) if *o == ks && k == key => return None,
+                Op::DeleteRange(o, r) if *o == ks && r.contains(key) => return None,
+                _ => {}
+            }
+        }
+        state.maps[ks]
+            .get(key)
+            .and_then(|v| visible(v, state.version))
+            .cloned()
+    };
+    let mut stamps: u32 = 0;
+    for (index, m) in mutations.into_iter().enumerate() {
+        let invalid = |reason| CommitError::InvalidMutation { index, reason };
+        let op = match m {
+            Mutation::Put { ks, key, value } => Op::Put(ks.index(), key, value.into()),
+            Mutation::Delete { ks, key } => Op::Delete(ks.index(), key),
+            Mutation::DeleteRange { ks, range } => {
+                range
+                    .validate()
+                    .map_err(|_| invalid(MutationError::InvalidRange))?;
+                Op::DeleteRange(ks.index(), range)
+            }
+            Mutation::Add { ks, key, delta } => {
+                let old = match current(&ops, ks.index(), &key) {
+                    None => 0,
+                    Some(v) => {
+                        let bytes: [u8; 8] = v[..].try_into().map_err(|_| {
+                            invalid(MutationError::CounterNotEight { len: v.len() })
+                        })?;
+                        i64::from_le_bytes(bytes)
+                    }
+                };
+                let sum = old.wrapping_add(delta).to_le_bytes();
+                Op::Put(ks.index(), key, Arc::from(&sum[..]))
+            }
+            Mutation::PutVersionstamped {
+                ks,
+                mut key,
+                mut value,
+                at,
+            } => {
+                let order =
+                    u16::try_from(stamps).map_err(|_| invalid(MutationError::TooManyStamps))?;
+                stamps += 1;
+                let mut stamp = [0u8; 10];
+                stamp[..8].copy_from_slice(&version.to_be_bytes());
+                stamp[8..].copy_from_slice(&order.to_be_bytes());
+                let (target, offset) = match at {
+                    StampAt::Key(o) => (&mut key, o),
+                    StampAt::Value(o) => (&mut value, o),
+                };
+                let len = target.len();
+                let slot = offset
+                    .checked_add(10)
+                    .and_then(|end| target.get_mut(offset..end))
+                    .ok_or_else(|| invalid(MutationError::StampOutOfBounds { offset, len }))?;
+                slot.copy_from_slice(&stamp);
+                Op::Put(ks.index(), key, value.into())
+            }
+        };
+        ops.push(op);
+    }
+    Ok(ops)
+}
+
+fn check_predicate(state: &State, index: usize, p: &Predicate) -> Result<(), CommitError> {
+    let get = |ks: Keyspace, key: &[u8]| {
+        state.maps[ks.index()]
+            .get(key)
+            .and_then(|v| visible(v, state.version))
+    };
+    let holds = match p {
+        Predicate::Exists { ks, key } => get(*ks, key).is_some(),
+        Predicate::Absent { ks, key } => get(*ks, key).is_none(),
+        Predicate::ValueEquals { ks, key, value } => {
+            get(*ks, key).map(|v| &v[..]) == value.as_deref()
+        }
+        Predicate::RangeEmpty { ks, range } => {
+            range
+                .validate()
+                .map_err(|_| CommitError::InvalidPredicate {
+                    index,
+                    reason: MutationError::InvalidRange,
+                })?;
+            !within(&state.maps[ks.index()], &range.start, &range.end)
+                .any(|(_, v)| visible(v, state.version).is_some())
+        }
+    };
+    if holds {
+        Ok(())
+    } else {
+        Err(CommitError::Conflict {
+            index,
+            predicate: p.clone(),
+        })
+    }
+}
+
+fn predicate_keyspace(p: &Predicate) -> Keyspace {
+    match p {
+        Predicate::Exists { ks, .. }
+        | Predicate::Absent { ks, .. }
+        | Predicate::ValueEquals { ks, .. }
+        | Predicate::RangeEmpty { ks, .. } => *ks,
+    }
+}
+
+fn mutation_keyspace(m: &Mutation) -> Keyspace {
+    match m {
+        Mutation::Put { ks, .. }
+        | Mutation::Delete { ks, .. }
+        | Mutation::DeleteRange { ks, .. }
+        | Mutation::Add { ks, .. }
+        | Mutation::PutVersionstamped { ks, .. } => *ks,
+    }
+}
+
+impl Engine for MemEngine {
+    type Snapshot<'e> = MemSnapshot<'e>;
+
+    fn keyspaces(&self) -> &[KeyspaceSpec] {
+        &self.specs
+    }
+
+    fn snapshot(&self) -> Result<MemSnapshot<'_>, ReadError> {
+        // Register under the state lock so no commit prunes in between.
+        let state = self.read();
+        let version = state.version;
+        *self
+            .live
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .entry(version)
+            .or_insert(0) += 1;
+        drop(state);
+        Ok(MemSnapshot {
+            engine: self,
+            version,
+        })
+    }
+
+    fn commit(&self, commit: Commit) -> Result<CommitInfo, CommitError> {
+        let Commit {
+            predicates,
+            mutations,
+            durability,
+        } = commit;
+        let known = |ks: Keyspace| {
+            unknown_if_absent(&self.specs, ks)
+                .map(|_| ())
+                .ok_or(CommitError::UnknownKeyspace(ks))
+        };
+        for p in &predicates {
+            known(predicate_keyspace(p))?;
+        }
+        for m in &mutations {
+            known(mutation_keyspace(m))?;
+        }
+        let mut state = self.write();
+        for (index, p) in predicates.iter().enumerate() {
+            check_predicate(&state, index, p)?;
+        }
+        let version = state.version + 1;
+        let ops = resolve(&state, version, mutations)?;
+        let min_live = self.min_live(version);
+        for op in &ops {
+            let (ks, keys): (usize, Vec<Vec<u8>>) = match op {
+                Op::Put(ks, k, v) => {
+                    let versions = state.maps[*ks].entry(k.clone()).or_default();
+                    versions.push((version, Some(v.clone())));
+                    prune(versions, min_live);
+                    continue;
+                }
+                Op::Delete(ks, k) => (*ks, vec![k.clone()]),
+                Op::DeleteRange(ks, r) => (
+                    *ks,
+                    within(&state.maps[*ks], &r.start, &r.end)
+                        .map(|(k, _)| k.clone())
+                        .collect(),
+                ),
+            };
+            let map = &mut state.maps[ks];
+            for k in keys {
+                let Some(versions) = map.get_mut(&k) else {
+                    continue;
+                };
+                if versions.last().is_some_and(|(_, v)| v.is_some()) {
+                    versions.push((version, None));
+                }
+                prune(versions, min_live);
+                // A lone deletion no live snapshot predates: drop the key.
+                if matches!(versions.as_slice(), [(v, None)] if *v <= min_live) {
+                    map.remove(&k);
+                }
+            }
+        }
+        state.version = version;
+        state.pending.push((version, ops));
+        let durable = durability == Durability::Immediate;
+        if durable {
+            sync_state(&mut state);
+        }
+        Ok(CommitInfo { version, durable })
+    }
+
+    fn sync(&self) -> Result<u64, EngineError> {
+        let mut state = self.write();
+        sync_state(&mut state);
+        Ok(state.durable.version)
+    }
+
+    fn durable_version(&self) -> u64 {
+        self.read().durable.version
+    }
+
+    fn last_version(&self) -> u64 {
+        self.read().version
+    }
+
+    fn stats(&self) -> Result<Vec<KeyspaceStats>, EngineError> {
+        let state = self.read();
+        Ok(self
+            .specs
+            .iter()
+            .zip(&state.maps)
+            .map(|(spec, map)| {
+                let (mut entries, mut bytes) = (0, 0);
+                for (k, v) in map {
+                    if let Some(value) = visible(v, state.version) {
+                        entries += 1;
+                        bytes += (k.len() + value.len()) as u64;
+                    }
+                }
+                KeyspaceStats {
+                    name: spec.name.clone(),
+                    entries,
+                    entries_exact: true,
+                    bytes,
+                    bytes_exact: true,
+                }
+            })
+            .collect())
+    }
+}
+
+/// A consistent view of a [`MemEngine`].
+pub struct MemSnapshot<'e> {
+    engine: &'e MemEngine,
+    version: u64,
+}
+
+impl std::fmt::Debug for MemSnapshot<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MemSnapshot")
+            .field("version", &self.version)
+            .finish()
+    }
+}
+
+impl Drop for MemSnapshot<'_> {
+    fn drop(&mut self) {
+        let mut live = self
+            .engine
+            .live
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Some(n) = live.get_mut(&self.version) {
+            *n -= 1;
+            if *n == 0 {
+                live.remove(&self.version);
+            }
+        }
+    }
+}
+
+impl MemSnapshot<'_> {
+    fn ks(&self, ks: Keyspace) -> Result<usize, ReadError> {
+        unknown_if_absent(&self.engine.specs, ks).ok_or(ReadError::UnknownKeyspace(ks))
+    }
+}
+
+impl Snapshot for MemSnapshot<'_> {
+    type Range<'s>
+        = MemRange<'s>
+    where
+        Self: 's;
+
+    fn version(&self) -> u64 {
+        self.version
+    }
+
+    fn get(&self, ks: Keyspace, key: &[u8]) -> Result<Option<Vec<u8>>, ReadError> {
+        let ks = self.ks(ks)?;
+        let state = self.engine.read();
+        Ok(state.maps[ks]
+            .get(key)
+            .and_then(|v| visible(v, self.version))
+            .map(|v| v.to_vec()))
+    }
+
+    fn range(&self, ks: Keyspace, range: RangeSpec) -> Result<MemRange<'_>, ReadError> {
+        let ks = self.ks(ks)?;
+        range.validate()?;
+        Ok(MemRange {
+            snapshot: self,
+            ks,
+            remaining: range.limit.unwrap_or(usize::MAX),
+            range,
+        })
+    }
+}
+
+/// A streaming range over a [`MemSnapshot`]: each step looks up the next
+/// visible key after the last one yielded, so nothing is materialised.
+pub struct MemRange<'s> {
+    snapshot: &'s MemSnapshot<'s>,
+    ks: usize,
+    range: RangeSpec,
+    remaining: usize,
+}
+
+impl Iterator for MemRange<'_> {
+    type Item = Result<(Vec<u8>, Vec<u8>), ReadError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.remaining == 0 {
+            return None;
+        }
+        let state = self.snapshot.engine.read();
+        let map = &state.maps[self.ks];
+        let version = self.snapshot.version;
+        let mut candidates = within(map, &self.range.start, &self.range.end);
+        let found = if self.range.reverse {
+            candidates
+                .rev()
+                .find_map(|(k, v)| visible(v, version).map(|v| (k, v)))
+        } else {
+            candidates.find_map(|(k, v)| visible(v, version).map(|v| (k, v)))
+        };
+        let (key, value) = found?;
+        let item = (key.clone(), value.to_vec());
+        if self.range.reverse {
+            self.range.end = Bound::Excluded(key.clone());
+        } else {
+            self.range.start = Bound::Excluded(key.clone());
+        }
+        self.remaining -= 1;
+        Some(Ok(item))
+    }
+}
