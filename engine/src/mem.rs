@@ -581,17 +581,52 @@ impl Snapshot for MemSnapshot<'_> {
             ks,
             remaining: range.limit.unwrap_or(usize::MAX),
             range,
+            buffer: std::collections::VecDeque::new(),
+            exhausted: false,
         })
     }
 }
 
-/// A streaming range over a [`MemSnapshot`]: each step looks up the next
-/// visible key after the last one yielded, so nothing is materialised.
+/// A streaming range over a [`MemSnapshot`]: it reads ahead at most
+/// [`MemRange::BATCH`] entries at a time under the read lock, resuming after
+/// the last key it read, so a range is never materialised whole.
 pub struct MemRange<'s> {
     snapshot: &'s MemSnapshot<'s>,
     ks: usize,
     range: RangeSpec,
     remaining: usize,
+    buffer: std::collections::VecDeque<(Vec<u8>, Vec<u8>)>,
+    exhausted: bool,
+}
+
+impl MemRange<'_> {
+    /// Entries read per lock acquisition.
+    pub const BATCH: usize = 128;
+
+    fn refill(&mut self) {
+        let state = self.snapshot.engine.read();
+        let map = &state.maps[self.ks];
+        let version = self.snapshot.version;
+        let want = self.remaining.min(Self::BATCH);
+        let candidates = within(map, &self.range.start, &self.range.end);
+        let visible_rows =
+            |(k, v): (&Vec<u8>, &Versions)| visible(v, version).map(|v| (k.clone(), v.to_vec()));
+        if self.range.reverse {
+            self.buffer
+                .extend(candidates.rev().filter_map(visible_rows).take(want));
+        } else {
+            self.buffer
+                .extend(candidates.filter_map(visible_rows).take(want));
+        }
+        self.exhausted = self.buffer.len() < want;
+        if let Some((last, _)) = self.buffer.back() {
+            if self.range.reverse {
+                self.range.end = Bound::Excluded(last.clone());
+            } else {
+                self.range.start = Bound::Excluded(last.clone());
+            }
+        }
+    }
 }
 
 impl Iterator for MemRange<'_> {
@@ -601,25 +636,11 @@ impl Iterator for MemRange<'_> {
         if self.remaining == 0 {
             return None;
         }
-        let state = self.snapshot.engine.read();
-        let map = &state.maps[self.ks];
-        let version = self.snapshot.version;
-        let mut candidates = within(map, &self.range.start, &self.range.end);
-        let found = if self.range.reverse {
-            candidates
-                .rev()
-                .find_map(|(k, v)| visible(v, version).map(|v| (k, v)))
-        } else {
-            candidates.find_map(|(k, v)| visible(v, version).map(|v| (k, v)))
-        };
-        let (key, value) = found?;
-        let item = (key.clone(), value.to_vec());
-        if self.range.reverse {
-            self.range.end = Bound::Excluded(key.clone());
-        } else {
-            self.range.start = Bound::Excluded(key.clone());
+        if self.buffer.is_empty() && !self.exhausted {
+            self.refill();
         }
+        let row = self.buffer.pop_front()?;
         self.remaining -= 1;
-        Some(Ok(item))
+        Some(Ok(row))
     }
 }
