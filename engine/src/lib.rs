@@ -49,3 +49,8 @@ pub use contract::{
 pub use error::{BackendError, CommitError, EngineError, MutationError, ReadError};
 pub use inject::{Clock, ManualClock, Rng, SeededRng, SystemClock, SystemRng};
 pub use mem::{MemEngine, MemImage, MemSnapshot};
+
+/// This crate's README example, compiled and run as a doctest.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
