@@ -38,6 +38,7 @@ pub mod contract;
 pub mod error;
 pub mod inject;
 pub mod mem;
+pub mod model;
 
 #[cfg(feature = "conformance")]
 pub mod conformance;
@@ -49,6 +50,7 @@ pub use contract::{
 pub use error::{BackendError, CommitError, EngineError, MutationError, ReadError};
 pub use inject::{Clock, ManualClock, Rng, SeededRng, SystemClock, SystemRng};
 pub use mem::{MemEngine, MemImage, MemSnapshot};
+pub use model::{Model, ModelError};
 
 /// This crate's README example, compiled and run as a doctest.
 #[cfg(doctest)]
