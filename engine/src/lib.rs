@@ -49,6 +49,8 @@ pub use contract::{
 };
 pub use error::{BackendError, CommitError, EngineError, MutationError, ReadError};
 pub use inject::{Clock, ManualClock, Rng, SeededRng, SystemClock, SystemRng};
+#[cfg(feature = "planted-bugs")]
+pub use mem::PlantedBug;
 pub use mem::{MemEngine, MemImage, MemSnapshot};
 pub use model::{Model, ModelError};
 

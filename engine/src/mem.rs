@@ -99,6 +99,50 @@ pub struct MemEngine {
     state: RwLock<State>,
     /// Versions of live snapshots, with counts.
     live: Mutex<BTreeMap<u64, usize>>,
+    #[cfg(feature = "planted-bugs")]
+    planted: Option<PlantedBug>,
+}
+
+/// Deliberate mistakes the simulation must catch (feature `planted-bugs`,
+/// which normal builds never enable).
+#[cfg(feature = "planted-bugs")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum PlantedBug {
+    /// A crash keeps the first half of the first lost commit's changes.
+    CrashKeepsHalfCommit,
+    /// A restart resumes one version too low, so a versionstamp repeats.
+    StampReusedAfterRestart,
+    /// Predicates are checked against the state after the commit's own
+    /// mutations instead of before them.
+    PredicateAfterMutations,
+    /// `durable_version` reports the last commit, durable or not.
+    DurableVersionAhead,
+}
+
+#[cfg(feature = "planted-bugs")]
+impl PlantedBug {
+    /// Every planted bug.
+    pub const ALL: [Self; 4] = [
+        Self::CrashKeepsHalfCommit,
+        Self::StampReusedAfterRestart,
+        Self::PredicateAfterMutations,
+        Self::DurableVersionAhead,
+    ];
+
+    /// Its name on the command line.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Self::CrashKeepsHalfCommit => "crash-keeps-half-commit",
+            Self::StampReusedAfterRestart => "stamp-reused-after-restart",
+            Self::PredicateAfterMutations => "predicate-after-mutations",
+            Self::DurableVersionAhead => "durable-version-ahead",
+        }
+    }
+
+    /// The bug with this name.
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|b| b.name() == name)
+    }
 }
 
 impl std::fmt::Debug for MemEngine {
@@ -155,7 +199,34 @@ impl MemEngine {
                 pending: Vec::new(),
             }),
             live: Mutex::new(BTreeMap::new()),
+            #[cfg(feature = "planted-bugs")]
+            planted: None,
         })
+    }
+
+    /// Plants `bug` in this engine (call it again after every restart).
+    #[cfg(feature = "planted-bugs")]
+    pub fn plant(&mut self, bug: Option<PlantedBug>) {
+        self.planted = bug;
+        if bug == Some(PlantedBug::StampReusedAfterRestart) {
+            let state = self.state.get_mut().unwrap_or_else(PoisonError::into_inner);
+            state.version = state.version.saturating_sub(1);
+        }
+    }
+
+    /// Whether the planted bug named `name` is active (never, in normal
+    /// builds).
+    #[allow(clippy::unused_self)]
+    fn planted(&self, name: &str) -> bool {
+        #[cfg(feature = "planted-bugs")]
+        {
+            self.planted.is_some_and(|b| b.name() == name)
+        }
+        #[cfg(not(feature = "planted-bugs"))]
+        {
+            let _ = name;
+            false
+        }
     }
 
     /// A clean shutdown: everything committed is kept.
@@ -180,6 +251,7 @@ impl MemEngine {
     /// A crash keeping exactly the first `keep` unsynced commits (all of
     /// them if `keep` is larger).
     pub fn crash_keeping(self, keep: usize) -> MemImage {
+        let half = self.planted("crash-keeps-half-commit");
         let state = self
             .state
             .into_inner()
@@ -187,6 +259,13 @@ impl MemEngine {
         let mut image = state.durable;
         for (version, ops) in state.pending.iter().take(keep) {
             for op in ops {
+                image.apply(op);
+            }
+            image.version = *version;
+        }
+        if half && let Some((version, ops)) = state.pending.get(keep).filter(|(_, o)| o.len() >= 2)
+        {
+            for op in &ops[..ops.len() / 2] {
                 image.apply(op);
             }
             image.version = *version;
@@ -265,24 +344,28 @@ fn prune(versions: &mut Versions, min_live: u64) {
     }
 }
 
+/// The latest value of `key` with `ops` (earlier mutations of the commit
+/// being resolved) laid over the state.
+fn overlay_get(state: &State, ops: &[Op], ks: usize, key: &[u8]) -> Option<Value> {
+    for op in ops.iter().rev() {
+        match op {
+            Op::Put(o, k, v) if *o == ks && k == key => return Some(v.clone()),
+            Op::Delete(o, k) if *o == ks && k == key => return None,
+            Op::DeleteRange(o, r) if *o == ks && r.contains(key) => return None,
+            _ => {}
+        }
+    }
+    state.maps[ks]
+        .get(key)
+        .and_then(|v| visible(v, state.version))
+        .cloned()
+}
+
 /// Resolves a commit's mutations against the state, in order, without
 /// touching it. Lookups see earlier mutations of the same commit.
 fn resolve(state: &State, version: u64, mutations: Vec<Mutation>) -> Result<Vec<Op>, CommitError> {
     let mut ops: Vec<Op> = Vec::with_capacity(mutations.len());
-    let current = |ops: &[Op], ks: usize, key: &[u8]| -> Option<Value> {
-        for op in ops.iter().rev() {
-            match op {
-                Op::Put(o, k, v) if *o == ks && k == key => return Some(v.clone()),
-                Op::Delete(o, k) if *o == ks && k == key => return None,
-                Op::DeleteRange(o, r) if *o == ks && r.contains(key) => return None,
-                _ => {}
-            }
-        }
-        state.maps[ks]
-            .get(key)
-            .and_then(|v| visible(v, state.version))
-            .cloned()
-    };
+    let current = |ops: &[Op], ks: usize, key: &[u8]| overlay_get(state, ops, ks, key);
     let mut stamps: u32 = 0;
     for (index, m) in mutations.into_iter().enumerate() {
         let invalid = |reason| CommitError::InvalidMutation { index, reason };
@@ -338,18 +421,19 @@ fn resolve(state: &State, version: u64, mutations: Vec<Mutation>) -> Result<Vec<
     Ok(ops)
 }
 
-fn check_predicate(state: &State, index: usize, p: &Predicate) -> Result<(), CommitError> {
-    let get = |ks: Keyspace, key: &[u8]| {
-        state.maps[ks.index()]
-            .get(key)
-            .and_then(|v| visible(v, state.version))
-    };
+/// Checks a predicate against the state with `ops` laid over it (none, in
+/// a correct engine: predicates see the state before the commit).
+fn check_predicate(
+    state: &State,
+    index: usize,
+    p: &Predicate,
+    ops: &[Op],
+) -> Result<(), CommitError> {
+    let get = |ks: Keyspace, key: &[u8]| overlay_get(state, ops, ks.index(), key);
     let holds = match p {
         Predicate::Exists { ks, key } => get(*ks, key).is_some(),
         Predicate::Absent { ks, key } => get(*ks, key).is_none(),
-        Predicate::ValueEquals { ks, key, value } => {
-            get(*ks, key).map(|v| &v[..]) == value.as_deref()
-        }
+        Predicate::ValueEquals { ks, key, value } => get(*ks, key).as_deref() == value.as_deref(),
         Predicate::RangeEmpty { ks, range } => {
             range
                 .validate()
@@ -432,11 +516,19 @@ impl Engine for MemEngine {
             known(mutation_keyspace(m))?;
         }
         let mut state = self.write();
-        for (index, p) in predicates.iter().enumerate() {
-            check_predicate(&state, index, p)?;
+        let late = self.planted("predicate-after-mutations");
+        if !late {
+            for (index, p) in predicates.iter().enumerate() {
+                check_predicate(&state, index, p, &[])?;
+            }
         }
         let version = state.version + 1;
         let ops = resolve(&state, version, mutations)?;
+        if late {
+            for (index, p) in predicates.iter().enumerate() {
+                check_predicate(&state, index, p, &ops)?;
+            }
+        }
         let min_live = self.min_live(version);
         for op in &ops {
             let (ks, keys): (usize, Vec<Vec<u8>>) = match op {
@@ -485,7 +577,11 @@ impl Engine for MemEngine {
     }
 
     fn durable_version(&self) -> u64 {
-        self.read().durable.version
+        let state = self.read();
+        if self.planted("durable-version-ahead") {
+            return state.version;
+        }
+        state.durable.version
     }
 
     fn last_version(&self) -> u64 {
