@@ -830,22 +830,6 @@ pub fn stats<H: Harness>(mut h: H) {
     }
 }
 
-/// The [`ModelError`] a [`CommitError`] corresponds to, if any (backend
-/// failures have none).
-pub fn model_error(e: &CommitError) -> Option<ModelError> {
-    Some(match e {
-        CommitError::Conflict { index, .. } => ModelError::Conflict(*index),
-        CommitError::UnknownKeyspace(_) => ModelError::UnknownKeyspace,
-        CommitError::InvalidPredicate { index, reason } => {
-            ModelError::InvalidPredicate(*index, reason.clone())
-        }
-        CommitError::InvalidMutation { index, reason } => {
-            ModelError::InvalidMutation(*index, reason.clone())
-        }
-        _ => return None,
-    })
-}
-
 /// One step of the model check.
 #[derive(Debug, Clone)]
 enum Step {
@@ -934,7 +918,7 @@ pub fn model_check<H: Harness>(h: H) {
                     match (&want, &got) {
                         (Ok(_), Ok(_)) => {}
                         (Err(w), Err(g)) => {
-                            prop_assert_eq!(Some(w.clone()), model_error(g), "step {}", i);
+                            prop_assert_eq!(Some(w.clone()), ModelError::of(g), "step {}", i);
                         }
                         _ => prop_assert!(false, "step {}: model {:?}, engine {:?}", i, want, got),
                     }

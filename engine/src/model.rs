@@ -5,7 +5,9 @@
 
 use std::collections::BTreeMap;
 
-use crate::{Commit, Keyspace, Mutation, MutationError, Predicate, RangeSpec, StampAt};
+use crate::{
+    Commit, CommitError, Keyspace, Mutation, MutationError, Predicate, RangeSpec, StampAt,
+};
 
 /// The contract written as plainly as possible: the reference the model
 /// check (and the simulation) compares engines with.
@@ -28,6 +30,24 @@ pub enum ModelError {
     InvalidPredicate(usize, MutationError),
     /// Mutation `index` invalid.
     InvalidMutation(usize, MutationError),
+}
+
+impl ModelError {
+    /// The model error an engine's [`CommitError`] corresponds to, if any
+    /// (backend failures and unknown outcomes have none).
+    pub fn of(e: &CommitError) -> Option<Self> {
+        Some(match e {
+            CommitError::Conflict { index, .. } => Self::Conflict(*index),
+            CommitError::UnknownKeyspace(_) => Self::UnknownKeyspace,
+            CommitError::InvalidPredicate { index, reason } => {
+                Self::InvalidPredicate(*index, reason.clone())
+            }
+            CommitError::InvalidMutation { index, reason } => {
+                Self::InvalidMutation(*index, reason.clone())
+            }
+            _ => return None,
+        })
+    }
 }
 
 impl Model {

@@ -20,7 +20,11 @@ usage: cargo xtask <command>
 
 commands:
   test    fmt check, clippy -D warnings (all targets), cargo nextest run --workspace,
-          doctests; ends with `summary: N passed, M failed`
+          doctests, the planted-bug tests, and a short fixed-seed simulation with a
+          determinism check; ends with `summary: N passed, M failed`
+  sim     the deterministic simulation (release build); options are passed on:
+          --seed S | --seeds N|A..B, --time T, --ops K, --faults LIST,
+          --plant NAME, --check-determinism, --quiet
   help    this text
 ";
 
@@ -34,6 +38,7 @@ fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         },
+        Some("sim") => sim(&args[1..]),
         Some("help" | "--help" | "-h") => {
             print!("{USAGE}");
             ExitCode::SUCCESS
@@ -125,6 +130,40 @@ fn test(args: &[String]) -> Result<(), String> {
         &["test", "--doc", "--workspace", "--locked"],
         parse_libtest,
     )?;
+    // The planted bugs are built in only for this test and `--plant` runs.
+    step(
+        "planted bugs",
+        &[
+            "nextest",
+            "run",
+            "--locked",
+            "-p",
+            "strata-sim",
+            "--features",
+            "planted-bugs",
+            "-E",
+            "test(planted)",
+        ],
+        parse_nextest,
+    )?;
+    step(
+        "sim",
+        &[
+            "run",
+            "--quiet",
+            "--locked",
+            "-p",
+            "strata-sim",
+            "--",
+            "--seeds",
+            "0..150",
+            "--ops",
+            "400",
+            "--check-determinism",
+            "--quiet",
+        ],
+        |_| None,
+    )?;
 
     println!(
         "xtask test: all steps passed in {:.0}s ({})",
@@ -133,6 +172,27 @@ fn test(args: &[String]) -> Result<(), String> {
     );
     println!("summary: {} passed, {} failed", total.passed, total.failed);
     Ok(())
+}
+
+/// `cargo xtask sim ARGS`: the simulation in a release build, with the
+/// planted-bugs feature when `--plant` is given.
+fn sim(args: &[String]) -> ExitCode {
+    let mut cmd = vec!["run", "--release", "--quiet", "-p", "strata-sim"];
+    if args.iter().any(|a| a == "--plant") {
+        cmd.extend(["--features", "planted-bugs"]);
+    }
+    cmd.push("--");
+    cmd.extend(args.iter().map(String::as_str));
+    println!("$ cargo {}", cmd.join(" "));
+    let _ = std::io::stdout().flush();
+    match Command::new(cargo()).args(&cmd).status() {
+        Ok(status) if status.success() => ExitCode::SUCCESS,
+        Ok(status) => ExitCode::from(u8::try_from(status.code().unwrap_or(1)).unwrap_or(1)),
+        Err(e) => {
+            eprintln!("xtask: could not start cargo: {e}");
+            ExitCode::FAILURE
+        }
+    }
 }
 
 /// Installs cargo-nextest from crates.io when it is missing, saying so.

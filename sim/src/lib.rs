@@ -1,0 +1,22 @@
+//! Deterministic simulation of Strata.
+//!
+//! One `u64` seed decides everything in a run: the workload of several
+//! simulated clients (interleaved step by step on one thread), the faults
+//! and their probabilities, and the simulated clock. Nothing reads wall
+//! time, thread-local randomness or hash-map order, so a seed replays the
+//! same trace, which [`run::SeedReport::trace_hash`] lets anyone check.
+//!
+//! - [`faults`]: the fault model and [`faults::FaultyEngine`], a wrapper
+//!   around any engine of the contract; crashes go through
+//!   [`faults::Restart`].
+//! - [`run`]: the workload and the oracle, which compares every result
+//!   with [`strata_engine::Model`] and checks the crash contract after
+//!   every crash.
+//!
+//! The command is `cargo xtask sim`; see the crate README.
+
+pub mod faults;
+pub mod run;
+
+pub use faults::{FaultClass, FaultConfig, FaultCounters, FaultyEngine, Restart};
+pub use run::{RunOptions, SeedReport, Violation, run_seed};

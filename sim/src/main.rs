@@ -1,0 +1,236 @@
+//! The simulation's command line; run it as `cargo xtask sim [OPTIONS]`.
+//!
+//! ```text
+//! --seed S            replay one seed
+//! --seeds N | A..B    run seeds 0..N, or A..B (default 0..500)
+//! --time T            stop starting new seeds after T seconds
+//! --ops K             steps per seed (default 400)
+//! --faults LIST       fault classes, comma-separated, or `all` / `none`
+//!                     (crash,commit,sticky,unknown,read,sync,clock)
+//! --plant NAME        enable a planted bug (build with `planted-bugs`)
+//! --check-determinism run every seed twice and compare trace hashes
+//! --quiet             no progress bar
+//! ```
+//!
+//! On a violation it prints the seed, the message, the last events of the
+//! trace (also written to a file) and a one-line replay command, and exits
+//! with status 1.
+
+use std::io::Write;
+use std::ops::Range;
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use strata_sim::{FaultClass, FaultCounters, RunOptions, run_seed};
+
+struct Args {
+    seeds: Range<u64>,
+    time: Option<Duration>,
+    ops: usize,
+    faults: Vec<FaultClass>,
+    faults_text: String,
+    plant: Option<String>,
+    check: bool,
+    quiet: bool,
+}
+
+fn parse() -> Result<Args, String> {
+    let mut args = Args {
+        seeds: 0..500,
+        time: None,
+        ops: 400,
+        faults: FaultClass::ALL.to_vec(),
+        faults_text: "all".to_owned(),
+        plant: None,
+        check: false,
+        quiet: false,
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(flag) = it.next() {
+        let mut value = || it.next().ok_or_else(|| format!("{flag} needs a value"));
+        match flag.as_str() {
+            "--seed" => {
+                let s: u64 = value()?.parse().map_err(|e| format!("--seed: {e}"))?;
+                args.seeds = s..s + 1;
+            }
+            "--seeds" => {
+                let v = value()?;
+                args.seeds = match v.split_once("..") {
+                    Some((a, b)) => {
+                        a.parse().map_err(|e| format!("--seeds: {e}"))?
+                            ..b.parse().map_err(|e| format!("--seeds: {e}"))?
+                    }
+                    None => 0..v.parse().map_err(|e| format!("--seeds: {e}"))?,
+                };
+            }
+            "--time" => {
+                let secs: f64 = value()?
+                    .trim_end_matches('s')
+                    .parse()
+                    .map_err(|e| format!("--time: {e}"))?;
+                args.time = Some(Duration::from_secs_f64(secs));
+            }
+            "--ops" => args.ops = value()?.parse().map_err(|e| format!("--ops: {e}"))?,
+            "--faults" => {
+                let v = value()?;
+                args.faults = match v.as_str() {
+                    "all" => FaultClass::ALL.to_vec(),
+                    "none" => Vec::new(),
+                    list => list
+                        .split(',')
+                        .map(|n| {
+                            FaultClass::from_name(n.trim())
+                                .ok_or_else(|| format!("unknown fault class {n:?}"))
+                        })
+                        .collect::<Result<_, _>>()?,
+                };
+                args.faults_text = v;
+            }
+            "--plant" => args.plant = Some(value()?),
+            "--check-determinism" => args.check = true,
+            "--quiet" => args.quiet = true,
+            "-h" | "--help" => return Err(String::new()),
+            other => return Err(format!("unknown option {other}")),
+        }
+    }
+    Ok(args)
+}
+
+fn replay(args: &Args, seed: u64) -> String {
+    let mut line = format!(
+        "cargo xtask sim --seed {seed} --ops {} --faults {}",
+        args.ops, args.faults_text
+    );
+    if let Some(p) = &args.plant {
+        line.push_str(" --plant ");
+        line.push_str(p);
+    }
+    line
+}
+
+#[allow(clippy::disallowed_methods)] // the command line times itself; runs do not
+fn main() -> ExitCode {
+    let args = match parse() {
+        Ok(a) => a,
+        Err(msg) => {
+            if !msg.is_empty() {
+                eprintln!("strata-sim: {msg}");
+            }
+            eprintln!(
+                "usage: cargo xtask sim [--seed S | --seeds N|A..B] [--time T] [--ops K] [--faults LIST] [--plant NAME] [--check-determinism] [--quiet]"
+            );
+            return ExitCode::from(2);
+        }
+    };
+    if args.plant.is_some() && !cfg!(feature = "planted-bugs") {
+        eprintln!("strata-sim: --plant needs the planted-bugs feature (cargo xtask sim adds it)");
+        return ExitCode::from(2);
+    }
+    let started = Instant::now();
+    let total = args.seeds.end.saturating_sub(args.seeds.start);
+    let (mut seeds, mut commits, mut checks) = (0u64, 0u64, 0u64);
+    let mut faults = FaultCounters::default();
+    let mut last_draw = Instant::now();
+    for seed in args.seeds.clone() {
+        if args.time.is_some_and(|t| started.elapsed() >= t) {
+            break;
+        }
+        let options = RunOptions {
+            seed,
+            ops: args.ops,
+            faults: args.faults.clone(),
+            plant: args.plant.clone(),
+        };
+        let report = run_seed(&options);
+        if args.check {
+            let again = run_seed(&options);
+            checks += 1;
+            if again.trace_hash != report.trace_hash {
+                eprintln!(
+                    "\nstrata-sim: seed {seed} is not deterministic: trace hashes {:#018x} and {:#018x}",
+                    report.trace_hash, again.trace_hash
+                );
+                return ExitCode::FAILURE;
+            }
+        }
+        seeds += 1;
+        commits += report.commits;
+        checks += report.checks;
+        faults.add(&report.faults);
+        if let Some(v) = &report.violation {
+            let path = std::env::temp_dir().join(format!("strata-sim-seed-{seed}.trace"));
+            let written = std::fs::write(&path, report.trace_tail.join("\n") + "\n").is_ok();
+            eprintln!();
+            println!("VIOLATION at seed {seed}, step {}: {}", v.step, v.message);
+            println!("last events of the trace:");
+            for line in &report.trace_tail {
+                println!("  {line}");
+            }
+            if written {
+                println!("trace written to {}", path.display());
+            }
+            println!("replay: {}", replay(&args, seed));
+            return ExitCode::FAILURE;
+        }
+        if !args.quiet && last_draw.elapsed() > Duration::from_millis(100) {
+            last_draw = Instant::now();
+            let done = usize::try_from(seeds * 30 / total.max(1))
+                .unwrap_or(30)
+                .min(30);
+            eprint!(
+                "\r[{}{}] {seeds}/{total} seeds, {commits} commits",
+                "#".repeat(done),
+                "-".repeat(30 - done)
+            );
+            let _ = std::io::stderr().flush();
+        }
+    }
+    if !args.quiet {
+        eprintln!(
+            "\r[{}] {seeds}/{total} seeds, {commits} commits",
+            "#".repeat(30)
+        );
+    }
+    print_summary(
+        &args,
+        seeds,
+        commits,
+        checks,
+        &faults,
+        started.elapsed().as_secs_f64(),
+    );
+    println!("sim: {seeds} passed, 0 failed");
+    ExitCode::SUCCESS
+}
+
+/// The closing table.
+fn print_summary(
+    args: &Args,
+    seeds: u64,
+    commits: u64,
+    checks: u64,
+    faults: &FaultCounters,
+    secs: f64,
+) {
+    #[allow(clippy::cast_precision_loss)]
+    let (per_seed, per_commit) = (
+        seeds as f64 / secs.max(1e-9),
+        commits as f64 / secs.max(1e-9),
+    );
+    println!("simulation summary ({secs:.1} s)");
+    println!("  {:<24} {seeds}", "seeds");
+    println!("  {:<24} {commits}", "simulated commits");
+    println!("  {:<24} {checks}", "checks performed");
+    for class in FaultClass::ALL {
+        println!(
+            "  {:<24} {}",
+            format!("faults: {}", class.name()),
+            faults.get(class)
+        );
+    }
+    println!("  {:<24} {per_seed:.1}", "seeds per second");
+    println!("  {:<24} {per_commit:.0}", "commits per second");
+    if args.check {
+        println!("  determinism              every seed replayed with an equal trace hash");
+    }
+}

@@ -1,0 +1,102 @@
+//! Tests of the simulation itself: determinism, swarm faults, a clean
+//! engine passes, and every planted bug is caught.
+
+use strata_sim::{FaultClass, RunOptions, run_seed};
+
+#[test]
+fn a_seed_replays_the_same_trace() {
+    for seed in 0..20 {
+        let options = RunOptions::new(seed, 300);
+        let (a, b) = (run_seed(&options), run_seed(&options));
+        assert_eq!(a.trace_hash, b.trace_hash, "seed {seed}");
+        assert_eq!(a.trace_tail, b.trace_tail, "seed {seed}");
+        assert_eq!((a.commits, a.checks), (b.commits, b.checks));
+    }
+    let hashes: std::collections::BTreeSet<u64> = (0..20)
+        .map(|s| run_seed(&RunOptions::new(s, 300)).trace_hash)
+        .collect();
+    assert_eq!(hashes.len(), 20, "different seeds, different runs");
+}
+
+#[test]
+fn the_reference_engine_passes_every_seed() {
+    for seed in 0..60 {
+        let report = run_seed(&RunOptions::new(seed, 400));
+        assert!(
+            report.violation.is_none(),
+            "seed {seed}: {:?}\n{}",
+            report.violation,
+            report.trace_tail.join("\n")
+        );
+        assert!(report.checks > 0);
+    }
+}
+
+#[test]
+fn fault_rates_vary_by_seed() {
+    let crashes: Vec<u64> = (0..60)
+        .map(|s| {
+            run_seed(&RunOptions::new(s, 400))
+                .faults
+                .get(FaultClass::Crash)
+        })
+        .collect();
+    assert!(crashes.contains(&0), "some seeds never crash: {crashes:?}");
+    assert!(
+        crashes.iter().any(|&c| c >= 10),
+        "some seeds crash a lot: {crashes:?}"
+    );
+    let mut unknown = 0;
+    for s in 0..60 {
+        let r = run_seed(&RunOptions::new(s, 400));
+        unknown += r.faults.get(FaultClass::Unknown);
+        for class in [
+            FaultClass::CommitError,
+            FaultClass::Read,
+            FaultClass::Sync,
+            FaultClass::Clock,
+        ] {
+            let _ = r.faults.get(class);
+        }
+    }
+    assert!(unknown > 0, "unknown outcomes occur");
+}
+
+#[test]
+fn no_faults_means_no_faults() {
+    for seed in 0..10 {
+        let options = RunOptions {
+            faults: Vec::new(),
+            ..RunOptions::new(seed, 300)
+        };
+        let report = run_seed(&options);
+        assert!(report.violation.is_none());
+        for class in FaultClass::ALL {
+            assert_eq!(report.faults.get(class), 0, "seed {seed}: {class:?}");
+        }
+        assert!(report.commits > 50, "seed {seed}: a fault-free run commits");
+    }
+}
+
+/// Each planted bug must be caught within this many seeds (stated in the
+/// README); the test also prints how many it took.
+#[cfg(feature = "planted-bugs")]
+#[test]
+fn every_planted_bug_is_caught() {
+    const WITHIN: u64 = 20;
+    for bug in strata_engine::PlantedBug::ALL {
+        let caught = (0..WITHIN).find(|&seed| {
+            let options = RunOptions {
+                plant: Some(bug.name().to_owned()),
+                ..RunOptions::new(seed, 400)
+            };
+            run_seed(&options).violation.is_some()
+        });
+        println!("{}: caught at seed {caught:?}", bug.name());
+        assert!(
+            caught.is_some(),
+            "{} was not caught within {WITHIN} seeds",
+            bug.name()
+        );
+    }
+}
