@@ -16,7 +16,7 @@
 //! trace (also written to a file) and a one-line replay command, and exits
 //! with status 1.
 
-use std::io::Write;
+use std::io::{IsTerminal, Write};
 use std::ops::Range;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
@@ -127,6 +127,8 @@ fn main() -> ExitCode {
         return ExitCode::from(2);
     }
     let started = Instant::now();
+    // A progress bar only on a terminal; logs get the summary alone.
+    let show_progress = !args.quiet && std::io::stderr().is_terminal();
     let total = args.seeds.end.saturating_sub(args.seeds.start);
     let (mut seeds, mut commits, mut checks) = (0u64, 0u64, 0u64);
     let mut faults = FaultCounters::default();
@@ -172,7 +174,7 @@ fn main() -> ExitCode {
             println!("replay: {}", replay(&args, seed));
             return ExitCode::FAILURE;
         }
-        if !args.quiet && last_draw.elapsed() > Duration::from_millis(100) {
+        if show_progress && last_draw.elapsed() > Duration::from_millis(100) {
             last_draw = Instant::now();
             let done = usize::try_from(seeds * 30 / total.max(1))
                 .unwrap_or(30)
@@ -185,7 +187,7 @@ fn main() -> ExitCode {
             let _ = std::io::stderr().flush();
         }
     }
-    if !args.quiet {
+    if show_progress {
         eprintln!(
             "\r[{}] {seeds}/{total} seeds, {commits} commits",
             "#".repeat(30)

@@ -649,6 +649,7 @@ pub fn run_seed(options: &RunOptions) -> SeedReport {
             } else {
                 now + jump
             });
+            e.record(FaultClass::Clock);
             run.trace.event(
                 step,
                 format!("clock jumps {}{jump} ms", if back { "-" } else { "+" }),
