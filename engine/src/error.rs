@@ -46,6 +46,10 @@ pub enum MutationError {
     /// A range whose start lies above its end.
     #[error("invalid range: start above end")]
     InvalidRange,
+    /// A predicate or mutation kind this engine does not know (a newer
+    /// contract than the engine implements).
+    #[error("not supported by this engine")]
+    Unsupported,
 }
 
 /// Why a commit failed. Unless the variant says otherwise, **nothing** of

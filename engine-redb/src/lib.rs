@@ -1,0 +1,598 @@
+//! The Strata engine contract on [redb](https://docs.rs/redb), an embedded
+//! copy-on-write B-tree store.
+//!
+//! Each declared keyspace is a redb table of byte keys and byte values
+//! (byte order is tuple order); a meta table holds the commit version. A
+//! snapshot is a redb read transaction; a commit is one write transaction
+//! that checks the predicates, applies the mutations and stores the new
+//! version, then commits.
+//!
+//! ```
+//! use strata_engine::{Commit, Durability, Engine, KeyspaceSpec, Profile, Snapshot};
+//! use strata_engine_redb::{RedbEngine, RedbOptions};
+//!
+//! let dir = std::env::temp_dir().join(format!("strata-redb-doc-{}", std::process::id()));
+//! std::fs::create_dir_all(&dir)?;
+//! let path = dir.join("db.redb");
+//! let specs = vec![KeyspaceSpec::new("kv", Profile::PointLookup)];
+//! let engine = RedbEngine::open(&path, specs.clone(), RedbOptions::default())?;
+//! let kv = engine.keyspace("kv")?;
+//! engine.commit(Commit::new().put(kv, b"k".to_vec(), b"v".to_vec()).durability(Durability::Buffered))?;
+//! engine.sync()?;
+//! drop(engine);
+//!
+//! let engine = RedbEngine::open(&path, specs, RedbOptions::default())?;
+//! assert_eq!(engine.snapshot()?.get(kv, b"k")?.as_deref(), Some(&b"v"[..]));
+//! # drop(engine);
+//! # std::fs::remove_dir_all(&dir)?;
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! # Durability
+//!
+//! | level | redb | after a process kill | after a power loss |
+//! |---|---|---|---|
+//! | `Immediate` | `Durability::Immediate`: fsync before return | kept | kept |
+//! | `Buffered` | `Durability::None`: written without fsync | may be lost (a suffix) | may be lost (a suffix) |
+//! | `sync()` | an empty `Immediate` commit | every earlier commit kept | every earlier commit kept |
+//!
+//! redb makes a non-durable commit durable only through a later durable
+//! one, so after any crash the database is at the last durable commit or a
+//! later commit: never a hole, never half a commit. `durable_version()` is
+//! the version of the last `Immediate` commit or `sync()` (or of the state
+//! found at open). A commit whose redb `commit()` fails is reported as
+//! `OutcomeUnknown`: it may become durable.
+//!
+//! # Keyspaces across reopen
+//!
+//! Opening with a different keyspace set creates tables for new names and
+//! leaves tables of names no longer declared on disk, untouched and
+//! unreachable through the engine.
+
+pub mod powerloss;
+
+use std::ops::Bound;
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use redb::{
+    Database, ReadableDatabase, ReadableTable, ReadableTableMetadata, StorageBackend,
+    TableDefinition,
+};
+use strata_engine::{
+    Commit, CommitError, CommitInfo, Durability, Engine, EngineError, Keyspace, KeyspaceSpec,
+    KeyspaceStats, Mutation, MutationError, Predicate, RangeSpec, ReadError, Snapshot, StampAt,
+};
+
+pub use powerloss::PowerLossBackend;
+
+const META: TableDefinition<'static, &str, u64> = TableDefinition::new("strata.meta");
+const VERSION: &str = "version";
+
+/// Options of [`RedbEngine::open`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RedbOptions {
+    /// redb's page cache, in bytes (default 64 MiB).
+    pub cache_bytes: usize,
+    /// Whether to repair a database that was not closed cleanly (default
+    /// yes). When `false`, such a database fails to open instead.
+    pub repair: bool,
+}
+
+impl Default for RedbOptions {
+    fn default() -> Self {
+        Self {
+            cache_bytes: 64 << 20,
+            repair: true,
+        }
+    }
+}
+
+/// The engine contract on redb. See the [crate docs](crate).
+pub struct RedbEngine {
+    db: Database,
+    specs: Vec<KeyspaceSpec>,
+    tables: Vec<String>,
+    last: AtomicU64,
+    durable: AtomicU64,
+}
+
+impl std::fmt::Debug for RedbEngine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedbEngine")
+            .field("keyspaces", &self.specs)
+            .finish_non_exhaustive()
+    }
+}
+
+fn backend<E: std::error::Error + Send + Sync + 'static>(e: E) -> strata_engine::BackendError {
+    Box::new(e)
+}
+
+fn def(name: &str) -> TableDefinition<'_, &'static [u8], &'static [u8]> {
+    TableDefinition::new(name)
+}
+
+/// Bounds that select nothing (start above end, or equal with one side
+/// excluded) are answered without asking redb.
+fn is_empty(start: &Bound<Vec<u8>>, end: &Bound<Vec<u8>>) -> bool {
+    match (start, end) {
+        (Bound::Included(s), Bound::Included(e)) => s > e,
+        (Bound::Included(s) | Bound::Excluded(s), Bound::Included(e) | Bound::Excluded(e)) => {
+            s >= e
+        }
+        _ => false,
+    }
+}
+
+fn as_slices(range: &RangeSpec) -> (Bound<&[u8]>, Bound<&[u8]>) {
+    (
+        range.start.as_ref().map(Vec::as_slice),
+        range.end.as_ref().map(Vec::as_slice),
+    )
+}
+
+impl RedbEngine {
+    /// Opens (creating if needed) the database at `path` with these
+    /// keyspaces.
+    ///
+    /// # Errors
+    /// [`EngineError::DuplicateKeyspace`], or the redb error as
+    /// [`EngineError::Backend`].
+    pub fn open(
+        path: impl AsRef<Path>,
+        specs: Vec<KeyspaceSpec>,
+        options: RedbOptions,
+    ) -> Result<Self, EngineError> {
+        let db = Self::builder(options)
+            .create(path)
+            .map_err(|e| EngineError::Backend(backend(e)))?;
+        Self::init(db, specs)
+    }
+
+    /// Opens the database on a custom storage backend (for power-loss
+    /// tests, see [`PowerLossBackend`]).
+    ///
+    /// # Errors
+    /// As [`RedbEngine::open`].
+    pub fn open_with_backend(
+        storage: impl StorageBackend,
+        specs: Vec<KeyspaceSpec>,
+        options: RedbOptions,
+    ) -> Result<Self, EngineError> {
+        let db = Self::builder(options)
+            .create_with_backend(storage)
+            .map_err(|e| EngineError::Backend(backend(e)))?;
+        Self::init(db, specs)
+    }
+
+    fn builder(options: RedbOptions) -> redb::Builder {
+        let mut builder = Database::builder();
+        builder.set_cache_size(options.cache_bytes);
+        if !options.repair {
+            builder.set_repair_callback(redb::RepairSession::abort);
+        }
+        builder
+    }
+
+    fn init(db: Database, specs: Vec<KeyspaceSpec>) -> Result<Self, EngineError> {
+        for (i, s) in specs.iter().enumerate() {
+            if specs[..i].iter().any(|o| o.name == s.name) {
+                return Err(EngineError::DuplicateKeyspace(s.name.clone()));
+            }
+        }
+        let tables: Vec<String> = specs.iter().map(|s| format!("ks.{}", s.name)).collect();
+        let err = |e: redb::Error| EngineError::Backend(backend(e));
+        // Create every table (and the meta table) so reads never meet a
+        // missing one; this changes no data and no version.
+        let txn = db.begin_write().map_err(|e| err(e.into()))?;
+        let version = {
+            let meta = txn.open_table(META).map_err(|e| err(e.into()))?;
+            for t in &tables {
+                txn.open_table(def(t)).map_err(|e| err(e.into()))?;
+            }
+            meta.get(VERSION)
+                .map_err(|e| err(e.into()))?
+                .map_or(0, |g| g.value())
+        };
+        txn.commit().map_err(|e| err(e.into()))?;
+        Ok(Self {
+            db,
+            specs,
+            tables,
+            last: AtomicU64::new(version),
+            durable: AtomicU64::new(version),
+        })
+    }
+
+    fn table_name(&self, ks: Keyspace) -> Option<&str> {
+        self.tables.get(ks.index()).map(String::as_str)
+    }
+
+    /// Copies a consistent image of the database to a new file at `path`,
+    /// while the engine stays open: one read transaction is copied table by
+    /// table into a new database, committed durably. It costs a full read
+    /// of the data and a full write of the copy; commits proceed meanwhile
+    /// and are not in the copy.
+    ///
+    /// # Errors
+    /// The redb error as [`EngineError::Backend`].
+    pub fn backup(&self, path: impl AsRef<Path>) -> Result<u64, EngineError> {
+        let err = |e: redb::Error| EngineError::Backend(backend(e));
+        let read = self.db.begin_read().map_err(|e| err(e.into()))?;
+        let copy = Database::create(path).map_err(|e| err(e.into()))?;
+        let txn = copy.begin_write().map_err(|e| err(e.into()))?;
+        let version = {
+            let meta = read.open_table(META).map_err(|e| err(e.into()))?;
+            let version = meta
+                .get(VERSION)
+                .map_err(|e| err(e.into()))?
+                .map_or(0, |g| g.value());
+            txn.open_table(META)
+                .map_err(|e| err(e.into()))?
+                .insert(VERSION, version)
+                .map_err(|e| err(e.into()))?;
+            for t in &self.tables {
+                let src = read.open_table(def(t)).map_err(|e| err(e.into()))?;
+                let mut dst = txn.open_table(def(t)).map_err(|e| err(e.into()))?;
+                for row in src.iter().map_err(|e| err(e.into()))? {
+                    let (k, v) = row.map_err(|e| err(e.into()))?;
+                    dst.insert(k.value(), v.value())
+                        .map_err(|e| err(e.into()))?;
+                }
+            }
+            version
+        };
+        txn.commit().map_err(|e| err(e.into()))?;
+        Ok(version)
+    }
+
+    fn open_table<'t>(
+        &self,
+        txn: &'t redb::WriteTransaction,
+        ks: Keyspace,
+    ) -> Result<redb::Table<'t, &'static [u8], &'static [u8]>, CommitError> {
+        let name = self
+            .table_name(ks)
+            .ok_or(CommitError::UnknownKeyspace(ks))?;
+        txn.open_table(def(name))
+            .map_err(|e| CommitError::Backend(backend(redb::Error::from(e))))
+    }
+
+    /// Checks every predicate inside the write transaction, before any
+    /// mutation.
+    fn check(&self, txn: &redb::WriteTransaction, commit: &Commit) -> Result<(), CommitError> {
+        let io = |e: redb::StorageError| CommitError::Backend(backend(e));
+        for (index, p) in commit.predicates.iter().enumerate() {
+            let holds = match p {
+                Predicate::Exists { ks, key } | Predicate::Absent { ks, key } => {
+                    let present = self
+                        .open_table(txn, *ks)?
+                        .get(key.as_slice())
+                        .map_err(io)?
+                        .is_some();
+                    present == matches!(p, Predicate::Exists { .. })
+                }
+                Predicate::ValueEquals { ks, key, value } => {
+                    let t = self.open_table(txn, *ks)?;
+                    let got = t.get(key.as_slice()).map_err(io)?;
+                    got.as_ref().map(redb::AccessGuard::value) == value.as_deref()
+                }
+                Predicate::RangeEmpty { ks, range } => {
+                    range
+                        .validate()
+                        .map_err(|_| CommitError::InvalidPredicate {
+                            index,
+                            reason: MutationError::InvalidRange,
+                        })?;
+                    let t = self.open_table(txn, *ks)?;
+                    is_empty(&range.start, &range.end)
+                        || t.range::<&[u8]>(as_slices(range))
+                            .map_err(io)?
+                            .next()
+                            .is_none()
+                }
+                _ => {
+                    return Err(CommitError::InvalidPredicate {
+                        index,
+                        reason: MutationError::Unsupported,
+                    });
+                }
+            };
+            if !holds {
+                return Err(CommitError::Conflict {
+                    index,
+                    predicate: p.clone(),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Applies the mutations in order and stores the new version.
+    fn apply(
+        &self,
+        txn: &redb::WriteTransaction,
+        version: u64,
+        commit: &Commit,
+    ) -> Result<(), CommitError> {
+        let io = |e: redb::StorageError| CommitError::Backend(backend(e));
+        let mut stamps: u32 = 0;
+        for (index, m) in commit.mutations.iter().enumerate() {
+            let invalid = |reason| CommitError::InvalidMutation { index, reason };
+            match m {
+                Mutation::Put { ks, key, value } => {
+                    self.open_table(txn, *ks)?
+                        .insert(key.as_slice(), value.as_slice())
+                        .map_err(io)?;
+                }
+                Mutation::Delete { ks, key } => {
+                    self.open_table(txn, *ks)?
+                        .remove(key.as_slice())
+                        .map_err(io)?;
+                }
+                Mutation::DeleteRange { ks, range } => {
+                    range
+                        .validate()
+                        .map_err(|_| invalid(MutationError::InvalidRange))?;
+                    let mut t = self.open_table(txn, *ks)?;
+                    if !is_empty(&range.start, &range.end) {
+                        t.retain_in::<&[u8], _>(as_slices(range), |_, _| false)
+                            .map_err(io)?;
+                    }
+                }
+                Mutation::Add { ks, key, delta } => {
+                    let mut t = self.open_table(txn, *ks)?;
+                    let old = match t.get(key.as_slice()).map_err(io)? {
+                        None => 0,
+                        Some(g) => {
+                            let v = g.value();
+                            let bytes: [u8; 8] = v.try_into().map_err(|_| {
+                                invalid(MutationError::CounterNotEight { len: v.len() })
+                            })?;
+                            i64::from_le_bytes(bytes)
+                        }
+                    };
+                    t.insert(key.as_slice(), &old.wrapping_add(*delta).to_le_bytes()[..])
+                        .map_err(io)?;
+                }
+                Mutation::PutVersionstamped { ks, key, value, at } => {
+                    let order =
+                        u16::try_from(stamps).map_err(|_| invalid(MutationError::TooManyStamps))?;
+                    stamps += 1;
+                    let (mut key, mut value) = (key.clone(), value.clone());
+                    let (target, offset) = match at {
+                        StampAt::Key(o) => (&mut key, *o),
+                        StampAt::Value(o) => (&mut value, *o),
+                    };
+                    let len = target.len();
+                    let slot = offset
+                        .checked_add(10)
+                        .and_then(|end| target.get_mut(offset..end))
+                        .ok_or_else(|| invalid(MutationError::StampOutOfBounds { offset, len }))?;
+                    slot[..8].copy_from_slice(&version.to_be_bytes());
+                    slot[8..].copy_from_slice(&order.to_be_bytes());
+                    self.open_table(txn, *ks)?
+                        .insert(key.as_slice(), value.as_slice())
+                        .map_err(io)?;
+                }
+                _ => return Err(invalid(MutationError::Unsupported)),
+            }
+        }
+        let mut meta = txn
+            .open_table(META)
+            .map_err(|e| CommitError::Backend(backend(redb::Error::from(e))))?;
+        meta.insert(VERSION, version).map_err(io)?;
+        Ok(())
+    }
+}
+
+impl Engine for RedbEngine {
+    type Snapshot<'e> = RedbSnapshot<'e>;
+
+    fn keyspaces(&self) -> &[KeyspaceSpec] {
+        &self.specs
+    }
+
+    fn snapshot(&self) -> Result<RedbSnapshot<'_>, ReadError> {
+        let io = |e: redb::Error| ReadError::Backend(backend(e));
+        let txn = self.db.begin_read().map_err(|e| io(e.into()))?;
+        let version = txn
+            .open_table(META)
+            .map_err(|e| io(e.into()))?
+            .get(VERSION)
+            .map_err(|e| io(e.into()))?
+            .map_or(0, |g| g.value());
+        Ok(RedbSnapshot {
+            engine: self,
+            txn,
+            version,
+        })
+    }
+
+    fn commit(&self, commit: Commit) -> Result<CommitInfo, CommitError> {
+        for p in &commit.predicates {
+            let ks = match p {
+                Predicate::Exists { ks, .. }
+                | Predicate::Absent { ks, .. }
+                | Predicate::ValueEquals { ks, .. }
+                | Predicate::RangeEmpty { ks, .. } => *ks,
+                _ => continue,
+            };
+            self.table_name(ks)
+                .ok_or(CommitError::UnknownKeyspace(ks))?;
+        }
+        for m in &commit.mutations {
+            let ks = match m {
+                Mutation::Put { ks, .. }
+                | Mutation::Delete { ks, .. }
+                | Mutation::DeleteRange { ks, .. }
+                | Mutation::Add { ks, .. }
+                | Mutation::PutVersionstamped { ks, .. } => *ks,
+                _ => continue,
+            };
+            self.table_name(ks)
+                .ok_or(CommitError::UnknownKeyspace(ks))?;
+        }
+        let io = |e: redb::Error| CommitError::Backend(backend(e));
+        let mut txn = self.db.begin_write().map_err(|e| io(e.into()))?;
+        let immediate = commit.durability == Durability::Immediate;
+        txn.set_durability(if immediate {
+            redb::Durability::Immediate
+        } else {
+            redb::Durability::None
+        })
+        .map_err(|e| io(e.into()))?;
+        let version = txn
+            .open_table(META)
+            .map_err(|e| io(e.into()))?
+            .get(VERSION)
+            .map_err(|e| io(e.into()))?
+            .map_or(0, |g| g.value())
+            + 1;
+        // On any error the transaction is dropped, which aborts it.
+        self.check(&txn, &commit)?;
+        self.apply(&txn, version, &commit)?;
+        txn.commit()
+            .map_err(|e| CommitError::OutcomeUnknown(backend(e)))?;
+        self.last.store(version, Ordering::SeqCst);
+        if immediate {
+            self.durable.fetch_max(version, Ordering::SeqCst);
+        }
+        Ok(CommitInfo {
+            version,
+            durable: immediate,
+        })
+    }
+
+    fn sync(&self) -> Result<u64, EngineError> {
+        let err = |e: redb::Error| EngineError::Backend(backend(e));
+        let mut txn = self.db.begin_write().map_err(|e| err(e.into()))?;
+        txn.set_durability(redb::Durability::Immediate)
+            .map_err(|e| err(e.into()))?;
+        let version = txn
+            .open_table(META)
+            .map_err(|e| err(e.into()))?
+            .get(VERSION)
+            .map_err(|e| err(e.into()))?
+            .map_or(0, |g| g.value());
+        txn.commit().map_err(|e| err(e.into()))?;
+        self.durable.fetch_max(version, Ordering::SeqCst);
+        Ok(self.durable.load(Ordering::SeqCst))
+    }
+
+    fn durable_version(&self) -> u64 {
+        self.durable.load(Ordering::SeqCst)
+    }
+
+    fn last_version(&self) -> u64 {
+        self.last.load(Ordering::SeqCst)
+    }
+
+    fn stats(&self) -> Result<Vec<KeyspaceStats>, EngineError> {
+        let err = |e: redb::Error| EngineError::Backend(backend(e));
+        let txn = self.db.begin_read().map_err(|e| err(e.into()))?;
+        self.specs
+            .iter()
+            .zip(&self.tables)
+            .map(|(spec, t)| {
+                let table = txn.open_table(def(t)).map_err(|e| err(e.into()))?;
+                Ok(KeyspaceStats {
+                    name: spec.name.clone(),
+                    entries: table.len().map_err(|e| err(e.into()))?,
+                    entries_exact: true,
+                    bytes: table.stats().map_err(|e| err(e.into()))?.stored_bytes(),
+                    bytes_exact: false,
+                })
+            })
+            .collect()
+    }
+}
+
+/// A consistent view: one redb read transaction.
+pub struct RedbSnapshot<'e> {
+    engine: &'e RedbEngine,
+    txn: redb::ReadTransaction,
+    version: u64,
+}
+
+impl RedbSnapshot<'_> {
+    fn table(
+        &self,
+        ks: Keyspace,
+    ) -> Result<redb::ReadOnlyTable<&'static [u8], &'static [u8]>, ReadError> {
+        let name = self
+            .engine
+            .table_name(ks)
+            .ok_or(ReadError::UnknownKeyspace(ks))?;
+        self.txn
+            .open_table(def(name))
+            .map_err(|e| ReadError::Backend(backend(redb::Error::from(e))))
+    }
+}
+
+impl Snapshot for RedbSnapshot<'_> {
+    type Range<'s>
+        = RedbRange
+    where
+        Self: 's;
+
+    fn version(&self) -> u64 {
+        self.version
+    }
+
+    fn get(&self, ks: Keyspace, key: &[u8]) -> Result<Option<Vec<u8>>, ReadError> {
+        let table = self.table(ks)?;
+        let value = table
+            .get(key)
+            .map_err(|e| ReadError::Backend(backend(redb::Error::from(e))))?;
+        Ok(value.map(|g| g.value().to_vec()))
+    }
+
+    fn range(&self, ks: Keyspace, range: RangeSpec) -> Result<RedbRange, ReadError> {
+        let table = self.table(ks)?;
+        range.validate()?;
+        let inner = if is_empty(&range.start, &range.end) {
+            None
+        } else {
+            Some(
+                table
+                    .range::<&[u8]>(as_slices(&range))
+                    .map_err(|e| ReadError::Backend(backend(redb::Error::from(e))))?,
+            )
+        };
+        Ok(RedbRange {
+            inner,
+            reverse: range.reverse,
+            remaining: range.limit.unwrap_or(usize::MAX),
+        })
+    }
+}
+
+/// A streaming range: redb's own range iterator, forward or backward.
+pub struct RedbRange {
+    inner: Option<redb::Range<'static, &'static [u8], &'static [u8]>>,
+    reverse: bool,
+    remaining: usize,
+}
+
+impl Iterator for RedbRange {
+    type Item = Result<(Vec<u8>, Vec<u8>), ReadError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.remaining == 0 {
+            return None;
+        }
+        let inner = self.inner.as_mut()?;
+        let row = if self.reverse {
+            inner.next_back()
+        } else {
+            inner.next()
+        }?;
+        self.remaining -= 1;
+        Some(
+            row.map(|(k, v)| (k.value().to_vec(), v.value().to_vec()))
+                .map_err(|e| ReadError::Backend(backend(redb::Error::from(e)))),
+        )
+    }
+}
