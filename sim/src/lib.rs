@@ -17,6 +17,8 @@
 
 pub mod faults;
 pub mod run;
+pub mod targets;
 
 pub use faults::{FaultClass, FaultConfig, FaultCounters, FaultyEngine, Restart};
-pub use run::{RunOptions, SeedReport, Violation, run_seed};
+pub use run::{EngineKind, RunOptions, SeedReport, Violation, run_seed, run_seed_on};
+pub use targets::{RedbTarget, Target};

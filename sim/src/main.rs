@@ -8,6 +8,8 @@
 //! --faults LIST       fault classes, comma-separated, or `all` / `none`
 //!                     (crash,commit,sticky,unknown,read,sync,clock)
 //! --plant NAME        enable a planted bug (build with `planted-bugs`)
+//! --engine mem|redb   the engine under test (default mem; redb runs on a
+//!                     disk that loses power at every crash)
 //! --check-determinism run every seed twice and compare trace hashes
 //! --quiet             no progress bar
 //! ```
@@ -21,7 +23,7 @@ use std::ops::Range;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use strata_sim::{FaultClass, FaultCounters, RunOptions, run_seed};
+use strata_sim::{EngineKind, FaultClass, FaultCounters, RunOptions, run_seed};
 
 struct Args {
     seeds: Range<u64>,
@@ -30,6 +32,7 @@ struct Args {
     faults: Vec<FaultClass>,
     faults_text: String,
     plant: Option<String>,
+    engine: EngineKind,
     check: bool,
     quiet: bool,
 }
@@ -42,6 +45,7 @@ fn parse() -> Result<Args, String> {
         faults: FaultClass::ALL.to_vec(),
         faults_text: "all".to_owned(),
         plant: None,
+        engine: EngineKind::Mem,
         check: false,
         quiet: false,
     };
@@ -87,6 +91,13 @@ fn parse() -> Result<Args, String> {
                 args.faults_text = v;
             }
             "--plant" => args.plant = Some(value()?),
+            "--engine" => {
+                args.engine = match value()?.as_str() {
+                    "mem" => EngineKind::Mem,
+                    "redb" => EngineKind::Redb,
+                    other => return Err(format!("unknown engine {other:?} (mem, redb)")),
+                };
+            }
             "--check-determinism" => args.check = true,
             "--quiet" => args.quiet = true,
             "-h" | "--help" => return Err(String::new()),
@@ -101,6 +112,9 @@ fn replay(args: &Args, seed: u64) -> String {
         "cargo xtask sim --seed {seed} --ops {} --faults {}",
         args.ops, args.faults_text
     );
+    if args.engine == EngineKind::Redb {
+        line.push_str(" --engine redb");
+    }
     if let Some(p) = &args.plant {
         line.push_str(" --plant ");
         line.push_str(p);
@@ -142,6 +156,7 @@ fn main() -> ExitCode {
             ops: args.ops,
             faults: args.faults.clone(),
             plant: args.plant.clone(),
+            engine: args.engine,
         };
         let report = run_seed(&options);
         if args.check {

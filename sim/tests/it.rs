@@ -100,3 +100,28 @@ fn every_planted_bug_is_caught() {
         );
     }
 }
+
+#[test]
+fn redb_under_power_loss_passes_and_replays() {
+    use strata_sim::EngineKind;
+    for seed in 0..25 {
+        let options = RunOptions {
+            engine: EngineKind::Redb,
+            ..RunOptions::new(seed, 300)
+        };
+        let report = run_seed(&options);
+        assert!(
+            report.violation.is_none(),
+            "seed {seed}: {:?}\n{}",
+            report.violation,
+            report.trace_tail.join("\n")
+        );
+        if seed < 5 {
+            assert_eq!(
+                run_seed(&options).trace_hash,
+                report.trace_hash,
+                "seed {seed} replays"
+            );
+        }
+    }
+}

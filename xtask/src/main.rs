@@ -20,11 +20,11 @@ usage: cargo xtask <command>
 
 commands:
   test    fmt check, clippy -D warnings (all targets), cargo nextest run --workspace,
-          doctests, the planted-bug tests, and a short fixed-seed simulation with a
-          determinism check; ends with `summary: N passed, M failed`
+          doctests, the planted-bug tests, and short fixed-seed simulations (with a
+          determinism check; on redb too); ends with `summary: N passed, M failed`
   sim     the deterministic simulation (release build); options are passed on:
           --seed S | --seeds N|A..B, --time T, --ops K, --faults LIST,
-          --plant NAME, --check-determinism, --quiet
+          --plant NAME, --engine mem|redb, --check-determinism, --quiet
   help    this text
 ";
 
@@ -160,6 +160,25 @@ fn test(args: &[String]) -> Result<(), String> {
             "--ops",
             "400",
             "--check-determinism",
+            "--quiet",
+        ],
+        |_| None,
+    )?;
+    step(
+        "sim redb",
+        &[
+            "run",
+            "--quiet",
+            "--locked",
+            "-p",
+            "strata-sim",
+            "--",
+            "--engine",
+            "redb",
+            "--seeds",
+            "0..40",
+            "--ops",
+            "400",
             "--quiet",
         ],
         |_| None,
