@@ -68,6 +68,100 @@ impl Counts {
     }
 }
 
+type Parser = fn(&str) -> Option<Counts>;
+
+/// The steps of `cargo xtask test`, in order: name, cargo arguments, and
+/// the parser of the runner's closing count line.
+const STEPS: &[(&str, &[&str], Parser)] = &[
+    ("fmt", &["fmt", "--all", "--", "--check"], no_counts),
+    (
+        "clippy",
+        &[
+            "clippy",
+            "--workspace",
+            "--all-targets",
+            "--locked",
+            "--",
+            "-D",
+            "warnings",
+        ],
+        no_counts,
+    ),
+    (
+        "nextest",
+        &[
+            "nextest",
+            "run",
+            "--workspace",
+            "--locked",
+            "--no-fail-fast",
+        ],
+        parse_nextest,
+    ),
+    (
+        "doctests",
+        &["test", "--doc", "--workspace", "--locked"],
+        parse_libtest,
+    ),
+    // The planted bugs are built in only for this test and `--plant` runs.
+    (
+        "planted bugs",
+        &[
+            "nextest",
+            "run",
+            "--locked",
+            "-p",
+            "strata-sim",
+            "--features",
+            "planted-bugs",
+            "-E",
+            "test(planted)",
+        ],
+        parse_nextest,
+    ),
+    (
+        "sim",
+        &[
+            "run",
+            "--quiet",
+            "--locked",
+            "-p",
+            "strata-sim",
+            "--",
+            "--seeds",
+            "0..150",
+            "--ops",
+            "400",
+            "--check-determinism",
+            "--quiet",
+        ],
+        no_counts,
+    ),
+    (
+        "sim redb",
+        &[
+            "run",
+            "--quiet",
+            "--locked",
+            "-p",
+            "strata-sim",
+            "--",
+            "--engine",
+            "redb",
+            "--seeds",
+            "0..40",
+            "--ops",
+            "400",
+            "--quiet",
+        ],
+        no_counts,
+    ),
+];
+
+fn no_counts(_: &str) -> Option<Counts> {
+    None
+}
+
 fn test(args: &[String]) -> Result<(), String> {
     if let Some(extra) = args.first() {
         return Err(format!(
@@ -99,90 +193,12 @@ fn test(args: &[String]) -> Result<(), String> {
         }
     };
 
-    step("fmt", &["fmt", "--all", "--", "--check"], |_| None)?;
-    step(
-        "clippy",
-        &[
-            "clippy",
-            "--workspace",
-            "--all-targets",
-            "--locked",
-            "--",
-            "-D",
-            "warnings",
-        ],
-        |_| None,
-    )?;
-    ensure_nextest()?;
-    step(
-        "nextest",
-        &[
-            "nextest",
-            "run",
-            "--workspace",
-            "--locked",
-            "--no-fail-fast",
-        ],
-        parse_nextest,
-    )?;
-    step(
-        "doctests",
-        &["test", "--doc", "--workspace", "--locked"],
-        parse_libtest,
-    )?;
-    // The planted bugs are built in only for this test and `--plant` runs.
-    step(
-        "planted bugs",
-        &[
-            "nextest",
-            "run",
-            "--locked",
-            "-p",
-            "strata-sim",
-            "--features",
-            "planted-bugs",
-            "-E",
-            "test(planted)",
-        ],
-        parse_nextest,
-    )?;
-    step(
-        "sim",
-        &[
-            "run",
-            "--quiet",
-            "--locked",
-            "-p",
-            "strata-sim",
-            "--",
-            "--seeds",
-            "0..150",
-            "--ops",
-            "400",
-            "--check-determinism",
-            "--quiet",
-        ],
-        |_| None,
-    )?;
-    step(
-        "sim redb",
-        &[
-            "run",
-            "--quiet",
-            "--locked",
-            "-p",
-            "strata-sim",
-            "--",
-            "--engine",
-            "redb",
-            "--seeds",
-            "0..40",
-            "--ops",
-            "400",
-            "--quiet",
-        ],
-        |_| None,
-    )?;
+    for (name, args, parse) in STEPS {
+        if *name == "nextest" {
+            ensure_nextest()?;
+        }
+        step(name, args, *parse)?;
+    }
 
     println!(
         "xtask test: all steps passed in {:.0}s ({})",
