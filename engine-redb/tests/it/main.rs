@@ -1,11 +1,14 @@
 //! `RedbEngine` runs the conformance suite (on a power-loss backend, so the
 //! crash-contract test cuts power), then redb-specific tests.
 
+#![allow(clippy::many_single_char_names, clippy::type_complexity)]
+
 use strata_engine::conformance::Harness;
 use strata_engine::{KeyspaceSpec, Rng};
 use strata_engine_redb::{PowerLossBackend, RedbEngine, RedbOptions};
 
 mod files;
+mod kill;
 mod power;
 
 /// Opens each engine on its own in-memory disk that can lose power.
