@@ -54,6 +54,7 @@ pub mod powerloss;
 use std::ops::Bound;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, PoisonError};
 
 use redb::{
     Database, ReadableDatabase, ReadableTable, ReadableTableMetadata, StorageBackend,
@@ -93,6 +94,10 @@ pub struct RedbEngine {
     db: Database,
     specs: Vec<KeyspaceSpec>,
     tables: Vec<String>,
+    /// The last committed version. Held across a whole commit: commits are
+    /// serialised here (as redb serialises write transactions anyway), so
+    /// the next version needs no read of the meta table.
+    version: Mutex<u64>,
     last: AtomicU64,
     durable: AtomicU64,
 }
@@ -200,6 +205,7 @@ impl RedbEngine {
             db,
             specs,
             tables,
+            version: Mutex::new(version),
             last: AtomicU64::new(version),
             durable: AtomicU64::new(version),
         })
@@ -395,18 +401,14 @@ impl Engine for RedbEngine {
     }
 
     fn snapshot(&self) -> Result<RedbSnapshot<'_>, ReadError> {
-        let io = |e: redb::Error| ReadError::Backend(backend(e));
-        let txn = self.db.begin_read().map_err(|e| io(e.into()))?;
-        let version = txn
-            .open_table(META)
-            .map_err(|e| io(e.into()))?
-            .get(VERSION)
-            .map_err(|e| io(e.into()))?
-            .map_or(0, |g| g.value());
+        let txn = self
+            .db
+            .begin_read()
+            .map_err(|e| ReadError::Backend(backend(redb::Error::from(e))))?;
         Ok(RedbSnapshot {
             engine: self,
             txn,
-            version,
+            version: std::sync::OnceLock::new(),
         })
     }
 
@@ -435,6 +437,7 @@ impl Engine for RedbEngine {
                 .ok_or(CommitError::UnknownKeyspace(ks))?;
         }
         let io = |e: redb::Error| CommitError::Backend(backend(e));
+        let mut last = self.version.lock().unwrap_or_else(PoisonError::into_inner);
         let mut txn = self.db.begin_write().map_err(|e| io(e.into()))?;
         let immediate = commit.durability == Durability::Immediate;
         txn.set_durability(if immediate {
@@ -443,18 +446,13 @@ impl Engine for RedbEngine {
             redb::Durability::None
         })
         .map_err(|e| io(e.into()))?;
-        let version = txn
-            .open_table(META)
-            .map_err(|e| io(e.into()))?
-            .get(VERSION)
-            .map_err(|e| io(e.into()))?
-            .map_or(0, |g| g.value())
-            + 1;
+        let version = *last + 1;
         // On any error the transaction is dropped, which aborts it.
         self.check(&txn, &commit)?;
         self.apply(&txn, version, &commit)?;
         txn.commit()
             .map_err(|e| CommitError::OutcomeUnknown(backend(e)))?;
+        *last = version;
         self.last.store(version, Ordering::SeqCst);
         if immediate {
             self.durable.fetch_max(version, Ordering::SeqCst);
@@ -467,15 +465,11 @@ impl Engine for RedbEngine {
 
     fn sync(&self) -> Result<u64, EngineError> {
         let err = |e: redb::Error| EngineError::Backend(backend(e));
+        let last = self.version.lock().unwrap_or_else(PoisonError::into_inner);
         let mut txn = self.db.begin_write().map_err(|e| err(e.into()))?;
         txn.set_durability(redb::Durability::Immediate)
             .map_err(|e| err(e.into()))?;
-        let version = txn
-            .open_table(META)
-            .map_err(|e| err(e.into()))?
-            .get(VERSION)
-            .map_err(|e| err(e.into()))?
-            .map_or(0, |g| g.value());
+        let version = *last;
         txn.commit().map_err(|e| err(e.into()))?;
         self.durable.fetch_max(version, Ordering::SeqCst);
         Ok(self.durable.load(Ordering::SeqCst))
@@ -513,7 +507,8 @@ impl Engine for RedbEngine {
 pub struct RedbSnapshot<'e> {
     engine: &'e RedbEngine,
     txn: redb::ReadTransaction,
-    version: u64,
+    /// Read from the meta table on first use: most reads never ask.
+    version: std::sync::OnceLock<u64>,
 }
 
 impl RedbSnapshot<'_> {
@@ -537,8 +532,17 @@ impl Snapshot for RedbSnapshot<'_> {
     where
         Self: 's;
 
-    fn version(&self) -> u64 {
-        self.version
+    fn version(&self) -> Result<u64, ReadError> {
+        if let Some(v) = self.version.get() {
+            return Ok(*v);
+        }
+        let io = |e: redb::Error| ReadError::Backend(backend(e));
+        let meta = self.txn.open_table(META).map_err(|e| io(e.into()))?;
+        let v = meta
+            .get(VERSION)
+            .map_err(|e| io(e.into()))?
+            .map_or(0, |g| g.value());
+        Ok(*self.version.get_or_init(|| v))
     }
 
     fn get(&self, ks: Keyspace, key: &[u8]) -> Result<Option<Vec<u8>>, ReadError> {
@@ -579,6 +583,7 @@ pub struct RedbRange {
 impl Iterator for RedbRange {
     type Item = Result<(Vec<u8>, Vec<u8>), ReadError>;
 
+    #[inline]
     fn next(&mut self) -> Option<Self::Item> {
         if self.remaining == 0 {
             return None;

@@ -339,7 +339,7 @@ pub fn snapshot_isolation<H: Harness>(mut h: H) {
         ),
     );
     let before = e.snapshot().expect("snapshot");
-    let v = before.version();
+    let v = before.version().expect("version");
     commit(
         &e,
         Commit::new()
@@ -354,7 +354,7 @@ pub fn snapshot_isolation<H: Harness>(mut h: H) {
             range: RangeSpec::all(),
         }),
     );
-    assert_eq!(before.version(), v);
+    assert_eq!(before.version().expect("version"), v);
     assert_eq!(
         before.get(a, b"k").expect("get").as_deref(),
         Some(&b"old"[..])
@@ -371,7 +371,7 @@ pub fn snapshot_isolation<H: Harness>(mut h: H) {
     assert_eq!(keys, [b"gone".to_vec(), b"k".to_vec()]);
     assert!(all(&e, a).is_empty(), "the latest state has them deleted");
     let after = e.snapshot().expect("snapshot");
-    assert!(after.version() > v);
+    assert!(after.version().expect("version") > v);
 }
 
 /// Readers on several threads iterate one snapshot while another thread

@@ -369,7 +369,10 @@ pub trait Snapshot: Send + Sync {
         Self: 's;
 
     /// The commit version this view shows.
-    fn version(&self) -> u64;
+    ///
+    /// # Errors
+    /// A backend failure (an engine may read the version lazily).
+    fn version(&self) -> Result<u64, ReadError>;
 
     /// The value of `key`.
     ///

@@ -656,8 +656,8 @@ impl Snapshot for MemSnapshot<'_> {
     where
         Self: 's;
 
-    fn version(&self) -> u64 {
-        self.version
+    fn version(&self) -> Result<u64, ReadError> {
+        Ok(self.version)
     }
 
     fn get(&self, ks: Keyspace, key: &[u8]) -> Result<Option<Vec<u8>>, ReadError> {

@@ -354,7 +354,7 @@ impl<'e, E: Engine + 'e> Snapshot for FaultySnapshot<'e, E> {
     where
         Self: 's;
 
-    fn version(&self) -> u64 {
+    fn version(&self) -> Result<u64, ReadError> {
         self.inner.version()
     }
 

@@ -1,0 +1,273 @@
+//! `RedbEngine` against the raw redb API on the same data: one-put commits
+//! (durable and not), get, and a 1,000-entry range scan; plus the machine's
+//! fsync floor (4 KiB append + fdatasync). Interleaved A/B first (see
+//! `bench-support/ab.rs`), then criterion.
+
+#![allow(clippy::many_single_char_names)]
+
+use std::hint::black_box;
+use std::io::Write;
+use std::time::Duration;
+
+use criterion::{Criterion, criterion_group};
+use redb::{Database, ReadableDatabase, TableDefinition};
+use strata_engine::{
+    Commit, Durability, Engine, Keyspace, KeyspaceSpec, Profile, RangeSpec, Rng, SeededRng,
+    Snapshot,
+};
+use strata_engine_redb::{RedbEngine, RedbOptions};
+
+#[path = "../../bench-support/ab.rs"]
+mod ab;
+use ab::ab;
+
+const N: usize = 10_000;
+const RAW: TableDefinition<'static, &[u8], &[u8]> = TableDefinition::new("raw");
+
+struct Setup {
+    raw: Database,
+    ours: RedbEngine,
+    ks: Keyspace,
+    keys: Vec<Vec<u8>>,
+    value: Vec<u8>,
+    dir: std::path::PathBuf,
+}
+
+impl Drop for Setup {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn setup() -> Setup {
+    let dir = std::env::temp_dir().join(format!("strata-redb-bench-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut rng = SeededRng::new(0x5EED);
+    let mut keys: Vec<Vec<u8>> = (0..N)
+        .map(|_| [b"user/".as_slice(), &rng.next_u64().to_be_bytes()].concat())
+        .collect();
+    keys.sort();
+    let value = vec![0xAB; 100];
+    let raw = Database::create(dir.join("raw.redb")).unwrap();
+    let ours = RedbEngine::open(
+        dir.join("ours.redb"),
+        vec![KeyspaceSpec::new("a", Profile::General)],
+        RedbOptions::default(),
+    )
+    .unwrap();
+    let ks = ours.keyspace("a").unwrap();
+    // Both sides load the same rows in the same ten transactions.
+    for chunk in keys.chunks(1_000) {
+        let txn = raw.begin_write().unwrap();
+        {
+            let mut t = txn.open_table(RAW).unwrap();
+            for k in chunk {
+                t.insert(k.as_slice(), value.as_slice()).unwrap();
+            }
+        }
+        txn.commit().unwrap();
+    }
+    for chunk in keys.chunks(1_000) {
+        let mut c = Commit::new();
+        for k in chunk {
+            c = c.put(ks, k.clone(), value.clone());
+        }
+        ours.commit(c).unwrap();
+    }
+    Setup {
+        raw,
+        ours,
+        ks,
+        keys,
+        value,
+        dir,
+    }
+}
+
+fn raw_put(s: &Setup, k: &[u8], durable: bool) {
+    let mut txn = s.raw.begin_write().unwrap();
+    txn.set_durability(if durable {
+        redb::Durability::Immediate
+    } else {
+        redb::Durability::None
+    })
+    .unwrap();
+    txn.open_table(RAW)
+        .unwrap()
+        .insert(k, s.value.as_slice())
+        .unwrap();
+    txn.commit().unwrap();
+}
+
+fn ours_put(s: &Setup, k: &[u8], durable: bool) {
+    let d = if durable {
+        Durability::Immediate
+    } else {
+        Durability::Buffered
+    };
+    s.ours
+        .commit(
+            Commit::new()
+                .put(s.ks, k.to_vec(), s.value.clone())
+                .durability(d),
+        )
+        .unwrap();
+}
+
+fn raw_get(s: &Setup, k: &[u8]) -> Option<Vec<u8>> {
+    let txn = s.raw.begin_read().unwrap();
+    let t = txn.open_table(RAW).unwrap();
+    t.get(k).unwrap().map(|g| g.value().to_vec())
+}
+
+fn ours_get(s: &Setup, k: &[u8]) -> Option<Vec<u8>> {
+    s.ours.snapshot().unwrap().get(s.ks, k).unwrap()
+}
+
+fn raw_scan(s: &Setup, from: &[u8]) -> usize {
+    let txn = s.raw.begin_read().unwrap();
+    let t = txn.open_table(RAW).unwrap();
+    let mut n = 0;
+    for row in t.range::<&[u8]>(from..).unwrap().take(1_000) {
+        let (k, v) = row.unwrap();
+        black_box((k.value().to_vec(), v.value().to_vec()));
+        n += 1;
+    }
+    n
+}
+
+fn ours_scan(s: &Setup, from: &[u8]) -> usize {
+    let snap = s.ours.snapshot().unwrap();
+    let range = RangeSpec {
+        start: std::ops::Bound::Included(from.to_vec()),
+        ..RangeSpec::all()
+    }
+    .limit(1_000);
+    let mut n = 0;
+    for row in snap.range(s.ks, range).unwrap() {
+        black_box(row.unwrap());
+        n += 1;
+    }
+    n
+}
+
+/// A 4 KiB append and `fdatasync`: the floor of any durable commit here.
+fn fsync_floor(file: &mut std::fs::File, block: &[u8]) {
+    file.write_all(block).unwrap();
+    file.sync_data().unwrap();
+}
+
+fn ab_report(s: &Setup) {
+    println!("interleaved A/B, 7 rounds, median per operation:");
+    let (mut i, mut j) = (0, 0);
+    let next = |i: &mut usize| {
+        *i = (*i + 7_919) % N;
+        s.keys[*i].clone()
+    };
+    let mut file = std::fs::File::create(s.dir.join("fsync.bin")).unwrap();
+    let block = vec![7u8; 4096];
+    let floor = ab(
+        "fsync floor vs itself",
+        3,
+        100,
+        1,
+        || fsync_floor(&mut file, &block),
+        || {},
+    );
+    let durable = ab(
+        "commit, durable",
+        7,
+        100,
+        1,
+        || raw_put(s, &next(&mut i), true),
+        || ours_put(s, &next(&mut j), true),
+    );
+    println!(
+        "  durable commit / fsync: raw {:.2}, ours {:.2}",
+        durable.raw_ns / floor.raw_ns,
+        durable.ours_ns / floor.raw_ns
+    );
+    ab(
+        "commit, non-durable",
+        7,
+        2_000,
+        1,
+        || raw_put(s, &next(&mut i), false),
+        || ours_put(s, &next(&mut j), false),
+    );
+    ab(
+        "get",
+        7,
+        20_000,
+        1,
+        || {
+            black_box(raw_get(s, &next(&mut i)));
+        },
+        || {
+            black_box(ours_get(s, &next(&mut j)));
+        },
+    );
+    let from = s.keys[N / 3].clone();
+    assert_eq!(raw_scan(s, &from), ours_scan(s, &from));
+    ab(
+        "scan 1,000 entries",
+        7,
+        50,
+        1_000,
+        || {
+            raw_scan(s, &from);
+        },
+        || {
+            ours_scan(s, &from);
+        },
+    );
+}
+
+fn criterion_benches(c: &mut Criterion) {
+    let s = setup();
+    let mut i = 0;
+    let mut next = || {
+        i = (i + 7_919) % N;
+        s.keys[i].clone()
+    };
+    let mut g = c.benchmark_group("commit_non_durable");
+    g.bench_function("raw", |b| b.iter(|| raw_put(&s, &next(), false)));
+    g.finish();
+    let mut g = c.benchmark_group("commit_non_durable");
+    let mut j = 0;
+    g.bench_function("ours", |b| {
+        b.iter(|| {
+            j = (j + 7_919) % N;
+            ours_put(&s, &s.keys[j], false);
+        });
+    });
+    g.finish();
+    let mut g = c.benchmark_group("get");
+    g.bench_function("raw", |b| b.iter(|| raw_get(&s, &s.keys[N / 2])));
+    g.bench_function("ours", |b| b.iter(|| ours_get(&s, &s.keys[N / 2])));
+    g.finish();
+    let from = s.keys[N / 3].clone();
+    let mut g = c.benchmark_group("scan_1000");
+    g.bench_function("raw", |b| b.iter(|| raw_scan(&s, &from)));
+    g.bench_function("ours", |b| b.iter(|| ours_scan(&s, &from)));
+    g.finish();
+}
+
+criterion_group! {
+    name = benches;
+    config = Criterion::default()
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(2))
+        .sample_size(30);
+    targets = criterion_benches
+}
+
+fn main() {
+    {
+        let s = setup();
+        ab_report(&s);
+    }
+    benches();
+    Criterion::default().configure_from_args().final_summary();
+}
