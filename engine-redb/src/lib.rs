@@ -601,3 +601,8 @@ impl Iterator for RedbRange {
         )
     }
 }
+
+/// This crate's README example, compiled and run as a doctest.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
