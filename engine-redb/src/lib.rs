@@ -60,9 +60,10 @@ use redb::{
     Database, ReadableDatabase, ReadableTable, ReadableTableMetadata, StorageBackend,
     TableDefinition,
 };
+use strata_engine::resolve::{self, Op, Reads};
 use strata_engine::{
     Commit, CommitError, CommitInfo, Durability, Engine, EngineError, Keyspace, KeyspaceSpec,
-    KeyspaceStats, Mutation, MutationError, Predicate, RangeSpec, ReadError, Snapshot, StampAt,
+    KeyspaceStats, Mutation, Predicate, RangeSpec, ReadError, Snapshot,
 };
 
 pub use powerloss::PowerLossBackend;
@@ -265,124 +266,34 @@ impl RedbEngine {
             .map_err(|e| CommitError::Backend(backend(redb::Error::from(e))))
     }
 
-    /// Checks every predicate inside the write transaction, before any
-    /// mutation.
-    fn check(&self, txn: &redb::WriteTransaction, commit: &Commit) -> Result<(), CommitError> {
-        let io = |e: redb::StorageError| CommitError::Backend(backend(e));
-        for (index, p) in commit.predicates.iter().enumerate() {
-            let holds = match p {
-                Predicate::Exists { ks, key } | Predicate::Absent { ks, key } => {
-                    let present = self
-                        .open_table(txn, *ks)?
-                        .get(key.as_slice())
-                        .map_err(io)?
-                        .is_some();
-                    present == matches!(p, Predicate::Exists { .. })
-                }
-                Predicate::ValueEquals { ks, key, value } => {
-                    let t = self.open_table(txn, *ks)?;
-                    let got = t.get(key.as_slice()).map_err(io)?;
-                    got.as_ref().map(redb::AccessGuard::value) == value.as_deref()
-                }
-                Predicate::RangeEmpty { ks, range } => {
-                    range
-                        .validate()
-                        .map_err(|_| CommitError::InvalidPredicate {
-                            index,
-                            reason: MutationError::InvalidRange,
-                        })?;
-                    let t = self.open_table(txn, *ks)?;
-                    is_empty(&range.start, &range.end)
-                        || t.range::<&[u8]>(as_slices(range))
-                            .map_err(io)?
-                            .next()
-                            .is_none()
-                }
-                _ => {
-                    return Err(CommitError::InvalidPredicate {
-                        index,
-                        reason: MutationError::Unsupported,
-                    });
-                }
-            };
-            if !holds {
-                return Err(CommitError::Conflict {
-                    index,
-                    predicate: p.clone(),
-                });
-            }
-        }
-        Ok(())
-    }
-
-    /// Applies the mutations in order and stores the new version.
+    /// Applies resolved changes inside the write transaction and stores the
+    /// new version.
     fn apply(
         &self,
         txn: &redb::WriteTransaction,
         version: u64,
-        commit: &Commit,
+        ops: &[Op],
     ) -> Result<(), CommitError> {
         let io = |e: redb::StorageError| CommitError::Backend(backend(e));
-        let mut stamps: u32 = 0;
-        for (index, m) in commit.mutations.iter().enumerate() {
-            let invalid = |reason| CommitError::InvalidMutation { index, reason };
-            match m {
-                Mutation::Put { ks, key, value } => {
+        for op in ops {
+            match op {
+                Op::Put(ks, key, value) => {
                     self.open_table(txn, *ks)?
                         .insert(key.as_slice(), value.as_slice())
                         .map_err(io)?;
                 }
-                Mutation::Delete { ks, key } => {
+                Op::Delete(ks, key) => {
                     self.open_table(txn, *ks)?
                         .remove(key.as_slice())
                         .map_err(io)?;
                 }
-                Mutation::DeleteRange { ks, range } => {
-                    range
-                        .validate()
-                        .map_err(|_| invalid(MutationError::InvalidRange))?;
+                Op::DeleteRange(ks, range) => {
                     let mut t = self.open_table(txn, *ks)?;
                     if !is_empty(&range.start, &range.end) {
                         t.retain_in::<&[u8], _>(as_slices(range), |_, _| false)
                             .map_err(io)?;
                     }
                 }
-                Mutation::Add { ks, key, delta } => {
-                    let mut t = self.open_table(txn, *ks)?;
-                    let old = match t.get(key.as_slice()).map_err(io)? {
-                        None => 0,
-                        Some(g) => {
-                            let v = g.value();
-                            let bytes: [u8; 8] = v.try_into().map_err(|_| {
-                                invalid(MutationError::CounterNotEight { len: v.len() })
-                            })?;
-                            i64::from_le_bytes(bytes)
-                        }
-                    };
-                    t.insert(key.as_slice(), &old.wrapping_add(*delta).to_le_bytes()[..])
-                        .map_err(io)?;
-                }
-                Mutation::PutVersionstamped { ks, key, value, at } => {
-                    let order =
-                        u16::try_from(stamps).map_err(|_| invalid(MutationError::TooManyStamps))?;
-                    stamps += 1;
-                    let (mut key, mut value) = (key.clone(), value.clone());
-                    let (target, offset) = match at {
-                        StampAt::Key(o) => (&mut key, *o),
-                        StampAt::Value(o) => (&mut value, *o),
-                    };
-                    let len = target.len();
-                    let slot = offset
-                        .checked_add(10)
-                        .and_then(|end| target.get_mut(offset..end))
-                        .ok_or_else(|| invalid(MutationError::StampOutOfBounds { offset, len }))?;
-                    slot[..8].copy_from_slice(&version.to_be_bytes());
-                    slot[8..].copy_from_slice(&order.to_be_bytes());
-                    self.open_table(txn, *ks)?
-                        .insert(key.as_slice(), value.as_slice())
-                        .map_err(io)?;
-                }
-                _ => return Err(invalid(MutationError::Unsupported)),
             }
         }
         let mut meta = txn
@@ -390,6 +301,31 @@ impl RedbEngine {
             .map_err(|e| CommitError::Backend(backend(redb::Error::from(e))))?;
         meta.insert(VERSION, version).map_err(io)?;
         Ok(())
+    }
+}
+
+/// Reads of the latest state inside a write transaction.
+struct TxnReads<'a> {
+    engine: &'a RedbEngine,
+    txn: &'a redb::WriteTransaction,
+}
+
+impl Reads for TxnReads<'_> {
+    fn get(&mut self, ks: Keyspace, key: &[u8]) -> Result<Option<Vec<u8>>, CommitError> {
+        let t = self.engine.open_table(self.txn, ks)?;
+        let value = t.get(key).map_err(|e| CommitError::Backend(backend(e)))?;
+        Ok(value.map(|g| g.value().to_vec()))
+    }
+
+    fn any_in(&mut self, ks: Keyspace, range: &RangeSpec) -> Result<bool, CommitError> {
+        if is_empty(&range.start, &range.end) {
+            return Ok(false);
+        }
+        let t = self.engine.open_table(self.txn, ks)?;
+        let mut rows = t
+            .range::<&[u8]>(as_slices(range))
+            .map_err(|e| CommitError::Backend(backend(e)))?;
+        Ok(rows.next().is_some())
     }
 }
 
@@ -448,8 +384,15 @@ impl Engine for RedbEngine {
         .map_err(|e| io(e.into()))?;
         let version = *last + 1;
         // On any error the transaction is dropped, which aborts it.
-        self.check(&txn, &commit)?;
-        self.apply(&txn, version, &commit)?;
+        let ops = {
+            let mut reads = TxnReads {
+                engine: self,
+                txn: &txn,
+            };
+            resolve::check_predicates(&commit.predicates, &mut reads)?;
+            resolve::resolve(version, &commit.mutations, &mut reads)?
+        };
+        self.apply(&txn, version, &ops)?;
         txn.commit()
             .map_err(|e| CommitError::OutcomeUnknown(backend(e)))?;
         *last = version;

@@ -39,6 +39,7 @@ pub mod error;
 pub mod inject;
 pub mod mem;
 pub mod model;
+pub mod resolve;
 
 #[cfg(feature = "conformance")]
 pub mod conformance;

@@ -15,10 +15,11 @@ use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
 use crate::contract::{
     Commit, CommitInfo, Durability, Engine, Keyspace, KeyspaceSpec, KeyspaceStats, Mutation,
-    Predicate, RangeSpec, Snapshot, StampAt,
+    Predicate, RangeSpec, Snapshot,
 };
-use crate::error::{CommitError, EngineError, MutationError, ReadError};
+use crate::error::{CommitError, EngineError, ReadError};
 use crate::inject::Rng;
+use crate::resolve::{self, Reads};
 
 type Value = Arc<[u8]>;
 /// Versions of one key, oldest first; `None` is a deletion.
@@ -344,114 +345,41 @@ fn prune(versions: &mut Versions, min_live: u64) {
     }
 }
 
-/// The latest value of `key` with `ops` (earlier mutations of the commit
-/// being resolved) laid over the state.
-fn overlay_get(state: &State, ops: &[Op], ks: usize, key: &[u8]) -> Option<Value> {
-    for op in ops.iter().rev() {
-        match op {
-            Op::Put(o, k, v) if *o == ks && k == key => return Some(v.clone()),
-            Op::Delete(o, k) if *o == ks && k == key => return None,
-            Op::DeleteRange(o, r) if *o == ks && r.contains(key) => return None,
-            _ => {}
-        }
-    }
-    state.maps[ks]
-        .get(key)
-        .and_then(|v| visible(v, state.version))
-        .cloned()
+/// Reads of the latest state, for the shared commit logic.
+struct StateReads<'a> {
+    state: &'a State,
 }
 
-/// Resolves a commit's mutations against the state, in order, without
-/// touching it. Lookups see earlier mutations of the same commit.
-fn resolve(state: &State, version: u64, mutations: Vec<Mutation>) -> Result<Vec<Op>, CommitError> {
-    let mut ops: Vec<Op> = Vec::with_capacity(mutations.len());
-    let current = |ops: &[Op], ks: usize, key: &[u8]| overlay_get(state, ops, ks, key);
-    let mut stamps: u32 = 0;
-    for (index, m) in mutations.into_iter().enumerate() {
-        let invalid = |reason| CommitError::InvalidMutation { index, reason };
-        let op = match m {
-            Mutation::Put { ks, key, value } => Op::Put(ks.index(), key, value.into()),
-            Mutation::Delete { ks, key } => Op::Delete(ks.index(), key),
-            Mutation::DeleteRange { ks, range } => {
-                range
-                    .validate()
-                    .map_err(|_| invalid(MutationError::InvalidRange))?;
-                Op::DeleteRange(ks.index(), range)
-            }
-            Mutation::Add { ks, key, delta } => {
-                let old = match current(&ops, ks.index(), &key) {
-                    None => 0,
-                    Some(v) => {
-                        let bytes: [u8; 8] = v[..].try_into().map_err(|_| {
-                            invalid(MutationError::CounterNotEight { len: v.len() })
-                        })?;
-                        i64::from_le_bytes(bytes)
-                    }
-                };
-                let sum = old.wrapping_add(delta).to_le_bytes();
-                Op::Put(ks.index(), key, Arc::from(&sum[..]))
-            }
-            Mutation::PutVersionstamped {
-                ks,
-                mut key,
-                mut value,
-                at,
-            } => {
-                let order =
-                    u16::try_from(stamps).map_err(|_| invalid(MutationError::TooManyStamps))?;
-                stamps += 1;
-                let mut stamp = [0u8; 10];
-                stamp[..8].copy_from_slice(&version.to_be_bytes());
-                stamp[8..].copy_from_slice(&order.to_be_bytes());
-                let (target, offset) = match at {
-                    StampAt::Key(o) => (&mut key, o),
-                    StampAt::Value(o) => (&mut value, o),
-                };
-                let len = target.len();
-                let slot = offset
-                    .checked_add(10)
-                    .and_then(|end| target.get_mut(offset..end))
-                    .ok_or_else(|| invalid(MutationError::StampOutOfBounds { offset, len }))?;
-                slot.copy_from_slice(&stamp);
-                Op::Put(ks.index(), key, value.into())
-            }
-        };
-        ops.push(op);
+impl Reads for StateReads<'_> {
+    fn get(&mut self, ks: Keyspace, key: &[u8]) -> Result<Option<Vec<u8>>, CommitError> {
+        Ok(self.state.maps[ks.index()]
+            .get(key)
+            .and_then(|v| visible(v, self.state.version))
+            .map(|v| v.to_vec()))
     }
-    Ok(ops)
+
+    fn any_in(&mut self, ks: Keyspace, range: &RangeSpec) -> Result<bool, CommitError> {
+        Ok(
+            within(&self.state.maps[ks.index()], &range.start, &range.end)
+                .any(|(_, v)| visible(v, self.state.version).is_some()),
+        )
+    }
 }
 
-/// Checks a predicate against the state with `ops` laid over it (none, in
-/// a correct engine: predicates see the state before the commit).
-fn check_predicate(
-    state: &State,
-    index: usize,
-    p: &Predicate,
-    ops: &[Op],
-) -> Result<(), CommitError> {
-    let get = |ks: Keyspace, key: &[u8]| overlay_get(state, ops, ks.index(), key);
-    let holds = match p {
-        Predicate::Exists { ks, key } => get(*ks, key).is_some(),
-        Predicate::Absent { ks, key } => get(*ks, key).is_none(),
-        Predicate::ValueEquals { ks, key, value } => get(*ks, key).as_deref() == value.as_deref(),
-        Predicate::RangeEmpty { ks, range } => {
-            range
-                .validate()
-                .map_err(|_| CommitError::InvalidPredicate {
-                    index,
-                    reason: MutationError::InvalidRange,
-                })?;
-            !within(&state.maps[ks.index()], &range.start, &range.end)
-                .any(|(_, v)| visible(v, state.version).is_some())
-        }
-    };
-    if holds {
-        Ok(())
-    } else {
-        Err(CommitError::Conflict {
-            index,
-            predicate: p.clone(),
-        })
+/// Reads that see a commit's own resolved mutations: only for the planted
+/// bug that checks predicates too late.
+struct Overlaid<'a> {
+    base: StateReads<'a>,
+    ops: &'a [resolve::Op],
+}
+
+impl Reads for Overlaid<'_> {
+    fn get(&mut self, ks: Keyspace, key: &[u8]) -> Result<Option<Vec<u8>>, CommitError> {
+        resolve::read_through(self.ops, &mut self.base, ks, key)
+    }
+
+    fn any_in(&mut self, ks: Keyspace, range: &RangeSpec) -> Result<bool, CommitError> {
+        self.base.any_in(ks, range)
     }
 }
 
@@ -517,18 +445,30 @@ impl Engine for MemEngine {
         }
         let mut state = self.write();
         let late = self.planted("predicate-after-mutations");
-        if !late {
-            for (index, p) in predicates.iter().enumerate() {
-                check_predicate(&state, index, p, &[])?;
-            }
-        }
         let version = state.version + 1;
-        let ops = resolve(&state, version, mutations)?;
-        if late {
-            for (index, p) in predicates.iter().enumerate() {
-                check_predicate(&state, index, p, &ops)?;
+        let resolved = {
+            let mut reads = StateReads { state: &state };
+            if !late {
+                resolve::check_predicates(&predicates, &mut reads)?;
             }
-        }
+            let ops = resolve::resolve(version, &mutations, &mut reads)?;
+            if late {
+                let mut overlaid = Overlaid {
+                    base: StateReads { state: &state },
+                    ops: &ops,
+                };
+                resolve::check_predicates(&predicates, &mut overlaid)?;
+            }
+            ops
+        };
+        let ops: Vec<Op> = resolved
+            .into_iter()
+            .map(|op| match op {
+                resolve::Op::Put(ks, k, v) => Op::Put(ks.index(), k, Value::from(v)),
+                resolve::Op::Delete(ks, k) => Op::Delete(ks.index(), k),
+                resolve::Op::DeleteRange(ks, r) => Op::DeleteRange(ks.index(), r),
+            })
+            .collect();
         let min_live = self.min_live(version);
         for op in &ops {
             let (ks, keys): (usize, Vec<Vec<u8>>) = match op {

@@ -1,0 +1,156 @@
+//! Commit semantics shared by engine implementations: checking predicates
+//! and turning mutations (counters, versionstamps, in order, seeing earlier
+//! mutations of the same commit) into plain puts and deletes.
+//!
+//! An engine supplies reads of its latest state; these functions do the
+//! rest, so every engine gives counters and versionstamps the same bytes.
+//! (The [`Model`](crate::Model) restates the same rules independently; it
+//! is the oracle these are tested against.)
+
+use crate::{CommitError, Keyspace, Mutation, MutationError, Predicate, RangeSpec, StampAt};
+
+/// A resolved change.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Op {
+    /// Set `key` to `value`.
+    Put(Keyspace, Vec<u8>, Vec<u8>),
+    /// Remove `key`.
+    Delete(Keyspace, Vec<u8>),
+    /// Remove every key in the range (already validated).
+    DeleteRange(Keyspace, RangeSpec),
+}
+
+/// Reads of an engine's latest committed state.
+pub trait Reads {
+    /// The value of `key`.
+    ///
+    /// # Errors
+    /// A backend failure, as a [`CommitError`].
+    fn get(&mut self, ks: Keyspace, key: &[u8]) -> Result<Option<Vec<u8>>, CommitError>;
+
+    /// Whether any key lies in `range` (a validated range).
+    ///
+    /// # Errors
+    /// A backend failure, as a [`CommitError`].
+    fn any_in(&mut self, ks: Keyspace, range: &RangeSpec) -> Result<bool, CommitError>;
+}
+
+/// Checks every predicate against the latest state.
+///
+/// # Errors
+/// [`CommitError::Conflict`] naming the first predicate that fails,
+/// [`CommitError::InvalidPredicate`], or a read's error.
+pub fn check_predicates(
+    predicates: &[Predicate],
+    reads: &mut dyn Reads,
+) -> Result<(), CommitError> {
+    for (index, p) in predicates.iter().enumerate() {
+        let holds = match p {
+            Predicate::Exists { ks, key } => reads.get(*ks, key)?.is_some(),
+            Predicate::Absent { ks, key } => reads.get(*ks, key)?.is_none(),
+            Predicate::ValueEquals { ks, key, value } => reads.get(*ks, key)? == *value,
+            Predicate::RangeEmpty { ks, range } => {
+                range
+                    .validate()
+                    .map_err(|_| CommitError::InvalidPredicate {
+                        index,
+                        reason: MutationError::InvalidRange,
+                    })?;
+                !reads.any_in(*ks, range)?
+            }
+        };
+        if !holds {
+            return Err(CommitError::Conflict {
+                index,
+                predicate: p.clone(),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// The value of `key` with `ops` (earlier resolved mutations of the same
+/// commit) laid over the latest state.
+///
+/// # Errors
+/// A read's error.
+pub fn read_through(
+    ops: &[Op],
+    reads: &mut dyn Reads,
+    ks: Keyspace,
+    key: &[u8],
+) -> Result<Option<Vec<u8>>, CommitError> {
+    for op in ops.iter().rev() {
+        match op {
+            Op::Put(o, k, v) if *o == ks && k == key => return Ok(Some(v.clone())),
+            Op::Delete(o, k) if *o == ks && k == key => return Ok(None),
+            Op::DeleteRange(o, r) if *o == ks && r.contains(key) => return Ok(None),
+            _ => {}
+        }
+    }
+    reads.get(ks, key)
+}
+
+/// Resolves the mutations of a commit that will get `version`, in order.
+///
+/// # Errors
+/// [`CommitError::InvalidMutation`] (a counter that is not 8 bytes, a
+/// versionstamp that does not fit, a bad range), or a read's error. Nothing
+/// has been written when it fails.
+pub fn resolve(
+    version: u64,
+    mutations: &[Mutation],
+    reads: &mut dyn Reads,
+) -> Result<Vec<Op>, CommitError> {
+    let mut ops: Vec<Op> = Vec::with_capacity(mutations.len());
+    let mut stamps: u32 = 0;
+    for (index, m) in mutations.iter().enumerate() {
+        let invalid = |reason| CommitError::InvalidMutation { index, reason };
+        let op = match m {
+            Mutation::Put { ks, key, value } => Op::Put(*ks, key.clone(), value.clone()),
+            Mutation::Delete { ks, key } => Op::Delete(*ks, key.clone()),
+            Mutation::DeleteRange { ks, range } => {
+                range
+                    .validate()
+                    .map_err(|_| invalid(MutationError::InvalidRange))?;
+                Op::DeleteRange(*ks, range.clone())
+            }
+            Mutation::Add { ks, key, delta } => {
+                let old = match read_through(&ops, reads, *ks, key)? {
+                    None => 0,
+                    Some(v) => {
+                        let bytes: [u8; 8] = v[..].try_into().map_err(|_| {
+                            invalid(MutationError::CounterNotEight { len: v.len() })
+                        })?;
+                        i64::from_le_bytes(bytes)
+                    }
+                };
+                Op::Put(
+                    *ks,
+                    key.clone(),
+                    old.wrapping_add(*delta).to_le_bytes().to_vec(),
+                )
+            }
+            Mutation::PutVersionstamped { ks, key, value, at } => {
+                let order =
+                    u16::try_from(stamps).map_err(|_| invalid(MutationError::TooManyStamps))?;
+                stamps += 1;
+                let (mut key, mut value) = (key.clone(), value.clone());
+                let (target, offset) = match at {
+                    StampAt::Key(o) => (&mut key, *o),
+                    StampAt::Value(o) => (&mut value, *o),
+                };
+                let len = target.len();
+                let slot = offset
+                    .checked_add(10)
+                    .and_then(|end| target.get_mut(offset..end))
+                    .ok_or_else(|| invalid(MutationError::StampOutOfBounds { offset, len }))?;
+                slot[..8].copy_from_slice(&version.to_be_bytes());
+                slot[8..].copy_from_slice(&order.to_be_bytes());
+                Op::Put(*ks, key, value)
+            }
+        };
+        ops.push(op);
+    }
+    Ok(ops)
+}
