@@ -21,4 +21,6 @@ pub mod targets;
 
 pub use faults::{FaultClass, FaultConfig, FaultCounters, FaultyEngine, Restart};
 pub use run::{EngineKind, RunOptions, SeedReport, Violation, run_seed, run_seed_on};
+#[cfg(feature = "rocks")]
+pub use targets::RocksTarget;
 pub use targets::{RedbTarget, Target};

@@ -8,8 +8,9 @@
 //! --faults LIST       fault classes, comma-separated, or `all` / `none`
 //!                     (crash,commit,sticky,unknown,read,sync,clock)
 //! --plant NAME        enable a planted bug (build with `planted-bugs`)
-//! --engine mem|redb   the engine under test (default mem; redb runs on a
-//!                     disk that loses power at every crash)
+//! --engine mem|redb|rocks  the engine under test (default mem; redb runs on
+//!                     a disk that loses power at every crash; rocks is
+//!                     killed and reopened)
 //! --check-determinism run every seed twice and compare trace hashes
 //! --quiet             no progress bar
 //! ```
@@ -95,7 +96,8 @@ fn parse() -> Result<Args, String> {
                 args.engine = match value()?.as_str() {
                     "mem" => EngineKind::Mem,
                     "redb" => EngineKind::Redb,
-                    other => return Err(format!("unknown engine {other:?} (mem, redb)")),
+                    "rocks" => EngineKind::Rocks,
+                    other => return Err(format!("unknown engine {other:?} (mem, redb, rocks)")),
                 };
             }
             "--check-determinism" => args.check = true,
@@ -112,8 +114,10 @@ fn replay(args: &Args, seed: u64) -> String {
         "cargo xtask sim --seed {seed} --ops {} --faults {}",
         args.ops, args.faults_text
     );
-    if args.engine == EngineKind::Redb {
-        line.push_str(" --engine redb");
+    match args.engine {
+        EngineKind::Mem => {}
+        EngineKind::Redb => line.push_str(" --engine redb"),
+        EngineKind::Rocks => line.push_str(" --engine rocks"),
     }
     if let Some(p) = &args.plant {
         line.push_str(" --plant ");
@@ -136,6 +140,10 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    if args.engine == EngineKind::Rocks && !cfg!(feature = "rocks") {
+        eprintln!("strata-sim: --engine rocks needs the rocks feature (cargo xtask sim adds it)");
+        return ExitCode::from(2);
+    }
     if args.plant.is_some() && !cfg!(feature = "planted-bugs") {
         eprintln!("strata-sim: --plant needs the planted-bugs feature (cargo xtask sim adds it)");
         return ExitCode::from(2);

@@ -36,6 +36,8 @@ pub enum EngineKind {
     Mem,
     /// redb on a disk that loses power at every crash.
     Redb,
+    /// RocksDB in a temporary directory; crashes are process kills.
+    Rocks,
 }
 
 impl RunOptions {
@@ -642,6 +644,21 @@ pub fn run_seed(options: &RunOptions) -> SeedReport {
     match options.engine {
         EngineKind::Mem => run_seed_on::<MemEngine>(options),
         EngineKind::Redb => run_seed_on::<crate::targets::RedbTarget>(options),
+        #[cfg(feature = "rocks")]
+        EngineKind::Rocks => run_seed_on::<crate::targets::RocksTarget>(options),
+        #[cfg(not(feature = "rocks"))]
+        EngineKind::Rocks => SeedReport {
+            seed: options.seed,
+            commits: 0,
+            checks: 0,
+            faults: FaultCounters::default(),
+            trace_hash: 0,
+            trace_tail: Vec::new(),
+            violation: Some(Violation {
+                message: "this build has no RocksDB engine: run `cargo xtask sim --engine rocks` (feature `rocks`)".to_owned(),
+                step: 0,
+            }),
+        },
     }
 }
 

@@ -99,3 +99,93 @@ impl Engine for RedbTarget {
         self.engine.stats()
     }
 }
+
+#[cfg(feature = "rocks")]
+pub use rocks::RocksTarget;
+
+#[cfg(feature = "rocks")]
+mod rocks {
+    use super::{
+        Commit, CommitError, CommitInfo, Engine, EngineError, KeyspaceSpec, KeyspaceStats,
+        ReadError, Restart, Rng, Target,
+    };
+
+    /// RocksDB in a temporary directory; a crash is a process kill (the engine
+    /// is dropped without a sync and reopened: what reached the WAL survives).
+    pub struct RocksTarget {
+        engine: strata_engine_rocks::RocksEngine,
+        dir: std::sync::Arc<TempDir>,
+        specs: Vec<KeyspaceSpec>,
+    }
+
+    /// A directory removed when the last run using it ends.
+    struct TempDir(std::path::PathBuf);
+
+    impl Drop for TempDir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    impl RocksTarget {
+        fn reopen(dir: std::sync::Arc<TempDir>, specs: Vec<KeyspaceSpec>) -> Self {
+            let engine = strata_engine_rocks::RocksEngine::open(
+                dir.0.join("db"),
+                specs.clone(),
+                strata_engine_rocks::RocksOptions::default(),
+            )
+            .unwrap_or_else(|e| panic!("RocksDB failed to reopen: {e}"));
+            Self { engine, dir, specs }
+        }
+    }
+
+    impl Target for RocksTarget {
+        fn fresh(specs: Vec<KeyspaceSpec>) -> Self {
+            use std::sync::atomic::{AtomicU64, Ordering};
+            static RUNS: AtomicU64 = AtomicU64::new(0);
+            let n = RUNS.fetch_add(1, Ordering::SeqCst);
+            let path =
+                std::env::temp_dir().join(format!("strata-sim-rocks-{}-{n}", std::process::id()));
+            let _ = std::fs::remove_dir_all(&path);
+            Self::reopen(std::sync::Arc::new(TempDir(path)), specs)
+        }
+    }
+
+    impl Restart for RocksTarget {
+        fn crash_restart(self, _rng: &mut dyn Rng) -> Self {
+            drop(self.engine);
+            Self::reopen(self.dir, self.specs)
+        }
+
+        fn clean_restart(self) -> Self {
+            drop(self.engine);
+            Self::reopen(self.dir, self.specs)
+        }
+    }
+
+    impl Engine for RocksTarget {
+        type Snapshot<'e> = strata_engine_rocks::RocksSnapshot<'e>;
+
+        fn keyspaces(&self) -> &[KeyspaceSpec] {
+            self.engine.keyspaces()
+        }
+        fn snapshot(&self) -> Result<Self::Snapshot<'_>, ReadError> {
+            self.engine.snapshot()
+        }
+        fn commit(&self, commit: Commit) -> Result<CommitInfo, CommitError> {
+            self.engine.commit(commit)
+        }
+        fn sync(&self) -> Result<u64, EngineError> {
+            self.engine.sync()
+        }
+        fn durable_version(&self) -> u64 {
+            self.engine.durable_version()
+        }
+        fn last_version(&self) -> u64 {
+            self.engine.last_version()
+        }
+        fn stats(&self) -> Result<Vec<KeyspaceStats>, EngineError> {
+            self.engine.stats()
+        }
+    }
+}

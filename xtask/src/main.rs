@@ -24,7 +24,8 @@ commands:
           determinism check; on redb too); ends with `summary: N passed, M failed`
   sim     the deterministic simulation (release build); options are passed on:
           --seed S | --seeds N|A..B, --time T, --ops K, --faults LIST,
-          --plant NAME, --engine mem|redb, --check-determinism, --quiet
+          --plant NAME, --engine mem|redb|rocks, --check-determinism, --quiet
+          (`--engine rocks` builds RocksDB in release mode once: ~15 minutes)
   help    this text
 ";
 
@@ -194,6 +195,10 @@ fn test(args: &[String]) -> Result<(), String> {
     };
 
     for (name, args, parse) in STEPS {
+        if *name == "clippy" {
+            // The first step that builds RocksDB's bindings.
+            ensure_libclang()?;
+        }
         if *name == "nextest" {
             ensure_nextest()?;
         }
@@ -216,6 +221,16 @@ fn sim(args: &[String]) -> ExitCode {
     if args.iter().any(|a| a == "--plant") {
         cmd.extend(["--features", "planted-bugs"]);
     }
+    if args
+        .windows(2)
+        .any(|w| w[0] == "--engine" && w[1] == "rocks")
+    {
+        if let Err(why) = ensure_libclang() {
+            eprintln!("xtask: {why}");
+            return ExitCode::FAILURE;
+        }
+        cmd.extend(["--features", "rocks"]);
+    }
     cmd.push("--");
     cmd.extend(args.iter().map(String::as_str));
     println!("$ cargo {}", cmd.join(" "));
@@ -227,6 +242,83 @@ fn sim(args: &[String]) -> ExitCode {
             eprintln!("xtask: could not start cargo: {e}");
             ExitCode::FAILURE
         }
+    }
+}
+
+/// Whether a libclang shared library can be found where bindgen looks.
+fn libclang_present() -> bool {
+    if std::env::var_os("LIBCLANG_PATH").is_some_and(|p| std::path::Path::new(&p).exists()) {
+        return true;
+    }
+    let mut dirs: Vec<std::path::PathBuf> = [
+        "/usr/lib/x86_64-linux-gnu",
+        "/usr/lib/aarch64-linux-gnu",
+        "/usr/lib64",
+        "/usr/lib",
+        "/usr/local/lib",
+    ]
+    .iter()
+    .map(std::path::PathBuf::from)
+    .collect();
+    if let Ok(entries) = std::fs::read_dir("/usr/lib") {
+        for e in entries.flatten() {
+            if e.file_name().to_string_lossy().starts_with("llvm") {
+                dirs.push(e.path().join("lib"));
+            }
+        }
+    }
+    dirs.iter().any(|d| {
+        std::fs::read_dir(d).is_ok_and(|entries| {
+            entries.flatten().any(|e| {
+                let name = e.file_name().to_string_lossy().into_owned();
+                name.starts_with("libclang") && name.contains(".so")
+            })
+        })
+    })
+}
+
+/// RocksDB's bindings need libclang. Installs `libclang-dev` with apt when
+/// running as root where apt exists; otherwise says what to install.
+fn ensure_libclang() -> Result<(), String> {
+    if libclang_present() {
+        return Ok(());
+    }
+    let root = Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|o| o.stdout.starts_with(b"0"));
+    let apt = Command::new("apt-get")
+        .arg("--version")
+        .stdout(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !(root && apt) {
+        return Err("RocksDB's bindings need libclang, which is missing: install it (Debian/Ubuntu: `apt-get install -y libclang-dev`) or point LIBCLANG_PATH at it".to_owned());
+    }
+    println!("xtask: libclang is missing; installing libclang-dev with apt-get");
+    for args in [
+        &["update", "-qq"][..],
+        &["install", "-y", "-qq", "libclang-dev"][..],
+    ] {
+        let ok = Command::new("apt-get")
+            .args(args)
+            .env("DEBIAN_FRONTEND", "noninteractive")
+            .status()
+            .is_ok_and(|s| s.success());
+        if !ok {
+            return Err(format!(
+                "`apt-get {}` failed; install libclang-dev by hand",
+                args.join(" ")
+            ));
+        }
+    }
+    if libclang_present() {
+        Ok(())
+    } else {
+        Err(
+            "libclang-dev was installed but no libclang library was found; set LIBCLANG_PATH"
+                .to_owned(),
+        )
     }
 }
 

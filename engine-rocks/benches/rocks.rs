@@ -1,0 +1,283 @@
+//! `RocksEngine` against the raw rocksdb API on the same data: one-put
+//! commits (synced WAL and not), get, and a 1,000-entry range scan; then
+//! `RocksEngine` against `RedbEngine` on the same operations; plus the
+//! machine's fsync floor. Interleaved A/B first, then criterion.
+
+#![allow(clippy::many_single_char_names, clippy::too_many_lines)]
+
+use std::hint::black_box;
+use std::io::Write;
+use std::time::Duration;
+
+use criterion::{Criterion, criterion_group};
+use rocksdb::{DB, Options, ReadOptions, WriteBatch, WriteOptions};
+use strata_engine::{
+    Commit, Durability, Engine, Keyspace, KeyspaceSpec, Profile, RangeSpec, Rng, SeededRng,
+    Snapshot,
+};
+use strata_engine_redb::{RedbEngine, RedbOptions};
+use strata_engine_rocks::{RocksEngine, RocksOptions};
+
+#[path = "../../bench-support/ab.rs"]
+mod ab;
+use ab::ab;
+
+const N: usize = 10_000;
+
+struct Setup {
+    raw: DB,
+    ours: RocksEngine,
+    ks: Keyspace,
+    redb: RedbEngine,
+    rks: Keyspace,
+    keys: Vec<Vec<u8>>,
+    value: Vec<u8>,
+    dir: std::path::PathBuf,
+}
+
+impl Drop for Setup {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn setup() -> Setup {
+    let dir = std::env::temp_dir().join(format!("strata-rocks-bench-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut rng = SeededRng::new(0x5EED);
+    let mut keys: Vec<Vec<u8>> = (0..N)
+        .map(|_| [b"user/".as_slice(), &rng.next_u64().to_be_bytes()].concat())
+        .collect();
+    keys.sort();
+    let value = vec![0xAB; 100];
+    let mut o = Options::default();
+    o.create_if_missing(true);
+    let raw = DB::open(&o, dir.join("raw")).unwrap();
+    let specs = vec![KeyspaceSpec::new("a", Profile::General)];
+    let ours = RocksEngine::open(dir.join("ours"), specs.clone(), RocksOptions::default()).unwrap();
+    let redb = RedbEngine::open(dir.join("redb.redb"), specs, RedbOptions::default()).unwrap();
+    let (ks, rks) = (ours.keyspace("a").unwrap(), redb.keyspace("a").unwrap());
+    for chunk in keys.chunks(1_000) {
+        let mut batch = WriteBatch::default();
+        let mut c = Commit::new();
+        for k in chunk {
+            batch.put(k, &value);
+            c = c.put(ks, k.clone(), value.clone());
+        }
+        raw.write(batch).unwrap();
+        ours.commit(c.clone()).unwrap();
+        redb.commit(c).unwrap();
+    }
+    Setup {
+        raw,
+        ours,
+        ks,
+        redb,
+        rks,
+        keys,
+        value,
+        dir,
+    }
+}
+
+fn raw_put(s: &Setup, k: &[u8], sync: bool) {
+    let mut wo = WriteOptions::default();
+    wo.set_sync(sync);
+    let mut batch = WriteBatch::default();
+    batch.put(k, &s.value);
+    s.raw.write_opt(batch, &wo).unwrap();
+}
+
+fn put<E: Engine>(e: &E, ks: Keyspace, k: &[u8], v: &[u8], sync: bool) {
+    let d = if sync {
+        Durability::Immediate
+    } else {
+        Durability::Buffered
+    };
+    e.commit(Commit::new().put(ks, k.to_vec(), v.to_vec()).durability(d))
+        .unwrap();
+}
+
+fn raw_get(s: &Setup, k: &[u8]) -> Option<Vec<u8>> {
+    let snap = s.raw.snapshot();
+    snap.get(k).unwrap()
+}
+
+fn get<E: Engine>(e: &E, ks: Keyspace, k: &[u8]) -> Option<Vec<u8>> {
+    e.snapshot().unwrap().get(ks, k).unwrap()
+}
+
+fn raw_scan(s: &Setup, from: &[u8]) -> usize {
+    let snap = s.raw.snapshot();
+    let mut ro = ReadOptions::default();
+    ro.set_iterate_lower_bound(from.to_vec());
+    let mut it = snap.raw_iterator_opt(ro);
+    it.seek_to_first();
+    let mut n = 0;
+    while it.valid() && n < 1_000 {
+        let (k, v) = it.item().unwrap();
+        black_box((k.to_vec(), v.to_vec()));
+        n += 1;
+        it.next();
+    }
+    n
+}
+
+fn scan<E: Engine>(e: &E, ks: Keyspace, from: &[u8]) -> usize {
+    let snap = e.snapshot().unwrap();
+    let range = RangeSpec {
+        start: std::ops::Bound::Included(from.to_vec()),
+        ..RangeSpec::all()
+    }
+    .limit(1_000);
+    let mut n = 0;
+    for row in snap.range(ks, range).unwrap() {
+        black_box(row.unwrap());
+        n += 1;
+    }
+    n
+}
+
+fn ab_report(s: &Setup) {
+    println!(
+        "interleaved A/B, 7 rounds, median per operation (raw = rocksdb API, ours = RocksEngine):"
+    );
+    let (mut i, mut j) = (0, 0);
+    let next = |i: &mut usize| {
+        *i = (*i + 7_919) % N;
+        s.keys[*i].clone()
+    };
+    let mut file = std::fs::File::create(s.dir.join("fsync.bin")).unwrap();
+    let block = vec![7u8; 4096];
+    let floor = ab(
+        "fsync floor vs itself",
+        3,
+        100,
+        1,
+        || {
+            file.write_all(&block).unwrap();
+            file.sync_data().unwrap();
+        },
+        || {},
+    );
+    let durable = ab(
+        "commit, synced WAL",
+        7,
+        100,
+        1,
+        || raw_put(s, &next(&mut i), true),
+        || put(&s.ours, s.ks, &next(&mut j), &s.value, true),
+    );
+    println!(
+        "  durable commit / fsync: raw {:.2}, ours {:.2}",
+        durable.raw_ns / floor.raw_ns,
+        durable.ours_ns / floor.raw_ns
+    );
+    ab(
+        "commit, buffered",
+        7,
+        5_000,
+        1,
+        || raw_put(s, &next(&mut i), false),
+        || put(&s.ours, s.ks, &next(&mut j), &s.value, false),
+    );
+    ab(
+        "get",
+        7,
+        20_000,
+        1,
+        || {
+            black_box(raw_get(s, &next(&mut i)));
+        },
+        || {
+            black_box(get(&s.ours, s.ks, &next(&mut j)));
+        },
+    );
+    let from = s.keys[N / 3].clone();
+    assert_eq!(raw_scan(s, &from), scan(&s.ours, s.ks, &from));
+    ab(
+        "scan 1,000 entries",
+        7,
+        50,
+        1_000,
+        || {
+            raw_scan(s, &from);
+        },
+        || {
+            scan(&s.ours, s.ks, &from);
+        },
+    );
+    println!("RocksEngine (raw column) against RedbEngine (ours column), same operations:");
+    ab(
+        "commit, durable",
+        7,
+        100,
+        1,
+        || put(&s.ours, s.ks, &next(&mut i), &s.value, true),
+        || put(&s.redb, s.rks, &next(&mut j), &s.value, true),
+    );
+    ab(
+        "commit, buffered",
+        7,
+        2_000,
+        1,
+        || put(&s.ours, s.ks, &next(&mut i), &s.value, false),
+        || put(&s.redb, s.rks, &next(&mut j), &s.value, false),
+    );
+    ab(
+        "get",
+        7,
+        20_000,
+        1,
+        || {
+            black_box(get(&s.ours, s.ks, &next(&mut i)));
+        },
+        || {
+            black_box(get(&s.redb, s.rks, &next(&mut j)));
+        },
+    );
+    ab(
+        "scan 1,000 entries",
+        7,
+        50,
+        1_000,
+        || {
+            scan(&s.ours, s.ks, &from);
+        },
+        || {
+            scan(&s.redb, s.rks, &from);
+        },
+    );
+}
+
+fn criterion_benches(c: &mut Criterion) {
+    let s = setup();
+    let mut g = c.benchmark_group("get");
+    g.bench_function("raw", |b| b.iter(|| raw_get(&s, &s.keys[N / 2])));
+    g.bench_function("ours", |b| b.iter(|| get(&s.ours, s.ks, &s.keys[N / 2])));
+    g.finish();
+    let from = s.keys[N / 3].clone();
+    let mut g = c.benchmark_group("scan_1000");
+    g.bench_function("raw", |b| b.iter(|| raw_scan(&s, &from)));
+    g.bench_function("ours", |b| b.iter(|| scan(&s.ours, s.ks, &from)));
+    g.finish();
+}
+
+criterion_group! {
+    name = benches;
+    config = Criterion::default()
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(2))
+        .sample_size(30);
+    targets = criterion_benches
+}
+
+fn main() {
+    {
+        let s = setup();
+        ab_report(&s);
+    }
+    benches();
+    Criterion::default().configure_from_args().final_summary();
+}

@@ -1,0 +1,584 @@
+//! The Strata engine contract on [RocksDB](https://rocksdb.org), through the
+//! `rocksdb` crate.
+//!
+//! Each declared keyspace is a column family, tuned by its profile; a meta
+//! column family holds the commit version. A snapshot is a RocksDB snapshot
+//! and ranges stream from raw iterators with bounds. Commits are serialised
+//! by the engine: predicates and counters read the latest state inside the
+//! critical section, then one `WriteBatch` across column families carries
+//! every change and the new version.
+//!
+//! ```
+//! use strata_engine::{Commit, Durability, Engine, KeyspaceSpec, Profile, Snapshot};
+//! use strata_engine_rocks::{RocksEngine, RocksOptions};
+//!
+//! let dir = std::env::temp_dir().join(format!("strata-rocks-doc-{}", std::process::id()));
+//! let specs = vec![
+//!     KeyspaceSpec::new("events", Profile::AppendOnly),
+//!     KeyspaceSpec::new("outbox", Profile::Queue),
+//! ];
+//! let engine = RocksEngine::open(&dir, specs, RocksOptions::default())?;
+//! let events = engine.keyspace("events")?;
+//! engine.commit(Commit::new().put(events, b"e1".to_vec(), b"x".to_vec()).durability(Durability::Buffered))?;
+//! assert_eq!(engine.sync()?, 1);
+//! assert_eq!(engine.snapshot()?.get(events, b"e1")?.as_deref(), Some(&b"x"[..]));
+//! # drop(engine);
+//! # std::fs::remove_dir_all(&dir)?;
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! # Profiles
+//!
+//! | profile | column family options |
+//! |---|---|
+//! | `AppendOnly` | universal compaction, zstd |
+//! | `PointLookup` | leveled compaction, bloom filter (10 bits per key) |
+//! | `Queue` | leveled compaction; never FIFO, which deletes data by size |
+//! | `General` | RocksDB defaults |
+//!
+//! Every family shares one LRU block cache ([`RocksOptions::block_cache_bytes`],
+//! default 64 MiB) and uses [`RocksOptions::write_buffer_bytes`] per memtable
+//! (default 64 MiB).
+//!
+//! # Durability
+//!
+//! | level | RocksDB | after a process kill | after a power loss |
+//! |---|---|---|---|
+//! | `Immediate` | WAL write with `sync = true` | kept | kept |
+//! | `Buffered` | WAL write without sync | kept (the WAL is in the OS's buffers) | a suffix may be lost |
+//! | `sync()` | `flush_wal(true)`: syncs the WAL | every earlier commit kept | every earlier commit kept |
+//!
+//! RocksDB recovers its WAL in order and stops at the first damaged record,
+//! so a crash loses a suffix, never a hole; a batch is one WAL record, never
+//! half applied. `durable_version()` is the version of the last immediate
+//! commit or `sync()` (or of the state found at open).
+//!
+//! # Keyspaces across reopen
+//!
+//! Column families are created on first use. Opening with a different set
+//! opens every family the database has (RocksDB requires it) but exposes
+//! only the declared ones; families no longer declared stay on disk,
+//! untouched.
+
+use std::ops::Bound;
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, PoisonError};
+
+use rocksdb::{
+    BlockBasedOptions, Cache, ColumnFamily, ColumnFamilyDescriptor, DB, DBCompactionStyle,
+    DBCompressionType, Options, ReadOptions, WriteBatch, WriteOptions,
+};
+use strata_engine::resolve::{self, Op, Reads};
+use strata_engine::{
+    Commit, CommitError, CommitInfo, Durability, Engine, EngineError, Keyspace, KeyspaceSpec,
+    KeyspaceStats, Mutation, Predicate, Profile, RangeSpec, ReadError, Snapshot,
+};
+
+const META: &str = "strata.meta";
+const VERSION: &[u8] = b"version";
+
+/// Options of [`RocksEngine::open`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RocksOptions {
+    /// Shared LRU block cache, in bytes (default 64 MiB).
+    pub block_cache_bytes: usize,
+    /// Memtable size per column family, in bytes (default 64 MiB).
+    pub write_buffer_bytes: usize,
+}
+
+impl Default for RocksOptions {
+    fn default() -> Self {
+        Self {
+            block_cache_bytes: 64 << 20,
+            write_buffer_bytes: 64 << 20,
+        }
+    }
+}
+
+/// The engine contract on RocksDB. See the [crate docs](crate).
+pub struct RocksEngine {
+    db: DB,
+    specs: Vec<KeyspaceSpec>,
+    families: Vec<String>,
+    /// The last committed version, held across a whole commit: commits are
+    /// serialised here.
+    version: Mutex<u64>,
+    last: AtomicU64,
+    durable: AtomicU64,
+}
+
+impl std::fmt::Debug for RocksEngine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RocksEngine")
+            .field("keyspaces", &self.specs)
+            .finish_non_exhaustive()
+    }
+}
+
+fn backend(e: rocksdb::Error) -> strata_engine::BackendError {
+    Box::new(e)
+}
+
+fn family_options(profile: Profile, options: &RocksOptions, cache: &Cache) -> Options {
+    let mut o = Options::default();
+    o.set_write_buffer_size(options.write_buffer_bytes);
+    let mut table = BlockBasedOptions::default();
+    table.set_block_cache(cache);
+    match profile {
+        Profile::AppendOnly => {
+            o.set_compaction_style(DBCompactionStyle::Universal);
+            o.set_compression_type(DBCompressionType::Zstd);
+        }
+        Profile::PointLookup => {
+            o.set_compaction_style(DBCompactionStyle::Level);
+            table.set_bloom_filter(10.0, false);
+        }
+        Profile::Queue => o.set_compaction_style(DBCompactionStyle::Level),
+        _ => {}
+    }
+    o.set_block_based_table_factory(&table);
+    o
+}
+
+/// `RangeSpec` bounds as RocksDB's inclusive lower and exclusive upper
+/// bound: the least key above `k` is `k ++ 0x00`.
+fn rocks_bounds(range: &RangeSpec) -> (Option<Vec<u8>>, Option<Vec<u8>>) {
+    let after = |k: &Vec<u8>| {
+        let mut next = k.clone();
+        next.push(0);
+        next
+    };
+    let lower = match &range.start {
+        Bound::Included(k) => Some(k.clone()),
+        Bound::Excluded(k) => Some(after(k)),
+        Bound::Unbounded => None,
+    };
+    let upper = match &range.end {
+        Bound::Included(k) => Some(after(k)),
+        Bound::Excluded(k) => Some(k.clone()),
+        Bound::Unbounded => None,
+    };
+    (lower, upper)
+}
+
+fn read_options(range: &RangeSpec) -> (ReadOptions, bool) {
+    let (lower, upper) = rocks_bounds(range);
+    let empty = matches!((&lower, &upper), (Some(l), Some(u)) if l >= u);
+    let mut ro = ReadOptions::default();
+    if let Some(l) = lower {
+        ro.set_iterate_lower_bound(l);
+    }
+    if let Some(u) = upper {
+        ro.set_iterate_upper_bound(u);
+    }
+    (ro, empty)
+}
+
+impl RocksEngine {
+    /// Opens (creating if needed) the database in directory `path`.
+    ///
+    /// # Errors
+    /// [`EngineError::DuplicateKeyspace`], or the RocksDB error as
+    /// [`EngineError::Backend`].
+    pub fn open(
+        path: impl AsRef<Path>,
+        specs: Vec<KeyspaceSpec>,
+        options: RocksOptions,
+    ) -> Result<Self, EngineError> {
+        for (i, s) in specs.iter().enumerate() {
+            if specs[..i].iter().any(|o| o.name == s.name) {
+                return Err(EngineError::DuplicateKeyspace(s.name.clone()));
+            }
+        }
+        let path = path.as_ref();
+        let cache = Cache::new_lru_cache(options.block_cache_bytes);
+        let mut db_options = Options::default();
+        db_options.create_if_missing(true);
+        db_options.create_missing_column_families(true);
+        let families: Vec<String> = specs.iter().map(|s| format!("ks.{}", s.name)).collect();
+        let existing = DB::list_cf(&db_options, path).unwrap_or_default();
+        let mut descriptors = vec![ColumnFamilyDescriptor::new(META, Options::default())];
+        for (spec, name) in specs.iter().zip(&families) {
+            descriptors.push(ColumnFamilyDescriptor::new(
+                name,
+                family_options(spec.profile, &options, &cache),
+            ));
+        }
+        for name in existing {
+            if name != META && !families.contains(&name) {
+                descriptors.push(ColumnFamilyDescriptor::new(name, Options::default()));
+            }
+        }
+        let db = DB::open_cf_descriptors(&db_options, path, descriptors)
+            .map_err(|e| EngineError::Backend(backend(e)))?;
+        let version = {
+            let meta = db
+                .cf_handle(META)
+                .ok_or_else(|| EngineError::UnknownKeyspaceName(META.to_owned()))?;
+            db.get_cf(meta, VERSION)
+                .map_err(|e| EngineError::Backend(backend(e)))?
+                .and_then(|v| <[u8; 8]>::try_from(v.as_slice()).ok())
+                .map_or(0, u64::from_be_bytes)
+        };
+        Ok(Self {
+            db,
+            specs,
+            families,
+            version: Mutex::new(version),
+            last: AtomicU64::new(version),
+            durable: AtomicU64::new(version),
+        })
+    }
+
+    fn family(&self, ks: Keyspace) -> Option<&ColumnFamily> {
+        self.families
+            .get(ks.index())
+            .and_then(|name| self.db.cf_handle(name))
+    }
+
+    /// Compacts every column family fully.
+    pub fn compact(&self) {
+        for name in self.families.iter().map(String::as_str).chain([META]) {
+            if let Some(cf) = self.db.cf_handle(name) {
+                self.db.compact_range_cf(cf, None::<&[u8]>, None::<&[u8]>);
+            }
+        }
+    }
+
+    /// An online backup: a RocksDB checkpoint in the new directory `path`
+    /// (hard links to the live SST files where the file system allows,
+    /// plus a copy of the WAL tail), consistent at one point and taken
+    /// while the engine stays open. Open it with [`RocksEngine::open`].
+    ///
+    /// # Errors
+    /// The RocksDB error as [`EngineError::Backend`].
+    pub fn backup(&self, path: impl AsRef<Path>) -> Result<(), EngineError> {
+        let checkpoint = rocksdb::checkpoint::Checkpoint::new(&self.db)
+            .map_err(|e| EngineError::Backend(backend(e)))?;
+        checkpoint
+            .create_checkpoint(path)
+            .map_err(|e| EngineError::Backend(backend(e)))
+    }
+
+    /// A RocksDB integer property of a keyspace's column family.
+    fn property(
+        &self,
+        cf: &ColumnFamily,
+        name: &rocksdb::properties::PropName,
+    ) -> Result<u64, EngineError> {
+        Ok(self
+            .db
+            .property_int_value_cf(cf, name)
+            .map_err(|e| EngineError::Backend(backend(e)))?
+            .unwrap_or(0))
+    }
+
+    /// Pending compaction bytes of each keyspace (RocksDB's estimate).
+    ///
+    /// # Errors
+    /// The RocksDB error as [`EngineError::Backend`].
+    pub fn pending_compaction_bytes(&self) -> Result<Vec<u64>, EngineError> {
+        (0..self.specs.len())
+            .map(|i| {
+                let cf = self.family(Keyspace::from_index(u32::try_from(i).unwrap_or(u32::MAX)));
+                cf.map_or(Ok(0), |cf| {
+                    self.property(cf, rocksdb::properties::ESTIMATE_PENDING_COMPACTION_BYTES)
+                })
+            })
+            .collect()
+    }
+}
+
+/// Reads of the latest state, inside the commit's critical section.
+struct LatestReads<'a> {
+    engine: &'a RocksEngine,
+}
+
+impl Reads for LatestReads<'_> {
+    fn get(&mut self, ks: Keyspace, key: &[u8]) -> Result<Option<Vec<u8>>, CommitError> {
+        let cf = self
+            .engine
+            .family(ks)
+            .ok_or(CommitError::UnknownKeyspace(ks))?;
+        self.engine
+            .db
+            .get_cf(cf, key)
+            .map_err(|e| CommitError::Backend(backend(e)))
+    }
+
+    fn any_in(&mut self, ks: Keyspace, range: &RangeSpec) -> Result<bool, CommitError> {
+        let cf = self
+            .engine
+            .family(ks)
+            .ok_or(CommitError::UnknownKeyspace(ks))?;
+        let (ro, empty) = read_options(range);
+        if empty {
+            return Ok(false);
+        }
+        let mut it = self.engine.db.raw_iterator_cf_opt(cf, ro);
+        it.seek_to_first();
+        it.status().map_err(|e| CommitError::Backend(backend(e)))?;
+        Ok(it.valid())
+    }
+}
+
+impl LatestReads<'_> {
+    /// The exclusive upper bound that covers every key of `range` that
+    /// exists now or is put by `ops`: for an unbounded range, one past the
+    /// largest such key.
+    fn upper_bound(
+        &self,
+        ks: Keyspace,
+        range: &RangeSpec,
+        ops: &[Op],
+    ) -> Result<Option<Vec<u8>>, CommitError> {
+        if let (_, Some(upper)) = rocks_bounds(range) {
+            return Ok(Some(upper));
+        }
+        let cf = self
+            .engine
+            .family(ks)
+            .ok_or(CommitError::UnknownKeyspace(ks))?;
+        let mut it = self.engine.db.raw_iterator_cf(cf);
+        it.seek_to_last();
+        it.status().map_err(|e| CommitError::Backend(backend(e)))?;
+        let mut max = it.key().map(<[u8]>::to_vec);
+        for op in ops {
+            if let Op::Put(o, k, _) = op
+                && *o == ks
+                && max.as_ref().is_none_or(|m| k > m)
+            {
+                max = Some(k.clone());
+            }
+        }
+        Ok(max.map(|mut k| {
+            k.push(0);
+            k
+        }))
+    }
+}
+
+impl Engine for RocksEngine {
+    type Snapshot<'e> = RocksSnapshot<'e>;
+
+    fn keyspaces(&self) -> &[KeyspaceSpec] {
+        &self.specs
+    }
+
+    fn snapshot(&self) -> Result<RocksSnapshot<'_>, ReadError> {
+        Ok(RocksSnapshot {
+            engine: self,
+            snap: self.db.snapshot(),
+        })
+    }
+
+    fn commit(&self, commit: Commit) -> Result<CommitInfo, CommitError> {
+        let keyspaces = commit
+            .predicates
+            .iter()
+            .filter_map(|p| match p {
+                Predicate::Exists { ks, .. }
+                | Predicate::Absent { ks, .. }
+                | Predicate::ValueEquals { ks, .. }
+                | Predicate::RangeEmpty { ks, .. } => Some(*ks),
+                _ => None,
+            })
+            .chain(commit.mutations.iter().filter_map(|m| match m {
+                Mutation::Put { ks, .. }
+                | Mutation::Delete { ks, .. }
+                | Mutation::DeleteRange { ks, .. }
+                | Mutation::Add { ks, .. }
+                | Mutation::PutVersionstamped { ks, .. } => Some(*ks),
+                _ => None,
+            }));
+        for ks in keyspaces {
+            self.family(ks).ok_or(CommitError::UnknownKeyspace(ks))?;
+        }
+        let mut last = self.version.lock().unwrap_or_else(PoisonError::into_inner);
+        let version = *last + 1;
+        let mut reads = LatestReads { engine: self };
+        resolve::check_predicates(&commit.predicates, &mut reads)?;
+        let ops = resolve::resolve(version, &commit.mutations, &mut reads)?;
+        let mut batch = WriteBatch::default();
+        for (i, op) in ops.iter().enumerate() {
+            match op {
+                Op::Put(ks, k, v) => batch.put_cf(
+                    self.family(*ks).ok_or(CommitError::UnknownKeyspace(*ks))?,
+                    k,
+                    v,
+                ),
+                Op::Delete(ks, k) => batch.delete_cf(
+                    self.family(*ks).ok_or(CommitError::UnknownKeyspace(*ks))?,
+                    k,
+                ),
+                Op::DeleteRange(ks, range) => {
+                    let cf = self.family(*ks).ok_or(CommitError::UnknownKeyspace(*ks))?;
+                    let lower = rocks_bounds(range).0.unwrap_or_default();
+                    if let Some(upper) = reads.upper_bound(*ks, range, &ops[..i])?
+                        && lower < upper
+                    {
+                        batch.delete_range_cf(cf, lower, upper);
+                    }
+                }
+            }
+        }
+        let meta = self
+            .db
+            .cf_handle(META)
+            .ok_or(CommitError::UnknownKeyspace(Keyspace::from_index(u32::MAX)))?;
+        batch.put_cf(meta, VERSION, version.to_be_bytes());
+        let immediate = commit.durability == Durability::Immediate;
+        let mut wo = WriteOptions::default();
+        wo.set_sync(immediate);
+        // RocksDB may have written the WAL record before failing: unknown.
+        self.db
+            .write_opt(batch, &wo)
+            .map_err(|e| CommitError::OutcomeUnknown(backend(e)))?;
+        *last = version;
+        self.last.store(version, Ordering::SeqCst);
+        if immediate {
+            self.durable.fetch_max(version, Ordering::SeqCst);
+        }
+        Ok(CommitInfo {
+            version,
+            durable: immediate,
+        })
+    }
+
+    fn sync(&self) -> Result<u64, EngineError> {
+        let last = self.version.lock().unwrap_or_else(PoisonError::into_inner);
+        self.db
+            .flush_wal(true)
+            .map_err(|e| EngineError::Backend(backend(e)))?;
+        self.durable.fetch_max(*last, Ordering::SeqCst);
+        Ok(self.durable.load(Ordering::SeqCst))
+    }
+
+    fn durable_version(&self) -> u64 {
+        self.durable.load(Ordering::SeqCst)
+    }
+
+    fn last_version(&self) -> u64 {
+        self.last.load(Ordering::SeqCst)
+    }
+
+    fn stats(&self) -> Result<Vec<KeyspaceStats>, EngineError> {
+        self.specs
+            .iter()
+            .zip(&self.families)
+            .map(|(spec, name)| {
+                let cf = self
+                    .db
+                    .cf_handle(name)
+                    .ok_or_else(|| EngineError::UnknownKeyspaceName(spec.name.clone()))?;
+                Ok(KeyspaceStats {
+                    name: spec.name.clone(),
+                    entries: self.property(cf, rocksdb::properties::ESTIMATE_NUM_KEYS)?,
+                    entries_exact: false,
+                    bytes: self.property(cf, rocksdb::properties::ESTIMATE_LIVE_DATA_SIZE)?,
+                    bytes_exact: false,
+                })
+            })
+            .collect()
+    }
+}
+
+/// A consistent view: a RocksDB snapshot.
+pub struct RocksSnapshot<'e> {
+    engine: &'e RocksEngine,
+    snap: rocksdb::Snapshot<'e>,
+}
+
+impl RocksSnapshot<'_> {
+    fn family(&self, ks: Keyspace) -> Result<&ColumnFamily, ReadError> {
+        self.engine.family(ks).ok_or(ReadError::UnknownKeyspace(ks))
+    }
+}
+
+impl Snapshot for RocksSnapshot<'_> {
+    type Range<'s>
+        = RocksRange<'s>
+    where
+        Self: 's;
+
+    fn version(&self) -> Result<u64, ReadError> {
+        let meta = self
+            .engine
+            .db
+            .cf_handle(META)
+            .ok_or(ReadError::UnknownKeyspace(Keyspace::from_index(u32::MAX)))?;
+        Ok(self
+            .snap
+            .get_cf(meta, VERSION)
+            .map_err(|e| ReadError::Backend(backend(e)))?
+            .and_then(|v| <[u8; 8]>::try_from(v.as_slice()).ok())
+            .map_or(0, u64::from_be_bytes))
+    }
+
+    fn get(&self, ks: Keyspace, key: &[u8]) -> Result<Option<Vec<u8>>, ReadError> {
+        let cf = self.family(ks)?;
+        self.snap
+            .get_cf(cf, key)
+            .map_err(|e| ReadError::Backend(backend(e)))
+    }
+
+    fn range(&self, ks: Keyspace, range: RangeSpec) -> Result<RocksRange<'_>, ReadError> {
+        let cf = self.family(ks)?;
+        range.validate()?;
+        let (ro, empty) = read_options(&range);
+        let mut it = self.snap.raw_iterator_cf_opt(cf, ro);
+        if range.reverse {
+            it.seek_to_last();
+        } else {
+            it.seek_to_first();
+        }
+        Ok(RocksRange {
+            it,
+            reverse: range.reverse,
+            remaining: if empty {
+                0
+            } else {
+                range.limit.unwrap_or(usize::MAX)
+            },
+            started: false,
+        })
+    }
+}
+
+/// A streaming range over a raw RocksDB iterator with bounds.
+pub struct RocksRange<'s> {
+    it: rocksdb::DBRawIteratorWithThreadMode<'s, DB>,
+    reverse: bool,
+    remaining: usize,
+    started: bool,
+}
+
+impl Iterator for RocksRange<'_> {
+    type Item = Result<(Vec<u8>, Vec<u8>), ReadError>;
+
+    #[inline]
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.remaining == 0 {
+            return None;
+        }
+        if self.started {
+            if self.reverse {
+                self.it.prev();
+            } else {
+                self.it.next();
+            }
+        }
+        self.started = true;
+        if !self.it.valid() {
+            self.remaining = 0;
+            return self
+                .it
+                .status()
+                .err()
+                .map(|e| Err(ReadError::Backend(backend(e))));
+        }
+        self.remaining -= 1;
+        self.it.item().map(|(k, v)| Ok((k.to_vec(), v.to_vec())))
+    }
+}

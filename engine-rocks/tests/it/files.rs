@@ -1,0 +1,123 @@
+//! Reopen with other keyspaces, checkpoint backup, compaction, stats.
+
+use strata_engine::{
+    Commit, Durability, Engine, EngineError, KeyspaceSpec, Profile, RangeSpec, Snapshot,
+};
+use strata_engine_rocks::{RocksEngine, RocksOptions};
+
+use crate::TempDir;
+
+fn specs(names: &[(&str, Profile)]) -> Vec<KeyspaceSpec> {
+    names
+        .iter()
+        .map(|(n, p)| KeyspaceSpec::new(*n, *p))
+        .collect()
+}
+
+fn keys(e: &RocksEngine, name: &str) -> Vec<Vec<u8>> {
+    let ks = e.keyspace(name).unwrap();
+    e.snapshot()
+        .unwrap()
+        .range(ks, RangeSpec::all())
+        .unwrap()
+        .map(|r| r.unwrap().0)
+        .collect()
+}
+
+#[test]
+fn reopen_keeps_data_and_handles_new_keyspaces() {
+    let dir = TempDir::new("reopen");
+    let path = dir.0.join("db");
+    let all = [
+        ("events", Profile::AppendOnly),
+        ("q", Profile::Queue),
+        ("idx", Profile::PointLookup),
+    ];
+    let e = RocksEngine::open(&path, specs(&all), RocksOptions::default()).unwrap();
+    let (ev, q) = (e.keyspace("events").unwrap(), e.keyspace("q").unwrap());
+    e.commit(
+        Commit::new()
+            .put(ev, b"e".to_vec(), b"1".to_vec())
+            .put(q, b"m".to_vec(), b"2".to_vec())
+            .durability(Durability::Buffered),
+    )
+    .unwrap();
+    assert_eq!(e.sync().unwrap(), 1);
+    drop(e);
+    let e = RocksEngine::open(
+        &path,
+        specs(&[("q", Profile::Queue), ("new", Profile::General)]),
+        RocksOptions::default(),
+    )
+    .unwrap();
+    assert_eq!(keys(&e, "q"), [b"m".to_vec()]);
+    assert!(keys(&e, "new").is_empty());
+    assert!(matches!(
+        e.keyspace("events"),
+        Err(EngineError::UnknownKeyspaceName(_))
+    ));
+    assert_eq!((e.last_version(), e.durable_version()), (1, 1));
+    drop(e);
+    let e = RocksEngine::open(&path, specs(&all), RocksOptions::default()).unwrap();
+    assert_eq!(
+        keys(&e, "events"),
+        [b"e".to_vec()],
+        "an undeclared family stays on disk"
+    );
+    assert!(matches!(
+        RocksEngine::open(
+            dir.0.join("dup"),
+            specs(&[("x", Profile::General), ("x", Profile::Queue)]),
+            RocksOptions::default()
+        ),
+        Err(EngineError::DuplicateKeyspace(_))
+    ));
+}
+
+#[test]
+fn checkpoint_backup_compaction_and_stats() {
+    let dir = TempDir::new("backup");
+    let options = RocksOptions {
+        block_cache_bytes: 8 << 20,
+        write_buffer_bytes: 4 << 20,
+    };
+    let e = RocksEngine::open(
+        dir.0.join("db"),
+        specs(&[("a", Profile::PointLookup)]),
+        options,
+    )
+    .unwrap();
+    let a = e.keyspace("a").unwrap();
+    for i in 0..200u32 {
+        e.commit(
+            Commit::new()
+                .put(a, i.to_be_bytes().to_vec(), vec![7; 100])
+                .durability(Durability::Buffered),
+        )
+        .unwrap();
+    }
+    e.backup(dir.0.join("copy")).unwrap();
+    e.commit(Commit::new().put(a, b"after".to_vec(), b"x".to_vec()))
+        .unwrap();
+    e.compact();
+    let copy = RocksEngine::open(
+        dir.0.join("copy"),
+        specs(&[("a", Profile::PointLookup)]),
+        RocksOptions::default(),
+    )
+    .unwrap();
+    assert_eq!(
+        keys(&copy, "a").len(),
+        200,
+        "the checkpoint has the state at the backup"
+    );
+    assert_eq!(copy.last_version(), 200);
+    let stats = e.stats().unwrap();
+    assert!(!stats[0].entries_exact);
+    assert!(
+        (150..=260).contains(&stats[0].entries),
+        "estimate {}",
+        stats[0].entries
+    );
+    assert_eq!(e.pending_compaction_bytes().unwrap().len(), 1);
+}
