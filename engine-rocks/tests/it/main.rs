@@ -9,6 +9,7 @@ use strata_engine_rocks::{RocksEngine, RocksOptions};
 
 mod files;
 mod kill;
+mod sim;
 
 /// A temporary directory removed on drop.
 pub struct TempDir(pub std::path::PathBuf);
