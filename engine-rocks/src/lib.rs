@@ -582,3 +582,8 @@ impl Iterator for RocksRange<'_> {
         self.it.item().map(|(k, v)| Ok((k.to_vec(), v.to_vec())))
     }
 }
+
+/// This crate's README example, compiled and run as a doctest.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
