@@ -63,7 +63,7 @@ use redb::{
 use strata_engine::resolve::{self, Op, Reads};
 use strata_engine::{
     Commit, CommitError, CommitInfo, Durability, Engine, EngineError, Keyspace, KeyspaceSpec,
-    KeyspaceStats, Mutation, Predicate, RangeSpec, ReadError, Snapshot,
+    KeyspaceStats, RangeSpec, ReadError, Snapshot,
 };
 
 pub use powerloss::PowerLossBackend;
@@ -349,26 +349,7 @@ impl Engine for RedbEngine {
     }
 
     fn commit(&self, commit: Commit) -> Result<CommitInfo, CommitError> {
-        for p in &commit.predicates {
-            let ks = match p {
-                Predicate::Exists { ks, .. }
-                | Predicate::Absent { ks, .. }
-                | Predicate::ValueEquals { ks, .. }
-                | Predicate::RangeEmpty { ks, .. } => *ks,
-                _ => continue,
-            };
-            self.table_name(ks)
-                .ok_or(CommitError::UnknownKeyspace(ks))?;
-        }
-        for m in &commit.mutations {
-            let ks = match m {
-                Mutation::Put { ks, .. }
-                | Mutation::Delete { ks, .. }
-                | Mutation::DeleteRange { ks, .. }
-                | Mutation::Add { ks, .. }
-                | Mutation::PutVersionstamped { ks, .. } => *ks,
-                _ => continue,
-            };
+        for ks in commit.keyspaces() {
             self.table_name(ks)
                 .ok_or(CommitError::UnknownKeyspace(ks))?;
         }

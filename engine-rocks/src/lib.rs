@@ -72,7 +72,7 @@ use rocksdb::{
 use strata_engine::resolve::{self, Op, Reads};
 use strata_engine::{
     Commit, CommitError, CommitInfo, Durability, Engine, EngineError, Keyspace, KeyspaceSpec,
-    KeyspaceStats, Mutation, Predicate, Profile, RangeSpec, ReadError, Snapshot,
+    KeyspaceStats, Profile, RangeSpec, ReadError, Snapshot,
 };
 
 const META: &str = "strata.meta";
@@ -374,25 +374,7 @@ impl Engine for RocksEngine {
     }
 
     fn commit(&self, commit: Commit) -> Result<CommitInfo, CommitError> {
-        let keyspaces = commit
-            .predicates
-            .iter()
-            .filter_map(|p| match p {
-                Predicate::Exists { ks, .. }
-                | Predicate::Absent { ks, .. }
-                | Predicate::ValueEquals { ks, .. }
-                | Predicate::RangeEmpty { ks, .. } => Some(*ks),
-                _ => None,
-            })
-            .chain(commit.mutations.iter().filter_map(|m| match m {
-                Mutation::Put { ks, .. }
-                | Mutation::Delete { ks, .. }
-                | Mutation::DeleteRange { ks, .. }
-                | Mutation::Add { ks, .. }
-                | Mutation::PutVersionstamped { ks, .. } => Some(*ks),
-                _ => None,
-            }));
-        for ks in keyspaces {
+        for ks in commit.keyspaces() {
             self.family(ks).ok_or(CommitError::UnknownKeyspace(ks))?;
         }
         let mut last = self.version.lock().unwrap_or_else(PoisonError::into_inner);

@@ -201,6 +201,18 @@ pub enum Predicate {
     },
 }
 
+impl Predicate {
+    /// The keyspace it reads.
+    pub fn keyspace(&self) -> Keyspace {
+        match self {
+            Self::Exists { ks, .. }
+            | Self::Absent { ks, .. }
+            | Self::ValueEquals { ks, .. }
+            | Self::RangeEmpty { ks, .. } => *ks,
+        }
+    }
+}
+
 /// Where a versionstamped put writes the 10-byte versionstamp.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum StampAt {
@@ -264,6 +276,19 @@ pub enum Mutation {
     },
 }
 
+impl Mutation {
+    /// The keyspace it writes.
+    pub fn keyspace(&self) -> Keyspace {
+        match self {
+            Self::Put { ks, .. }
+            | Self::Delete { ks, .. }
+            | Self::DeleteRange { ks, .. }
+            | Self::Add { ks, .. }
+            | Self::PutVersionstamped { ks, .. } => *ks,
+        }
+    }
+}
+
 /// When a commit returns relative to durability.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum Durability {
@@ -290,6 +315,14 @@ impl Commit {
     /// An empty immediate commit.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// Every keyspace the commit reads or writes, predicates first.
+    pub fn keyspaces(&self) -> impl Iterator<Item = Keyspace> + '_ {
+        self.predicates
+            .iter()
+            .map(Predicate::keyspace)
+            .chain(self.mutations.iter().map(Mutation::keyspace))
     }
 
     /// With this durability.

@@ -14,8 +14,8 @@ use std::ops::Bound;
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
 use crate::contract::{
-    Commit, CommitInfo, Durability, Engine, Keyspace, KeyspaceSpec, KeyspaceStats, Mutation,
-    Predicate, RangeSpec, Snapshot,
+    Commit, CommitInfo, Durability, Engine, Keyspace, KeyspaceSpec, KeyspaceStats, RangeSpec,
+    Snapshot,
 };
 use crate::error::{CommitError, EngineError, ReadError};
 use crate::inject::Rng;
@@ -383,25 +383,6 @@ impl Reads for Overlaid<'_> {
     }
 }
 
-fn predicate_keyspace(p: &Predicate) -> Keyspace {
-    match p {
-        Predicate::Exists { ks, .. }
-        | Predicate::Absent { ks, .. }
-        | Predicate::ValueEquals { ks, .. }
-        | Predicate::RangeEmpty { ks, .. } => *ks,
-    }
-}
-
-fn mutation_keyspace(m: &Mutation) -> Keyspace {
-    match m {
-        Mutation::Put { ks, .. }
-        | Mutation::Delete { ks, .. }
-        | Mutation::DeleteRange { ks, .. }
-        | Mutation::Add { ks, .. }
-        | Mutation::PutVersionstamped { ks, .. } => *ks,
-    }
-}
-
 impl Engine for MemEngine {
     type Snapshot<'e> = MemSnapshot<'e>;
 
@@ -438,10 +419,10 @@ impl Engine for MemEngine {
                 .ok_or(CommitError::UnknownKeyspace(ks))
         };
         for p in &predicates {
-            known(predicate_keyspace(p))?;
+            known(p.keyspace())?;
         }
         for m in &mutations {
-            known(mutation_keyspace(m))?;
+            known(m.keyspace())?;
         }
         let mut state = self.write();
         let late = self.planted("predicate-after-mutations");

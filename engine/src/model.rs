@@ -65,25 +65,7 @@ impl Model {
     /// The [`ModelError`] an engine's [`CommitError`] must match.
     pub fn commit(&mut self, c: &Commit) -> Result<u64, ModelError> {
         let n = self.maps.len();
-        let ks_of_p = |p: &Predicate| match p {
-            Predicate::Exists { ks, .. }
-            | Predicate::Absent { ks, .. }
-            | Predicate::ValueEquals { ks, .. }
-            | Predicate::RangeEmpty { ks, .. } => *ks,
-        };
-        let ks_of_m = |m: &Mutation| match m {
-            Mutation::Put { ks, .. }
-            | Mutation::Delete { ks, .. }
-            | Mutation::DeleteRange { ks, .. }
-            | Mutation::Add { ks, .. }
-            | Mutation::PutVersionstamped { ks, .. } => *ks,
-        };
-        if c.predicates
-            .iter()
-            .map(ks_of_p)
-            .chain(c.mutations.iter().map(ks_of_m))
-            .any(|k| k.index() >= n)
-        {
+        if c.keyspaces().any(|k| k.index() >= n) {
             return Err(ModelError::UnknownKeyspace);
         }
         for (i, p) in c.predicates.iter().enumerate() {
