@@ -434,7 +434,7 @@ impl<L: ChunkLayout> ChunkPlanner<L> {
         let mut puts = Vec::with_capacity(count as usize + 1);
         puts.push(Row {
             key: meta_key,
-            value: Cow::Owned(self.manifest_envelope(key, &manifest)),
+            value: Cow::Owned(self.manifest_envelope(key, &manifest, header.expires_at)),
         });
         let mut chunks = value.chunks(self.chunk_size);
         for index in 0..count {
@@ -473,11 +473,13 @@ impl<L: ChunkLayout> ChunkPlanner<L> {
         }
     }
 
-    fn manifest_envelope(&self, key: &[u8], manifest: &Manifest) -> Vec<u8> {
+    /// The manifest's envelope carries the value's expiry, so that the
+    /// metadata row alone says when a chunked value expires.
+    fn manifest_envelope(&self, key: &[u8], manifest: &Manifest, expires_at: Option<u64>) -> Vec<u8> {
         let mut out = Vec::with_capacity(envelope::MAX_HEADER_LEN + MANIFEST_LEN);
         let options = EncodeOptions {
             checksum: self.checksum,
-            expires_at: None,
+            expires_at,
         };
         // Appending a fixed array to a Vec cannot fail.
         let _ = envelope::encode_parts(Codec::Raw, 1, true, key, options, &mut out, |out| {

@@ -11,6 +11,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 pub trait Clock: Send + Sync {
     /// Milliseconds since the Unix epoch.
     fn now_ms(&self) -> u64;
+
+    /// Waits `ms` milliseconds (a retry's backoff). A manual clock moves its
+    /// reading forward instead of blocking.
+    fn sleep_ms(&self, ms: u64);
 }
 
 /// A source of randomness.
@@ -48,6 +52,10 @@ impl Clock for SystemClock {
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
     }
+
+    fn sleep_ms(&self, ms: u64) {
+        std::thread::sleep(std::time::Duration::from_millis(ms));
+    }
 }
 
 /// A clock that moves only when told to.
@@ -74,6 +82,10 @@ impl ManualClock {
 impl Clock for ManualClock {
     fn now_ms(&self) -> u64 {
         self.0.load(Ordering::SeqCst)
+    }
+
+    fn sleep_ms(&self, ms: u64) {
+        self.advance(ms);
     }
 }
 

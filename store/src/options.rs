@@ -1,0 +1,190 @@
+//! How a store is configured.
+
+use std::any::TypeId;
+use std::fmt;
+use std::sync::Arc;
+
+use strata_codec::Limits;
+use strata_engine::{Durability, KeyspaceSpec, Profile};
+use strata_keys::Key;
+
+/// Maps a data key to the quota scope it is charged to, if any.
+pub type ScopeFn = Arc<dyn Fn(&[u8]) -> Option<Vec<u8>> + Send + Sync>;
+
+/// How a transaction retries after a conflict.
+///
+/// Attempt `n` (from 1) that conflicts waits a random time between half
+/// and all of `min(max_backoff_ms, base_backoff_ms * 2^(n-1))`, taken from
+/// the store's injected clock and rng, then runs the closure again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RetryPolicy {
+    /// Attempts in all, the first included (at least 1).
+    pub max_attempts: u32,
+    /// Backoff before the second attempt, in milliseconds.
+    pub base_backoff_ms: u64,
+    /// Largest backoff, in milliseconds.
+    pub max_backoff_ms: u64,
+}
+
+impl Default for RetryPolicy {
+    /// 10 attempts, backoff from 1 ms doubling up to 100 ms.
+    fn default() -> Self {
+        Self {
+            max_attempts: 10,
+            base_backoff_ms: 1,
+            max_backoff_ms: 100,
+        }
+    }
+}
+
+impl RetryPolicy {
+    /// One attempt, no retry.
+    pub const NONE: Self = Self {
+        max_attempts: 1,
+        base_backoff_ms: 0,
+        max_backoff_ms: 0,
+    };
+
+    /// The upper bound of the wait after failed attempt `attempt` (from 1).
+    pub(crate) fn ceiling_ms(&self, attempt: u32) -> u64 {
+        let doubled = self
+            .base_backoff_ms
+            .saturating_mul(1u64.checked_shl(attempt.saturating_sub(1)).unwrap_or(u64::MAX));
+        doubled.min(self.max_backoff_ms)
+    }
+}
+
+/// Everything a [`Store`](crate::Store) is opened with.
+///
+/// ```
+/// use strata_codec::Limits;
+/// use strata_store::StoreOptions;
+///
+/// let options = StoreOptions::new(Limits::ACTOR_KV.with_quota(1 << 20))
+///     // Every key under byte 7 plus the next 17 bytes (a tuple UUID) is
+///     // one actor's quota scope.
+///     .quota_scope(|key: &[u8]| (key.first() == Some(&7) && key.len() >= 18).then(|| key[..18].to_vec()));
+/// assert_eq!(options.limits.max_batch_entries, 128);
+/// ```
+#[derive(Clone)]
+pub struct StoreOptions {
+    /// The limits every atomic commit respects, and the quota of every
+    /// scope ([`Limits::quota_bytes`]).
+    pub limits: Limits,
+    /// Name of the engine keyspace holding the typed rows (default `"data"`).
+    pub data_keyspace: String,
+    /// Name of the engine keyspace holding chunks, quota counters and the
+    /// expiry index (default `"strata.system"`).
+    pub system_keyspace: String,
+    /// Durability of commits (default [`Durability::Immediate`]).
+    pub durability: Durability,
+    /// Retries of [`Store::transact`](crate::Store::transact).
+    pub retry: RetryPolicy,
+    /// Size of a chunk row; `None` means the value limit (capped at 1 MiB).
+    pub chunk_size: Option<usize>,
+    pub(crate) chunked: Vec<TypeId>,
+    pub(crate) scope: Option<ScopeFn>,
+}
+
+impl fmt::Debug for StoreOptions {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("StoreOptions")
+            .field("limits", &self.limits)
+            .field("data_keyspace", &self.data_keyspace)
+            .field("system_keyspace", &self.system_keyspace)
+            .field("durability", &self.durability)
+            .field("retry", &self.retry)
+            .field("chunk_size", &self.chunk_size)
+            .field("chunked_types", &self.chunked.len())
+            .field("quota_scopes", &self.scope.is_some())
+            .finish()
+    }
+}
+
+impl Default for StoreOptions {
+    fn default() -> Self {
+        Self::new(Limits::FOUNDATIONDB)
+    }
+}
+
+impl StoreOptions {
+    /// Options with `limits` and every other setting at its default.
+    pub fn new(limits: Limits) -> Self {
+        Self {
+            limits,
+            data_keyspace: "data".to_owned(),
+            system_keyspace: "strata.system".to_owned(),
+            durability: Durability::Immediate,
+            retry: RetryPolicy::default(),
+            chunk_size: None,
+            chunked: Vec::new(),
+            scope: None,
+        }
+    }
+
+    /// Values of key type `K` larger than the value limit are stored in
+    /// chunks (a metadata row plus chunk rows, in one commit) instead of
+    /// being refused. Writes of a chunked type read the old value first, to
+    /// remove its chunks.
+    #[must_use]
+    pub fn chunked<K: Key + 'static>(mut self) -> Self {
+        self.chunked.push(TypeId::of::<K>());
+        self
+    }
+
+    /// Charges every data key for which `scope` returns `Some(s)` to quota
+    /// scope `s`, whose usage may not exceed [`Limits::quota_bytes`]. Writes
+    /// to a scoped key read the old value first, to charge net growth.
+    #[must_use]
+    pub fn quota_scope(
+        mut self,
+        scope: impl Fn(&[u8]) -> Option<Vec<u8>> + Send + Sync + 'static,
+    ) -> Self {
+        self.scope = Some(Arc::new(scope));
+        self
+    }
+
+    /// With this durability.
+    #[must_use]
+    pub fn durability(mut self, durability: Durability) -> Self {
+        self.durability = durability;
+        self
+    }
+
+    /// With this retry policy.
+    #[must_use]
+    pub fn retry(mut self, retry: RetryPolicy) -> Self {
+        self.retry = retry;
+        self
+    }
+
+    /// With this chunk size.
+    #[must_use]
+    pub fn chunk_size(mut self, bytes: usize) -> Self {
+        self.chunk_size = Some(bytes);
+        self
+    }
+
+    /// The two keyspaces to open the engine with: the data keyspace
+    /// (`PointLookup`) and the system keyspace (`General`).
+    pub fn keyspace_specs(&self) -> Vec<KeyspaceSpec> {
+        vec![
+            KeyspaceSpec::new(self.data_keyspace.clone(), Profile::PointLookup),
+            KeyspaceSpec::new(self.system_keyspace.clone(), Profile::General),
+        ]
+    }
+
+    pub(crate) fn is_chunked<K: Key + 'static>(&self) -> bool {
+        self.chunked.contains(&TypeId::of::<K>())
+    }
+
+    pub(crate) fn scope_of(&self, key: &[u8]) -> Option<Vec<u8>> {
+        self.scope.as_ref().and_then(|f| f(key))
+    }
+
+    pub(crate) fn effective_chunk_size(&self) -> usize {
+        self.chunk_size
+            .unwrap_or(self.limits.max_value_bytes.min(1 << 20))
+            .clamp(1, u32::MAX as usize)
+    }
+}

@@ -1,0 +1,350 @@
+//! Typed reads: point reads and streaming scans over one snapshot.
+
+use std::marker::PhantomData;
+use std::ops::Bound;
+
+use strata_codec::{ChunkLayout, DecodeOptions, Header, Value, decode_with, verify};
+use strata_engine::{Engine, RangeSpec, Snapshot};
+use strata_keys::{Key, KeyRange};
+
+use crate::{Store, StoreError};
+
+/// Where a scan resumes: after the last key it returned.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Cursor(pub(crate) Vec<u8>);
+
+impl Cursor {
+    /// The last key returned, encoded.
+    pub fn key_bytes(&self) -> &[u8] {
+        &self.0
+    }
+
+    /// A cursor after `key` (encoded), for a caller that stored one.
+    pub fn after(key: impl Into<Vec<u8>>) -> Self {
+        Self(key.into())
+    }
+}
+
+/// What to scan: a key range, a direction, a limit, a resume point.
+///
+/// ```
+/// use strata_keys::KeyRange;
+/// use strata_store::Scan;
+///
+/// let scan = Scan::prefix(b"user/").limit(100).reverse();
+/// assert_eq!(scan.range(), &KeyRange::prefix(b"user/"));
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Scan {
+    range: KeyRange,
+    limit: Option<usize>,
+    reverse: bool,
+    after: Option<Cursor>,
+}
+
+impl Scan {
+    /// Every key in `range`.
+    pub fn range_of(range: KeyRange) -> Self {
+        Self {
+            range,
+            limit: None,
+            reverse: false,
+            after: None,
+        }
+    }
+
+    /// Every key starting with `prefix` (the `strinc` rule; use
+    /// [`Scan::range_of`] with a `tuple_range()` for tuple subspaces).
+    pub fn prefix(prefix: &[u8]) -> Self {
+        Self::range_of(KeyRange::prefix(prefix))
+    }
+
+    /// Every key.
+    pub fn all() -> Self {
+        Self::range_of(KeyRange {
+            start: Vec::new(),
+            end: None,
+        })
+    }
+
+    /// At most `n` entries; the result says whether more remain.
+    #[must_use]
+    pub fn limit(mut self, n: usize) -> Self {
+        self.limit = Some(n);
+        self
+    }
+
+    /// Descending key order.
+    #[must_use]
+    pub fn reverse(mut self) -> Self {
+        self.reverse = !self.reverse;
+        self
+    }
+
+    /// Resumes after `cursor` (in the scan's direction).
+    #[must_use]
+    pub fn after(mut self, cursor: Cursor) -> Self {
+        self.after = Some(cursor);
+        self
+    }
+
+    /// The key range.
+    pub fn range(&self) -> &KeyRange {
+        &self.range
+    }
+
+    pub(crate) fn max(&self) -> usize {
+        self.limit.unwrap_or(usize::MAX)
+    }
+
+    pub(crate) fn is_reverse(&self) -> bool {
+        self.reverse
+    }
+
+    /// The engine range this scan reads (no limit: expired rows are
+    /// skipped, so the engine cannot count for us).
+    pub(crate) fn spec(&self) -> RangeSpec {
+        let mut start = Bound::Included(self.range.start.clone());
+        let mut end = self
+            .range
+            .end
+            .clone()
+            .map_or(Bound::Unbounded, Bound::Excluded);
+        if let Some(Cursor(after)) = &self.after {
+            if self.reverse {
+                if self.range.end.as_ref().is_none_or(|e| after < e) {
+                    end = Bound::Excluded(after.clone());
+                }
+            } else if *after >= self.range.start {
+                start = Bound::Excluded(after.clone());
+            }
+        }
+        RangeSpec {
+            start,
+            end,
+            reverse: self.reverse,
+            limit: None,
+        }
+    }
+}
+
+/// One page of a collected scan.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Page<K: Key> {
+    /// The entries, in scan order.
+    pub items: Vec<(K, K::Value)>,
+    /// Whether entries remain after the last one (the limit stopped it).
+    pub more: bool,
+    /// Resume point: after the last entry returned (`None` when empty).
+    pub cursor: Option<Cursor>,
+}
+
+impl<K: Key> Page<K> {
+    /// The scan that continues this page, if `more`.
+    pub fn next(&self, scan: &Scan) -> Option<Scan> {
+        (self.more)
+            .then(|| self.cursor.clone().map(|c| scan.clone().after(c)))
+            .flatten()
+    }
+}
+
+/// A consistent typed view of a store at one engine version.
+pub struct ReadView<'s, E: Engine> {
+    pub(crate) store: &'s Store<E>,
+    pub(crate) snap: E::Snapshot<'s>,
+    pub(crate) now: u64,
+}
+
+impl<'s, E: Engine + 's> ReadView<'s, E> {
+    /// The engine version this view reads.
+    ///
+    /// # Errors
+    /// A backend read failure.
+    pub fn version(&self) -> Result<u64, StoreError> {
+        Ok(self.snap.version()?)
+    }
+
+    /// The clock reading this view treats as now, for expiry.
+    pub fn now_ms(&self) -> u64 {
+        self.now
+    }
+
+    /// The value of `key`, or `None` when absent or expired.
+    ///
+    /// # Errors
+    /// The key does not pack, the value does not decode, or the engine fails.
+    pub fn get<K>(&self, key: &K) -> Result<Option<K::Value>, StoreError>
+    where
+        K: Key,
+        K::Value: Value,
+    {
+        let bytes = key.pack().map_err(StoreError::key::<K>)?;
+        match self.snap.get(self.store.data, &bytes)? {
+            None => Ok(None),
+            Some(meta) => self.store.decode_row::<K, _>(&self.snap, &bytes, &meta, self.now),
+        }
+    }
+
+    /// Streams the entries of `scan`, decoding keys as `K`: a row of
+    /// another key type is an error item, not a skipped row. Expired
+    /// values are skipped. After the iterator ends, [`ScanIter::more`] and
+    /// [`ScanIter::cursor`] say whether and where to continue.
+    ///
+    /// # Errors
+    /// The range is invalid or the engine fails.
+    pub fn scan<K>(&self, scan: &Scan) -> Result<ScanIter<'_, 's, E, K>, StoreError>
+    where
+        K: Key,
+        K::Value: Value,
+    {
+        let rows = self.snap.range(self.store.data, scan.spec())?;
+        Ok(ScanIter {
+            view: self,
+            rows,
+            left: scan.max(),
+            more: false,
+            last: None,
+            done: false,
+            _key: PhantomData,
+        })
+    }
+
+    /// [`ReadView::scan`] collected into a [`Page`].
+    ///
+    /// # Errors
+    /// The first error item of the scan.
+    pub fn scan_page<K>(&self, scan: &Scan) -> Result<Page<K>, StoreError>
+    where
+        K: Key,
+        K::Value: Value,
+    {
+        let mut it = self.scan::<K>(scan)?;
+        let items = it.by_ref().collect::<Result<Vec<_>, _>>()?;
+        Ok(Page {
+            items,
+            more: it.more(),
+            cursor: it.cursor(),
+        })
+    }
+}
+
+/// A streaming typed scan; see [`ReadView::scan`].
+pub struct ScanIter<'v, 's, E: Engine, K> {
+    view: &'v ReadView<'s, E>,
+    rows: <E::Snapshot<'s> as Snapshot>::Range<'v>,
+    left: usize,
+    more: bool,
+    last: Option<Vec<u8>>,
+    done: bool,
+    _key: PhantomData<fn() -> K>,
+}
+
+impl<E: Engine, K> ScanIter<'_, '_, E, K> {
+    /// Whether the limit stopped the scan with entries left (known once
+    /// the iterator has returned `None`).
+    pub fn more(&self) -> bool {
+        self.more
+    }
+
+    /// Resume point: after the last entry returned.
+    pub fn cursor(&self) -> Option<Cursor> {
+        self.last.clone().map(Cursor)
+    }
+}
+
+impl<E, K> Iterator for ScanIter<'_, '_, E, K>
+where
+    E: Engine,
+    K: Key,
+    K::Value: Value,
+{
+    type Item = Result<(K, K::Value), StoreError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        while !self.done {
+            let (key, meta) = match self.rows.next()? {
+                Ok(row) => row,
+                Err(e) => return Some(Err(e.into())),
+            };
+            let store = self.view.store;
+            if self.left == 0 {
+                // Is there one more live row beyond the limit?
+                match store.decode_row::<K, _>(&self.view.snap, &key, &meta, self.view.now) {
+                    Ok(None) => continue,
+                    Ok(Some(_)) | Err(_) => {
+                        self.more = true;
+                        self.done = true;
+                        return None;
+                    }
+                }
+            }
+            let typed = match K::unpack(&key) {
+                Ok(k) => k,
+                Err(e) => return Some(Err(StoreError::key::<K>(e))),
+            };
+            match store.decode_row::<K, _>(&self.view.snap, &key, &meta, self.view.now) {
+                Ok(None) => {}
+                Ok(Some(value)) => {
+                    self.left -= 1;
+                    self.last = Some(key);
+                    return Some(Ok((typed, value)));
+                }
+                Err(e) => return Some(Err(e)),
+            }
+        }
+        None
+    }
+}
+
+impl<E: Engine> Store<E> {
+    /// Decodes the data row `meta` stored at `key`, assembling chunks from
+    /// `snap` when it is a chunk manifest; `None` when expired at `now`.
+    pub(crate) fn decode_row<K, S>(
+        &self,
+        snap: &S,
+        key: &[u8],
+        meta: &[u8],
+        now: u64,
+    ) -> Result<Option<K::Value>, StoreError>
+    where
+        K: Key,
+        K::Value: Value,
+        S: Snapshot,
+    {
+        let decode_err = |source| StoreError::Decode {
+            key_type: K::NAME,
+            source,
+        };
+        let options = DecodeOptions::default();
+        let header = Header::read(meta).map_err(decode_err)?;
+        if !header.chunked {
+            let (value, header) = decode_with::<K::Value>(key, meta, options).map_err(decode_err)?;
+            return Ok((!header.is_expired(now)).then_some(value));
+        }
+        let (header, _) = verify(key, meta).map_err(decode_err)?;
+        if header.is_expired(now) {
+            return Ok(None);
+        }
+        let chunks = self.planner.layout().chunks_from(key, 0);
+        let rows = snap
+            .range(
+                self.system,
+                RangeSpec {
+                    start: Bound::Included(chunks.start),
+                    end: chunks.end.map_or(Bound::Unbounded, Bound::Excluded),
+                    reverse: false,
+                    limit: None,
+                },
+            )?
+            .collect::<Result<Vec<_>, _>>()?;
+        let whole = self
+            .planner
+            .assemble(key, meta, rows)
+            .map_err(|source| StoreError::Chunk {
+                key_type: K::NAME,
+                source,
+            })?;
+        let (value, _) = decode_with::<K::Value>(key, &whole, options).map_err(decode_err)?;
+        Ok(Some(value))
+    }
+}

@@ -1,0 +1,286 @@
+//! The store: opening, single operations, transactions with retries.
+
+use std::sync::{Arc, Mutex, PoisonError};
+
+use strata_codec::{ChunkPlanner, Value};
+use strata_engine::{Clock, CommitInfo, Engine, Keyspace, Rng, SystemClock, SystemRng};
+use strata_keys::Key;
+
+use crate::layout::SystemChunks;
+use crate::read::{Page, ReadView, Scan};
+use crate::{StoreError, StoreOptions, Tx};
+
+/// A typed store over an engine. See the [crate docs](crate).
+pub struct Store<E: Engine> {
+    pub(crate) engine: E,
+    pub(crate) data: Keyspace,
+    pub(crate) system: Keyspace,
+    pub(crate) options: StoreOptions,
+    pub(crate) planner: ChunkPlanner<SystemChunks>,
+    pub(crate) clock: Arc<dyn Clock>,
+    rng: Mutex<Box<dyn Rng>>,
+}
+
+impl<E: Engine> std::fmt::Debug for Store<E> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store")
+            .field("data", &self.data)
+            .field("system", &self.system)
+            .field("options", &self.options)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<E: Engine> Store<E> {
+    /// A store on `engine` with the system clock and randomness. The
+    /// engine must have been opened with the keyspaces of
+    /// [`StoreOptions::keyspace_specs`] (more are fine).
+    ///
+    /// # Errors
+    /// [`StoreError::Engine`] naming a missing keyspace; [`StoreError::Chunk`]
+    /// for a chunk size of 0.
+    pub fn open(engine: E, options: StoreOptions) -> Result<Self, StoreError> {
+        Self::open_with(engine, options, Arc::new(SystemClock), Box::new(SystemRng::new()))
+    }
+
+    /// As [`Store::open`] with an injected clock (expiry, backoff) and rng
+    /// (backoff jitter).
+    ///
+    /// # Errors
+    /// As [`Store::open`].
+    pub fn open_with(
+        engine: E,
+        options: StoreOptions,
+        clock: Arc<dyn Clock>,
+        rng: Box<dyn Rng>,
+    ) -> Result<Self, StoreError> {
+        let data = engine.keyspace(&options.data_keyspace)?;
+        let system = engine.keyspace(&options.system_keyspace)?;
+        let planner = ChunkPlanner::new(SystemChunks, options.effective_chunk_size())
+            .map_err(|source| StoreError::Chunk {
+                key_type: "(options)",
+                source,
+            })?
+            .inline_up_to(options.limits.max_value_bytes);
+        Ok(Self {
+            engine,
+            data,
+            system,
+            options,
+            planner,
+            clock,
+            rng: Mutex::new(rng),
+        })
+    }
+
+    /// The engine.
+    pub fn engine(&self) -> &E {
+        &self.engine
+    }
+
+    /// The engine, giving up the store.
+    pub fn into_engine(self) -> E {
+        self.engine
+    }
+
+    /// The options.
+    pub fn options(&self) -> &StoreOptions {
+        &self.options
+    }
+
+    /// The data and system keyspaces.
+    pub fn keyspaces(&self) -> (Keyspace, Keyspace) {
+        (self.data, self.system)
+    }
+
+    /// A consistent read view at the engine's latest version, with the
+    /// clock's current reading for expiry.
+    ///
+    /// # Errors
+    /// The engine cannot take a snapshot.
+    pub fn read(&self) -> Result<ReadView<'_, E>, StoreError> {
+        Ok(ReadView {
+            store: self,
+            snap: self.engine.snapshot()?,
+            now: self.clock.now_ms(),
+        })
+    }
+
+    /// The value of `key` (`None` when absent or expired).
+    ///
+    /// # Errors
+    /// As [`ReadView::get`].
+    pub fn get<K>(&self, key: &K) -> Result<Option<K::Value>, StoreError>
+    where
+        K: Key,
+        K::Value: Value,
+    {
+        self.read()?.get(key)
+    }
+
+    /// One page of `scan`.
+    ///
+    /// # Errors
+    /// As [`ReadView::scan_page`].
+    pub fn scan<K>(&self, scan: &Scan) -> Result<Page<K>, StoreError>
+    where
+        K: Key,
+        K::Value: Value,
+    {
+        self.read()?.scan_page(scan)
+    }
+
+    /// A transaction to drive by hand: read, write, then [`Tx::commit`].
+    /// Nothing retries it; see [`Store::transact`].
+    pub fn begin(&self) -> Tx<'_, E> {
+        Tx::new(self, self.clock.now_ms())
+    }
+
+    /// Runs `f` in a transaction and commits it, running it again after a
+    /// conflict (with the backoff of [`StoreOptions::retry`]). `f` may run
+    /// several times, so it should have no effects outside the transaction.
+    ///
+    /// An error returned by `f` aborts without retry. A commit whose
+    /// outcome is unknown is not retried either (a retry could apply the
+    /// transaction twice); its error says so.
+    ///
+    /// ```
+    /// use strata_codec::Limits;
+    /// use strata_engine::MemEngine;
+    /// use strata_keys::tuple_key;
+    /// use strata_store::{Store, StoreError, StoreOptions};
+    ///
+    /// tuple_key! {
+    ///     /// An account's balance.
+    ///     pub struct Balance { pub id: u64 } -> String = ("balance", {id});
+    /// }
+    /// let options = StoreOptions::new(Limits::FOUNDATIONDB);
+    /// let store = Store::open(MemEngine::open(options.keyspace_specs())?, options)?;
+    /// store.put(&Balance { id: 1 }, &"10".to_owned())?;
+    /// let moved = store.transact(|tx| {
+    ///     let from: u64 = tx.get(&Balance { id: 1 })?.unwrap_or_default().parse().unwrap_or(0);
+    ///     tx.put(&Balance { id: 1 }, &(from - 3).to_string())?;
+    ///     tx.put(&Balance { id: 2 }, &"3".to_owned())?;
+    ///     Ok::<_, StoreError>(3)
+    /// })?;
+    /// assert_eq!(moved, 3);
+    /// assert_eq!(store.get(&Balance { id: 1 })?.as_deref(), Some("7"));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// # Errors
+    /// `f`'s error; [`StoreError::RetriesExhausted`] with the attempt count
+    /// and the last conflict; any other commit error.
+    pub fn transact<T, Er>(&self, mut f: impl FnMut(&mut Tx<'_, E>) -> Result<T, Er>) -> Result<T, Er>
+    where
+        Er: From<StoreError>,
+    {
+        self.transact_info(|tx| f(tx)).map(|(value, _)| value)
+    }
+
+    /// As [`Store::transact`], also returning the commit (`None` when the
+    /// transaction wrote nothing).
+    ///
+    /// # Errors
+    /// As [`Store::transact`].
+    pub fn transact_info<T, Er>(
+        &self,
+        mut f: impl FnMut(&mut Tx<'_, E>) -> Result<T, Er>,
+    ) -> Result<(T, Option<CommitInfo>), Er>
+    where
+        Er: From<StoreError>,
+    {
+        let policy = self.options.retry;
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let mut tx = self.begin();
+            let value = f(&mut tx)?;
+            match tx.commit() {
+                Ok(info) => return Ok((value, info)),
+                Err(e) if e.is_conflict() && attempt < policy.max_attempts.max(1) => {
+                    let wait = self.backoff_ms(attempt);
+                    tracing::debug!(attempt, wait, "transaction conflict, retrying");
+                    self.clock.sleep_ms(wait);
+                }
+                Err(e) if e.is_conflict() => {
+                    return Err(StoreError::RetriesExhausted {
+                        attempts: attempt,
+                        last: Box::new(e),
+                    }
+                    .into());
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+
+    /// A random wait in `[ceiling / 2, ceiling]` after failed `attempt`.
+    pub(crate) fn backoff_ms(&self, attempt: u32) -> u64 {
+        let ceiling = self.options.retry.ceiling_ms(attempt);
+        let half = ceiling / 2;
+        let mut rng = self.rng.lock().unwrap_or_else(PoisonError::into_inner);
+        half + rng.below(ceiling - half + 1)
+    }
+
+    /// Writes `value` at `key` in its own transaction.
+    ///
+    /// # Errors
+    /// As [`Tx::put`] and [`Tx::commit`].
+    pub fn put<K>(&self, key: &K, value: &K::Value) -> Result<CommitInfo, StoreError>
+    where
+        K: Key + 'static,
+        K::Value: Value,
+    {
+        self.write_one(|tx| tx.put(key, value))
+    }
+
+    /// Writes `value` at `key`, expiring `ttl_ms` from now, in its own
+    /// transaction.
+    ///
+    /// # Errors
+    /// As [`Tx::put_with_ttl`] and [`Tx::commit`].
+    pub fn put_with_ttl<K>(&self, key: &K, value: &K::Value, ttl_ms: u64) -> Result<CommitInfo, StoreError>
+    where
+        K: Key + 'static,
+        K::Value: Value,
+    {
+        self.write_one(|tx| tx.put_with_ttl(key, value, ttl_ms))
+    }
+
+    /// Deletes `key` in its own transaction.
+    ///
+    /// # Errors
+    /// As [`Tx::delete`] and [`Tx::commit`].
+    pub fn delete<K: Key + 'static>(&self, key: &K) -> Result<CommitInfo, StoreError> {
+        self.write_one(|tx| tx.delete(key))
+    }
+
+    /// Adds `delta` to the counter at `key` in its own transaction.
+    ///
+    /// # Errors
+    /// As [`Tx::add`] and [`Tx::commit`].
+    pub fn add<K: Key<Value = i64>>(&self, key: &K, delta: i64) -> Result<CommitInfo, StoreError> {
+        self.write_one(|tx| tx.add(key, delta))
+    }
+
+    /// The counter at `key` (0 when absent).
+    ///
+    /// # Errors
+    /// [`StoreError::BadCounter`], or an engine failure.
+    pub fn counter<K: Key<Value = i64>>(&self, key: &K) -> Result<i64, StoreError> {
+        let bytes = key.pack().map_err(StoreError::key::<K>)?;
+        let snap = self.engine.snapshot()?;
+        crate::tx::counter_value(strata_engine::Snapshot::get(&snap, self.data, &bytes)?.as_deref())
+    }
+
+    fn write_one(
+        &self,
+        mut f: impl FnMut(&mut Tx<'_, E>) -> Result<(), StoreError>,
+    ) -> Result<CommitInfo, StoreError> {
+        let ((), info) = self.transact_info(|tx| f(tx))?;
+        info.ok_or(StoreError::Engine(strata_engine::EngineError::Backend(
+            "a write produced no commit".into(),
+        )))
+    }
+}

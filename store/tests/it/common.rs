@@ -1,0 +1,147 @@
+//! Key types, stores on each engine, and checks shared by the tests.
+
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use strata_codec::{Limits, value};
+use strata_engine::{Engine, ManualClock, MemEngine, SeededRng};
+use strata_engine_redb::{RedbEngine, RedbOptions};
+use strata_keys::tuple_key;
+use strata_keys::tuple::Versionstamp;
+use strata_store::{Store, StoreOptions};
+
+/// A small record.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Doc {
+    pub title: String,
+    pub body: Vec<u8>,
+}
+value!(Doc: postcard, version = 1);
+
+pub const ACTOR: i64 = 7;
+
+tuple_key! {
+    /// A document of an actor: `(ACTOR, actor, "doc", id)`.
+    pub struct DocKey { pub actor: u64, pub id: u64 } -> Doc = (ACTOR, {actor}, "doc", {id});
+    /// A blob of an actor, chunked when large: `(ACTOR, actor, "blob", id)`.
+    pub struct BlobKey { pub actor: u64, pub id: u64 } -> Vec<u8> = (ACTOR, {actor}, "blob", {id});
+    /// A counter of an actor.
+    pub struct CountKey { pub actor: u64, pub name: String } -> i64 = (ACTOR, {actor}, "count", {name});
+    /// A note sharing the doc prefix with another type (`("doc", id, "note")`).
+    pub struct NoteKey { pub actor: u64, pub id: u64 } -> String = (ACTOR, {actor}, "doc", {id}, "note");
+    /// An event whose key carries the commit's versionstamp.
+    pub struct EventKey { pub stamp: Versionstamp } -> String = ("event", {stamp});
+}
+
+/// The quota scope of a key: its `(ACTOR, actor)` prefix. (A tuple
+/// non-negative integer is a code byte `0x14 + n` and `n` bytes.)
+pub fn actor_scope(key: &[u8]) -> Option<Vec<u8>> {
+    let rest = key.strip_prefix(&[0x15, ACTOR as u8][..])?;
+    let n = usize::from(rest.first()?.checked_sub(0x14)?);
+    (n <= 8 && rest.len() > n).then(|| key[..3 + n].to_vec())
+}
+
+/// The scope bytes of an actor.
+pub fn scope(actor: u64) -> Vec<u8> {
+    strata_keys::tuple::pack(&(ACTOR, actor))
+}
+
+pub fn options(limits: Limits) -> StoreOptions {
+    StoreOptions::new(limits)
+        .chunked::<BlobKey>()
+        .quota_scope(actor_scope)
+}
+
+pub const T0: u64 = 1_700_000_000_000;
+
+/// A store on `engine` with a manual clock.
+pub fn store_on<E: Engine>(engine: E, options: StoreOptions) -> (Store<E>, Arc<ManualClock>) {
+    let clock = Arc::new(ManualClock::new(T0));
+    let store = Store::open_with(engine, options, clock.clone(), Box::new(SeededRng::new(1))).unwrap();
+    (store, clock)
+}
+
+pub fn mem(options: StoreOptions) -> (Store<MemEngine>, Arc<ManualClock>) {
+    let engine = MemEngine::open(options.keyspace_specs()).unwrap();
+    store_on(engine, options)
+}
+
+/// A redb store in a fresh temporary file (removed on drop of the guard).
+pub fn redb(options: StoreOptions) -> (Store<RedbEngine>, Arc<ManualClock>, TempDir) {
+    let dir = TempDir::new();
+    let engine = RedbEngine::open(dir.0.join("db.redb"), options.keyspace_specs(), RedbOptions::default()).unwrap();
+    let (s, c) = store_on(engine, options);
+    (s, c, dir)
+}
+
+/// A directory removed when dropped.
+pub struct TempDir(pub std::path::PathBuf);
+
+impl TempDir {
+    pub fn new() -> Self {
+        use std::sync::atomic::{AtomicU64, Ordering};
+        static N: AtomicU64 = AtomicU64::new(0);
+        let p = std::env::temp_dir().join(format!(
+            "strata-store-test-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::SeqCst)
+        ));
+        let _ = std::fs::remove_dir_all(&p);
+        std::fs::create_dir_all(&p).unwrap();
+        Self(p)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Runs `body` on a `MemEngine` store and on a `RedbEngine` store.
+#[macro_export]
+macro_rules! on_every_engine {
+    ($options:expr, |$store:ident, $clock:ident| $body:block) => {{
+        {
+            let ($store, $clock) = $crate::common::mem($options);
+            $body
+        }
+        {
+            let ($store, $clock, _dir) = $crate::common::redb($options);
+            $body
+        }
+    }};
+}
+
+/// Every quota scope's counter equals the recount of its rows.
+pub fn assert_quota_exact<E: Engine>(store: &Store<E>) {
+    for (scope, usage) in store.audit_quota().unwrap() {
+        assert_eq!(
+            usage.counted,
+            i64::try_from(usage.actual).unwrap(),
+            "scope {scope:02x?}: counter {} but rows take {}",
+            usage.counted,
+            usage.actual
+        );
+    }
+}
+
+/// Rows in the system keyspace (chunks, counters, index).
+pub fn system_rows<E: Engine>(store: &Store<E>) -> Vec<(Vec<u8>, Vec<u8>)> {
+    use strata_engine::Snapshot;
+    let (_, system) = store.keyspaces();
+    let snap = store.engine().snapshot().unwrap();
+    snap.range(system, strata_engine::RangeSpec::all())
+        .unwrap()
+        .map(Result::unwrap)
+        .collect()
+}
+
+/// Rows of a tag (`"c"`, `"q"`, `"x"`) in the system keyspace.
+pub fn system_rows_tagged<E: Engine>(store: &Store<E>, tag: &str) -> usize {
+    let prefix = strata_keys::tuple::pack(&(tag,));
+    system_rows(store)
+        .iter()
+        .filter(|(k, _)| k.starts_with(&prefix))
+        .count()
+}

@@ -1,0 +1,213 @@
+//! Typed point operations, scans with limits and cursors, chunked values.
+
+use strata_codec::Limits;
+use strata_engine::Engine;
+use strata_keys::{Key, KeyRange, tuple};
+use strata_store::{Scan, StoreError};
+
+use crate::common::{self, ACTOR, BlobKey, Doc, DocKey, NoteKey};
+use crate::on_every_engine;
+
+fn doc(i: u64) -> Doc {
+    Doc {
+        title: format!("doc {i}"),
+        body: vec![u8::try_from(i % 251).unwrap(); 16],
+    }
+}
+
+fn docs_of(actor: u64) -> Scan {
+    Scan::range_of(KeyRange::tuple_prefix(&tuple::pack(&(ACTOR, actor, "doc"))))
+}
+
+#[test]
+fn put_get_overwrite_delete() {
+    on_every_engine!(common::options(Limits::FOUNDATIONDB), |store, _clock| {
+        let k = DocKey { actor: 1, id: 1 };
+        assert_eq!(store.get(&k).unwrap(), None);
+        store.put(&k, &doc(1)).unwrap();
+        assert_eq!(store.get(&k).unwrap(), Some(doc(1)));
+        store.put(&k, &doc(2)).unwrap();
+        assert_eq!(store.get(&k).unwrap(), Some(doc(2)));
+        store.delete(&k).unwrap();
+        assert_eq!(store.get(&k).unwrap(), None);
+        common::assert_quota_exact(&store);
+        assert_eq!(store.quota_usage(&common::scope(1)).unwrap(), 0);
+    });
+}
+
+#[test]
+fn scans_page_with_cursor_and_more_in_both_directions() {
+    on_every_engine!(common::options(Limits::FOUNDATIONDB), |store, _clock| {
+        for id in 0..10 {
+            store.put(&DocKey { actor: 1, id }, &doc(id)).unwrap();
+        }
+        store.put(&DocKey { actor: 2, id: 0 }, &doc(99)).unwrap();
+        for reverse in [false, true] {
+            let mut scan = docs_of(1).limit(3);
+            if reverse {
+                scan = scan.reverse();
+            }
+            let mut ids = Vec::new();
+            let mut pages = 0;
+            loop {
+                let page = store.scan::<DocKey>(&scan).unwrap();
+                pages += 1;
+                assert!(page.items.len() <= 3);
+                ids.extend(page.items.iter().map(|(k, v)| {
+                    assert_eq!(*v, doc(k.id));
+                    k.id
+                }));
+                match page.next(&scan) {
+                    Some(next) => scan = next,
+                    None => break,
+                }
+            }
+            let mut want: Vec<u64> = (0..10).collect();
+            if reverse {
+                want.reverse();
+            }
+            assert_eq!(ids, want, "reverse = {reverse}");
+            assert_eq!(pages, 4, "3 + 3 + 3 + 1, the last without more");
+        }
+        // An exact fit says no more.
+        let page = store.scan::<DocKey>(&docs_of(1).limit(10)).unwrap();
+        assert_eq!((page.items.len(), page.more), (10, false));
+    });
+}
+
+#[test]
+fn a_scan_streams_and_reports_more_after_the_limit() {
+    let (store, _clock) = common::mem(common::options(Limits::FOUNDATIONDB));
+    for id in 0..5 {
+        store.put(&DocKey { actor: 1, id }, &doc(id)).unwrap();
+    }
+    let view = store.read().unwrap();
+    let mut it = view.scan::<DocKey>(&docs_of(1).limit(2)).unwrap();
+    assert_eq!(it.next().unwrap().unwrap().0.id, 0);
+    assert_eq!(it.next().unwrap().unwrap().0.id, 1);
+    assert!(it.next().is_none());
+    assert!(it.more());
+    assert_eq!(it.cursor().unwrap().key_bytes(), DocKey { actor: 1, id: 1 }.pack().unwrap());
+}
+
+#[test]
+fn a_row_of_another_key_type_in_a_scan_is_an_error() {
+    on_every_engine!(common::options(Limits::FOUNDATIONDB), |store, _clock| {
+        store.put(&DocKey { actor: 1, id: 1 }, &doc(1)).unwrap();
+        store.put(&NoteKey { actor: 1, id: 1 }, &"note".to_owned()).unwrap();
+        let err = store.scan::<DocKey>(&docs_of(1)).unwrap_err();
+        assert!(
+            matches!(err, StoreError::Key { key_type: "DocKey", .. }),
+            "{err:?}"
+        );
+        // Each type reads its own row.
+        assert_eq!(store.get(&NoteKey { actor: 1, id: 1 }).unwrap().as_deref(), Some("note"));
+    });
+}
+
+#[test]
+fn corrupt_rows_are_typed_errors() {
+    let (store, _clock) = common::mem(common::options(Limits::FOUNDATIONDB));
+    let k = DocKey { actor: 1, id: 1 };
+    let (data, _) = store.keyspaces();
+    for bytes in [&b""[..], &[0xE1][..], &[0xE1, 1, 0, 1, 2, 0, 0, 0, 0][..], &[0x00; 40][..]] {
+        store
+            .engine()
+            .commit(strata_engine::Commit::new().put(data, k.pack().unwrap(), bytes.to_vec()))
+            .unwrap();
+        let err = store.get(&k).unwrap_err();
+        assert!(matches!(err, StoreError::Decode { .. }), "{bytes:02x?}: {err:?}");
+    }
+}
+
+#[test]
+fn large_values_of_a_chunked_type_round_trip_and_leave_no_stale_chunks() {
+    let limits = Limits {
+        max_value_bytes: 1_000,
+        ..Limits::FOUNDATIONDB
+    };
+    on_every_engine!(common::options(limits), |store, _clock| {
+        let k = BlobKey { actor: 1, id: 1 };
+        let big: Vec<u8> = (0..5_500u32).map(|i| (i * 7 % 256) as u8).collect();
+        store.put(&k, &big).unwrap();
+        assert_eq!(store.get(&k).unwrap(), Some(big.clone()));
+        assert_eq!(common::system_rows_tagged(&store, "c"), 6, "5,500 bytes + header in 1,000-byte chunks");
+        common::assert_quota_exact(&store);
+
+        // Smaller but still chunked: the extra chunks go.
+        let mid = vec![3u8; 2_500];
+        store.put(&k, &mid).unwrap();
+        assert_eq!(store.get(&k).unwrap(), Some(mid));
+        assert_eq!(common::system_rows_tagged(&store, "c"), 3);
+        common::assert_quota_exact(&store);
+
+        // Inline again: every chunk goes.
+        store.put(&k, &vec![1u8; 10]).unwrap();
+        assert_eq!(store.get(&k).unwrap(), Some(vec![1u8; 10]));
+        assert_eq!(common::system_rows_tagged(&store, "c"), 0);
+
+        store.put(&k, &big).unwrap();
+        store.delete(&k).unwrap();
+        assert_eq!(store.get(&k).unwrap(), None);
+        assert_eq!(common::system_rows_tagged(&store, "c"), 0);
+        common::assert_quota_exact(&store);
+        assert_eq!(store.quota_usage(&common::scope(1)).unwrap(), 0);
+
+        // Scans assemble chunked values too.
+        store.put(&k, &big).unwrap();
+        store.put(&BlobKey { actor: 1, id: 2 }, &vec![9u8; 3]).unwrap();
+        let page = store
+            .scan::<BlobKey>(&Scan::range_of(KeyRange::tuple_prefix(&tuple::pack(&(ACTOR, 1u64, "blob")))))
+            .unwrap();
+        assert_eq!(page.items, vec![(k.clone(), big.clone()), (BlobKey { actor: 1, id: 2 }, vec![9u8; 3])]);
+    });
+}
+
+#[test]
+fn a_value_too_large_for_a_type_that_is_not_chunked_is_refused_and_nothing_is_written() {
+    let limits = Limits {
+        max_value_bytes: 100,
+        ..Limits::FOUNDATIONDB
+    };
+    on_every_engine!(common::options(limits), |store, _clock| {
+        let k = DocKey { actor: 1, id: 1 };
+        let small = doc(1);
+        store.put(&k, &small).unwrap();
+        let version = store.engine().last_version();
+        let big = Doc {
+            title: "big".into(),
+            body: vec![0; 100],
+        };
+        let err = store.put(&k, &big).unwrap_err();
+        assert!(
+            matches!(err, StoreError::ValueTooLarge { key_type: "DocKey", max: 100, .. }),
+            "{err:?}"
+        );
+        assert_eq!(store.engine().last_version(), version, "no commit");
+        assert_eq!(store.get(&k).unwrap(), Some(small));
+    });
+}
+
+#[test]
+fn a_chunk_missing_from_storage_is_a_typed_error() {
+    let limits = Limits {
+        max_value_bytes: 500,
+        ..Limits::FOUNDATIONDB
+    };
+    let (store, _clock) = common::mem(common::options(limits));
+    let k = BlobKey { actor: 1, id: 1 };
+    store.put(&k, &vec![5u8; 2_000]).unwrap();
+    let (_, system) = store.keyspaces();
+    let second = common::system_rows(&store)
+        .into_iter()
+        .filter(|(key, _)| key.starts_with(&tuple::pack(&("c",))))
+        .nth(1)
+        .unwrap()
+        .0;
+    store
+        .engine()
+        .commit(strata_engine::Commit::new().delete(system, second))
+        .unwrap();
+    let err = store.get(&k).unwrap_err();
+    assert!(matches!(err, StoreError::Chunk { .. }), "{err:?}");
+}
