@@ -475,7 +475,12 @@ impl<L: ChunkLayout> ChunkPlanner<L> {
 
     /// The manifest's envelope carries the value's expiry, so that the
     /// metadata row alone says when a chunked value expires.
-    fn manifest_envelope(&self, key: &[u8], manifest: &Manifest, expires_at: Option<u64>) -> Vec<u8> {
+    fn manifest_envelope(
+        &self,
+        key: &[u8],
+        manifest: &Manifest,
+        expires_at: Option<u64>,
+    ) -> Vec<u8> {
         let mut out = Vec::with_capacity(envelope::MAX_HEADER_LEN + MANIFEST_LEN);
         let options = EncodeOptions {
             checksum: self.checksum,

@@ -56,7 +56,9 @@ pub enum StoreError {
     },
     /// A value is larger than one row may hold and its key type does not
     /// allow chunking ([`StoreOptions::chunked`](crate::StoreOptions::chunked)).
-    #[error("value of key type {key_type} is {size} bytes, above the {max}-byte value limit, and the key type is not chunked")]
+    #[error(
+        "value of key type {key_type} is {size} bytes, above the {max}-byte value limit, and the key type is not chunked"
+    )]
     ValueTooLarge {
         /// The key type's name.
         key_type: &'static str,
@@ -71,7 +73,9 @@ pub enum StoreError {
     Limit(#[source] LimitExceeded),
     /// The commit would take a quota scope over its quota; nothing was
     /// written.
-    #[error("quota of scope {scope:02x?} exceeded: {used} bytes used, {requested} more requested, limit {limit}")]
+    #[error(
+        "quota of scope {scope:02x?} exceeded: {used} bytes used, {requested} more requested, limit {limit}"
+    )]
     Quota {
         /// The scope's bytes.
         scope: Vec<u8>,

@@ -90,11 +90,10 @@ pub(crate) fn expiry_key(at: u64, key: &[u8]) -> Vec<u8> {
 /// Index entries expiring at `from` or later, up to and including `until`.
 pub(crate) fn expiry_range(from: Option<&[u8]>, until: u64) -> KeyRange {
     let start = from.map_or_else(|| tuple::pack(&(EXPIRY,)), <[u8]>::to_vec);
-    let end = until
-        .checked_add(1)
-        .map_or_else(|| KeyRange::tuple_prefix(&tuple::pack(&(EXPIRY,))).end, |next| {
-            Some(tuple::pack(&(EXPIRY, next)))
-        });
+    let end = until.checked_add(1).map_or_else(
+        || KeyRange::tuple_prefix(&tuple::pack(&(EXPIRY,))).end,
+        |next| Some(tuple::pack(&(EXPIRY, next))),
+    );
     KeyRange { start, end }
 }
 

@@ -68,7 +68,9 @@ mod store;
 mod tx;
 
 pub use error::StoreError;
-pub use ops::{BulkCursor, BulkError, BulkNonAtomic, BulkReport, ScopeUsage, SweepCursor, SweepReport};
+pub use ops::{
+    BulkCursor, BulkError, BulkNonAtomic, BulkReport, ScopeUsage, SweepCursor, SweepReport,
+};
 pub use options::{RetryPolicy, ScopeFn, StoreOptions};
 pub use read::{Cursor, Page, ReadView, Scan, ScanIter};
 pub use store::Store;

@@ -71,10 +71,12 @@ pub struct BulkNonAtomic<'s, E: Engine> {
 enum PendingEntry {
     Ready(Pending),
     /// A put with a time to live, stamped when its commit is built.
-    Ttl { pending: Pending },
+    Ttl {
+        pending: Pending,
+    },
 }
 
-impl<'s, E: Engine> BulkNonAtomic<'s, E> {
+impl<E: Engine> BulkNonAtomic<'_, E> {
     /// Queues a put.
     ///
     /// # Errors
@@ -94,7 +96,12 @@ impl<'s, E: Engine> BulkNonAtomic<'s, E> {
     ///
     /// # Errors
     /// As [`Tx::put_with_ttl`].
-    pub fn put_with_ttl<K>(&mut self, key: &K, value: &K::Value, ttl_ms: u64) -> Result<&mut Self, StoreError>
+    pub fn put_with_ttl<K>(
+        &mut self,
+        key: &K,
+        value: &K::Value,
+        ttl_ms: u64,
+    ) -> Result<&mut Self, StoreError>
     where
         K: Key + 'static,
         K::Value: Value,
@@ -231,7 +238,9 @@ impl<E: Engine> Store<E> {
         let chunks = layout::chunk_rows_range();
         for row in snap.range(self.system, spec_of(chunks))? {
             let (k, v) = row?;
-            if let Some(scope) = layout::chunk_owner(&k).and_then(|owner| self.options.scope_of(&owner)) {
+            if let Some(scope) =
+                layout::chunk_owner(&k).and_then(|owner| self.options.scope_of(&owner))
+            {
                 usage.entry(scope).or_default().actual += stored_size(k.len(), v.len());
             }
         }

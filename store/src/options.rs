@@ -47,9 +47,10 @@ impl RetryPolicy {
 
     /// The upper bound of the wait after failed attempt `attempt` (from 1).
     pub(crate) fn ceiling_ms(&self, attempt: u32) -> u64 {
-        let doubled = self
-            .base_backoff_ms
-            .saturating_mul(1u64.checked_shl(attempt.saturating_sub(1)).unwrap_or(u64::MAX));
+        let doubled = self.base_backoff_ms.saturating_mul(
+            1u64.checked_shl(attempt.saturating_sub(1))
+                .unwrap_or(u64::MAX),
+        );
         doubled.min(self.max_backoff_ms)
     }
 }

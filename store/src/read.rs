@@ -181,7 +181,9 @@ impl<'s, E: Engine + 's> ReadView<'s, E> {
         let bytes = key.pack().map_err(StoreError::key::<K>)?;
         match self.snap.get(self.store.data, &bytes)? {
             None => Ok(None),
-            Some(meta) => self.store.decode_row::<K, _>(&self.snap, &bytes, &meta, self.now),
+            Some(meta) => self
+                .store
+                .decode_row::<K, _>(&self.snap, &bytes, &meta, self.now),
         }
     }
 
@@ -269,14 +271,14 @@ where
             let store = self.view.store;
             if self.left == 0 {
                 // Is there one more live row beyond the limit?
-                match store.decode_row::<K, _>(&self.view.snap, &key, &meta, self.view.now) {
-                    Ok(None) => continue,
-                    Ok(Some(_)) | Err(_) => {
-                        self.more = true;
-                        self.done = true;
-                        return None;
-                    }
+                if let Ok(None) =
+                    store.decode_row::<K, _>(&self.view.snap, &key, &meta, self.view.now)
+                {
+                    continue;
                 }
+                self.more = true;
+                self.done = true;
+                return None;
             }
             let typed = match K::unpack(&key) {
                 Ok(k) => k,
@@ -318,7 +320,8 @@ impl<E: Engine> Store<E> {
         let options = DecodeOptions::default();
         let header = Header::read(meta).map_err(decode_err)?;
         if !header.chunked {
-            let (value, header) = decode_with::<K::Value>(key, meta, options).map_err(decode_err)?;
+            let (value, header) =
+                decode_with::<K::Value>(key, meta, options).map_err(decode_err)?;
             return Ok((!header.is_expired(now)).then_some(value));
         }
         let (header, _) = verify(key, meta).map_err(decode_err)?;

@@ -40,7 +40,12 @@ impl<E: Engine> Store<E> {
     /// [`StoreError::Engine`] naming a missing keyspace; [`StoreError::Chunk`]
     /// for a chunk size of 0.
     pub fn open(engine: E, options: StoreOptions) -> Result<Self, StoreError> {
-        Self::open_with(engine, options, Arc::new(SystemClock), Box::new(SystemRng::new()))
+        Self::open_with(
+            engine,
+            options,
+            Arc::new(SystemClock),
+            Box::new(SystemRng::new()),
+        )
     }
 
     /// As [`Store::open`] with an injected clock (expiry, backoff) and rng
@@ -171,7 +176,10 @@ impl<E: Engine> Store<E> {
     /// # Errors
     /// `f`'s error; [`StoreError::RetriesExhausted`] with the attempt count
     /// and the last conflict; any other commit error.
-    pub fn transact<T, Er>(&self, mut f: impl FnMut(&mut Tx<'_, E>) -> Result<T, Er>) -> Result<T, Er>
+    pub fn transact<T, Er>(
+        &self,
+        mut f: impl FnMut(&mut Tx<'_, E>) -> Result<T, Er>,
+    ) -> Result<T, Er>
     where
         Er: From<StoreError>,
     {
@@ -240,7 +248,12 @@ impl<E: Engine> Store<E> {
     ///
     /// # Errors
     /// As [`Tx::put_with_ttl`] and [`Tx::commit`].
-    pub fn put_with_ttl<K>(&self, key: &K, value: &K::Value, ttl_ms: u64) -> Result<CommitInfo, StoreError>
+    pub fn put_with_ttl<K>(
+        &self,
+        key: &K,
+        value: &K::Value,
+        ttl_ms: u64,
+    ) -> Result<CommitInfo, StoreError>
     where
         K: Key + 'static,
         K::Value: Value,

@@ -4,9 +4,11 @@
 use std::collections::BTreeMap;
 use std::ops::Bound;
 
+use std::borrow::Cow;
+
 use strata_codec::{
-    ChunkLayout, EncodeOptions, Header, Previous, RowSize, Stale, Value, decode_with, encode,
-    stored_size,
+    ChunkLayout, EncodeOptions, Header, Previous, Row, RowSize, Stale, Value, WritePlan,
+    decode_with, encode, stored_size,
 };
 use strata_engine::{
     Commit, CommitInfo, Durability, Engine, Keyspace, Mutation, Predicate, RangeSpec, Snapshot,
@@ -14,9 +16,9 @@ use strata_engine::{
 };
 use strata_keys::Key;
 
+use crate::Store;
 use crate::read::{Cursor, Page, Scan};
 use crate::{StoreError, layout};
-use crate::Store;
 
 /// A pending write of one data key.
 #[derive(Debug, Clone)]
@@ -217,7 +219,11 @@ impl<'s, E: Engine + 's> Tx<'s, E> {
                 .writes
                 .range::<Vec<u8>, _>((spec.start.clone(), spec.end.clone()))
                 .map(|(k, p)| (k.clone(), p.clone()));
-            if reverse { it.rev().collect() } else { it.collect() }
+            if reverse {
+                it.rev().collect()
+            } else {
+                it.collect()
+            }
         };
         let now = self.now;
         let store = self.store;
@@ -233,19 +239,18 @@ impl<'s, E: Engine + 's> Tx<'s, E> {
         loop {
             let take_pending = match (rows.peek(), pending.peek()) {
                 (None, None) => break,
-                (Some(Err(_)), _) => false,
                 (Some(Ok((rk, _))), Some((pk, _))) => !before(rk, pk),
                 (None, Some(_)) => true,
-                (Some(Ok(_)), None) => false,
+                (Some(_), _) => false,
             };
             let (key, value) = if take_pending {
                 let Some((pk, p)) = pending.next() else { break };
+                // The pending write shadows the stored row; both were examined.
                 if let Some(Ok((rk, _))) = rows.peek()
                     && *rk == pk
+                    && let Some(Ok(row)) = rows.next()
                 {
-                    if let Some(Ok(row)) = rows.next() {
-                        seen.push(row);
-                    }
+                    seen.push(row);
                 }
                 last_examined = Some(pk.clone());
                 let value = match &p {
@@ -291,41 +296,46 @@ impl<'s, E: Engine + 's> Tx<'s, E> {
             items.push((typed, value));
         }
         drop(rows);
-        // Pin what was examined: each row seen, and every gap between them.
-        let (lo, hi) = match (&last_examined, more) {
-            (Some(last), true) if reverse => (Bound::Included(last.clone()), spec.end.clone()),
-            (Some(last), true) => (spec.start.clone(), Bound::Included(last.clone())),
-            _ => (spec.start.clone(), spec.end.clone()),
+        let (lo, hi) = match (last_examined, more) {
+            (Some(last), true) if reverse => (Bound::Included(last), spec.end),
+            (Some(last), true) => (spec.start, Bound::Included(last)),
+            _ => (spec.start, spec.end),
         };
-        seen.sort();
-        let mut from = lo;
-        for (k, v) in seen {
-            self.predicates.push(Predicate::RangeEmpty {
-                ks: data,
-                range: RangeSpec {
-                    start: from,
-                    end: Bound::Excluded(k.clone()),
-                    reverse: false,
-                    limit: None,
-                },
-            });
-            from = Bound::Excluded(k.clone());
-            self.pin(data, k, Some(v));
-        }
-        self.predicates.push(Predicate::RangeEmpty {
-            ks: data,
-            range: RangeSpec {
-                start: from,
-                end: hi,
-                reverse: false,
-                limit: None,
-            },
-        });
+        self.pin_examined(lo, hi, seen);
         Ok(Page {
             items,
             more,
             cursor,
         })
+    }
+
+    /// Pins the part `[lo, hi]` of the data keyspace a scan examined: each
+    /// row seen keeps its value, and every gap between them stays empty.
+    fn pin_examined(
+        &mut self,
+        lo: Bound<Vec<u8>>,
+        hi: Bound<Vec<u8>>,
+        mut seen: Vec<(Vec<u8>, Vec<u8>)>,
+    ) {
+        let data = self.store.data;
+        let empty = |start, end| Predicate::RangeEmpty {
+            ks: data,
+            range: RangeSpec {
+                start,
+                end,
+                reverse: false,
+                limit: None,
+            },
+        };
+        seen.sort();
+        let mut from = lo;
+        for (k, v) in seen {
+            self.predicates
+                .push(empty(from, Bound::Excluded(k.clone())));
+            from = Bound::Excluded(k.clone());
+            self.pin(data, k, Some(v));
+        }
+        self.predicates.push(empty(from, hi));
     }
 
     /// Writes `value` at `key`.
@@ -348,7 +358,12 @@ impl<'s, E: Engine + 's> Tx<'s, E> {
     ///
     /// # Errors
     /// As [`Tx::put`].
-    pub fn put_with_ttl<K>(&mut self, key: &K, value: &K::Value, ttl_ms: u64) -> Result<(), StoreError>
+    pub fn put_with_ttl<K>(
+        &mut self,
+        key: &K,
+        value: &K::Value,
+        ttl_ms: u64,
+    ) -> Result<(), StoreError>
     where
         K: Key + 'static,
         K::Value: Value,
@@ -518,7 +533,10 @@ impl<'s, E: Engine + 's> Tx<'s, E> {
 
     /// Whether the transaction has writes.
     pub fn is_read_only(&self) -> bool {
-        self.writes.is_empty() && self.adds.is_empty() && self.stamped.is_empty() && self.raw.is_empty()
+        self.writes.is_empty()
+            && self.adds.is_empty()
+            && self.stamped.is_empty()
+            && self.raw.is_empty()
     }
 
     /// Commits: one engine commit holding every write, its chunk rows,
@@ -542,151 +560,50 @@ impl<'s, E: Engine + 's> Tx<'s, E> {
 
     /// Turns the buffered writes into one commit, checking every limit.
     pub(crate) fn plan(&mut self) -> Result<Commit, StoreError> {
-        let store = self.store;
-        let (data, system) = (store.data, store.system);
-        let limits = store.options.limits;
-        let mut mutations = Vec::new();
-        let mut rows = Vec::new();
-        let mut growth: BTreeMap<Vec<u8>, i64> = BTreeMap::new();
+        let mut out = Planned::default();
         let writes = std::mem::take(&mut self.writes);
         for (key, p) in &writes {
-            let scope = store.options.scope_of(key);
-            let known = p.chunked() || scope.is_some() || self.pinned.contains_key(&(data, key.clone()));
-            let old = if known {
-                Some(self.read_pinned(data, key)?)
-            } else {
-                None
-            };
-            let old_row = match &old {
-                None => None,
-                Some(meta) => Some(store.describe(key, meta.as_deref())),
-            };
-            let previous = old_row.as_ref().map(|o| o.previous);
-            let (new_size, new_expiry) = match p {
-                Pending::Put { envelope, .. } => {
-                    let header = Header::read(envelope).map_err(|source| StoreError::Decode {
-                        key_type: "(envelope)",
-                        source,
-                    })?;
-                    let plan = match previous {
-                        Some(prev) => store.planner.plan_write(key, envelope, prev).map_err(|source| {
-                            StoreError::Chunk {
-                                key_type: "(write)",
-                                source,
-                            }
-                        })?,
-                        None => strata_codec::WritePlan {
-                            puts: vec![strata_codec::Row {
-                                key: key.clone(),
-                                value: std::borrow::Cow::Borrowed(envelope),
-                            }],
-                            deletes: Vec::new(),
-                        },
-                    };
-                    for (i, row) in plan.puts.iter().enumerate() {
-                        rows.push(RowSize::put(&row.key, &row.value));
-                        mutations.push(Mutation::Put {
-                            ks: if i == 0 { data } else { system },
-                            key: row.key.clone(),
-                            value: row.value.to_vec(),
-                        });
-                    }
-                    push_stale(&plan.deletes, system, &mut rows, &mut mutations);
-                    (plan.stored_bytes(), header.expires_at)
-                }
-                Pending::Delete { .. } => {
-                    rows.push(RowSize::delete(key));
-                    mutations.push(Mutation::Delete {
-                        ks: data,
-                        key: key.clone(),
-                    });
-                    if let Some(prev) = previous {
-                        // The metadata row is deleted above; the rest are chunks.
-                        let stale = store.planner.plan_delete(key, prev);
-                        push_stale(&stale[1..], system, &mut rows, &mut mutations);
-                    }
-                    (0, None)
-                }
-            };
-            let old_expiry = old_row.as_ref().and_then(|o| o.expires_at);
-            if old_expiry != new_expiry {
-                if let Some(at) = old_expiry {
-                    mutations.push(Mutation::Delete {
-                        ks: system,
-                        key: layout::expiry_key(at, key),
-                    });
-                }
-            }
-            if let Some(at) = new_expiry
-                && (old.is_none() || old_expiry != new_expiry)
-            {
-                mutations.push(Mutation::Put {
-                    ks: system,
-                    key: layout::expiry_key(at, key),
-                    value: Vec::new(),
-                });
-            }
-            if let Some(scope) = scope {
-                let old_size = old_row.as_ref().map_or(0, |o| o.size);
-                *growth.entry(scope).or_default() += signed(new_size) - signed(old_size);
-            }
+            self.plan_write(key, p, &mut out)?;
         }
         self.writes = writes;
-        let adds = std::mem::take(&mut self.adds);
-        for (key, delta) in &adds {
-            if let Some(scope) = store.options.scope_of(key) {
-                let exists = match self.writes.get(key) {
-                    Some(Pending::Delete { .. }) => false,
-                    Some(Pending::Put { .. }) => true,
-                    None => self.read_pinned(data, key)?.is_some(),
-                };
-                if !exists {
-                    *growth.entry(scope).or_default() += signed(stored_size(key.len(), 8));
-                }
-            }
-            rows.push(RowSize {
-                key: key.len(),
-                value: 8,
-            });
-            mutations.push(Mutation::Add {
-                ks: data,
-                key: key.clone(),
-                delta: *delta,
-            });
-        }
-        self.adds = adds;
+        self.plan_counters(&mut out)?;
+        let store = self.store;
         for s in &self.stamped {
-            rows.push(RowSize::put(&s.key, &s.value));
-            if let Some(scope) = store.options.scope_of(&s.key) {
-                *growth.entry(scope).or_default() += signed(stored_size(s.key.len(), s.value.len()));
-            }
-            mutations.push(Mutation::PutVersionstamped {
-                ks: data,
+            out.rows.push(RowSize::put(&s.key, &s.value));
+            out.charge(
+                store.options.scope_of(&s.key),
+                stored_size(s.key.len(), s.value.len()),
+                0,
+            );
+            out.mutations.push(Mutation::PutVersionstamped {
+                ks: store.data,
                 key: s.key.clone(),
                 value: s.value.clone(),
                 at: StampAt::Key(s.offset),
             });
         }
-        limits.check_batch(rows).map_err(StoreError::Limit)?;
-        mutations.extend(self.raw.iter().cloned());
-        for (scope, g) in growth {
+        let limits = store.options.limits;
+        limits.check_batch(out.rows).map_err(StoreError::Limit)?;
+        out.mutations.extend(self.raw.iter().cloned());
+        for (scope, g) in out.growth {
             let counter = layout::quota_key(&scope);
             if g > 0 {
-                let used = counter_value(self.read_pinned(system, &counter)?.as_deref())?;
+                // Pinned: a concurrent charge to the scope conflicts, so the
+                // check is exact.
+                let used = counter_value(self.read_pinned(store.system, &counter)?.as_deref())?;
                 let used = u64::try_from(used).unwrap_or(0);
-                let requested = g.unsigned_abs();
                 if limits.check_quota(used, g).is_err() {
                     return Err(StoreError::Quota {
                         scope,
                         used,
-                        requested,
+                        requested: g.unsigned_abs(),
                         limit: limits.quota_bytes,
                     });
                 }
             }
             if g != 0 {
-                mutations.push(Mutation::Add {
-                    ks: system,
+                out.mutations.push(Mutation::Add {
+                    ks: store.system,
                     key: counter,
                     delta: g,
                 });
@@ -694,30 +611,162 @@ impl<'s, E: Engine + 's> Tx<'s, E> {
         }
         Ok(Commit {
             predicates: self.predicates.clone(),
-            mutations,
+            mutations: out.mutations,
             durability: self.durability,
         })
     }
+
+    /// The rows of one put or delete: the data row, chunk rows and stale
+    /// chunks, expiry index changes, and the scope's growth. The old row is
+    /// read (under a predicate) when chunks or quota depend on it.
+    fn plan_write(&mut self, key: &[u8], p: &Pending, out: &mut Planned) -> Result<(), StoreError> {
+        let store = self.store;
+        let (data, system) = (store.data, store.system);
+        let scope = store.options.scope_of(key);
+        let known =
+            p.chunked() || scope.is_some() || self.pinned.contains_key(&(data, key.to_vec()));
+        let old = if known {
+            Some(store.describe(key, self.read_pinned(data, key)?.as_deref()))
+        } else {
+            None
+        };
+        let (new_size, new_expiry) = match p {
+            Pending::Put { envelope, .. } => {
+                let expires_at = Header::read(envelope)
+                    .map_err(|source| StoreError::Decode {
+                        key_type: "(envelope)",
+                        source,
+                    })?
+                    .expires_at;
+                let plan = match &old {
+                    Some(o) => store
+                        .planner
+                        .plan_write(key, envelope, o.previous)
+                        .map_err(|source| StoreError::Chunk {
+                            key_type: "(write)",
+                            source,
+                        })?,
+                    None => WritePlan {
+                        puts: vec![Row {
+                            key: key.to_vec(),
+                            value: Cow::Borrowed(envelope),
+                        }],
+                        deletes: Vec::new(),
+                    },
+                };
+                for (i, row) in plan.puts.iter().enumerate() {
+                    out.rows.push(RowSize::put(&row.key, &row.value));
+                    out.mutations.push(Mutation::Put {
+                        ks: if i == 0 { data } else { system },
+                        key: row.key.clone(),
+                        value: row.value.to_vec(),
+                    });
+                }
+                out.stale(&plan.deletes, system);
+                (plan.stored_bytes(), expires_at)
+            }
+            Pending::Delete { .. } => {
+                out.rows.push(RowSize::delete(key));
+                out.mutations.push(Mutation::Delete {
+                    ks: data,
+                    key: key.to_vec(),
+                });
+                if let Some(o) = &old {
+                    // The first stale row is the data row, deleted above.
+                    let stale = store.planner.plan_delete(key, o.previous);
+                    out.stale(&stale[1..], system);
+                }
+                (0, None)
+            }
+        };
+        let old_expiry = old.as_ref().and_then(|o| o.expires_at);
+        if let Some(at) = old_expiry
+            && old_expiry != new_expiry
+        {
+            out.mutations.push(Mutation::Delete {
+                ks: system,
+                key: layout::expiry_key(at, key),
+            });
+        }
+        if let Some(at) = new_expiry
+            && (old.is_none() || old_expiry != new_expiry)
+        {
+            out.mutations.push(Mutation::Put {
+                ks: system,
+                key: layout::expiry_key(at, key),
+                value: Vec::new(),
+            });
+        }
+        out.charge(scope, new_size, old.as_ref().map_or(0, |o| o.size));
+        Ok(())
+    }
+
+    /// The counter adds, charging a scope for each counter row they create.
+    fn plan_counters(&mut self, out: &mut Planned) -> Result<(), StoreError> {
+        let adds = std::mem::take(&mut self.adds);
+        for (key, delta) in &adds {
+            let scope = self.store.options.scope_of(key);
+            if scope.is_some() {
+                let exists = match self.writes.get(key) {
+                    Some(Pending::Delete { .. }) => false,
+                    Some(Pending::Put { .. }) => true,
+                    None => self.read_pinned(self.store.data, key)?.is_some(),
+                };
+                if !exists {
+                    out.charge(scope, stored_size(key.len(), 8), 0);
+                }
+            }
+            out.rows.push(RowSize {
+                key: key.len(),
+                value: 8,
+            });
+            out.mutations.push(Mutation::Add {
+                ks: self.store.data,
+                key: key.clone(),
+                delta: *delta,
+            });
+        }
+        self.adds = adds;
+        Ok(())
+    }
 }
 
-fn push_stale(stale: &[Stale], system: Keyspace, rows: &mut Vec<RowSize>, out: &mut Vec<Mutation>) {
-    for s in stale {
-        rows.push(s.row_size());
-        out.push(match s {
-            Stale::Key(k) => Mutation::Delete {
-                ks: system,
-                key: k.clone(),
-            },
-            Stale::Range(r) => Mutation::DeleteRange {
-                ks: system,
-                range: RangeSpec {
-                    start: Bound::Included(r.start.clone()),
-                    end: r.end.clone().map_or(Bound::Unbounded, Bound::Excluded),
-                    reverse: false,
-                    limit: None,
+/// A commit being planned.
+#[derive(Default)]
+struct Planned {
+    mutations: Vec<Mutation>,
+    /// Data and chunk rows, for the batch limits.
+    rows: Vec<RowSize>,
+    /// Net growth per quota scope.
+    growth: BTreeMap<Vec<u8>, i64>,
+}
+
+impl Planned {
+    fn charge(&mut self, scope: Option<Vec<u8>>, new: u64, old: u64) {
+        if let Some(scope) = scope {
+            *self.growth.entry(scope).or_default() += signed(new) - signed(old);
+        }
+    }
+
+    fn stale(&mut self, stale: &[Stale], system: Keyspace) {
+        for s in stale {
+            self.rows.push(s.row_size());
+            self.mutations.push(match s {
+                Stale::Key(k) => Mutation::Delete {
+                    ks: system,
+                    key: k.clone(),
                 },
-            },
-        });
+                Stale::Range(r) => Mutation::DeleteRange {
+                    ks: system,
+                    range: RangeSpec {
+                        start: Bound::Included(r.start.clone()),
+                        end: r.end.clone().map_or(Bound::Unbounded, Bound::Excluded),
+                        reverse: false,
+                        limit: None,
+                    },
+                },
+            });
+        }
     }
 }
 

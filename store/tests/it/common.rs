@@ -6,8 +6,8 @@ use serde::{Deserialize, Serialize};
 use strata_codec::{Limits, value};
 use strata_engine::{Engine, ManualClock, MemEngine, SeededRng};
 use strata_engine_redb::{RedbEngine, RedbOptions};
-use strata_keys::tuple_key;
 use strata_keys::tuple::Versionstamp;
+use strata_keys::tuple_key;
 use strata_store::{Store, StoreOptions};
 
 /// A small record.
@@ -36,7 +36,7 @@ tuple_key! {
 /// The quota scope of a key: its `(ACTOR, actor)` prefix. (A tuple
 /// non-negative integer is a code byte `0x14 + n` and `n` bytes.)
 pub fn actor_scope(key: &[u8]) -> Option<Vec<u8>> {
-    let rest = key.strip_prefix(&[0x15, ACTOR as u8][..])?;
+    let rest = key.strip_prefix(&[0x15, u8::try_from(ACTOR).ok()?][..])?;
     let n = usize::from(rest.first()?.checked_sub(0x14)?);
     (n <= 8 && rest.len() > n).then(|| key[..3 + n].to_vec())
 }
@@ -57,7 +57,8 @@ pub const T0: u64 = 1_700_000_000_000;
 /// A store on `engine` with a manual clock.
 pub fn store_on<E: Engine>(engine: E, options: StoreOptions) -> (Store<E>, Arc<ManualClock>) {
     let clock = Arc::new(ManualClock::new(T0));
-    let store = Store::open_with(engine, options, clock.clone(), Box::new(SeededRng::new(1))).unwrap();
+    let store =
+        Store::open_with(engine, options, clock.clone(), Box::new(SeededRng::new(1))).unwrap();
     (store, clock)
 }
 
@@ -69,7 +70,12 @@ pub fn mem(options: StoreOptions) -> (Store<MemEngine>, Arc<ManualClock>) {
 /// A redb store in a fresh temporary file (removed on drop of the guard).
 pub fn redb(options: StoreOptions) -> (Store<RedbEngine>, Arc<ManualClock>, TempDir) {
     let dir = TempDir::new();
-    let engine = RedbEngine::open(dir.0.join("db.redb"), options.keyspace_specs(), RedbOptions::default()).unwrap();
+    let engine = RedbEngine::open(
+        dir.0.join("db.redb"),
+        options.keyspace_specs(),
+        RedbOptions::default(),
+    )
+    .unwrap();
     let (s, c) = store_on(engine, options);
     (s, c, dir)
 }

@@ -46,7 +46,10 @@ fn an_atomic_commit_over_a_limit_is_refused_before_anything_is_written() {
                 Ok::<_, StoreError>(())
             })
             .unwrap_err();
-        assert!(matches!(err, StoreError::Limit(e) if e.limit == Limit::BatchBytes), "{err:?}");
+        assert!(
+            matches!(err, StoreError::Limit(e) if e.limit == Limit::BatchBytes),
+            "{err:?}"
+        );
         assert_eq!(store.engine().last_version(), before, "nothing committed");
         assert_eq!(store.get(&DocKey { actor: 1, id: 0 }).unwrap(), None);
         // Exactly at the limit passes.
@@ -69,7 +72,10 @@ fn a_key_over_the_key_limit_is_refused() {
     };
     let (store, _clock) = common::mem(common::options(limits));
     let err = store.put(&DocKey { actor: 1, id: 1 }, &doc(1)).unwrap_err();
-    assert!(matches!(err, StoreError::Limit(e) if e.limit == Limit::KeyBytes), "{err:?}");
+    assert!(
+        matches!(err, StoreError::Limit(e) if e.limit == Limit::KeyBytes),
+        "{err:?}"
+    );
 }
 
 #[test]
@@ -82,7 +88,10 @@ fn a_chunked_value_larger_than_a_batch_is_refused_whole() {
     on_every_engine!(common::options(limits), |store, _clock| {
         let k = BlobKey { actor: 1, id: 1 };
         let err = store.put(&k, &vec![1; 20_000]).unwrap_err();
-        assert!(matches!(err, StoreError::Limit(e) if e.limit == Limit::BatchBytes), "{err:?}");
+        assert!(
+            matches!(err, StoreError::Limit(e) if e.limit == Limit::BatchBytes),
+            "{err:?}"
+        );
         assert_eq!(common::system_rows_tagged(&store, "c"), 0);
         assert_eq!(store.get(&k).unwrap(), None);
     });
@@ -120,7 +129,11 @@ fn the_bulk_writer_splits_into_limit_respecting_commits_and_resumes_after_a_fail
         assert!(next > 0 && next < 100, "{next}");
         for id in 0..100 {
             let present = store.get(&DocKey { actor: 2, id }).unwrap().is_some();
-            assert_eq!(present, (id as usize) < next, "entry {id}: committed exactly before the cursor");
+            assert_eq!(
+                present,
+                usize::try_from(id).unwrap() < next,
+                "entry {id}: committed exactly before the cursor"
+            );
         }
         common::assert_quota_exact(&store);
         // Free space, then resume from the cursor.
@@ -143,7 +156,10 @@ fn quota_is_exact_near_the_limit_in_both_directions() {
     sizer.put(&DocKey { actor: 1, id: 1 }, &doc(100)).unwrap();
     let one = sizer.quota_usage(&common::scope(1)).unwrap();
     let key_len = DocKey { actor: 1, id: 1 }.pack().unwrap().len();
-    assert!(one > stored_size(key_len, 100), "envelope bytes are counted too");
+    assert!(
+        one > stored_size(key_len, 100),
+        "envelope bytes are counted too"
+    );
 
     // Room for four documents and 3 bytes.
     let limits = Limits::FOUNDATIONDB.with_quota(4 * one + 3);
@@ -160,7 +176,9 @@ fn quota_is_exact_near_the_limit_in_both_directions() {
         store.put(&DocKey { actor: 1, id: 4 }, &doc(103)).unwrap();
         assert_eq!(store.quota_usage(&scope).unwrap(), 4 * one + 3);
         // One byte more is refused, even as an overwrite.
-        let err = store.put(&DocKey { actor: 1, id: 3 }, &doc(101)).unwrap_err();
+        let err = store
+            .put(&DocKey { actor: 1, id: 3 }, &doc(101))
+            .unwrap_err();
         match err {
             StoreError::Quota {
                 scope: s,
@@ -195,14 +213,37 @@ fn quota_counts_chunk_rows_and_counters() {
         ..Limits::FOUNDATIONDB
     };
     on_every_engine!(common::options(limits), |store, _clock| {
-        store.put(&BlobKey { actor: 3, id: 1 }, &vec![1; 1_000]).unwrap();
-        store.add(&common::CountKey { actor: 3, name: "n".into() }, 5).unwrap();
-        store.add(&common::CountKey { actor: 3, name: "n".into() }, 5).unwrap();
+        store
+            .put(&BlobKey { actor: 3, id: 1 }, &vec![1; 1_000])
+            .unwrap();
+        store
+            .add(
+                &common::CountKey {
+                    actor: 3,
+                    name: "n".into(),
+                },
+                5,
+            )
+            .unwrap();
+        store
+            .add(
+                &common::CountKey {
+                    actor: 3,
+                    name: "n".into(),
+                },
+                5,
+            )
+            .unwrap();
         common::assert_quota_exact(&store);
         let usage = store.quota_usage(&common::scope(3)).unwrap();
         assert!(usage > 1_000, "{usage}");
         store.delete(&BlobKey { actor: 3, id: 1 }).unwrap();
-        store.delete(&common::CountKey { actor: 3, name: "n".into() }).unwrap();
+        store
+            .delete(&common::CountKey {
+                actor: 3,
+                name: "n".into(),
+            })
+            .unwrap();
         assert_eq!(store.quota_usage(&common::scope(3)).unwrap(), 0);
         common::assert_quota_exact(&store);
     });

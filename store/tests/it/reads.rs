@@ -87,21 +87,35 @@ fn a_scan_streams_and_reports_more_after_the_limit() {
     assert_eq!(it.next().unwrap().unwrap().0.id, 1);
     assert!(it.next().is_none());
     assert!(it.more());
-    assert_eq!(it.cursor().unwrap().key_bytes(), DocKey { actor: 1, id: 1 }.pack().unwrap());
+    assert_eq!(
+        it.cursor().unwrap().key_bytes(),
+        DocKey { actor: 1, id: 1 }.pack().unwrap()
+    );
 }
 
 #[test]
 fn a_row_of_another_key_type_in_a_scan_is_an_error() {
     on_every_engine!(common::options(Limits::FOUNDATIONDB), |store, _clock| {
         store.put(&DocKey { actor: 1, id: 1 }, &doc(1)).unwrap();
-        store.put(&NoteKey { actor: 1, id: 1 }, &"note".to_owned()).unwrap();
+        store
+            .put(&NoteKey { actor: 1, id: 1 }, &"note".to_owned())
+            .unwrap();
         let err = store.scan::<DocKey>(&docs_of(1)).unwrap_err();
         assert!(
-            matches!(err, StoreError::Key { key_type: "DocKey", .. }),
+            matches!(
+                err,
+                StoreError::Key {
+                    key_type: "DocKey",
+                    ..
+                }
+            ),
             "{err:?}"
         );
         // Each type reads its own row.
-        assert_eq!(store.get(&NoteKey { actor: 1, id: 1 }).unwrap().as_deref(), Some("note"));
+        assert_eq!(
+            store.get(&NoteKey { actor: 1, id: 1 }).unwrap().as_deref(),
+            Some("note")
+        );
     });
 }
 
@@ -110,13 +124,21 @@ fn corrupt_rows_are_typed_errors() {
     let (store, _clock) = common::mem(common::options(Limits::FOUNDATIONDB));
     let k = DocKey { actor: 1, id: 1 };
     let (data, _) = store.keyspaces();
-    for bytes in [&b""[..], &[0xE1][..], &[0xE1, 1, 0, 1, 2, 0, 0, 0, 0][..], &[0x00; 40][..]] {
+    for bytes in [
+        &b""[..],
+        &[0xE1][..],
+        &[0xE1, 1, 0, 1, 2, 0, 0, 0, 0][..],
+        &[0x00; 40][..],
+    ] {
         store
             .engine()
             .commit(strata_engine::Commit::new().put(data, k.pack().unwrap(), bytes.to_vec()))
             .unwrap();
         let err = store.get(&k).unwrap_err();
-        assert!(matches!(err, StoreError::Decode { .. }), "{bytes:02x?}: {err:?}");
+        assert!(
+            matches!(err, StoreError::Decode { .. }),
+            "{bytes:02x?}: {err:?}"
+        );
     }
 }
 
@@ -128,10 +150,16 @@ fn large_values_of_a_chunked_type_round_trip_and_leave_no_stale_chunks() {
     };
     on_every_engine!(common::options(limits), |store, _clock| {
         let k = BlobKey { actor: 1, id: 1 };
-        let big: Vec<u8> = (0..5_500u32).map(|i| (i * 7 % 256) as u8).collect();
+        let big: Vec<u8> = (0..5_500u32)
+            .map(|i| u8::try_from(i * 7 % 256).unwrap())
+            .collect();
         store.put(&k, &big).unwrap();
         assert_eq!(store.get(&k).unwrap(), Some(big.clone()));
-        assert_eq!(common::system_rows_tagged(&store, "c"), 6, "5,500 bytes + header in 1,000-byte chunks");
+        assert_eq!(
+            common::system_rows_tagged(&store, "c"),
+            6,
+            "5,500 bytes + header in 1,000-byte chunks"
+        );
         common::assert_quota_exact(&store);
 
         // Smaller but still chunked: the extra chunks go.
@@ -155,11 +183,21 @@ fn large_values_of_a_chunked_type_round_trip_and_leave_no_stale_chunks() {
 
         // Scans assemble chunked values too.
         store.put(&k, &big).unwrap();
-        store.put(&BlobKey { actor: 1, id: 2 }, &vec![9u8; 3]).unwrap();
-        let page = store
-            .scan::<BlobKey>(&Scan::range_of(KeyRange::tuple_prefix(&tuple::pack(&(ACTOR, 1u64, "blob")))))
+        store
+            .put(&BlobKey { actor: 1, id: 2 }, &vec![9u8; 3])
             .unwrap();
-        assert_eq!(page.items, vec![(k.clone(), big.clone()), (BlobKey { actor: 1, id: 2 }, vec![9u8; 3])]);
+        let page = store
+            .scan::<BlobKey>(&Scan::range_of(KeyRange::tuple_prefix(&tuple::pack(&(
+                ACTOR, 1u64, "blob",
+            )))))
+            .unwrap();
+        assert_eq!(
+            page.items,
+            vec![
+                (k.clone(), big.clone()),
+                (BlobKey { actor: 1, id: 2 }, vec![9u8; 3])
+            ]
+        );
     });
 }
 
@@ -180,7 +218,14 @@ fn a_value_too_large_for_a_type_that_is_not_chunked_is_refused_and_nothing_is_wr
         };
         let err = store.put(&k, &big).unwrap_err();
         assert!(
-            matches!(err, StoreError::ValueTooLarge { key_type: "DocKey", max: 100, .. }),
+            matches!(
+                err,
+                StoreError::ValueTooLarge {
+                    key_type: "DocKey",
+                    max: 100,
+                    ..
+                }
+            ),
             "{err:?}"
         );
         assert_eq!(store.engine().last_version(), version, "no commit");

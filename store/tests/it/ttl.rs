@@ -43,14 +43,24 @@ fn the_sweeper_removes_expired_values_with_their_chunks_index_and_quota() {
     };
     on_every_engine!(common::options(limits), |store, clock| {
         for id in 0..20 {
-            store.put_with_ttl(&DocKey { actor: 1, id }, &doc(1), 1_000 + id * 10).unwrap();
+            store
+                .put_with_ttl(&DocKey { actor: 1, id }, &doc(1), 1_000 + id * 10)
+                .unwrap();
         }
-        store.put_with_ttl(&BlobKey { actor: 1, id: 1 }, &vec![4; 700], 500).unwrap();
+        store
+            .put_with_ttl(&BlobKey { actor: 1, id: 1 }, &vec![4; 700], 500)
+            .unwrap();
         store.put(&DocKey { actor: 1, id: 100 }, &doc(9)).unwrap();
         // Overwritten without a TTL: its index entry is stale.
-        store.put_with_ttl(&DocKey { actor: 1, id: 101 }, &doc(9), 10).unwrap();
+        store
+            .put_with_ttl(&DocKey { actor: 1, id: 101 }, &doc(9), 10)
+            .unwrap();
         store.put(&DocKey { actor: 1, id: 101 }, &doc(9)).unwrap();
-        assert_eq!(common::system_rows_tagged(&store, "x"), 21, "the overwrite removed its entry");
+        assert_eq!(
+            common::system_rows_tagged(&store, "x"),
+            21,
+            "the overwrite removed its entry"
+        );
         assert!(common::system_rows_tagged(&store, "c") > 0);
 
         // Nothing has expired yet.
@@ -62,7 +72,11 @@ fn the_sweeper_removes_expired_values_with_their_chunks_index_and_quota() {
         assert_eq!(report.removed, 11);
         assert_eq!(report.resume, None);
         assert!(report.commits >= 2, "limit-respecting batches: {report:?}");
-        assert_eq!(common::system_rows_tagged(&store, "c"), 0, "the blob's chunks are gone");
+        assert_eq!(
+            common::system_rows_tagged(&store, "c"),
+            0,
+            "the blob's chunks are gone"
+        );
         assert_eq!(common::system_rows_tagged(&store, "x"), 10);
         common::assert_quota_exact(&store);
 
@@ -74,8 +88,14 @@ fn the_sweeper_removes_expired_values_with_their_chunks_index_and_quota() {
         let rest = store.sweep_from(Some(cursor), None).unwrap();
         assert_eq!(first.removed + rest.removed, 10);
         assert_eq!(common::system_rows_tagged(&store, "x"), 0);
-        assert_eq!(store.get(&DocKey { actor: 1, id: 100 }).unwrap(), Some(doc(9)));
-        assert_eq!(store.get(&DocKey { actor: 1, id: 101 }).unwrap(), Some(doc(9)));
+        assert_eq!(
+            store.get(&DocKey { actor: 1, id: 100 }).unwrap(),
+            Some(doc(9))
+        );
+        assert_eq!(
+            store.get(&DocKey { actor: 1, id: 101 }).unwrap(),
+            Some(doc(9))
+        );
         common::assert_quota_exact(&store);
         let usage = store.quota_usage(&common::scope(1)).unwrap();
         assert!(usage > 0);

@@ -36,7 +36,9 @@ fn reads_see_the_transactions_own_writes() {
                 tx.put(&DocKey { actor: 1, id: 3 }, &doc(3))?;
                 assert_eq!(tx.get(&DocKey { actor: 1, id: 1 })?, Some(doc(1)));
                 assert_eq!(tx.get(&DocKey { actor: 1, id: 2 })?, None);
-                let page = tx.scan::<DocKey>(&Scan::range_of(KeyRange::tuple_prefix(&tuple::pack(&(ACTOR, 1u64, "doc")))))?;
+                let page = tx.scan::<DocKey>(&Scan::range_of(KeyRange::tuple_prefix(
+                    &tuple::pack(&(ACTOR, 1u64, "doc")),
+                )))?;
                 let ids: Vec<u64> = page.items.iter().map(|(k, _)| k.id).collect();
                 assert_eq!(ids, vec![1, 3]);
                 tx.add(&n(1), 4)?;
@@ -71,7 +73,10 @@ fn a_conflicting_transaction_is_retried_and_sees_the_new_value() {
             .unwrap();
         assert_eq!(runs, 2);
         assert_eq!(store.get(&k).unwrap(), Some(doc(101)), "no lost update");
-        assert!(clock.now_ms() > start, "the retry waited on the injected clock");
+        assert!(
+            clock.now_ms() > start,
+            "the retry waited on the injected clock"
+        );
     });
 }
 
@@ -156,10 +161,22 @@ fn compare_and_set_and_put_if_absent() {
         let k = DocKey { actor: 1, id: 1 };
         assert!(store.transact(|tx| tx.put_if_absent(&k, &doc(1))).unwrap());
         assert!(!store.transact(|tx| tx.put_if_absent(&k, &doc(2))).unwrap());
-        assert!(!store.transact(|tx| tx.compare_and_set(&k, Some(&doc(9)), Some(&doc(3)))).unwrap());
-        assert!(store.transact(|tx| tx.compare_and_set(&k, Some(&doc(1)), Some(&doc(3)))).unwrap());
+        assert!(
+            !store
+                .transact(|tx| tx.compare_and_set(&k, Some(&doc(9)), Some(&doc(3))))
+                .unwrap()
+        );
+        assert!(
+            store
+                .transact(|tx| tx.compare_and_set(&k, Some(&doc(1)), Some(&doc(3))))
+                .unwrap()
+        );
         assert_eq!(store.get(&k).unwrap(), Some(doc(3)));
-        assert!(store.transact(|tx| tx.compare_and_set(&k, Some(&doc(3)), None)).unwrap());
+        assert!(
+            store
+                .transact(|tx| tx.compare_and_set(&k, Some(&doc(3)), None))
+                .unwrap()
+        );
         assert_eq!(store.get(&k).unwrap(), None);
     });
 }
@@ -185,22 +202,48 @@ fn versionstamped_keys_sort_in_commit_order() {
         for i in 0..3 {
             let ((), info) = store
                 .transact_info(|tx| {
-                    tx.put_versionstamped(&EventKey { stamp: Versionstamp::incomplete(0) }, &format!("e{i}"))
+                    tx.put_versionstamped(
+                        &EventKey {
+                            stamp: Versionstamp::incomplete(0),
+                        },
+                        &format!("e{i}"),
+                    )
                 })
                 .unwrap();
             versions.push(info.unwrap().version);
         }
         let page = store
-            .scan::<EventKey>(&Scan::range_of(KeyRange::tuple_prefix(&tuple::pack(&("event",)))))
+            .scan::<EventKey>(&Scan::range_of(KeyRange::tuple_prefix(&tuple::pack(&(
+                "event",
+            )))))
             .unwrap();
         let got: Vec<(u64, String)> = page
             .items
             .into_iter()
-            .map(|(k, v)| (u64::from_be_bytes(k.stamp.as_bytes()[..8].try_into().unwrap()), v))
+            .map(|(k, v)| {
+                (
+                    u64::from_be_bytes(k.stamp.as_bytes()[..8].try_into().unwrap()),
+                    v,
+                )
+            })
             .collect();
-        assert_eq!(got, versions.iter().enumerate().map(|(i, v)| (*v, format!("e{i}"))).collect::<Vec<_>>());
+        assert_eq!(
+            got,
+            versions
+                .iter()
+                .enumerate()
+                .map(|(i, v)| (*v, format!("e{i}")))
+                .collect::<Vec<_>>()
+        );
         let err = store
-            .transact(|tx| tx.put_versionstamped(&EventKey { stamp: Versionstamp::complete([0; 10], 0) }, &String::new()))
+            .transact(|tx| {
+                tx.put_versionstamped(
+                    &EventKey {
+                        stamp: Versionstamp::complete([0; 10], 0),
+                    },
+                    &String::new(),
+                )
+            })
             .unwrap_err();
         assert!(matches!(err, StoreError::NoVersionstamp { .. }), "{err:?}");
         let _ = store.engine().last_version();
@@ -244,7 +287,10 @@ fn run_steps(
             Step::ScanAll => seen.push(scan()),
             Step::Write(k) => {
                 // The value written depends on what was read so far.
-                put(*k, format!("t{t}s{i}r{}", seen.iter().map(Vec::len).sum::<usize>()));
+                put(
+                    *k,
+                    format!("t{t}s{i}r{}", seen.iter().map(Vec::len).sum::<usize>()),
+                );
             }
             Step::Delete(k) => del(*k),
         }
