@@ -278,6 +278,9 @@ fn main() {
         let s = setup();
         ab_report(&s);
     }
+    if std::env::var_os("STRATA_AB_ONLY").is_some() {
+        return;
+    }
     benches();
     Criterion::default().configure_from_args().final_summary();
 }

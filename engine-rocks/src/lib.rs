@@ -72,7 +72,7 @@ use rocksdb::{
 use strata_engine::resolve::{self, Op, Reads};
 use strata_engine::{
     Commit, CommitError, CommitInfo, Durability, Engine, EngineError, Keyspace, KeyspaceSpec,
-    KeyspaceStats, Profile, RangeSpec, ReadError, Snapshot,
+    KeyspaceStats, Mutation, Profile, RangeSpec, ReadError, Snapshot,
 };
 
 const META: &str = "strata.meta";
@@ -381,8 +381,34 @@ impl Engine for RocksEngine {
         let version = *last + 1;
         let mut reads = LatestReads { engine: self };
         resolve::check_predicates(&commit.predicates, &mut reads)?;
-        let ops = resolve::resolve(version, &commit.mutations, &mut reads)?;
         let mut batch = WriteBatch::default();
+        // Plain puts and deletes need no resolving: write them straight
+        // from the commit, without copying keys and values.
+        let plain = commit
+            .mutations
+            .iter()
+            .all(|m| matches!(m, Mutation::Put { .. } | Mutation::Delete { .. }));
+        let ops = if plain {
+            Vec::new()
+        } else {
+            resolve::resolve(version, &commit.mutations, &mut reads)?
+        };
+        if plain {
+            for m in &commit.mutations {
+                match m {
+                    Mutation::Put { ks, key, value } => batch.put_cf(
+                        self.family(*ks).ok_or(CommitError::UnknownKeyspace(*ks))?,
+                        key,
+                        value,
+                    ),
+                    Mutation::Delete { ks, key } => batch.delete_cf(
+                        self.family(*ks).ok_or(CommitError::UnknownKeyspace(*ks))?,
+                        key,
+                    ),
+                    _ => {}
+                }
+            }
+        }
         for (i, op) in ops.iter().enumerate() {
             match op {
                 Op::Put(ks, k, v) => batch.put_cf(
