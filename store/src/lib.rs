@@ -75,3 +75,8 @@ pub use options::{RetryPolicy, ScopeFn, StoreOptions};
 pub use read::{Cursor, Page, ReadView, Scan, ScanIter};
 pub use store::Store;
 pub use tx::Tx;
+
+/// This crate's README example, compiled and run as a doctest.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;

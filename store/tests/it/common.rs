@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 use strata_codec::{Limits, value};
 use strata_engine::{Engine, ManualClock, MemEngine, SeededRng};
 use strata_engine_redb::{RedbEngine, RedbOptions};
+use strata_engine_rocks::{RocksEngine, RocksOptions};
 use strata_keys::tuple::Versionstamp;
 use strata_keys::tuple_key;
 use strata_store::{Store, StoreOptions};
@@ -80,6 +81,19 @@ pub fn redb(options: StoreOptions) -> (Store<RedbEngine>, Arc<ManualClock>, Temp
     (s, c, dir)
 }
 
+/// A RocksDB store in a fresh temporary directory.
+pub fn rocks(options: StoreOptions) -> (Store<RocksEngine>, Arc<ManualClock>, TempDir) {
+    let dir = TempDir::new();
+    let engine = RocksEngine::open(
+        dir.0.join("rocks"),
+        options.keyspace_specs(),
+        RocksOptions::default(),
+    )
+    .unwrap();
+    let (s, c) = store_on(engine, options);
+    (s, c, dir)
+}
+
 /// A directory removed when dropped.
 pub struct TempDir(pub std::path::PathBuf);
 
@@ -104,7 +118,7 @@ impl Drop for TempDir {
     }
 }
 
-/// Runs `body` on a `MemEngine` store and on a `RedbEngine` store.
+/// Runs `body` on a `MemEngine`, a `RedbEngine` and a `RocksEngine` store.
 #[macro_export]
 macro_rules! on_every_engine {
     ($options:expr, |$store:ident, $clock:ident| $body:block) => {{
@@ -114,6 +128,10 @@ macro_rules! on_every_engine {
         }
         {
             let ($store, $clock, _dir) = $crate::common::redb($options);
+            $body
+        }
+        {
+            let ($store, $clock, _dir) = $crate::common::rocks($options);
             $body
         }
     }};

@@ -1,4 +1,4 @@
-//! Integration tests of strata-store, on `MemEngine` and `RedbEngine`.
+//! Integration tests of strata-store, on `MemEngine`, `RedbEngine` and `RocksEngine`.
 
 mod common;
 mod limits;
