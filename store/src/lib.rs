@@ -59,6 +59,7 @@
 //! - Versionstamped values carry no checksum (the key is not known when
 //!   the envelope is written).
 
+mod collections;
 mod error;
 mod layout;
 mod ops;
@@ -67,6 +68,7 @@ mod read;
 mod store;
 mod tx;
 
+pub use collections::{ChunkedLog, Members, SetIndex, SortedSet};
 pub use error::StoreError;
 pub use ops::{
     BulkCursor, BulkError, BulkNonAtomic, BulkReport, ScopeUsage, SweepCursor, SweepReport,

@@ -1,5 +1,6 @@
 //! Integration tests of strata-store, on `MemEngine`, `RedbEngine` and `RocksEngine`.
 
+mod collections;
 mod common;
 mod limits;
 mod reads;
