@@ -497,3 +497,44 @@ pub trait Engine: Send + Sync {
     /// A backend failure.
     fn stats(&self) -> Result<Vec<KeyspaceStats>, EngineError>;
 }
+
+/// A shared reference to an engine is an engine: several owners (a store
+/// and a checker, say) can work on one engine.
+impl<E: Engine + ?Sized> Engine for &E {
+    type Snapshot<'e>
+        = E::Snapshot<'e>
+    where
+        Self: 'e;
+
+    fn keyspaces(&self) -> &[KeyspaceSpec] {
+        (**self).keyspaces()
+    }
+
+    fn keyspace(&self, name: &str) -> Result<Keyspace, EngineError> {
+        (**self).keyspace(name)
+    }
+
+    fn snapshot(&self) -> Result<Self::Snapshot<'_>, ReadError> {
+        (**self).snapshot()
+    }
+
+    fn commit(&self, commit: Commit) -> Result<CommitInfo, CommitError> {
+        (**self).commit(commit)
+    }
+
+    fn sync(&self) -> Result<u64, EngineError> {
+        (**self).sync()
+    }
+
+    fn durable_version(&self) -> u64 {
+        (**self).durable_version()
+    }
+
+    fn last_version(&self) -> u64 {
+        (**self).last_version()
+    }
+
+    fn stats(&self) -> Result<Vec<KeyspaceStats>, EngineError> {
+        (**self).stats()
+    }
+}

@@ -9,18 +9,23 @@
 //! - [`faults`]: the fault model and [`faults::FaultyEngine`], a wrapper
 //!   around any engine of the contract; crashes go through
 //!   [`faults::Restart`].
-//! - [`run`]: the workload and the oracle, which compares every result
-//!   with [`strata_engine::Model`] and checks the crash contract after
-//!   every crash.
+//! - [`run`]: the engine workload and its oracle, which compares every
+//!   result with [`strata_engine::Model`] and checks the crash contract
+//!   after every crash.
+//! - [`store`]: the store workload (transactions, limits, quota, TTL,
+//!   chunks) and its oracles.
 //!
 //! The command is `cargo xtask sim`; see the crate README.
 
 pub mod faults;
 pub mod run;
+pub mod store;
 pub mod targets;
 
 pub use faults::{FaultClass, FaultConfig, FaultCounters, FaultyEngine, Restart};
-pub use run::{EngineKind, RunOptions, SeedReport, Violation, run_seed, run_seed_on};
+pub use run::{
+    EngineKind, RunOptions, SeedReport, Violation, Workload, run_seed, run_seed_on, run_workloads,
+};
 #[cfg(feature = "rocks")]
 pub use targets::RocksTarget;
 pub use targets::{RedbTarget, Target};

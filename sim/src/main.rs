@@ -11,6 +11,9 @@
 //! --engine mem|redb|rocks  the engine under test (default mem; redb runs on
 //!                     a disk that loses power at every crash; rocks is
 //!                     killed and reopened)
+//! --workload engine|store|both  the workloads of each seed (default both:
+//!                     raw engine commits against the model, then store
+//!                     transactions with limits, quota, TTL and chunks)
 //! --check-determinism run every seed twice and compare trace hashes
 //! --quiet             no progress bar
 //! ```
@@ -24,7 +27,7 @@ use std::ops::Range;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use strata_sim::{EngineKind, FaultClass, FaultCounters, RunOptions, run_seed};
+use strata_sim::{EngineKind, FaultClass, FaultCounters, RunOptions, Workload, run_seed};
 
 struct Args {
     seeds: Range<u64>,
@@ -34,6 +37,7 @@ struct Args {
     faults_text: String,
     plant: Option<String>,
     engine: EngineKind,
+    workload: Workload,
     check: bool,
     quiet: bool,
 }
@@ -47,6 +51,7 @@ fn parse() -> Result<Args, String> {
         faults_text: "all".to_owned(),
         plant: None,
         engine: EngineKind::Mem,
+        workload: Workload::Both,
         check: false,
         quiet: false,
     };
@@ -100,6 +105,16 @@ fn parse() -> Result<Args, String> {
                     other => return Err(format!("unknown engine {other:?} (mem, redb, rocks)")),
                 };
             }
+            "--workload" => {
+                args.workload = match value()?.as_str() {
+                    "engine" => Workload::Engine,
+                    "store" => Workload::Store,
+                    "both" => Workload::Both,
+                    other => {
+                        return Err(format!("unknown workload {other:?} (engine, store, both)"));
+                    }
+                };
+            }
             "--check-determinism" => args.check = true,
             "--quiet" => args.quiet = true,
             "-h" | "--help" => return Err(String::new()),
@@ -118,6 +133,11 @@ fn replay(args: &Args, seed: u64) -> String {
         EngineKind::Mem => {}
         EngineKind::Redb => line.push_str(" --engine redb"),
         EngineKind::Rocks => line.push_str(" --engine rocks"),
+    }
+    match args.workload {
+        Workload::Both => {}
+        Workload::Engine => line.push_str(" --workload engine"),
+        Workload::Store => line.push_str(" --workload store"),
     }
     if let Some(p) = &args.plant {
         line.push_str(" --plant ");
@@ -165,6 +185,7 @@ fn main() -> ExitCode {
             faults: args.faults.clone(),
             plant: args.plant.clone(),
             engine: args.engine,
+            workload: args.workload,
         };
         let report = run_seed(&options);
         if args.check {

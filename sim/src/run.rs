@@ -26,6 +26,21 @@ pub struct RunOptions {
     pub plant: Option<String>,
     /// The engine under test.
     pub engine: EngineKind,
+    /// The workloads to run.
+    pub workload: Workload,
+}
+
+/// Which workloads a seed runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Workload {
+    /// Raw commits and reads against the engine contract, checked against
+    /// the model ([`run_seed_on`]).
+    Engine,
+    /// Transactions through the typed store ([`crate::store`]).
+    Store,
+    /// The engine workload, then the store workload.
+    #[default]
+    Both,
 }
 
 /// Which engine a run drives.
@@ -49,6 +64,7 @@ impl RunOptions {
             faults: FaultClass::ALL.to_vec(),
             plant: None,
             engine: EngineKind::Mem,
+            workload: Workload::Both,
         }
     }
 }
@@ -85,13 +101,13 @@ const TRACE_TAIL: usize = 60;
 const KEYS: u64 = 12;
 
 /// The trace: every event hashed (FNV-1a), the last ones kept.
-struct Trace {
-    hash: u64,
-    tail: VecDeque<String>,
+pub(crate) struct Trace {
+    pub(crate) hash: u64,
+    pub(crate) tail: VecDeque<String>,
 }
 
 impl Trace {
-    fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self {
             hash: 0xCBF2_9CE4_8422_2325,
             tail: VecDeque::new(),
@@ -99,7 +115,7 @@ impl Trace {
     }
 
     #[allow(clippy::needless_pass_by_value)] // callers build the text with format!
-    fn event(&mut self, step: usize, text: String) {
+    pub(crate) fn event(&mut self, step: usize, text: String) {
         let line = format!("{step:>5} {text}");
         for b in line.bytes().chain([b'\n']) {
             self.hash ^= u64::from(b);
@@ -112,7 +128,7 @@ impl Trace {
     }
 }
 
-fn fail(step: usize, message: String) -> Violation {
+pub(crate) fn fail(step: usize, message: String) -> Violation {
     Violation { message, step }
 }
 
@@ -638,14 +654,14 @@ impl Run {
     }
 }
 
-/// Runs one seed to the end or to its first violation, on the engine the
-/// options name.
+/// Runs one seed to the end or to its first violation, on the engine and
+/// with the workloads the options name.
 pub fn run_seed(options: &RunOptions) -> SeedReport {
     match options.engine {
-        EngineKind::Mem => run_seed_on::<MemEngine>(options),
-        EngineKind::Redb => run_seed_on::<crate::targets::RedbTarget>(options),
+        EngineKind::Mem => run_workloads::<MemEngine>(options),
+        EngineKind::Redb => run_workloads::<crate::targets::RedbTarget>(options),
         #[cfg(feature = "rocks")]
-        EngineKind::Rocks => run_seed_on::<crate::targets::RocksTarget>(options),
+        EngineKind::Rocks => run_workloads::<crate::targets::RocksTarget>(options),
         #[cfg(not(feature = "rocks"))]
         EngineKind::Rocks => SeedReport {
             seed: options.seed,
@@ -662,7 +678,33 @@ pub fn run_seed(options: &RunOptions) -> SeedReport {
     }
 }
 
-/// Runs one seed on engine `E`.
+/// Runs the workloads of one seed on engine `E`.
+pub fn run_workloads<E: Target>(options: &RunOptions) -> SeedReport {
+    match options.workload {
+        Workload::Engine => run_seed_on::<E>(options),
+        Workload::Store => crate::store::run_store_seed_on::<E>(options),
+        Workload::Both => {
+            let engine = run_seed_on::<E>(options);
+            if engine.violation.is_some() {
+                return engine;
+            }
+            let store = crate::store::run_store_seed_on::<E>(options);
+            let mut faults = engine.faults;
+            faults.add(&store.faults);
+            SeedReport {
+                seed: options.seed,
+                commits: engine.commits + store.commits,
+                checks: engine.checks + store.checks,
+                faults,
+                trace_hash: engine.trace_hash.rotate_left(17) ^ store.trace_hash,
+                trace_tail: store.trace_tail,
+                violation: store.violation,
+            }
+        }
+    }
+}
+
+/// Runs the engine workload of one seed on engine `E`.
 pub fn run_seed_on<E: Target>(options: &RunOptions) -> SeedReport {
     let mut rng = SeededRng::new(options.seed);
     let config = FaultConfig::swarm(&mut rng, &options.faults);

@@ -101,6 +101,29 @@ fn every_planted_bug_is_caught() {
     }
 }
 
+/// The store's planted bugs, caught by the store workload.
+#[cfg(feature = "planted-bugs")]
+#[test]
+fn every_planted_store_bug_is_caught() {
+    const WITHIN: u64 = 20;
+    for bug in strata_store::PlantedBug::ALL {
+        let caught = (0..WITHIN).find(|&seed| {
+            let options = RunOptions {
+                plant: Some(bug.name().to_owned()),
+                workload: strata_sim::Workload::Store,
+                ..RunOptions::new(seed, 400)
+            };
+            run_seed(&options).violation.is_some()
+        });
+        println!("{}: caught at seed {caught:?}", bug.name());
+        assert!(
+            caught.is_some(),
+            "{} was not caught within {WITHIN} seeds",
+            bug.name()
+        );
+    }
+}
+
 #[test]
 fn redb_under_power_loss_passes_and_replays() {
     use strata_sim::EngineKind;

@@ -73,6 +73,8 @@ pub use error::StoreError;
 pub use ops::{
     BulkCursor, BulkError, BulkNonAtomic, BulkReport, ScopeUsage, SweepCursor, SweepReport,
 };
+#[cfg(feature = "planted-bugs")]
+pub use options::PlantedBug;
 pub use options::{RetryPolicy, ScopeFn, StoreOptions};
 pub use read::{Cursor, Page, ReadView, Scan, ScanIter};
 pub use store::Store;

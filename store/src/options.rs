@@ -85,6 +85,53 @@ pub struct StoreOptions {
     pub chunk_size: Option<usize>,
     pub(crate) chunked: Vec<TypeId>,
     pub(crate) scope: Option<ScopeFn>,
+    #[cfg(feature = "planted-bugs")]
+    pub(crate) planted: Option<PlantedBug>,
+}
+
+/// Deliberate mistakes the simulation must catch (feature `planted-bugs`,
+/// which normal builds never enable).
+#[cfg(feature = "planted-bugs")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum PlantedBug {
+    /// Quota charges a write's new size without subtracting the old one.
+    QuotaIgnoresOverwrite,
+    /// An overwrite leaves the old value's extra chunks behind.
+    StaleChunksSurvive,
+    /// Reads return values whose time to live has passed.
+    ExpiredStillVisible,
+    /// Point reads in a transaction add no predicate.
+    ReadsNotPinned,
+    /// Commits are not checked against the batch limits.
+    BatchLimitUnchecked,
+}
+
+#[cfg(feature = "planted-bugs")]
+impl PlantedBug {
+    /// Every planted bug.
+    pub const ALL: [Self; 5] = [
+        Self::QuotaIgnoresOverwrite,
+        Self::StaleChunksSurvive,
+        Self::ExpiredStillVisible,
+        Self::ReadsNotPinned,
+        Self::BatchLimitUnchecked,
+    ];
+
+    /// Its name on the command line.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Self::QuotaIgnoresOverwrite => "quota-ignores-overwrite",
+            Self::StaleChunksSurvive => "stale-chunks-survive",
+            Self::ExpiredStillVisible => "expired-still-visible",
+            Self::ReadsNotPinned => "reads-not-pinned",
+            Self::BatchLimitUnchecked => "batch-limit-unchecked",
+        }
+    }
+
+    /// The bug with this name.
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|b| b.name() == name)
+    }
 }
 
 impl fmt::Debug for StoreOptions {
@@ -120,7 +167,23 @@ impl StoreOptions {
             chunk_size: None,
             chunked: Vec::new(),
             scope: None,
+            #[cfg(feature = "planted-bugs")]
+            planted: None,
         }
+    }
+
+    /// Enables a planted bug (feature `planted-bugs`).
+    #[cfg(feature = "planted-bugs")]
+    #[must_use]
+    pub fn plant(mut self, bug: Option<PlantedBug>) -> Self {
+        self.planted = bug;
+        self
+    }
+
+    /// Whether `bug` is planted; always false without the feature.
+    #[cfg(feature = "planted-bugs")]
+    pub(crate) fn bug(&self, bug: PlantedBug) -> bool {
+        self.planted == Some(bug)
     }
 
     /// Values of key type `K` larger than the value limit are stored in

@@ -318,6 +318,12 @@ impl<E: Engine> Store<E> {
             source,
         };
         let options = DecodeOptions::default();
+        #[cfg(feature = "planted-bugs")]
+        let now = if self.options.bug(crate::PlantedBug::ExpiredStillVisible) {
+            0
+        } else {
+            now
+        };
         let header = Header::read(meta).map_err(decode_err)?;
         if !header.chunked {
             let (value, header) =

@@ -112,6 +112,10 @@ impl<'s, E: Engine + 's> Tx<'s, E> {
             return Ok(v.clone());
         }
         let value = self.snap()?.get(ks, key)?;
+        #[cfg(feature = "planted-bugs")]
+        if self.store.options.bug(crate::PlantedBug::ReadsNotPinned) && ks == self.store.data {
+            return Ok(value);
+        }
         self.pin(ks, key.to_vec(), value.clone());
         Ok(value)
     }
@@ -583,6 +587,10 @@ impl<'s, E: Engine + 's> Tx<'s, E> {
             });
         }
         let limits = store.options.limits;
+        #[cfg(feature = "planted-bugs")]
+        if store.options.bug(crate::PlantedBug::BatchLimitUnchecked) {
+            out.rows.clear();
+        }
         limits.check_batch(out.rows).map_err(StoreError::Limit)?;
         out.mutations.extend(self.raw.iter().cloned());
         for (scope, g) in out.growth {
@@ -638,22 +646,29 @@ impl<'s, E: Engine + 's> Tx<'s, E> {
                         source,
                     })?
                     .expires_at;
-                let plan = match &old {
-                    Some(o) => store
-                        .planner
-                        .plan_write(key, envelope, o.previous)
-                        .map_err(|source| StoreError::Chunk {
-                            key_type: "(write)",
-                            source,
-                        })?,
-                    None => WritePlan {
-                        puts: vec![Row {
-                            key: key.to_vec(),
-                            value: Cow::Borrowed(envelope),
-                        }],
-                        deletes: Vec::new(),
-                    },
-                };
+                #[allow(unused_mut)]
+                let mut previous = old.as_ref().map(|o| o.previous);
+                #[cfg(feature = "planted-bugs")]
+                if store.options.bug(crate::PlantedBug::StaleChunksSurvive) && previous.is_some() {
+                    previous = Some(Previous::Absent);
+                }
+                let plan =
+                    match previous {
+                        Some(previous) => store
+                            .planner
+                            .plan_write(key, envelope, previous)
+                            .map_err(|source| StoreError::Chunk {
+                                key_type: "(write)",
+                                source,
+                            })?,
+                        None => WritePlan {
+                            puts: vec![Row {
+                                key: key.to_vec(),
+                                value: Cow::Borrowed(envelope),
+                            }],
+                            deletes: Vec::new(),
+                        },
+                    };
                 for (i, row) in plan.puts.iter().enumerate() {
                     out.rows.push(RowSize::put(&row.key, &row.value));
                     out.mutations.push(Mutation::Put {
@@ -697,7 +712,13 @@ impl<'s, E: Engine + 's> Tx<'s, E> {
                 value: Vec::new(),
             });
         }
-        out.charge(scope, new_size, old.as_ref().map_or(0, |o| o.size));
+        #[allow(unused_mut)]
+        let mut old_size = old.as_ref().map_or(0, |o| o.size);
+        #[cfg(feature = "planted-bugs")]
+        if store.options.bug(crate::PlantedBug::QuotaIgnoresOverwrite) && new_size > 0 {
+            old_size = 0;
+        }
+        out.charge(scope, new_size, old_size);
         Ok(())
     }
 

@@ -1,0 +1,720 @@
+//! The store workload: several clients running transactions against a
+//! [`Store`] on a faulty engine, with values at and around every limit, a
+//! quota scope near its limit, TTL values under clock jumps and chunked
+//! values, through crashes.
+//!
+//! Oracles, checked on the engine without faults:
+//!
+//! - **Money is conserved.** Transfers between accounts read two balances
+//!   and write both; the sum of all balances never changes (atomicity and
+//!   serializability, across crashes and unknown outcomes).
+//! - **Counts match.** A document is inserted only if absent, with +1 to its
+//!   actor's counter in the same transaction, and deleted with -1: the
+//!   counter always equals the actor's documents.
+//! - **Quota is exact.** Every scope's counter equals the recount of its
+//!   rows, after every recovery and at random steps.
+//! - **Chunks never mix.** Every blob is self-describing (its writer's
+//!   sequence number and length, then a pattern derived from them); any
+//!   read must decode and match whole.
+//! - **Nothing expired is returned.** TTL documents carry their expiry in
+//!   their bytes; a read at clock time `t` must not return one that
+//!   expired at or before `t`.
+//! - **Refusals leave no trace.** A commit over a limit is refused with the
+//!   limit's error, and the engine's contents are unchanged.
+
+use std::sync::Arc;
+
+use strata_codec::Limits;
+use strata_engine::{
+    Clock, CommitError, Engine, EngineError, KeyspaceSpec, ManualClock, RangeSpec, ReadError, Rng,
+    SeededRng, Snapshot,
+};
+use strata_keys::{KeyRange, tuple, tuple_key};
+use strata_store::{Scan, Store, StoreError, StoreOptions, Tx};
+
+use crate::faults::{FaultClass, FaultConfig, FaultyEngine};
+use crate::run::{RunOptions, SeedReport, Trace, Violation, fail};
+use crate::targets::Target;
+
+const ACTOR: i64 = 1;
+const BANK: i64 = 2;
+const ACCOUNTS: u64 = 5;
+const START_BALANCE: i64 = 1_000;
+const ACTORS: u64 = 3;
+const DOCS: u64 = 6;
+const BLOBS: u64 = 3;
+
+tuple_key! {
+    /// A bank account's balance (8 bytes, big-endian `i64`).
+    struct Account { id: u64 } -> Vec<u8> = (BANK, {id});
+    /// A document of an actor (quota-scoped).
+    struct Doc { actor: u64, id: u64 } -> Vec<u8> = (ACTOR, {actor}, "doc", {id});
+    /// The number of an actor's documents.
+    struct DocCount { actor: u64 } -> i64 = (ACTOR, {actor}, "count");
+    /// A blob of an actor, chunked when large.
+    struct Blob { actor: u64, id: u64 } -> Vec<u8> = (ACTOR, {actor}, "blob", {id});
+    /// A value expiring at the time its bytes say.
+    struct Ttl { actor: u64, id: u64 } -> Vec<u8> = (ACTOR, {actor}, "ttl", {id});
+    /// A key of chosen length, for the key limit.
+    struct Pad { actor: u64, name: String } -> Vec<u8> = (ACTOR, {actor}, "pad", {name});
+}
+
+/// The limits of the run: small, so that every one of them is met often.
+const LIMITS: Limits = Limits {
+    max_key_bytes: 40,
+    max_value_bytes: 160,
+    max_batch_entries: 12,
+    max_batch_bytes: 2_400,
+    quota_bytes: 2_000,
+};
+
+/// An actor's quota scope: the `(ACTOR, actor)` prefix of its keys. (The
+/// tuple encoding of the integer 1 is `15 01`; a non-negative integer is a
+/// code byte `0x14 + n` followed by `n` bytes.)
+fn scope_of(key: &[u8]) -> Option<Vec<u8>> {
+    let rest = key.strip_prefix(&[0x15, 0x01][..])?;
+    let n = usize::from(rest.first()?.checked_sub(0x14)?);
+    (n <= 8 && rest.len() > n).then(|| key[..3 + n].to_vec())
+}
+
+fn options(rng: &mut SeededRng) -> StoreOptions {
+    let mut o = StoreOptions::new(LIMITS)
+        .chunked::<Blob>()
+        .quota_scope(scope_of);
+    if rng.chance(0.5) {
+        o = o.durability(strata_engine::Durability::Buffered);
+    }
+    o.retry = strata_store::RetryPolicy {
+        max_attempts: 3,
+        base_backoff_ms: 1,
+        max_backoff_ms: 8,
+    };
+    o
+}
+
+/// A blob's bytes: sequence number, length, then a pattern of both.
+fn blob_bytes(seq: u64, len: usize) -> Vec<u8> {
+    let mut out = seq.to_be_bytes().to_vec();
+    out.extend_from_slice(&u32::try_from(len).unwrap_or(u32::MAX).to_be_bytes());
+    let mut x = seq.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    while out.len() < len.max(12) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        out.push(x.to_le_bytes()[0]);
+    }
+    out
+}
+
+/// Whether `bytes` is a whole blob written by [`blob_bytes`].
+fn blob_ok(bytes: &[u8]) -> bool {
+    let Some((seq, rest)) = bytes.split_first_chunk::<8>() else {
+        return false;
+    };
+    let Some((len, _)) = rest.split_first_chunk::<4>() else {
+        return false;
+    };
+    let len = u32::from_be_bytes(*len) as usize;
+    blob_bytes(u64::from_be_bytes(*seq), len) == bytes
+}
+
+struct StoreRun {
+    rng: SeededRng,
+    clock: Arc<ManualClock>,
+    trace: Trace,
+    commits: u64,
+    checks: u64,
+    seq: u64,
+}
+
+type Faulty<E> = FaultyEngine<E>;
+
+/// An error a fault may cause: not a violation.
+fn faulted(e: &StoreError) -> bool {
+    match e {
+        StoreError::Read(ReadError::Backend(_))
+        | StoreError::Commit(
+            CommitError::Backend(_) | CommitError::OutcomeUnknown(_) | CommitError::Conflict { .. },
+        )
+        | StoreError::Engine(EngineError::Backend(_)) => true,
+        StoreError::RetriesExhausted { last, .. } => faulted(last),
+        _ => false,
+    }
+}
+
+impl StoreRun {
+    fn open<E: Target>(&mut self, engine: Faulty<E>, options: &StoreOptions) -> Store<Faulty<E>> {
+        Store::open_with(
+            engine,
+            options.clone(),
+            self.clock.clone(),
+            Box::new(SeededRng::new(self.rng.next_u64())),
+        )
+        .unwrap_or_else(|e| unreachable!("the store's keyspaces are declared: {e}"))
+    }
+
+    /// A fault-free view of the same engine, for the oracles.
+    fn checker<'a, E: Target>(&self, store: &'a Store<Faulty<E>>) -> Store<&'a E> {
+        Store::open_with(
+            store.engine().inner(),
+            store.options().clone(),
+            self.clock.clone(),
+            Box::new(SeededRng::new(0)),
+        )
+        .unwrap_or_else(|e| unreachable!("the store's keyspaces are declared: {e}"))
+    }
+
+    /// Outcome of a transaction: counted, traced, and a violation for an
+    /// error that no fault explains.
+    fn settle<T>(
+        &mut self,
+        step: usize,
+        what: &str,
+        r: Result<T, StoreError>,
+    ) -> Result<Option<T>, Violation> {
+        match r {
+            Ok(v) => {
+                self.commits += 1;
+                self.trace.event(step, format!("{what}: ok"));
+                Ok(Some(v))
+            }
+            Err(e) if faulted(&e) || matches!(e, StoreError::Quota { .. }) => {
+                self.trace.event(step, format!("{what}: {e}"));
+                Ok(None)
+            }
+            Err(e) => Err(fail(step, format!("{what} failed: {e}"))),
+        }
+    }
+
+    fn transfer<E: Target>(
+        &mut self,
+        store: &Store<Faulty<E>>,
+        step: usize,
+    ) -> Result<(), Violation> {
+        let from = self.rng.below(ACCOUNTS);
+        let to = (from + 1 + self.rng.below(ACCOUNTS - 1)) % ACCOUNTS;
+        let amount = i64::try_from(self.rng.below(300)).unwrap_or(0);
+        let r = store.transact(|tx| {
+            let a = balance(tx, from)?;
+            let b = balance(tx, to)?;
+            tx.put(&Account { id: from }, &(a - amount).to_be_bytes().to_vec())?;
+            tx.put(&Account { id: to }, &(b + amount).to_be_bytes().to_vec())?;
+            Ok::<_, StoreError>(())
+        });
+        self.settle(step, &format!("transfer {amount} {from}->{to}"), r)?;
+        Ok(())
+    }
+
+    /// Two or three transfers interleaved by hand, committed in a random
+    /// order: conflicts must be refused, never half-applied.
+    fn interleaved<E: Target>(
+        &mut self,
+        store: &Store<Faulty<E>>,
+        step: usize,
+    ) -> Result<(), Violation> {
+        let n = 2 + self.rng.below(2);
+        let mut txs: Vec<(Tx<'_, Faulty<E>>, u64, u64, i64)> = Vec::new();
+        for _ in 0..n {
+            let from = self.rng.below(ACCOUNTS);
+            let to = (from + 1 + self.rng.below(ACCOUNTS - 1)) % ACCOUNTS;
+            txs.push((
+                store.begin(),
+                from,
+                to,
+                i64::try_from(self.rng.below(100)).unwrap_or(0),
+            ));
+        }
+        for (tx, from, to, amount) in &mut txs {
+            let r = (|| {
+                let a = balance(tx, *from)?;
+                let b = balance(tx, *to)?;
+                tx.put(
+                    &Account { id: *from },
+                    &(a - *amount).to_be_bytes().to_vec(),
+                )?;
+                tx.put(&Account { id: *to }, &(b + *amount).to_be_bytes().to_vec())
+            })();
+            if let Err(e) = r
+                && !faulted(&e)
+            {
+                return Err(fail(step, format!("interleaved transfer: {e}")));
+            }
+        }
+        while !txs.is_empty() {
+            let i = usize::try_from(self.rng.below(txs.len() as u64)).unwrap_or(0);
+            let (tx, from, to, amount) = txs.remove(i);
+            let r = tx.commit().map(|_| ());
+            match r {
+                Err(e) if e.is_conflict() => self
+                    .trace
+                    .event(step, format!("interleaved {from}->{to}: conflict")),
+                r => {
+                    self.settle(step, &format!("interleaved {amount} {from}->{to}"), r)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn doc<E: Target>(&mut self, store: &Store<Faulty<E>>, step: usize) -> Result<(), Violation> {
+        let actor = self.rng.below(ACTORS);
+        let id = self.rng.below(DOCS);
+        let insert = self.rng.chance(0.6);
+        // Sizes around the value limit (the envelope adds 9 bytes).
+        let len = match self.rng.below(4) {
+            0 => 150,
+            1 => 151,
+            2 => 152,
+            _ => usize::try_from(self.rng.below(100)).unwrap_or(0),
+        };
+        let value = vec![u8::try_from(id).unwrap_or(0); len];
+        let r = store.transact(|tx| {
+            let k = Doc { actor, id };
+            if insert {
+                if tx.put_if_absent(&k, &value)? {
+                    tx.add(&DocCount { actor }, 1)?;
+                }
+            } else if tx.get(&k)?.is_some() {
+                tx.delete(&k)?;
+                tx.add(&DocCount { actor }, -1)?;
+            }
+            Ok::<_, StoreError>(())
+        });
+        let over = len + 9 > LIMITS.max_value_bytes;
+        match (&r, insert && over) {
+            (Err(StoreError::ValueTooLarge { .. }), true) => {
+                self.trace
+                    .event(step, format!("doc {actor}/{id} of {len} bytes refused"));
+                Ok(())
+            }
+            (Err(StoreError::ValueTooLarge { .. }), false) => Err(fail(
+                step,
+                format!("a {len}-byte document was refused as too large"),
+            )),
+            _ => {
+                self.settle(
+                    step,
+                    &format!(
+                        "doc {} {actor}/{id} ({len} bytes)",
+                        if insert { "insert" } else { "delete" }
+                    ),
+                    r,
+                )?;
+                Ok(())
+            }
+        }
+    }
+
+    fn blob<E: Target>(&mut self, store: &Store<Faulty<E>>, step: usize) -> Result<(), Violation> {
+        let actor = self.rng.below(ACTORS);
+        let id = self.rng.below(BLOBS);
+        self.seq += 1;
+        let len = match self.rng.below(5) {
+            0 => 12 + usize::try_from(self.rng.below(100)).unwrap_or(0),
+            1 => 150 + usize::try_from(self.rng.below(4)).unwrap_or(0), // the inline boundary
+            2 => 1_800 + usize::try_from(self.rng.below(600)).unwrap_or(0), // near the batch limit
+            _ => 200 + usize::try_from(self.rng.below(1_200)).unwrap_or(0),
+        };
+        let bytes = blob_bytes(self.seq, len);
+        let delete = self.rng.chance(0.15);
+        let r = store.transact(|tx| {
+            if delete {
+                tx.delete(&Blob { actor, id })
+            } else {
+                tx.put(&Blob { actor, id }, &bytes)
+            }
+        });
+        if let Err(StoreError::Limit(l)) = &r {
+            self.trace.event(
+                step,
+                format!("blob {actor}/{id} of {len} bytes refused: {l}"),
+            );
+            return Ok(());
+        }
+        self.settle(
+            step,
+            &format!("blob {actor}/{id} seq {} ({len} bytes)", self.seq),
+            r,
+        )?;
+        Ok(())
+    }
+
+    fn ttl<E: Target>(&mut self, store: &Store<Faulty<E>>, step: usize) -> Result<(), Violation> {
+        let actor = self.rng.below(ACTORS);
+        let id = self.rng.below(DOCS);
+        let ttl = 1 + self.rng.below(5_000);
+        let r = store.transact(|tx| {
+            let at = tx.now_ms() + ttl;
+            tx.put_with_ttl(&Ttl { actor, id }, &at.to_be_bytes().to_vec(), ttl)
+        });
+        self.settle(step, &format!("ttl {actor}/{id} for {ttl} ms"), r)?;
+        Ok(())
+    }
+
+    /// A commit at or just over a limit: refused exactly when over, with
+    /// the engine untouched.
+    fn pressure<E: Target>(
+        &mut self,
+        store: &Store<Faulty<E>>,
+        step: usize,
+    ) -> Result<(), Violation> {
+        let actor = self.rng.below(ACTORS);
+        let excess = self.rng.below(3); // 0, 1 or 2 over the edge, minus one
+        let kind = self.rng.below(2);
+        let before = state(store.engine().inner());
+        // Entries (max - 1, max, max + 1 puts of tiny pads), or key length
+        // (max - 1, max, max + 1).
+        let r = if kind == 0 {
+            {
+                let n = LIMITS.max_batch_entries - 1 + usize::try_from(excess).unwrap_or(0);
+                store.transact(|tx| {
+                    for i in 0..n {
+                        tx.put(
+                            &Pad {
+                                actor,
+                                name: format!("e{i}"),
+                            },
+                            &Vec::new(),
+                        )?;
+                    }
+                    Ok::<_, StoreError>(())
+                })
+            }
+        } else {
+            {
+                let base = Pad {
+                    actor,
+                    name: String::new(),
+                }
+                .pack_len();
+                let name_len = (LIMITS.max_key_bytes - 1 + usize::try_from(excess).unwrap_or(0))
+                    .saturating_sub(base);
+                store.transact(|tx| {
+                    tx.put(
+                        &Pad {
+                            actor,
+                            name: "k".repeat(name_len),
+                        },
+                        &Vec::new(),
+                    )
+                })
+            }
+        };
+        let over = excess == 2;
+        match r {
+            Err(StoreError::Limit(l)) if over => {
+                self.checks += 1;
+                if state(store.engine().inner()) != before {
+                    return Err(fail(
+                        step,
+                        format!("a commit refused by {l} changed the engine"),
+                    ));
+                }
+                self.trace
+                    .event(step, format!("pressure {kind}: refused ({l})"));
+                Ok(())
+            }
+            Err(StoreError::Limit(l)) => Err(fail(
+                step,
+                format!("a commit within the limits was refused: {l}"),
+            )),
+            Ok(()) if over => Err(fail(
+                step,
+                format!("a commit over the limit (kind {kind}) was accepted"),
+            )),
+            r => {
+                self.settle(step, &format!("pressure {kind} at the limit"), r)?;
+                Ok(())
+            }
+        }
+    }
+
+    fn sweep<E: Target>(&mut self, store: &Store<Faulty<E>>, step: usize) -> Result<(), Violation> {
+        let r = store.sweep_expired(Some(1 + self.rng.below(3)));
+        match r {
+            Ok(report) => {
+                self.commits += report.commits;
+                self.trace.event(
+                    step,
+                    format!(
+                        "sweep: {} removed, {} stale, {} commits",
+                        report.removed, report.stale, report.commits
+                    ),
+                );
+                Ok(())
+            }
+            Err(e) if faulted(&e) => {
+                self.trace.event(step, format!("sweep: {e}"));
+                Ok(())
+            }
+            Err(e) => Err(fail(step, format!("sweep failed: {e}"))),
+        }
+    }
+
+    /// Every oracle, on the engine without faults.
+    fn check<E: Target>(
+        &mut self,
+        store: &Store<Faulty<E>>,
+        step: usize,
+        when: &str,
+    ) -> Result<(), Violation> {
+        self.checks += 1;
+        let c = self.checker(store);
+        let err = |e: StoreError| fail(step, format!("{when}: a fault-free read failed: {e}"));
+        // Quota.
+        for (scope, usage) in c.audit_quota().map_err(err)? {
+            if i64::try_from(usage.actual).ok() != Some(usage.counted) {
+                return Err(fail(
+                    step,
+                    format!(
+                        "{when}: quota of scope {scope:02x?} says {} but its rows take {}",
+                        usage.counted, usage.actual
+                    ),
+                ));
+            }
+        }
+        let view = c.read().map_err(err)?;
+        // Money.
+        let mut total = 0;
+        for id in 0..ACCOUNTS {
+            total += view
+                .get(&Account { id })
+                .map_err(err)?
+                .map_or(START_BALANCE, |b| {
+                    i64::from_be_bytes(b.try_into().unwrap_or([0; 8]))
+                });
+        }
+        if total != START_BALANCE * i64::try_from(ACCOUNTS).unwrap_or(0) {
+            return Err(fail(
+                step,
+                format!("{when}: money was created or lost: the accounts hold {total}"),
+            ));
+        }
+        let now = view.now_ms();
+        for actor in 0..ACTORS {
+            // Counts.
+            let docs = view
+                .scan_page::<Doc>(&Scan::range_of(KeyRange::tuple_prefix(&tuple::pack(&(
+                    ACTOR, actor, "doc",
+                )))))
+                .map_err(err)?;
+            let count = c.counter(&DocCount { actor }).map_err(err)?;
+            if i64::try_from(docs.items.len()).ok() != Some(count) {
+                return Err(fail(
+                    step,
+                    format!(
+                        "{when}: actor {actor} has {} documents, its counter says {count}",
+                        docs.items.len()
+                    ),
+                ));
+            }
+            // Chunks.
+            for id in 0..BLOBS {
+                match view.get(&Blob { actor, id }) {
+                    Ok(None) => {}
+                    Ok(Some(b)) if blob_ok(&b) => {}
+                    Ok(Some(b)) => {
+                        return Err(fail(
+                            step,
+                            format!(
+                                "{when}: blob {actor}/{id} ({} bytes) is not one whole write",
+                                b.len()
+                            ),
+                        ));
+                    }
+                    Err(e) => {
+                        return Err(fail(
+                            step,
+                            format!("{when}: blob {actor}/{id} does not read: {e}"),
+                        ));
+                    }
+                }
+            }
+            // Expiry.
+            for id in 0..DOCS {
+                if let Some(b) = view.get(&Ttl { actor, id }).map_err(err)? {
+                    let at = u64::from_be_bytes(b.try_into().unwrap_or([0; 8]));
+                    if at <= now {
+                        return Err(fail(
+                            step,
+                            format!("{when}: ttl {actor}/{id} expired at {at} was read at {now}"),
+                        ));
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+fn balance<E: Engine>(tx: &mut Tx<'_, E>, id: u64) -> Result<i64, StoreError> {
+    Ok(tx.get(&Account { id })?.map_or(START_BALANCE, |b| {
+        i64::from_be_bytes(b.try_into().unwrap_or([0; 8]))
+    }))
+}
+
+trait PackLen {
+    fn pack_len(&self) -> usize;
+}
+
+impl<K: strata_keys::Key> PackLen for K {
+    fn pack_len(&self) -> usize {
+        self.pack().map_or(0, |b| b.len())
+    }
+}
+
+/// Everything an engine holds.
+fn state<E: Engine>(e: &E) -> Vec<Vec<(Vec<u8>, Vec<u8>)>> {
+    let Ok(snap) = e.snapshot() else {
+        return Vec::new();
+    };
+    (0..e.keyspaces().len())
+        .map(|i| {
+            snap.range(
+                strata_engine::Keyspace::from_index(u32::try_from(i).unwrap_or(0)),
+                RangeSpec::all(),
+            )
+            .map(|it| it.filter_map(Result::ok).collect())
+            .unwrap_or_default()
+        })
+        .collect()
+}
+
+fn specs(options: &StoreOptions) -> Vec<KeyspaceSpec> {
+    options.keyspace_specs()
+}
+
+/// Runs the store workload of one seed on engine `E`.
+pub fn run_store_seed_on<E: Target>(options: &RunOptions) -> SeedReport {
+    let mut rng = SeededRng::new(options.seed ^ 0x5709_E000_0000_0000);
+    let config = FaultConfig::swarm(&mut rng, &options.faults);
+    let fault_seed = rng.next_u64();
+    let store_options = self::options(&mut rng);
+    #[cfg(feature = "planted-bugs")]
+    let store_options = store_options.plant(
+        options
+            .plant
+            .as_deref()
+            .and_then(strata_store::PlantedBug::from_name),
+    );
+    let mut run = StoreRun {
+        clock: Arc::new(ManualClock::new(1_700_000_000_000)),
+        trace: Trace::new(),
+        commits: 0,
+        checks: 0,
+        seq: 0,
+        rng,
+    };
+    run.trace.event(
+        0,
+        format!(
+            "store seed {} faults {config:?} durability {:?}",
+            options.seed, store_options.durability
+        ),
+    );
+    let engine = FaultyEngine::new(E::fresh(specs(&store_options)), config, fault_seed);
+    let mut store = Some(run.open(engine, &store_options));
+    let mut violation = None;
+    for step in 1..=options.ops {
+        let Some(s) = store.take() else { break };
+        let crash = s.engine().is_stuck()
+            || (config.p(FaultClass::Crash) > 0.0 && run.rng.chance(config.p(FaultClass::Crash)));
+        let (next, outcome) = if crash {
+            let e = s.into_engine().crash_restart(&mut run.rng);
+            run.trace.event(step, "crash and reopen".to_owned());
+            let s = run.open(e, &store_options);
+            let outcome = run.check(&s, step, "after a crash");
+            (s, outcome)
+        } else {
+            if config.p(FaultClass::Clock) > 0.0 && run.rng.chance(config.p(FaultClass::Clock)) {
+                let jump = run.rng.below(10_000);
+                if run.rng.chance(0.3) {
+                    run.clock.set(run.clock.now_ms().saturating_sub(jump));
+                } else {
+                    run.clock.advance(jump);
+                }
+                s.engine().record(FaultClass::Clock);
+            } else {
+                run.clock.advance(run.rng.below(100));
+            }
+            let outcome = match run.rng.below(100) {
+                0..=24 => run.transfer(&s, step),
+                25..=34 => run.interleaved(&s, step),
+                35..=54 => run.doc(&s, step),
+                55..=69 => run.blob(&s, step),
+                70..=79 => run.ttl(&s, step),
+                80..=86 => run.pressure(&s, step),
+                87..=90 => run.sweep(&s, step),
+                91..=94 => {
+                    let r = s.engine().sync();
+                    run.trace.event(step, format!("sync: {r:?}"));
+                    Ok(())
+                }
+                _ => run.check(&s, step, "at a random step"),
+            };
+            (s, outcome)
+        };
+        store = Some(next);
+        if let Err(v) = outcome {
+            violation = Some(v);
+            break;
+        }
+    }
+    if violation.is_none()
+        && let Some(s) = &store
+        && let Err(v) = run.check(s, options.ops, "at the end")
+    {
+        violation = Some(v);
+    }
+    if let Some(v) = &violation {
+        run.trace
+            .event(v.step, format!("VIOLATION (store workload): {}", v.message));
+    }
+    SeedReport {
+        seed: options.seed,
+        commits: run.commits,
+        checks: run.checks,
+        faults: store.map(|s| s.engine().counters()).unwrap_or_default(),
+        trace_hash: run.trace.hash,
+        trace_tail: run.trace.tail.into_iter().collect(),
+        violation,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use strata_keys::Key;
+
+    use super::*;
+
+    #[test]
+    fn every_actor_key_is_scoped_by_its_actor() {
+        for actor in [0, 1, 255, 256, u64::MAX] {
+            let want = Some(tuple::pack(&(ACTOR, actor)));
+            assert_eq!(scope_of(&Doc { actor, id: 3 }.pack().unwrap()), want);
+            assert_eq!(scope_of(&DocCount { actor }.pack().unwrap()), want);
+            assert_eq!(
+                scope_of(
+                    &Pad {
+                        actor,
+                        name: "x".into()
+                    }
+                    .pack()
+                    .unwrap()
+                ),
+                want
+            );
+        }
+        assert_eq!(scope_of(&Account { id: 1 }.pack().unwrap()), None);
+    }
+
+    #[test]
+    fn blobs_check_themselves() {
+        let b = blob_bytes(7, 500);
+        assert!(blob_ok(&b));
+        let mut mixed = b.clone();
+        mixed[300..].copy_from_slice(&blob_bytes(8, 500)[300..]);
+        assert!(!blob_ok(&mixed));
+        assert!(!blob_ok(&b[..499]));
+    }
+}
