@@ -145,7 +145,7 @@ impl fmt::Debug for StoreOptions {
             .field("chunk_size", &self.chunk_size)
             .field("chunked_types", &self.chunked.len())
             .field("quota_scopes", &self.scope.is_some())
-            .finish()
+            .finish_non_exhaustive()
     }
 }
 
