@@ -1,0 +1,255 @@
+//! The typed store against the raw engine contract on the same engine and
+//! data: a put of a 256-byte value (buffered), a get, a 1,000-entry scan;
+//! and a transaction with two reads and two writes against a plain commit
+//! of the same writes. On redb and on RocksDB. Interleaved A/B first, then
+//! criterion.
+
+#![allow(clippy::too_many_lines, clippy::many_single_char_names)]
+
+use std::hint::black_box;
+use std::ops::Bound;
+use std::time::Duration;
+
+use criterion::{Criterion, criterion_group};
+use strata_codec::Limits;
+use strata_engine::{Commit, Durability, Engine, Keyspace, RangeSpec, Snapshot};
+use strata_engine_redb::{RedbEngine, RedbOptions};
+use strata_engine_rocks::{RocksEngine, RocksOptions};
+use strata_keys::{Key, KeyRange, tuple, tuple_key};
+use strata_store::{Scan, Store, StoreError, StoreOptions};
+
+#[path = "../../bench-support/ab.rs"]
+mod ab;
+use ab::ab;
+
+const N: u64 = 10_000;
+
+tuple_key! {
+    /// The typed side's rows: `("t", id)`.
+    struct Row { id: u64 } -> Vec<u8> = ("t", {id});
+}
+
+/// The raw side's key for `id`: `("r", id)`, the same length as the typed key.
+fn raw_key(id: u64) -> Vec<u8> {
+    tuple::pack(&("r", id))
+}
+
+fn options() -> StoreOptions {
+    StoreOptions::new(Limits::FOUNDATIONDB).durability(Durability::Buffered)
+}
+
+fn load<E: Engine>(engine: &E, data: Keyspace, value: &[u8]) {
+    let store = Store::open(engine, options()).unwrap();
+    for chunk in (0..N).collect::<Vec<_>>().chunks(1_000) {
+        let mut c = Commit::new();
+        for &id in chunk {
+            c = c.put(data, raw_key(id), value.to_vec());
+        }
+        engine.commit(c).unwrap();
+        store
+            .transact(|tx| {
+                for &id in chunk {
+                    tx.put(&Row { id }, &value.to_vec())?;
+                }
+                Ok::<_, StoreError>(())
+            })
+            .unwrap();
+    }
+}
+
+fn raw_scan<E: Engine>(engine: &E, data: Keyspace, from: u64) -> usize {
+    let snap = engine.snapshot().unwrap();
+    let range = RangeSpec {
+        start: Bound::Included(raw_key(from)),
+        ..RangeSpec::all()
+    }
+    .limit(1_000);
+    let mut n = 0;
+    for row in snap.range(data, range).unwrap() {
+        black_box(row.unwrap());
+        n += 1;
+    }
+    n
+}
+
+fn typed_scan<E: Engine>(store: &Store<E>, from: u64) -> usize {
+    let scan = Scan::range_of(KeyRange {
+        start: Row { id: from }.pack().unwrap(),
+        end: KeyRange::tuple_prefix(&tuple::pack(&("t",))).end,
+    })
+    .limit(1_000);
+    let view = store.read().unwrap();
+    let mut n = 0;
+    for row in view.scan::<Row>(&scan).unwrap() {
+        black_box(row.unwrap());
+        n += 1;
+    }
+    n
+}
+
+fn report<E: Engine>(name: &str, engine: &E) {
+    let store = Store::open(engine, options()).unwrap();
+    let (data, _) = store.keyspaces();
+    let value = vec![0xAB; 256];
+    let (mut i, mut j) = (0u64, 0u64);
+    let step = |i: &mut u64| {
+        *i = (*i + 7_919) % N;
+        *i
+    };
+    println!(
+        "{name}: interleaved A/B, 7 rounds, median per operation (raw = engine contract, ours = typed store):"
+    );
+    ab(
+        "put 256 bytes, buffered",
+        7,
+        2_000,
+        1,
+        || {
+            engine
+                .commit(
+                    Commit::new()
+                        .put(data, raw_key(step(&mut i)), value.clone())
+                        .durability(Durability::Buffered),
+                )
+                .unwrap();
+        },
+        || {
+            store.put(&Row { id: step(&mut j) }, &value).unwrap();
+        },
+    );
+    ab(
+        "get",
+        7,
+        20_000,
+        1,
+        || {
+            black_box(
+                engine
+                    .snapshot()
+                    .unwrap()
+                    .get(data, &raw_key(step(&mut i)))
+                    .unwrap(),
+            );
+        },
+        || {
+            black_box(store.get(&Row { id: step(&mut j) }).unwrap());
+        },
+    );
+    assert_eq!(raw_scan(engine, data, N / 3), typed_scan(&store, N / 3));
+    ab(
+        "scan 1,000 entries",
+        7,
+        50,
+        1_000,
+        || {
+            raw_scan(engine, data, N / 3);
+        },
+        || {
+            typed_scan(&store, N / 3);
+        },
+    );
+    ab(
+        "2 reads + 2 writes: transaction vs plain commit of the writes",
+        7,
+        2_000,
+        1,
+        || {
+            let (a, b) = (step(&mut i), step(&mut i));
+            store
+                .transact(|tx| {
+                    tx.put(&Row { id: a }, &value)?;
+                    tx.put(&Row { id: b }, &value)
+                })
+                .unwrap();
+        },
+        || {
+            let (a, b) = (step(&mut j), step(&mut j));
+            store
+                .transact(|tx| {
+                    let x = tx.get(&Row { id: a })?;
+                    let y = tx.get(&Row { id: b })?;
+                    black_box((x, y));
+                    tx.put(&Row { id: a }, &value)?;
+                    tx.put(&Row { id: b }, &value)
+                })
+                .unwrap();
+        },
+    );
+}
+
+struct Engines {
+    redb: RedbEngine,
+    rocks: RocksEngine,
+    dir: std::path::PathBuf,
+}
+
+impl Drop for Engines {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn engines() -> Engines {
+    let dir = std::env::temp_dir().join(format!("strata-store-bench-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let specs = options().keyspace_specs();
+    let redb =
+        RedbEngine::open(dir.join("redb.redb"), specs.clone(), RedbOptions::default()).unwrap();
+    let rocks = RocksEngine::open(dir.join("rocks"), specs, RocksOptions::default()).unwrap();
+    let value = vec![0xAB; 256];
+    load(&redb, redb.keyspace("data").unwrap(), &value);
+    load(&rocks, rocks.keyspace("data").unwrap(), &value);
+    Engines { redb, rocks, dir }
+}
+
+fn criterion_benches(c: &mut Criterion) {
+    let e = engines();
+    bench_engine(c, "redb", &e.redb);
+    bench_engine(c, "rocks", &e.rocks);
+}
+
+fn bench_engine<E: Engine>(c: &mut Criterion, name: &str, engine: &E) {
+    let store = Store::open(engine, options()).unwrap();
+    let (data, _) = store.keyspaces();
+    let mut g = c.benchmark_group(format!("{name}/get"));
+    g.bench_function("raw", |b| {
+        b.iter(|| {
+            engine
+                .snapshot()
+                .unwrap()
+                .get(data, &raw_key(N / 2))
+                .unwrap();
+        });
+    });
+    g.bench_function("ours", |b| {
+        b.iter(|| store.get(&Row { id: N / 2 }).unwrap());
+    });
+    g.finish();
+    let mut g = c.benchmark_group(format!("{name}/scan_1000"));
+    g.bench_function("raw", |b| b.iter(|| raw_scan(engine, data, N / 3)));
+    g.bench_function("ours", |b| b.iter(|| typed_scan(&store, N / 3)));
+    g.finish();
+}
+
+criterion_group! {
+    name = benches;
+    config = Criterion::default()
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(2))
+        .sample_size(30);
+    targets = criterion_benches
+}
+
+fn main() {
+    {
+        let e = engines();
+        report("redb", &e.redb);
+        report("rocks", &e.rocks);
+    }
+    if std::env::var_os("STRATA_AB_ONLY").is_some() {
+        return;
+    }
+    benches();
+    Criterion::default().configure_from_args().final_summary();
+}
