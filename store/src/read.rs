@@ -183,7 +183,7 @@ impl<'s, E: Engine + 's> ReadView<'s, E> {
             None => Ok(None),
             Some(meta) => self
                 .store
-                .decode_row::<K, _>(&self.snap, &bytes, meta, self.now),
+                .decode_row::<K, _>(&self.snap, &bytes, &meta, self.now),
         }
     }
 
@@ -282,7 +282,7 @@ where
                 Ok(k) => k,
                 Err(e) => return Some(Err(StoreError::key::<K>(e))),
             };
-            match store.decode_row::<K, _>(&self.view.snap, &key, meta, self.view.now) {
+            match store.decode_row::<K, _>(&self.view.snap, &key, &meta, self.view.now) {
                 Ok(None) => {}
                 Ok(Some(value)) => {
                     self.left -= 1;
@@ -303,7 +303,7 @@ impl<E: Engine> Store<E> {
         &self,
         snap: &S,
         key: &[u8],
-        meta: Vec<u8>,
+        meta: &[u8],
         now: u64,
     ) -> Result<Option<K::Value>, StoreError>
     where
@@ -322,13 +322,13 @@ impl<E: Engine> Store<E> {
         } else {
             now
         };
-        let header = Header::read(&meta).map_err(decode_err)?;
+        let header = Header::read(meta).map_err(decode_err)?;
         if !header.chunked {
             let (value, header) =
-                decode_with::<K::Value>(key, &meta, options).map_err(decode_err)?;
+                decode_with::<K::Value>(key, meta, options).map_err(decode_err)?;
             return Ok((!header.is_expired(now)).then_some(value));
         }
-        let (header, _) = verify(key, &meta).map_err(decode_err)?;
+        let (header, _) = verify(key, meta).map_err(decode_err)?;
         if header.is_expired(now) {
             return Ok(None);
         }
@@ -344,13 +344,13 @@ impl<E: Engine> Store<E> {
                 },
             )?
             .collect::<Result<Vec<_>, _>>()?;
-        let whole =
-            self.planner
-                .assemble(key, &meta, rows)
-                .map_err(|source| StoreError::Chunk {
-                    key_type: K::NAME,
-                    source,
-                })?;
+        let whole = self
+            .planner
+            .assemble(key, meta, rows)
+            .map_err(|source| StoreError::Chunk {
+                key_type: K::NAME,
+                source,
+            })?;
         let (value, _) = decode_with::<K::Value>(key, &whole, options).map_err(decode_err)?;
         Ok(Some(value))
     }

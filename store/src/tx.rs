@@ -156,7 +156,7 @@ impl<'s, E: Engine + 's> Tx<'s, E> {
             Some(meta) => {
                 let (now, store) = (self.now, self.store);
                 let snap = self.snap()?;
-                store.decode_row::<K, _>(snap, &bytes, meta, now)
+                store.decode_row::<K, _>(snap, &bytes, &meta, now)
             }
         }
     }
@@ -179,7 +179,7 @@ impl<'s, E: Engine + 's> Tx<'s, E> {
         let snap = self.snap()?;
         match snap.get(store.data, &bytes)? {
             None => Ok(None),
-            Some(meta) => store.decode_row::<K, _>(snap, &bytes, meta, now),
+            Some(meta) => store.decode_row::<K, _>(snap, &bytes, &meta, now),
         }
     }
 
@@ -286,7 +286,7 @@ impl<'s, E: Engine + 's> Tx<'s, E> {
                     }
                     continue;
                 }
-                let value = store.decode_row::<K, _>(snap, &rk, meta, now)?;
+                let value = store.decode_row::<K, _>(snap, &rk, &meta, now)?;
                 (rk, value)
             };
             let Some(value) = value else { continue };
