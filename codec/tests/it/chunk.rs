@@ -317,6 +317,22 @@ fn a_chunked_envelope_decodes_after_assembly() {
     assert_eq!(decode::<String>(b"log/1", &whole).unwrap(), text);
 }
 
+#[test]
+fn a_chunk_manifest_carries_the_values_expiry() {
+    let p = actor_kv();
+    let mut env = Vec::new();
+    let options = EncodeOptions {
+        checksum: true,
+        expires_at: Some(1_700_000_000_123),
+    };
+    encode(&"y".repeat(25_000), b"k", options, &mut env).unwrap();
+    let plan = p.plan_write(b"k", &env, Previous::Absent).unwrap();
+    let (header, _) = strata_codec::verify(b"k", &plan.puts[0].value).unwrap();
+    assert!(header.chunked);
+    assert_eq!(header.expires_at, Some(1_700_000_000_123));
+    assert!(header.is_expired(1_700_000_000_123) && !header.is_expired(1_700_000_000_122));
+}
+
 /// The rows of a 3-chunk value, to break in every way.
 fn rows() -> (
     ChunkPlanner<TupleChunkLayout>,
