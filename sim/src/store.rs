@@ -186,21 +186,20 @@ impl StoreRun {
         }
     }
 
+    /// Two different accounts and an amount below `max`.
+    fn pick_transfer(&mut self, max: u64) -> (u64, u64, i64) {
+        let from = self.rng.below(ACCOUNTS);
+        let to = (from + 1 + self.rng.below(ACCOUNTS - 1)) % ACCOUNTS;
+        (from, to, i64::try_from(self.rng.below(max)).unwrap_or(0))
+    }
+
     fn transfer<E: Target>(
         &mut self,
         store: &Store<Faulty<E>>,
         step: usize,
     ) -> Result<(), Violation> {
-        let from = self.rng.below(ACCOUNTS);
-        let to = (from + 1 + self.rng.below(ACCOUNTS - 1)) % ACCOUNTS;
-        let amount = i64::try_from(self.rng.below(300)).unwrap_or(0);
-        let r = store.transact(|tx| {
-            let a = balance(tx, from)?;
-            let b = balance(tx, to)?;
-            tx.put(&Account { id: from }, &(a - amount).to_be_bytes().to_vec())?;
-            tx.put(&Account { id: to }, &(b + amount).to_be_bytes().to_vec())?;
-            Ok::<_, StoreError>(())
-        });
+        let (from, to, amount) = self.pick_transfer(300);
+        let r = store.transact(|tx| move_money(tx, from, to, amount));
         self.settle(step, &format!("transfer {amount} {from}->{to}"), r)?;
         Ok(())
     }
@@ -215,26 +214,11 @@ impl StoreRun {
         let n = 2 + self.rng.below(2);
         let mut txs: Vec<(Tx<'_, Faulty<E>>, u64, u64, i64)> = Vec::new();
         for _ in 0..n {
-            let from = self.rng.below(ACCOUNTS);
-            let to = (from + 1 + self.rng.below(ACCOUNTS - 1)) % ACCOUNTS;
-            txs.push((
-                store.begin(),
-                from,
-                to,
-                i64::try_from(self.rng.below(100)).unwrap_or(0),
-            ));
+            let (from, to, amount) = self.pick_transfer(100);
+            txs.push((store.begin(), from, to, amount));
         }
         for (tx, from, to, amount) in &mut txs {
-            let r = (|| {
-                let a = balance(tx, *from)?;
-                let b = balance(tx, *to)?;
-                tx.put(
-                    &Account { id: *from },
-                    &(a - *amount).to_be_bytes().to_vec(),
-                )?;
-                tx.put(&Account { id: *to }, &(b + *amount).to_be_bytes().to_vec())
-            })();
-            if let Err(e) = r
+            if let Err(e) = move_money(tx, *from, *to, *amount)
                 && !faulted(&e)
             {
                 return Err(fail(step, format!("interleaved transfer: {e}")));
@@ -545,6 +529,19 @@ impl StoreRun {
         }
         Ok(())
     }
+}
+
+/// Moves `amount` from one account to another: two reads, two writes.
+fn move_money<E: Engine>(
+    tx: &mut Tx<'_, E>,
+    from: u64,
+    to: u64,
+    amount: i64,
+) -> Result<(), StoreError> {
+    let a = balance(tx, from)?;
+    let b = balance(tx, to)?;
+    tx.put(&Account { id: from }, &(a - amount).to_be_bytes().to_vec())?;
+    tx.put(&Account { id: to }, &(b + amount).to_be_bytes().to_vec())
 }
 
 fn balance<E: Engine>(tx: &mut Tx<'_, E>, id: u64) -> Result<i64, StoreError> {

@@ -79,49 +79,48 @@ fn no_faults_means_no_faults() {
 }
 
 /// Each planted bug must be caught within this many seeds (stated in the
-/// README); the test also prints how many it took.
+/// README); the tests also print how many it took.
 #[cfg(feature = "planted-bugs")]
-#[test]
-fn every_planted_bug_is_caught() {
-    const WITHIN: u64 = 20;
-    for bug in strata_engine::PlantedBug::ALL {
+const WITHIN: u64 = 20;
+
+/// Asserts that every bug named is caught by `workload` within [`WITHIN`]
+/// seeds.
+#[cfg(feature = "planted-bugs")]
+fn assert_caught(names: impl IntoIterator<Item = &'static str>, workload: strata_sim::Workload) {
+    for name in names {
         let caught = (0..WITHIN).find(|&seed| {
             let options = RunOptions {
-                plant: Some(bug.name().to_owned()),
+                plant: Some(name.to_owned()),
+                workload,
                 ..RunOptions::new(seed, 400)
             };
             run_seed(&options).violation.is_some()
         });
-        println!("{}: caught at seed {caught:?}", bug.name());
+        println!("{name}: caught at seed {caught:?}");
         assert!(
             caught.is_some(),
-            "{} was not caught within {WITHIN} seeds",
-            bug.name()
+            "{name} was not caught within {WITHIN} seeds"
         );
     }
+}
+
+#[cfg(feature = "planted-bugs")]
+#[test]
+fn every_planted_bug_is_caught() {
+    assert_caught(
+        strata_engine::PlantedBug::ALL.map(strata_engine::PlantedBug::name),
+        strata_sim::Workload::Engine,
+    );
 }
 
 /// The store's planted bugs, caught by the store workload.
 #[cfg(feature = "planted-bugs")]
 #[test]
 fn every_planted_store_bug_is_caught() {
-    const WITHIN: u64 = 20;
-    for bug in strata_store::PlantedBug::ALL {
-        let caught = (0..WITHIN).find(|&seed| {
-            let options = RunOptions {
-                plant: Some(bug.name().to_owned()),
-                workload: strata_sim::Workload::Store,
-                ..RunOptions::new(seed, 400)
-            };
-            run_seed(&options).violation.is_some()
-        });
-        println!("{}: caught at seed {caught:?}", bug.name());
-        assert!(
-            caught.is_some(),
-            "{} was not caught within {WITHIN} seeds",
-            bug.name()
-        );
-    }
+    assert_caught(
+        strata_store::PlantedBug::ALL.map(strata_store::PlantedBug::name),
+        strata_sim::Workload::Store,
+    );
 }
 
 #[test]

@@ -147,18 +147,7 @@ impl<'s, E: Engine + 's> Tx<'s, E> {
         K: Key,
         K::Value: Value,
     {
-        let bytes = key.pack().map_err(StoreError::key::<K>)?;
-        if let Some(p) = self.writes.get(&bytes) {
-            return self.pending_value::<K>(&bytes, p);
-        }
-        match self.read_pinned(self.store.data, &bytes)? {
-            None => Ok(None),
-            Some(meta) => {
-                let (now, store) = (self.now, self.store);
-                let snap = self.snap()?;
-                store.decode_row::<K, _>(snap, &bytes, &meta, now)
-            }
-        }
+        self.read_typed(key, true)
     }
 
     /// As [`Tx::get`] without a predicate: the value may have changed by
@@ -171,15 +160,29 @@ impl<'s, E: Engine + 's> Tx<'s, E> {
         K: Key,
         K::Value: Value,
     {
+        self.read_typed(key, false)
+    }
+
+    /// A typed point read: this transaction's write of the key if any,
+    /// else the snapshot's row, pinned by a predicate when `pin`.
+    fn read_typed<K>(&mut self, key: &K, pin: bool) -> Result<Option<K::Value>, StoreError>
+    where
+        K: Key,
+        K::Value: Value,
+    {
         let bytes = key.pack().map_err(StoreError::key::<K>)?;
         if let Some(p) = self.writes.get(&bytes) {
             return self.pending_value::<K>(&bytes, p);
         }
         let (now, store) = (self.now, self.store);
-        let snap = self.snap()?;
-        match snap.get(store.data, &bytes)? {
+        let meta = if pin {
+            self.read_pinned(store.data, &bytes)?
+        } else {
+            self.snap()?.get(store.data, &bytes)?
+        };
+        match meta {
             None => Ok(None),
-            Some(meta) => store.decode_row::<K, _>(snap, &bytes, &meta, now),
+            Some(meta) => store.decode_row::<K, _>(self.snap()?, &bytes, &meta, now),
         }
     }
 
