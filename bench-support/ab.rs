@@ -77,3 +77,25 @@ pub fn ab(
     );
     report
 }
+
+/// The criterion settings of every Strata bench: a short warm-up and
+/// measurement, `samples` samples.
+pub fn criterion_config(samples: usize) -> criterion::Criterion {
+    criterion::Criterion::default()
+        .warm_up_time(std::time::Duration::from_millis(500))
+        .measurement_time(std::time::Duration::from_secs(2))
+        .sample_size(samples)
+}
+
+/// A bench's `main`: the interleaved A/B report, then criterion's
+/// `benches` unless `STRATA_AB_ONLY` is set (for a quick ratio check).
+pub fn run(report: impl FnOnce(), benches: impl FnOnce()) {
+    report();
+    if std::env::var_os("STRATA_AB_ONLY").is_some() {
+        return;
+    }
+    benches();
+    criterion::Criterion::default()
+        .configure_from_args()
+        .final_summary();
+}

@@ -9,7 +9,6 @@
 //!   over the whole value both ways) against one `memcpy` of 1 MiB.
 
 use std::hint::black_box;
-use std::time::Duration;
 
 use criterion::{Criterion, criterion_group};
 use serde::{Deserialize, Serialize};
@@ -217,15 +216,15 @@ fn criterion_benches(c: &mut Criterion) {
 
 criterion_group! {
     name = benches;
-    config = Criterion::default()
-        .warm_up_time(Duration::from_millis(500))
-        .measurement_time(Duration::from_secs(2))
-        .sample_size(40);
+    config = ab::criterion_config(40);
     targets = criterion_benches
 }
 
 fn main() {
-    ab_report();
-    benches();
-    Criterion::default().configure_from_args().final_summary();
+    ab::run(
+        || {
+            ab_report();
+        },
+        benches,
+    );
 }

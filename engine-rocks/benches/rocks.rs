@@ -7,7 +7,6 @@
 
 use std::hint::black_box;
 use std::io::Write;
-use std::time::Duration;
 
 use criterion::{Criterion, criterion_group};
 use rocksdb::{DB, Options, ReadOptions, WriteBatch, WriteOptions};
@@ -266,21 +265,16 @@ fn criterion_benches(c: &mut Criterion) {
 
 criterion_group! {
     name = benches;
-    config = Criterion::default()
-        .warm_up_time(Duration::from_millis(500))
-        .measurement_time(Duration::from_secs(2))
-        .sample_size(30);
+    config = ab::criterion_config(30);
     targets = criterion_benches
 }
 
 fn main() {
-    {
-        let s = setup();
-        ab_report(&s);
-    }
-    if std::env::var_os("STRATA_AB_ONLY").is_some() {
-        return;
-    }
-    benches();
-    Criterion::default().configure_from_args().final_summary();
+    ab::run(
+        || {
+            let s = setup();
+            ab_report(&s);
+        },
+        benches,
+    );
 }

@@ -5,7 +5,6 @@
 use std::collections::BTreeMap;
 use std::hint::black_box;
 use std::sync::Mutex;
-use std::time::Duration;
 
 use criterion::{Criterion, criterion_group};
 use strata_engine::{
@@ -202,15 +201,15 @@ fn criterion_benches(c: &mut Criterion) {
 
 criterion_group! {
     name = benches;
-    config = Criterion::default()
-        .warm_up_time(Duration::from_millis(500))
-        .measurement_time(Duration::from_secs(2))
-        .sample_size(40);
+    config = ab::criterion_config(40);
     targets = criterion_benches
 }
 
 fn main() {
-    ab_report(&data());
-    benches();
-    Criterion::default().configure_from_args().final_summary();
+    ab::run(
+        || {
+            ab_report(&data());
+        },
+        benches,
+    );
 }

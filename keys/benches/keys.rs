@@ -7,7 +7,6 @@
 
 use std::alloc::System;
 use std::hint::black_box;
-use std::time::Duration;
 
 use criterion::{Criterion, criterion_group};
 use stats_alloc::{INSTRUMENTED_SYSTEM, Region, StatsAlloc};
@@ -235,17 +234,17 @@ fn criterion_benches(c: &mut Criterion) {
 
 criterion_group! {
     name = benches;
-    config = Criterion::default()
-        .warm_up_time(Duration::from_millis(500))
-        .measurement_time(Duration::from_secs(2))
-        .sample_size(40);
+    config = ab::criterion_config(40);
     targets = criterion_benches
 }
 
 fn main() {
-    let d = data();
-    alloc_report(&d);
-    ab_report(&d);
-    benches();
-    Criterion::default().configure_from_args().final_summary();
+    ab::run(
+        || {
+            let d = data();
+            alloc_report(&d);
+            ab_report(&d);
+        },
+        benches,
+    );
 }

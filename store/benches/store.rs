@@ -8,7 +8,6 @@
 
 use std::hint::black_box;
 use std::ops::Bound;
-use std::time::Duration;
 
 use criterion::{Criterion, criterion_group};
 use strata_codec::Limits;
@@ -234,22 +233,17 @@ fn bench_engine<E: Engine>(c: &mut Criterion, name: &str, engine: &E) {
 
 criterion_group! {
     name = benches;
-    config = Criterion::default()
-        .warm_up_time(Duration::from_millis(500))
-        .measurement_time(Duration::from_secs(2))
-        .sample_size(30);
+    config = ab::criterion_config(30);
     targets = criterion_benches
 }
 
 fn main() {
-    {
-        let e = engines();
-        report("redb", &e.redb);
-        report("rocks", &e.rocks);
-    }
-    if std::env::var_os("STRATA_AB_ONLY").is_some() {
-        return;
-    }
-    benches();
-    Criterion::default().configure_from_args().final_summary();
+    ab::run(
+        || {
+            let e = engines();
+            report("redb", &e.redb);
+            report("rocks", &e.rocks);
+        },
+        benches,
+    );
 }
