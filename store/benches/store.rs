@@ -147,6 +147,37 @@ fn report<E: Engine>(name: &str, engine: &E) {
             typed_scan(&store, N / 3);
         },
     );
+    let unverified = Store::open(engine, options().verify_checksums(false)).unwrap();
+    ab(
+        "scan 1,000 entries, checksums not verified",
+        7,
+        50,
+        1_000,
+        || {
+            raw_scan(engine, data, N / 3);
+        },
+        || {
+            typed_scan(&unverified, N / 3);
+        },
+    );
+    ab(
+        "get, checksum not verified",
+        7,
+        20_000,
+        1,
+        || {
+            black_box(
+                engine
+                    .snapshot()
+                    .unwrap()
+                    .get(data, &raw_key(step(&mut i)))
+                    .unwrap(),
+            );
+        },
+        || {
+            black_box(unverified.get(&Row { id: step(&mut j) }).unwrap());
+        },
+    );
     ab(
         "2 reads + 2 writes: transaction vs plain commit of the writes",
         7,

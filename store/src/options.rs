@@ -83,6 +83,12 @@ pub struct StoreOptions {
     pub retry: RetryPolicy,
     /// Size of a chunk row; `None` means the value limit (capped at 1 MiB).
     pub chunk_size: Option<usize>,
+    /// Verify each value's CRC-32 on read (default: yes). Turning it off
+    /// trusts the engine's own checksums and gives a value copied under
+    /// another key no chance of being noticed; it makes scans cheaper (see
+    /// the README's performance section). Chunked values are always
+    /// verified whole.
+    pub verify_checksums: bool,
     pub(crate) chunked: Vec<TypeId>,
     pub(crate) scope: Option<ScopeFn>,
     #[cfg(feature = "planted-bugs")]
@@ -143,6 +149,7 @@ impl fmt::Debug for StoreOptions {
             .field("durability", &self.durability)
             .field("retry", &self.retry)
             .field("chunk_size", &self.chunk_size)
+            .field("verify_checksums", &self.verify_checksums)
             .field("chunked_types", &self.chunked.len())
             .field("quota_scopes", &self.scope.is_some())
             .finish_non_exhaustive()
@@ -165,6 +172,7 @@ impl StoreOptions {
             durability: Durability::Immediate,
             retry: RetryPolicy::default(),
             chunk_size: None,
+            verify_checksums: true,
             chunked: Vec::new(),
             scope: None,
             #[cfg(feature = "planted-bugs")]
@@ -222,6 +230,13 @@ impl StoreOptions {
         self
     }
 
+    /// With or without checksum verification on read.
+    #[must_use]
+    pub fn verify_checksums(mut self, on: bool) -> Self {
+        self.verify_checksums = on;
+        self
+    }
+
     /// With this chunk size.
     #[must_use]
     pub fn chunk_size(mut self, bytes: usize) -> Self {
@@ -236,6 +251,13 @@ impl StoreOptions {
             KeyspaceSpec::new(self.data_keyspace.clone(), Profile::PointLookup),
             KeyspaceSpec::new(self.system_keyspace.clone(), Profile::General),
         ]
+    }
+
+    pub(crate) fn decode_options(&self) -> strata_codec::DecodeOptions {
+        strata_codec::DecodeOptions {
+            skip_checksum: !self.verify_checksums,
+            ..strata_codec::DecodeOptions::default()
+        }
     }
 
     pub(crate) fn is_chunked<K: Key + 'static>(&self) -> bool {

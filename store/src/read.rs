@@ -315,7 +315,7 @@ impl<E: Engine> Store<E> {
             key_type: K::NAME,
             source,
         };
-        let options = DecodeOptions::default();
+        let options = self.options.decode_options();
         #[cfg(feature = "planted-bugs")]
         let now = if self.options.bug(crate::PlantedBug::ExpiredStillVisible) {
             0
@@ -351,7 +351,8 @@ impl<E: Engine> Store<E> {
                 key_type: K::NAME,
                 source,
             })?;
-        let (value, _) = decode_with::<K::Value>(key, &whole, options).map_err(decode_err)?;
+        let (value, _) =
+            decode_with::<K::Value>(key, &whole, DecodeOptions::default()).map_err(decode_err)?;
         Ok(Some(value))
     }
 }

@@ -195,7 +195,7 @@ impl<'s, E: Engine + 's> Tx<'s, E> {
             Pending::Delete { .. } => Ok(None),
             Pending::Put { envelope, .. } => {
                 let (value, header) =
-                    decode_with::<K::Value>(key, envelope, strata_codec::DecodeOptions::default())
+                    decode_with::<K::Value>(key, envelope, self.store.options.decode_options())
                         .map_err(|source| StoreError::Decode {
                             key_type: K::NAME,
                             source,
@@ -263,15 +263,12 @@ impl<'s, E: Engine + 's> Tx<'s, E> {
                 let value = match &p {
                     Pending::Delete { .. } => None,
                     Pending::Put { envelope, .. } => {
-                        let (v, header) = decode_with::<K::Value>(
-                            &pk,
-                            envelope,
-                            strata_codec::DecodeOptions::default(),
-                        )
-                        .map_err(|source| StoreError::Decode {
-                            key_type: K::NAME,
-                            source,
-                        })?;
+                        let (v, header) =
+                            decode_with::<K::Value>(&pk, envelope, store.options.decode_options())
+                                .map_err(|source| StoreError::Decode {
+                                    key_type: K::NAME,
+                                    source,
+                                })?;
                         (!header.is_expired(now)).then_some(v)
                     }
                 };

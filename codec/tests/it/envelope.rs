@@ -228,6 +228,7 @@ fn a_required_checksum_catches_a_cleared_flag() {
     );
     let strict = DecodeOptions {
         require_checksum: true,
+        ..DecodeOptions::default()
     };
     assert!(matches!(
         decode_with::<Vec<u8>>(b"k", &bytes, strict),
@@ -283,4 +284,32 @@ fn a_failed_encode_leaves_the_buffer_unchanged() {
     let err = encode(&Unencodable, b"k", EncodeOptions::default(), &mut out).unwrap_err();
     assert!(matches!(err, EncodeError::Postcard(_)));
     assert_eq!(out, b"before");
+}
+
+#[test]
+fn skipping_the_checksum_still_checks_the_header() {
+    let good = enc(&vec![1_u8, 2, 3], b"k");
+    let skip = DecodeOptions {
+        skip_checksum: true,
+        ..DecodeOptions::default()
+    };
+    // Under another key: caught with the checksum, not without.
+    assert!(matches!(
+        decode_with::<Vec<u8>>(b"other", &good, DecodeOptions::default()),
+        Err(DecodeError::ChecksumMismatch { .. })
+    ));
+    assert_eq!(
+        decode_with::<Vec<u8>>(b"other", &good, skip).unwrap().0,
+        [1, 2, 3]
+    );
+    let mut bad_format = good.clone();
+    bad_format[0] = 0;
+    assert!(matches!(
+        decode_with::<Vec<u8>>(b"k", &bad_format, skip),
+        Err(DecodeError::UnknownFormat { .. })
+    ));
+    assert!(matches!(
+        decode_with::<Vec<u8>>(b"k", &good[..4], skip),
+        Err(DecodeError::Truncated { .. })
+    ));
 }

@@ -184,7 +184,10 @@ proptest! {
         let mut bytes = enc(&p, b"k", EncodeOptions::default());
         let i = at % bytes.len();
         bytes[i] ^= xor;
-        let strict = DecodeOptions { require_checksum: true };
+        let strict = DecodeOptions {
+            require_checksum: true,
+            ..DecodeOptions::default()
+        };
         if let Ok((back, _)) = decode_with::<AsPostcard>(b"k", &bytes, strict) {
             prop_assert_eq!(back, p);
         }

@@ -256,3 +256,40 @@ fn a_chunk_missing_from_storage_is_a_typed_error() {
     let err = store.get(&k).unwrap_err();
     assert!(matches!(err, StoreError::Chunk { .. }), "{err:?}");
 }
+
+#[test]
+fn without_checksum_verification_a_value_under_the_wrong_key_goes_unseen() {
+    let (verified, _c) = common::mem(common::options(Limits::FOUNDATIONDB));
+    let (unverified, _c2) =
+        common::mem(common::options(Limits::FOUNDATIONDB).verify_checksums(false));
+    for store in [&verified, &unverified] {
+        let (data, _) = store.keyspaces();
+        store.put(&DocKey { actor: 1, id: 1 }, &doc(1)).unwrap();
+        let row = {
+            use strata_engine::Snapshot;
+            store
+                .engine()
+                .snapshot()
+                .unwrap()
+                .get(data, &DocKey { actor: 1, id: 1 }.pack().unwrap())
+                .unwrap()
+                .unwrap()
+        };
+        store
+            .engine()
+            .commit(strata_engine::Commit::new().put(
+                data,
+                DocKey { actor: 1, id: 2 }.pack().unwrap(),
+                row,
+            ))
+            .unwrap();
+    }
+    assert!(matches!(
+        verified.get(&DocKey { actor: 1, id: 2 }),
+        Err(StoreError::Decode { .. })
+    ));
+    assert_eq!(
+        unverified.get(&DocKey { actor: 1, id: 2 }).unwrap(),
+        Some(doc(1))
+    );
+}
