@@ -293,3 +293,36 @@ fn without_checksum_verification_a_value_under_the_wrong_key_goes_unseen() {
         Some(doc(1))
     );
 }
+
+#[test]
+fn a_missing_keyspace_and_a_corrupt_counter_are_typed_errors() {
+    let engine = strata_engine::MemEngine::open(vec![strata_engine::KeyspaceSpec::new(
+        "data",
+        strata_engine::Profile::General,
+    )])
+    .unwrap();
+    let err = strata_store::Store::open(engine, common::options(Limits::FOUNDATIONDB)).unwrap_err();
+    assert!(
+        matches!(err, StoreError::Engine(strata_engine::EngineError::UnknownKeyspaceName(ref n)) if n == "strata.system"),
+        "{err:?}"
+    );
+
+    let (store, _clock) = common::mem(common::options(Limits::FOUNDATIONDB));
+    let (data, _) = store.keyspaces();
+    let k = common::CountKey {
+        actor: 1,
+        name: "n".into(),
+    };
+    store
+        .engine()
+        .commit(strata_engine::Commit::new().put(data, k.pack().unwrap(), vec![1, 2, 3]))
+        .unwrap();
+    assert!(matches!(
+        store.counter(&k),
+        Err(StoreError::BadCounter { len: 3 })
+    ));
+    assert!(matches!(
+        store.transact(|tx| tx.counter(&k)),
+        Err(StoreError::BadCounter { len: 3 })
+    ));
+}
