@@ -42,6 +42,12 @@ const ACCOUNTS: u64 = 5;
 const START_BALANCE: i64 = 1_000;
 const ACTORS: u64 = 3;
 const DOCS: u64 = 6;
+const GROUP: i64 = 3;
+const GROUPS: u64 = 2;
+/// At most this many members per group: an insert scans the group first (a
+/// range read, so concurrent inserts conflict). Groups are outside every
+/// quota scope, so nothing else serializes the inserts.
+const MAX_MEMBERS: usize = 4;
 const BLOBS: u64 = 3;
 
 tuple_key! {
@@ -55,6 +61,8 @@ tuple_key! {
     struct Blob { actor: u64, id: u64 } -> Vec<u8> = (ACTOR, {actor}, "blob", {id});
     /// A value expiring at the time its bytes say.
     struct Ttl { actor: u64, id: u64 } -> Vec<u8> = (ACTOR, {actor}, "ttl", {id});
+    /// A member of a group of at most `MAX_MEMBERS`.
+    struct Member { group: u64, id: u64 } -> Vec<u8> = (GROUP, {group}, {id});
     /// A key of chosen length, for the key limit.
     struct Pad { actor: u64, name: String } -> Vec<u8> = (ACTOR, {actor}, "pad", {name});
 }
@@ -212,16 +220,38 @@ impl StoreRun {
         step: usize,
     ) -> Result<(), Violation> {
         let n = 2 + self.rng.below(2);
+        // Transfers, or members joining one group (which may not take it
+        // past MAX_MEMBERS together), now and then one leaving.
+        let docs = self.rng.chance(0.4);
+        let group = self.rng.below(GROUPS);
         let mut txs: Vec<(Tx<'_, Faulty<E>>, u64, u64, i64)> = Vec::new();
-        for _ in 0..n {
-            let (from, to, amount) = self.pick_transfer(100);
+        for k in 0..n {
+            let (from, to, amount) = if docs {
+                (
+                    group,
+                    (k + self.rng.below(8)) % 8,
+                    i64::from(self.rng.chance(0.2)),
+                )
+            } else {
+                self.pick_transfer(100)
+            };
             txs.push((store.begin(), from, to, amount));
         }
         for (tx, from, to, amount) in &mut txs {
-            if let Err(e) = move_money(tx, *from, *to, *amount)
+            let r = if docs && *amount == 1 {
+                tx.delete(&Member {
+                    group: *from,
+                    id: *to,
+                })
+            } else if docs {
+                join(tx, *from, *to).map(|_| ())
+            } else {
+                move_money(tx, *from, *to, *amount)
+            };
+            if let Err(e) = r
                 && !faulted(&e)
             {
-                return Err(fail(step, format!("interleaved transfer: {e}")));
+                return Err(fail(step, format!("interleaved transaction: {e}")));
             }
         }
         while !txs.is_empty() {
@@ -233,7 +263,12 @@ impl StoreRun {
                     .trace
                     .event(step, format!("interleaved {from}->{to}: conflict")),
                 r => {
-                    self.settle(step, &format!("interleaved {amount} {from}->{to}"), r)?;
+                    let what = if docs {
+                        format!("interleaved join or leave of member {from}/{to}")
+                    } else {
+                        format!("interleaved transfer {amount} {from}->{to}")
+                    };
+                    self.settle(step, &what, r)?;
                 }
             }
         }
@@ -474,14 +509,23 @@ impl StoreRun {
                 format!("{when}: money was created or lost: the accounts hold {total}"),
             ));
         }
+        // Group sizes.
+        for group in 0..GROUPS {
+            let members = view.scan_page::<Member>(&members_of(group)).map_err(err)?;
+            if members.items.len() > MAX_MEMBERS {
+                return Err(fail(
+                    step,
+                    format!(
+                        "{when}: group {group} has {} members, more than {MAX_MEMBERS}: two joins each saw room (write skew)",
+                        members.items.len()
+                    ),
+                ));
+            }
+        }
         let now = view.now_ms();
         for actor in 0..ACTORS {
             // Counts.
-            let docs = view
-                .scan_page::<Doc>(&Scan::range_of(KeyRange::tuple_prefix(&tuple::pack(&(
-                    ACTOR, actor, "doc",
-                )))))
-                .map_err(err)?;
+            let docs = view.scan_page::<Doc>(&docs_of(actor)).map_err(err)?;
             let count = c.counter(&DocCount { actor }).map_err(err)?;
             if i64::try_from(docs.items.len()).ok() != Some(count) {
                 return Err(fail(
@@ -529,6 +573,26 @@ impl StoreRun {
         }
         Ok(())
     }
+}
+
+/// The range of an actor's documents.
+fn docs_of(actor: u64) -> Scan {
+    Scan::range_of(KeyRange::tuple_prefix(&tuple::pack(&(ACTOR, actor, "doc"))))
+}
+
+/// The range of a group's members.
+fn members_of(group: u64) -> Scan {
+    Scan::range_of(KeyRange::tuple_prefix(&tuple::pack(&(GROUP, group))))
+}
+
+/// Adds member `id` to `group` if the group has fewer than
+/// [`MAX_MEMBERS`]; returns whether it did.
+fn join<E: Engine>(tx: &mut Tx<'_, E>, group: u64, id: u64) -> Result<bool, StoreError> {
+    if tx.scan::<Member>(&members_of(group))?.items.len() >= MAX_MEMBERS {
+        return Ok(false);
+    }
+    tx.put(&Member { group, id }, &Vec::new())?;
+    Ok(true)
 }
 
 /// Moves `amount` from one account to another: two reads, two writes.

@@ -110,17 +110,21 @@ pub enum PlantedBug {
     ReadsNotPinned,
     /// Commits are not checked against the batch limits.
     BatchLimitUnchecked,
+    /// A transaction's scan pins the rows it saw but not the gaps between
+    /// them, so an insert into the range does not conflict.
+    ScanGapsNotPinned,
 }
 
 #[cfg(feature = "planted-bugs")]
 impl PlantedBug {
     /// Every planted bug.
-    pub const ALL: [Self; 5] = [
+    pub const ALL: [Self; 6] = [
         Self::QuotaIgnoresOverwrite,
         Self::StaleChunksSurvive,
         Self::ExpiredStillVisible,
         Self::ReadsNotPinned,
         Self::BatchLimitUnchecked,
+        Self::ScanGapsNotPinned,
     ];
 
     /// Its name on the command line.
@@ -131,6 +135,7 @@ impl PlantedBug {
             Self::ExpiredStillVisible => "expired-still-visible",
             Self::ReadsNotPinned => "reads-not-pinned",
             Self::BatchLimitUnchecked => "batch-limit-unchecked",
+            Self::ScanGapsNotPinned => "scan-gaps-not-pinned",
         }
     }
 

@@ -331,6 +331,13 @@ impl<'s, E: Engine + 's> Tx<'s, E> {
             },
         };
         seen.sort();
+        #[cfg(feature = "planted-bugs")]
+        if self.store.options.bug(crate::PlantedBug::ScanGapsNotPinned) {
+            for (k, v) in seen {
+                self.pin(data, k, Some(v));
+            }
+            return;
+        }
         let mut from = lo;
         for (k, v) in seen {
             self.predicates
