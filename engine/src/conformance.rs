@@ -1029,7 +1029,10 @@ pub fn sigkill_rounds<E: Engine>(
         let wanted = 1 + rng.below(60);
         let mut acked: Vec<u64> = Vec::new();
         let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-        let ack = |line: &str| line.strip_prefix("ack ").and_then(|n| n.parse::<u64>().ok());
+        let ack = |line: &str| {
+            line.strip_prefix("ack ")
+                .and_then(|n| n.parse::<u64>().ok())
+        };
         while acked.len() < usize::try_from(wanted).unwrap() {
             let Some(Ok(line)) = lines.next() else { break };
             acked.extend(ack(&line));

@@ -26,6 +26,6 @@ pub use faults::{FaultClass, FaultConfig, FaultCounters, FaultyEngine, Restart};
 pub use run::{
     EngineKind, RunOptions, SeedReport, Violation, Workload, run_seed, run_seed_on, run_workloads,
 };
+pub use targets::{Disk, OnDisk, RedbTarget, Target};
 #[cfg(feature = "rocks")]
-pub use targets::RocksTarget;
-pub use targets::{RedbTarget, Target};
+pub use targets::{RocksDir, RocksTarget};

@@ -5,7 +5,7 @@ use strata_engine::{
     Commit, CommitError, CommitInfo, Engine, EngineError, KeyspaceSpec, KeyspaceStats, MemEngine,
     ReadError, Rng,
 };
-use strata_engine_redb::{PowerLossBackend, RedbEngine, RedbOptions, RedbSnapshot};
+use strata_engine_redb::{PowerLossBackend, RedbEngine, RedbOptions};
 
 use crate::faults::Restart;
 
@@ -34,36 +34,47 @@ impl Target for MemEngine {
     }
 }
 
-/// redb on an in-memory disk that loses power at every crash: the synced
-/// image survives, unsynced writes survive in part, possibly torn.
-pub struct RedbTarget {
-    engine: RedbEngine,
-    disk: PowerLossBackend,
+/// Storage an engine reopens from: what survives a crash of the engine
+/// using it, and how to open the engine on it.
+pub trait Disk: Sized + Send + Sync {
+    /// The engine on this storage.
+    type Engine: Engine;
+    /// Fresh, empty storage.
+    fn fresh() -> Self;
+    /// Opens the engine with `specs`.
+    fn open(&self, specs: Vec<KeyspaceSpec>) -> Self::Engine;
+    /// What survives a crash of the engine (the engine is still open).
+    #[must_use]
+    fn crash(&self, rng: &mut dyn Rng) -> Self;
+}
+
+/// An engine on a [`Disk`]: a crash drops the engine and reopens it on what
+/// the disk kept; a clean restart reopens it on the same disk.
+pub struct OnDisk<D: Disk> {
+    engine: D::Engine,
+    disk: D,
     specs: Vec<KeyspaceSpec>,
 }
 
-impl RedbTarget {
-    fn reopen(disk: PowerLossBackend, specs: Vec<KeyspaceSpec>) -> Self {
-        let engine =
-            RedbEngine::open_with_backend(disk.clone(), specs.clone(), RedbOptions::default())
-                .unwrap_or_else(|e| panic!("redb failed to reopen after a crash: {e}"));
+impl<D: Disk> OnDisk<D> {
+    fn reopen(disk: D, specs: Vec<KeyspaceSpec>) -> Self {
         Self {
-            engine,
+            engine: disk.open(specs.clone()),
             disk,
             specs,
         }
     }
 }
 
-impl Target for RedbTarget {
+impl<D: Disk> Target for OnDisk<D> {
     fn fresh(specs: Vec<KeyspaceSpec>) -> Self {
-        Self::reopen(PowerLossBackend::new(), specs)
+        Self::reopen(D::fresh(), specs)
     }
 }
 
-impl Restart for RedbTarget {
+impl<D: Disk> Restart for OnDisk<D> {
     fn crash_restart(self, rng: &mut dyn Rng) -> Self {
-        let survivor = self.disk.power_loss(rng);
+        let survivor = self.disk.crash(rng);
         drop(self.engine);
         Self::reopen(survivor, self.specs)
     }
@@ -74,13 +85,16 @@ impl Restart for RedbTarget {
     }
 }
 
-impl Engine for RedbTarget {
-    type Snapshot<'e> = RedbSnapshot<'e>;
+impl<D: Disk> Engine for OnDisk<D> {
+    type Snapshot<'e>
+        = <D::Engine as Engine>::Snapshot<'e>
+    where
+        Self: 'e;
 
     fn keyspaces(&self) -> &[KeyspaceSpec] {
         self.engine.keyspaces()
     }
-    fn snapshot(&self) -> Result<RedbSnapshot<'_>, ReadError> {
+    fn snapshot(&self) -> Result<Self::Snapshot<'_>, ReadError> {
         self.engine.snapshot()
     }
     fn commit(&self, commit: Commit) -> Result<CommitInfo, CommitError> {
@@ -100,25 +114,45 @@ impl Engine for RedbTarget {
     }
 }
 
+/// redb on an in-memory disk that loses power at every crash: the synced
+/// image survives, unsynced writes survive in part, possibly torn.
+pub type RedbTarget = OnDisk<PowerLossBackend>;
+
+impl Disk for PowerLossBackend {
+    type Engine = RedbEngine;
+
+    fn fresh() -> Self {
+        PowerLossBackend::new()
+    }
+
+    fn open(&self, specs: Vec<KeyspaceSpec>) -> RedbEngine {
+        RedbEngine::open_with_backend(self.clone(), specs, RedbOptions::default())
+            .unwrap_or_else(|e| panic!("redb failed to reopen after a crash: {e}"))
+    }
+
+    fn crash(&self, rng: &mut dyn Rng) -> Self {
+        self.power_loss(rng)
+    }
+}
+
 #[cfg(feature = "rocks")]
-pub use rocks::RocksTarget;
+pub use rocks::{RocksDir, RocksTarget};
 
 #[cfg(feature = "rocks")]
 mod rocks {
-    use super::{
-        Commit, CommitError, CommitInfo, Engine, EngineError, KeyspaceSpec, KeyspaceStats,
-        ReadError, Restart, Rng, Target,
-    };
+    use std::sync::Arc;
 
-    /// RocksDB in a temporary directory; a crash is a process kill (the engine
-    /// is dropped without a sync and reopened: what reached the WAL survives).
-    pub struct RocksTarget {
-        engine: strata_engine_rocks::RocksEngine,
-        dir: std::sync::Arc<TempDir>,
-        specs: Vec<KeyspaceSpec>,
-    }
+    use super::{Disk, KeyspaceSpec, OnDisk, Rng};
 
-    /// A directory removed when the last run using it ends.
+    /// RocksDB in a temporary directory; a crash is a process kill (the
+    /// engine is dropped without a sync and reopened: what reached the WAL
+    /// survives).
+    pub type RocksTarget = OnDisk<RocksDir>;
+
+    /// A temporary directory, removed when the last engine using it goes.
+    #[derive(Clone)]
+    pub struct RocksDir(Arc<TempDir>);
+
     struct TempDir(std::path::PathBuf);
 
     impl Drop for TempDir {
@@ -127,65 +161,31 @@ mod rocks {
         }
     }
 
-    impl RocksTarget {
-        fn reopen(dir: std::sync::Arc<TempDir>, specs: Vec<KeyspaceSpec>) -> Self {
-            let engine = strata_engine_rocks::RocksEngine::open(
-                dir.0.join("db"),
-                specs.clone(),
-                strata_engine_rocks::RocksOptions::default(),
-            )
-            .unwrap_or_else(|e| panic!("RocksDB failed to reopen: {e}"));
-            Self { engine, dir, specs }
-        }
-    }
+    impl Disk for RocksDir {
+        type Engine = strata_engine_rocks::RocksEngine;
 
-    impl Target for RocksTarget {
-        fn fresh(specs: Vec<KeyspaceSpec>) -> Self {
+        fn fresh() -> Self {
             use std::sync::atomic::{AtomicU64, Ordering};
             static RUNS: AtomicU64 = AtomicU64::new(0);
             let n = RUNS.fetch_add(1, Ordering::SeqCst);
             let path =
                 std::env::temp_dir().join(format!("strata-sim-rocks-{}-{n}", std::process::id()));
             let _ = std::fs::remove_dir_all(&path);
-            Self::reopen(std::sync::Arc::new(TempDir(path)), specs)
-        }
-    }
-
-    impl Restart for RocksTarget {
-        fn crash_restart(self, _rng: &mut dyn Rng) -> Self {
-            drop(self.engine);
-            Self::reopen(self.dir, self.specs)
+            Self(Arc::new(TempDir(path)))
         }
 
-        fn clean_restart(self) -> Self {
-            drop(self.engine);
-            Self::reopen(self.dir, self.specs)
+        fn open(&self, specs: Vec<KeyspaceSpec>) -> Self::Engine {
+            strata_engine_rocks::RocksEngine::open(
+                self.0.0.join("db"),
+                specs,
+                strata_engine_rocks::RocksOptions::default(),
+            )
+            .unwrap_or_else(|e| panic!("RocksDB failed to reopen: {e}"))
         }
-    }
 
-    impl Engine for RocksTarget {
-        type Snapshot<'e> = strata_engine_rocks::RocksSnapshot<'e>;
-
-        fn keyspaces(&self) -> &[KeyspaceSpec] {
-            self.engine.keyspaces()
-        }
-        fn snapshot(&self) -> Result<Self::Snapshot<'_>, ReadError> {
-            self.engine.snapshot()
-        }
-        fn commit(&self, commit: Commit) -> Result<CommitInfo, CommitError> {
-            self.engine.commit(commit)
-        }
-        fn sync(&self) -> Result<u64, EngineError> {
-            self.engine.sync()
-        }
-        fn durable_version(&self) -> u64 {
-            self.engine.durable_version()
-        }
-        fn last_version(&self) -> u64 {
-            self.engine.last_version()
-        }
-        fn stats(&self) -> Result<Vec<KeyspaceStats>, EngineError> {
-            self.engine.stats()
+        fn crash(&self, _rng: &mut dyn Rng) -> Self {
+            // A process kill: the files stay as they are.
+            self.clone()
         }
     }
 }
