@@ -6,3 +6,12 @@ mod limits;
 mod reads;
 mod ttl;
 mod txn;
+
+/// A store is shared between threads like its engine.
+#[test]
+fn a_store_is_send_and_sync() {
+    fn shared<T: Send + Sync>() {}
+    shared::<strata_store::Store<strata_engine::MemEngine>>();
+    shared::<strata_store::Store<strata_engine_redb::RedbEngine>>();
+    shared::<strata_store::Store<strata_engine_rocks::RocksEngine>>();
+}
