@@ -99,3 +99,30 @@ pub fn run(report: impl FnOnce(), benches: impl FnOnce()) {
         .configure_from_args()
         .final_summary();
 }
+
+/// A fresh directory for a bench's databases, removed when dropped.
+/// Declare it last in a struct so that the engines inside close first.
+#[allow(dead_code)] // only the benches that open databases use it
+pub struct BenchDir(pub std::path::PathBuf);
+
+#[allow(dead_code)]
+impl BenchDir {
+    /// `$TMPDIR/strata-<name>-bench-<pid>`, emptied.
+    pub fn new(name: &str) -> Self {
+        let dir = std::env::temp_dir().join(format!("strata-{name}-bench-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("bench directory");
+        Self(dir)
+    }
+
+    /// A path inside it.
+    pub fn join(&self, name: &str) -> std::path::PathBuf {
+        self.0.join(name)
+    }
+}
+
+impl Drop for BenchDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}

@@ -31,19 +31,11 @@ struct Setup {
     rks: Keyspace,
     keys: Vec<Vec<u8>>,
     value: Vec<u8>,
-    dir: std::path::PathBuf,
-}
-
-impl Drop for Setup {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
+    dir: ab::BenchDir,
 }
 
 fn setup() -> Setup {
-    let dir = std::env::temp_dir().join(format!("strata-rocks-bench-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = ab::BenchDir::new("rocks");
     let mut rng = SeededRng::new(0x5EED);
     let mut keys: Vec<Vec<u8>> = (0..N)
         .map(|_| [b"user/".as_slice(), &rng.next_u64().to_be_bytes()].concat())

@@ -210,19 +210,12 @@ fn report<E: Engine>(name: &str, engine: &E) {
 struct Engines {
     redb: RedbEngine,
     rocks: RocksEngine,
-    dir: std::path::PathBuf,
-}
-
-impl Drop for Engines {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
+    /// Removed when the bench ends, after the engines close.
+    _dir: ab::BenchDir,
 }
 
 fn engines() -> Engines {
-    let dir = std::env::temp_dir().join(format!("strata-store-bench-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = ab::BenchDir::new("store");
     let specs = options().keyspace_specs();
     let redb =
         RedbEngine::open(dir.join("redb.redb"), specs.clone(), RedbOptions::default()).unwrap();
@@ -230,7 +223,11 @@ fn engines() -> Engines {
     let value = vec![0xAB; 256];
     load(&redb, redb.keyspace("data").unwrap(), &value);
     load(&rocks, rocks.keyspace("data").unwrap(), &value);
-    Engines { redb, rocks, dir }
+    Engines {
+        redb,
+        rocks,
+        _dir: dir,
+    }
 }
 
 fn criterion_benches(c: &mut Criterion) {
