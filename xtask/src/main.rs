@@ -9,6 +9,8 @@
 //! It depends on nothing but std on purpose: it must build in seconds on a
 //! fresh machine before anything else has been compiled.
 
+mod prereq;
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Command, ExitCode, Stdio};
 use std::sync::mpsc;
@@ -27,6 +29,9 @@ commands:
           --plant NAME, --engine mem|redb|rocks, --workload engine|store|both,
           --check-determinism, --quiet
           (`--engine rocks` builds RocksDB in release mode once: ~15 minutes)
+  prereqs whether each thing the build needs beyond cargo (libclang, cargo-nextest)
+          is present, checked as the build will load it; installs nothing
+          (`test` and `sim` install what is missing when they can)
   help    this text
 ";
 
@@ -41,6 +46,13 @@ fn main() -> ExitCode {
             }
         },
         Some("sim") => sim(&args[1..]),
+        Some("prereqs") => {
+            for p in prereq::ALL {
+                let state = if (p.present)() { "present" } else { "missing" };
+                println!("{:<14} {state:<8} (needed by {})", p.name, p.needed_by);
+            }
+            ExitCode::SUCCESS
+        }
         Some("help" | "--help" | "-h") => {
             print!("{USAGE}");
             ExitCode::SUCCESS
@@ -198,10 +210,10 @@ fn test(args: &[String]) -> Result<(), String> {
     for (name, args, parse) in STEPS {
         if *name == "clippy" {
             // The first step that builds RocksDB's bindings.
-            ensure_libclang()?;
+            prereq::ensure(&prereq::LIBCLANG)?;
         }
         if *name == "nextest" {
-            ensure_nextest()?;
+            prereq::ensure(&prereq::NEXTEST)?;
         }
         step(name, args, *parse)?;
     }
@@ -226,7 +238,7 @@ fn sim(args: &[String]) -> ExitCode {
         .windows(2)
         .any(|w| w[0] == "--engine" && w[1] == "rocks")
     {
-        if let Err(why) = ensure_libclang() {
+        if let Err(why) = prereq::ensure(&prereq::LIBCLANG) {
             eprintln!("xtask: {why}");
             return ExitCode::FAILURE;
         }
@@ -244,100 +256,6 @@ fn sim(args: &[String]) -> ExitCode {
             ExitCode::FAILURE
         }
     }
-}
-
-/// Whether a libclang shared library can be found where bindgen looks.
-fn libclang_present() -> bool {
-    if std::env::var_os("LIBCLANG_PATH").is_some_and(|p| std::path::Path::new(&p).exists()) {
-        return true;
-    }
-    let mut dirs: Vec<std::path::PathBuf> = [
-        "/usr/lib/x86_64-linux-gnu",
-        "/usr/lib/aarch64-linux-gnu",
-        "/usr/lib64",
-        "/usr/lib",
-        "/usr/local/lib",
-    ]
-    .iter()
-    .map(std::path::PathBuf::from)
-    .collect();
-    if let Ok(entries) = std::fs::read_dir("/usr/lib") {
-        for e in entries.flatten() {
-            if e.file_name().to_string_lossy().starts_with("llvm") {
-                dirs.push(e.path().join("lib"));
-            }
-        }
-    }
-    dirs.iter().any(|d| {
-        std::fs::read_dir(d).is_ok_and(|entries| {
-            entries.flatten().any(|e| {
-                let name = e.file_name().to_string_lossy().into_owned();
-                name.starts_with("libclang") && name.contains(".so")
-            })
-        })
-    })
-}
-
-/// RocksDB's bindings need libclang. Installs `libclang-dev` with apt when
-/// running as root where apt exists; otherwise says what to install.
-fn ensure_libclang() -> Result<(), String> {
-    if libclang_present() {
-        return Ok(());
-    }
-    let root = Command::new("id")
-        .arg("-u")
-        .output()
-        .is_ok_and(|o| o.stdout.starts_with(b"0"));
-    let apt = Command::new("apt-get")
-        .arg("--version")
-        .stdout(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    if !(root && apt) {
-        return Err("RocksDB's bindings need libclang, which is missing: install it (Debian/Ubuntu: `apt-get install -y libclang-dev`) or point LIBCLANG_PATH at it".to_owned());
-    }
-    println!("xtask: libclang is missing; installing libclang-dev with apt-get");
-    for args in [
-        &["update", "-qq"][..],
-        &["install", "-y", "-qq", "libclang-dev"][..],
-    ] {
-        let ok = Command::new("apt-get")
-            .args(args)
-            .env("DEBIAN_FRONTEND", "noninteractive")
-            .status()
-            .is_ok_and(|s| s.success());
-        if !ok {
-            return Err(format!(
-                "`apt-get {}` failed; install libclang-dev by hand",
-                args.join(" ")
-            ));
-        }
-    }
-    if libclang_present() {
-        Ok(())
-    } else {
-        Err(
-            "libclang-dev was installed but no libclang library was found; set LIBCLANG_PATH"
-                .to_owned(),
-        )
-    }
-}
-
-/// Installs cargo-nextest from crates.io when it is missing, saying so.
-fn ensure_nextest() -> Result<(), String> {
-    let present = Command::new(cargo())
-        .args(["nextest", "--version"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    if present {
-        return Ok(());
-    }
-    println!("xtask: cargo-nextest is missing; installing it from crates.io");
-    run_cargo(&["install", "cargo-nextest", "--locked"], |_| None)
-        .map(|_| ())
-        .map_err(|(_, why)| format!("cargo-nextest is required and could not be installed ({why}); install it with `cargo install cargo-nextest --locked`"))
 }
 
 fn cargo() -> String {
