@@ -572,20 +572,41 @@ pub fn decode_with_header<T: Value>(key: &[u8], bytes: &[u8]) -> Result<(T, Head
     decode_with(key, bytes, DecodeOptions::default())
 }
 
-/// What a reader demands of an envelope beyond a valid format.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct DecodeOptions {
-    /// Refuse envelopes without a checksum ([`DecodeError::MissingChecksum`]).
+/// How a reader treats an envelope's checksum.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
+pub enum ChecksumCheck {
+    /// Compute and compare the checksum when the envelope has one
+    /// (the default).
+    #[default]
+    Verify,
+    /// As `Verify`, and refuse envelopes without a checksum
+    /// ([`DecodeError::MissingChecksum`]).
     ///
     /// The `checksum` flag bit is itself unprotected: a flip that clears it
     /// turns the stored checksum into body bytes. A store that always writes
-    /// checksums should set this, so that such a flip is an error too.
-    pub require_checksum: bool,
-    /// Do not compute the checksum (default: compute and compare it). For a
-    /// reader that trusts its storage engine's own checksums (RocksDB
-    /// blocks, redb pages) and wants the CRC's cost back; the header is
-    /// still checked, and a wrong key is then not detected.
-    pub skip_checksum: bool,
+    /// checksums should require them, so that such a flip is an error too.
+    Require,
+    /// Do not compute the checksum. For a reader that trusts its storage
+    /// engine's own checksums (RocksDB blocks, redb pages) and wants the
+    /// CRC's cost back; the header is still checked, and a value stored
+    /// under the wrong key is then not detected.
+    Skip,
+}
+
+/// What a reader demands of an envelope beyond a valid format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub struct DecodeOptions {
+    /// How the checksum is treated.
+    pub checksum: ChecksumCheck,
+}
+
+impl DecodeOptions {
+    /// Options with this checksum treatment.
+    pub const fn checksum(checksum: ChecksumCheck) -> Self {
+        Self { checksum }
+    }
 }
 
 /// As [`decode_with_header`], with [`DecodeOptions`].
@@ -597,13 +618,13 @@ pub fn decode_with<T: Value>(
     bytes: &[u8],
     options: DecodeOptions,
 ) -> Result<(T, Header), DecodeError> {
-    let (header, body) = if options.skip_checksum {
+    let (header, body) = if options.checksum == ChecksumCheck::Skip {
         let header = Header::read(bytes)?;
         (header, &bytes[header.len..])
     } else {
         verify(key, bytes)?
     };
-    if options.require_checksum && header.checksum.is_none() {
+    if options.checksum == ChecksumCheck::Require && header.checksum.is_none() {
         return Err(DecodeError::MissingChecksum);
     }
     if header.chunked {

@@ -84,8 +84,8 @@ pub use chunk::{
     TupleChunkLayout, WritePlan,
 };
 pub use envelope::{
-    Codec, DecodeError, DecodeOptions, EncodeError, EncodeOptions, FORMAT_V1, Header, Value,
-    decode, decode_with, decode_with_header, encode, verify,
+    ChecksumCheck, Codec, DecodeError, DecodeOptions, EncodeError, EncodeOptions, FORMAT_V1,
+    Header, Value, decode, decode_with, decode_with_header, encode, verify,
 };
 pub use limits::{BatchSize, Limit, LimitExceeded, Limits, RowSize, stored_size};
 

@@ -21,7 +21,9 @@
 //! engine.sync()?;
 //! drop(engine);
 //!
+//! // A reopened engine issues new handles: obtain them again by name.
 //! let engine = RedbEngine::open(&path, specs, RedbOptions::default())?;
+//! let kv = engine.keyspace("kv")?;
 //! assert_eq!(engine.snapshot()?.get(kv, b"k")?.as_deref(), Some(&b"v"[..]));
 //! # drop(engine);
 //! # std::fs::remove_dir_all(&dir)?;
@@ -53,17 +55,16 @@ pub mod powerloss;
 
 use std::ops::Bound;
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, PoisonError};
 
 use redb::{
     Database, ReadableDatabase, ReadableTable, ReadableTableMetadata, StorageBackend,
     TableDefinition,
 };
-use strata_engine::resolve::{self, Op, Reads};
+use strata_engine::implement::{self, Op, Reads, Sequencer};
 use strata_engine::{
-    Commit, CommitError, CommitInfo, Durability, Engine, EngineError, Keyspace, KeyspaceSpec,
-    KeyspaceStats, RangeSpec, ReadError, Snapshot,
+    Backup, BackupInfo, CapabilityError, Commit, CommitError, CommitInfo, Compact, Durability,
+    Engine, EngineError, Keyspace, KeyspaceSpec, KeyspaceStats, Keyspaces, RangeSpec, ReadError,
+    Snapshot, Statistics,
 };
 
 pub use powerloss::PowerLossBackend;
@@ -93,20 +94,17 @@ impl Default for RedbOptions {
 /// The engine contract on redb. See the [crate docs](crate).
 pub struct RedbEngine {
     db: Database,
-    specs: Vec<KeyspaceSpec>,
+    keyspaces: Keyspaces,
     tables: Vec<String>,
-    /// The last committed version. Held across a whole commit: commits are
-    /// serialised here (as redb serialises write transactions anyway), so
-    /// the next version needs no read of the meta table.
-    version: Mutex<u64>,
-    last: AtomicU64,
-    durable: AtomicU64,
+    /// Serialises commits (as redb serialises write transactions anyway),
+    /// so the next version needs no read of the meta table.
+    seq: Sequencer,
 }
 
 impl std::fmt::Debug for RedbEngine {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RedbEngine")
-            .field("keyspaces", &self.specs)
+            .field("keyspaces", &self.keyspaces.specs())
             .finish_non_exhaustive()
     }
 }
@@ -182,12 +180,10 @@ impl RedbEngine {
     }
 
     fn init(db: Database, specs: Vec<KeyspaceSpec>) -> Result<Self, EngineError> {
-        for (i, s) in specs.iter().enumerate() {
-            if specs[..i].iter().any(|o| o.name == s.name) {
-                return Err(EngineError::DuplicateKeyspace(s.name.clone()));
-            }
-        }
-        let tables: Vec<String> = specs.iter().map(|s| format!("ks.{}", s.name)).collect();
+        let keyspaces = Keyspaces::new(specs)?;
+        let tables: Vec<String> = (0..keyspaces.len())
+            .filter_map(|i| keyspaces.storage_name(i))
+            .collect();
         let err = |e: redb::Error| EngineError::Backend(backend(e));
         // Create every table (and the meta table) so reads never meet a
         // missing one; this changes no data and no version.
@@ -204,54 +200,14 @@ impl RedbEngine {
         txn.commit().map_err(|e| err(e.into()))?;
         Ok(Self {
             db,
-            specs,
+            keyspaces,
             tables,
-            version: Mutex::new(version),
-            last: AtomicU64::new(version),
-            durable: AtomicU64::new(version),
+            seq: Sequencer::new(version),
         })
     }
 
     fn table_name(&self, ks: Keyspace) -> Option<&str> {
-        self.tables.get(ks.index()).map(String::as_str)
-    }
-
-    /// Copies a consistent image of the database to a new file at `path`,
-    /// while the engine stays open: one read transaction is copied table by
-    /// table into a new database, committed durably. It costs a full read
-    /// of the data and a full write of the copy; commits proceed meanwhile
-    /// and are not in the copy.
-    ///
-    /// # Errors
-    /// The redb error as [`EngineError::Backend`].
-    pub fn backup(&self, path: impl AsRef<Path>) -> Result<u64, EngineError> {
-        let err = |e: redb::Error| EngineError::Backend(backend(e));
-        let read = self.db.begin_read().map_err(|e| err(e.into()))?;
-        let copy = Database::create(path).map_err(|e| err(e.into()))?;
-        let txn = copy.begin_write().map_err(|e| err(e.into()))?;
-        let version = {
-            let meta = read.open_table(META).map_err(|e| err(e.into()))?;
-            let version = meta
-                .get(VERSION)
-                .map_err(|e| err(e.into()))?
-                .map_or(0, |g| g.value());
-            txn.open_table(META)
-                .map_err(|e| err(e.into()))?
-                .insert(VERSION, version)
-                .map_err(|e| err(e.into()))?;
-            for t in &self.tables {
-                let src = read.open_table(def(t)).map_err(|e| err(e.into()))?;
-                let mut dst = txn.open_table(def(t)).map_err(|e| err(e.into()))?;
-                for row in src.iter().map_err(|e| err(e.into()))? {
-                    let (k, v) = row.map_err(|e| err(e.into()))?;
-                    dst.insert(k.value(), v.value())
-                        .map_err(|e| err(e.into()))?;
-                }
-            }
-            version
-        };
-        txn.commit().map_err(|e| err(e.into()))?;
-        Ok(version)
+        self.keyspaces.index_of(ks).map(|i| self.tables[i].as_str())
     }
 
     fn open_table<'t>(
@@ -332,8 +288,8 @@ impl Reads for TxnReads<'_> {
 impl Engine for RedbEngine {
     type Snapshot<'e> = RedbSnapshot<'e>;
 
-    fn keyspaces(&self) -> &[KeyspaceSpec] {
-        &self.specs
+    fn keyspaces(&self) -> &Keyspaces {
+        &self.keyspaces
     }
 
     fn snapshot(&self) -> Result<RedbSnapshot<'_>, ReadError> {
@@ -349,12 +305,9 @@ impl Engine for RedbEngine {
     }
 
     fn commit(&self, commit: Commit) -> Result<CommitInfo, CommitError> {
-        for ks in commit.keyspaces() {
-            self.table_name(ks)
-                .ok_or(CommitError::UnknownKeyspace(ks))?;
-        }
+        self.keyspaces.check_commit(&commit)?;
         let io = |e: redb::Error| CommitError::Backend(backend(e));
-        let mut last = self.version.lock().unwrap_or_else(PoisonError::into_inner);
+        let sequence = self.seq.begin();
         let mut txn = self.db.begin_write().map_err(|e| io(e.into()))?;
         let immediate = commit.durability == Durability::Immediate;
         txn.set_durability(if immediate {
@@ -363,54 +316,49 @@ impl Engine for RedbEngine {
             redb::Durability::None
         })
         .map_err(|e| io(e.into()))?;
-        let version = *last + 1;
+        let version = sequence.version();
         // On any error the transaction is dropped, which aborts it.
         let ops = {
             let mut reads = TxnReads {
                 engine: self,
                 txn: &txn,
             };
-            resolve::check_predicates(&commit.predicates, &mut reads)?;
-            resolve::resolve(version, &commit.mutations, &mut reads)?
+            implement::check_predicates(&commit.predicates, &mut reads)?;
+            implement::resolve(version, &commit.mutations, &mut reads)?
         };
         self.apply(&txn, version, &ops)?;
         txn.commit()
             .map_err(|e| CommitError::OutcomeUnknown(backend(e)))?;
-        *last = version;
-        self.last.store(version, Ordering::SeqCst);
-        if immediate {
-            self.durable.fetch_max(version, Ordering::SeqCst);
-        }
-        Ok(CommitInfo {
-            version,
-            durable: immediate,
-        })
+        Ok(sequence.committed(immediate))
     }
 
     fn sync(&self) -> Result<u64, EngineError> {
         let err = |e: redb::Error| EngineError::Backend(backend(e));
-        let last = self.version.lock().unwrap_or_else(PoisonError::into_inner);
-        let mut txn = self.db.begin_write().map_err(|e| err(e.into()))?;
-        txn.set_durability(redb::Durability::Immediate)
-            .map_err(|e| err(e.into()))?;
-        let version = *last;
-        txn.commit().map_err(|e| err(e.into()))?;
-        self.durable.fetch_max(version, Ordering::SeqCst);
-        Ok(self.durable.load(Ordering::SeqCst))
+        self.seq.sync(|| {
+            let mut txn = self.db.begin_write().map_err(|e| err(e.into()))?;
+            txn.set_durability(redb::Durability::Immediate)
+                .map_err(|e| err(e.into()))?;
+            txn.commit().map_err(|e| err(e.into()))
+        })
     }
 
     fn durable_version(&self) -> u64 {
-        self.durable.load(Ordering::SeqCst)
+        self.seq.durable()
     }
 
     fn last_version(&self) -> u64 {
-        self.last.load(Ordering::SeqCst)
+        self.seq.last()
     }
+}
 
-    fn stats(&self) -> Result<Vec<KeyspaceStats>, EngineError> {
-        let err = |e: redb::Error| EngineError::Backend(backend(e));
+impl Statistics for RedbEngine {
+    /// Exact entry counts; bytes are redb's stored bytes of each table
+    /// (pages in use, an estimate of key and value bytes).
+    fn stats(&self) -> Result<Vec<KeyspaceStats>, CapabilityError> {
+        let err = |e: redb::Error| CapabilityError::Backend(backend(e));
         let txn = self.db.begin_read().map_err(|e| err(e.into()))?;
-        self.specs
+        self.keyspaces
+            .specs()
             .iter()
             .zip(&self.tables)
             .map(|(spec, t)| {
@@ -424,6 +372,59 @@ impl Engine for RedbEngine {
                 })
             })
             .collect()
+    }
+}
+
+impl Backup for RedbEngine {
+    /// Copies a consistent image of the database to a new file at `path`,
+    /// while the engine stays open: one read transaction is copied table by
+    /// table into a new database, committed durably. It costs a full read
+    /// of the data and a full write of the copy; commits proceed meanwhile
+    /// and are not in the copy.
+    ///
+    /// # Errors
+    /// The redb error as [`CapabilityError::Backend`].
+    fn backup(&self, path: &Path) -> Result<BackupInfo, CapabilityError> {
+        let err = |e: redb::Error| CapabilityError::Backend(backend(e));
+        let read = self.db.begin_read().map_err(|e| err(e.into()))?;
+        let copy = Database::create(path).map_err(|e| err(e.into()))?;
+        let txn = copy.begin_write().map_err(|e| err(e.into()))?;
+        let version = {
+            let meta = read.open_table(META).map_err(|e| err(e.into()))?;
+            let version = meta
+                .get(VERSION)
+                .map_err(|e| err(e.into()))?
+                .map_or(0, |g| g.value());
+            txn.open_table(META)
+                .map_err(|e| err(e.into()))?
+                .insert(VERSION, version)
+                .map_err(|e| err(e.into()))?;
+            for t in &self.tables {
+                let src = read.open_table(def(t)).map_err(|e| err(e.into()))?;
+                let mut dst = txn.open_table(def(t)).map_err(|e| err(e.into()))?;
+                for row in src.iter().map_err(|e| err(e.into()))? {
+                    let (k, v) = row.map_err(|e| err(e.into()))?;
+                    dst.insert(k.value(), v.value())
+                        .map_err(|e| err(e.into()))?;
+                }
+            }
+            version
+        };
+        txn.commit().map_err(|e| err(e.into()))?;
+        Ok(BackupInfo::at(Some(version)))
+    }
+}
+
+impl Compact for RedbEngine {
+    /// Unsupported while open: redb compacts a database only with
+    /// exclusive access (`Database::compact` takes `&mut`), and commits and
+    /// snapshots share this engine.
+    fn compact(&self) -> Result<(), CapabilityError> {
+        Err(CapabilityError::Unsupported {
+            engine: "RedbEngine",
+            capability: "compaction",
+            why: "redb compacts only with exclusive access to the database",
+        })
     }
 }
 

@@ -62,17 +62,16 @@
 
 use std::ops::Bound;
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, PoisonError};
 
 use rocksdb::{
     BlockBasedOptions, Cache, ColumnFamily, ColumnFamilyDescriptor, DB, DBCompactionStyle,
     DBCompressionType, Options, ReadOptions, WriteBatch, WriteOptions,
 };
-use strata_engine::resolve::{self, Op, Reads};
+use strata_engine::implement::{self, Op, Reads, Sequencer};
 use strata_engine::{
-    Commit, CommitError, CommitInfo, Durability, Engine, EngineError, Keyspace, KeyspaceSpec,
-    KeyspaceStats, Mutation, Profile, RangeSpec, ReadError, Snapshot,
+    Backup, BackupInfo, CapabilityError, Commit, CommitError, CommitInfo, Compact, Durability,
+    Engine, EngineError, Keyspace, KeyspaceSpec, KeyspaceStats, Keyspaces, Mutation, Profile,
+    RangeSpec, ReadError, Snapshot, Statistics,
 };
 
 const META: &str = "strata.meta";
@@ -99,25 +98,32 @@ impl Default for RocksOptions {
 /// The engine contract on RocksDB. See the [crate docs](crate).
 pub struct RocksEngine {
     db: DB,
-    specs: Vec<KeyspaceSpec>,
+    keyspaces: Keyspaces,
     families: Vec<String>,
-    /// The last committed version, held across a whole commit: commits are
-    /// serialised here.
-    version: Mutex<u64>,
-    last: AtomicU64,
-    durable: AtomicU64,
+    /// Serialises commits and numbers them.
+    seq: Sequencer,
 }
 
 impl std::fmt::Debug for RocksEngine {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RocksEngine")
-            .field("keyspaces", &self.specs)
+            .field("keyspaces", &self.keyspaces.specs())
             .finish_non_exhaustive()
     }
 }
 
 fn backend(e: rocksdb::Error) -> strata_engine::BackendError {
     Box::new(e)
+}
+
+/// A column family the engine created at open is gone: the database was
+/// changed underneath it.
+#[derive(Debug, thiserror::Error)]
+#[error("column family {0:?} is missing from the open database")]
+struct MissingFamily(String);
+
+fn missing(name: &str) -> strata_engine::BackendError {
+    Box::new(MissingFamily(name.to_owned()))
 }
 
 fn family_options(profile: Profile, options: &RocksOptions, cache: &Cache) -> Options {
@@ -186,20 +192,18 @@ impl RocksEngine {
         specs: Vec<KeyspaceSpec>,
         options: RocksOptions,
     ) -> Result<Self, EngineError> {
-        for (i, s) in specs.iter().enumerate() {
-            if specs[..i].iter().any(|o| o.name == s.name) {
-                return Err(EngineError::DuplicateKeyspace(s.name.clone()));
-            }
-        }
+        let keyspaces = Keyspaces::new(specs)?;
         let path = path.as_ref();
         let cache = Cache::new_lru_cache(options.block_cache_bytes);
         let mut db_options = Options::default();
         db_options.create_if_missing(true);
         db_options.create_missing_column_families(true);
-        let families: Vec<String> = specs.iter().map(|s| format!("ks.{}", s.name)).collect();
+        let families: Vec<String> = (0..keyspaces.len())
+            .filter_map(|i| keyspaces.storage_name(i))
+            .collect();
         let existing = DB::list_cf(&db_options, path).unwrap_or_default();
         let mut descriptors = vec![ColumnFamilyDescriptor::new(META, Options::default())];
-        for (spec, name) in specs.iter().zip(&families) {
+        for (spec, name) in keyspaces.specs().iter().zip(&families) {
             descriptors.push(ColumnFamilyDescriptor::new(
                 name,
                 family_options(spec.profile, &options, &cache),
@@ -215,7 +219,7 @@ impl RocksEngine {
         let version = {
             let meta = db
                 .cf_handle(META)
-                .ok_or_else(|| EngineError::UnknownKeyspaceName(META.to_owned()))?;
+                .ok_or_else(|| EngineError::Backend(missing(META)))?;
             db.get_cf(meta, VERSION)
                 .map_err(|e| EngineError::Backend(backend(e)))?
                 .and_then(|v| <[u8; 8]>::try_from(v.as_slice()).ok())
@@ -223,42 +227,20 @@ impl RocksEngine {
         };
         Ok(Self {
             db,
-            specs,
+            keyspaces,
             families,
-            version: Mutex::new(version),
-            last: AtomicU64::new(version),
-            durable: AtomicU64::new(version),
+            seq: Sequencer::new(version),
         })
     }
 
     fn family(&self, ks: Keyspace) -> Option<&ColumnFamily> {
-        self.families
-            .get(ks.index())
-            .and_then(|name| self.db.cf_handle(name))
+        self.keyspaces
+            .index_of(ks)
+            .and_then(|i| self.db.cf_handle(&self.families[i]))
     }
 
-    /// Compacts every column family fully.
-    pub fn compact(&self) {
-        for name in self.families.iter().map(String::as_str).chain([META]) {
-            if let Some(cf) = self.db.cf_handle(name) {
-                self.db.compact_range_cf(cf, None::<&[u8]>, None::<&[u8]>);
-            }
-        }
-    }
-
-    /// An online backup: a RocksDB checkpoint in the new directory `path`
-    /// (hard links to the live SST files where the file system allows,
-    /// plus a copy of the WAL tail), consistent at one point and taken
-    /// while the engine stays open. Open it with [`RocksEngine::open`].
-    ///
-    /// # Errors
-    /// The RocksDB error as [`EngineError::Backend`].
-    pub fn backup(&self, path: impl AsRef<Path>) -> Result<(), EngineError> {
-        let checkpoint = rocksdb::checkpoint::Checkpoint::new(&self.db)
-            .map_err(|e| EngineError::Backend(backend(e)))?;
-        checkpoint
-            .create_checkpoint(path)
-            .map_err(|e| EngineError::Backend(backend(e)))
+    fn meta(&self) -> Result<&ColumnFamily, strata_engine::BackendError> {
+        self.db.cf_handle(META).ok_or_else(|| missing(META))
     }
 
     /// A RocksDB integer property of a keyspace's column family.
@@ -279,12 +261,14 @@ impl RocksEngine {
     /// # Errors
     /// The RocksDB error as [`EngineError::Backend`].
     pub fn pending_compaction_bytes(&self) -> Result<Vec<u64>, EngineError> {
-        (0..self.specs.len())
-            .map(|i| {
-                let cf = self.family(Keyspace::from_index(u32::try_from(i).unwrap_or(u32::MAX)));
-                cf.map_or(Ok(0), |cf| {
-                    self.property(cf, rocksdb::properties::ESTIMATE_PENDING_COMPACTION_BYTES)
-                })
+        self.families
+            .iter()
+            .map(|name| {
+                let cf = self
+                    .db
+                    .cf_handle(name)
+                    .ok_or_else(|| EngineError::Backend(missing(name)))?;
+                self.property(cf, rocksdb::properties::ESTIMATE_PENDING_COMPACTION_BYTES)
             })
             .collect()
     }
@@ -362,8 +346,8 @@ impl LatestReads<'_> {
 impl Engine for RocksEngine {
     type Snapshot<'e> = RocksSnapshot<'e>;
 
-    fn keyspaces(&self) -> &[KeyspaceSpec] {
-        &self.specs
+    fn keyspaces(&self) -> &Keyspaces {
+        &self.keyspaces
     }
 
     fn snapshot(&self) -> Result<RocksSnapshot<'_>, ReadError> {
@@ -374,13 +358,11 @@ impl Engine for RocksEngine {
     }
 
     fn commit(&self, commit: Commit) -> Result<CommitInfo, CommitError> {
-        for ks in commit.keyspaces() {
-            self.family(ks).ok_or(CommitError::UnknownKeyspace(ks))?;
-        }
-        let mut last = self.version.lock().unwrap_or_else(PoisonError::into_inner);
-        let version = *last + 1;
+        self.keyspaces.check_commit(&commit)?;
+        let sequence = self.seq.begin();
+        let version = sequence.version();
         let mut reads = LatestReads { engine: self };
-        resolve::check_predicates(&commit.predicates, &mut reads)?;
+        implement::check_predicates(&commit.predicates, &mut reads)?;
         let mut batch = WriteBatch::default();
         // Plain puts and deletes need no resolving: write them straight
         // from the commit, without copying keys and values.
@@ -391,7 +373,7 @@ impl Engine for RocksEngine {
         let ops = if plain {
             Vec::new()
         } else {
-            resolve::resolve(version, &commit.mutations, &mut reads)?
+            implement::resolve(version, &commit.mutations, &mut reads)?
         };
         if plain {
             for m in &commit.mutations {
@@ -431,11 +413,11 @@ impl Engine for RocksEngine {
                 }
             }
         }
-        let meta = self
-            .db
-            .cf_handle(META)
-            .ok_or(CommitError::UnknownKeyspace(Keyspace::from_index(u32::MAX)))?;
-        batch.put_cf(meta, VERSION, version.to_be_bytes());
+        batch.put_cf(
+            self.meta().map_err(CommitError::Backend)?,
+            VERSION,
+            version.to_be_bytes(),
+        );
         let immediate = commit.durability == Durability::Immediate;
         let mut wo = WriteOptions::default();
         wo.set_sync(immediate);
@@ -443,43 +425,39 @@ impl Engine for RocksEngine {
         self.db
             .write_opt(batch, &wo)
             .map_err(|e| CommitError::OutcomeUnknown(backend(e)))?;
-        *last = version;
-        self.last.store(version, Ordering::SeqCst);
-        if immediate {
-            self.durable.fetch_max(version, Ordering::SeqCst);
-        }
-        Ok(CommitInfo {
-            version,
-            durable: immediate,
-        })
+        Ok(sequence.committed(immediate))
     }
 
     fn sync(&self) -> Result<u64, EngineError> {
-        let last = self.version.lock().unwrap_or_else(PoisonError::into_inner);
-        self.db
-            .flush_wal(true)
-            .map_err(|e| EngineError::Backend(backend(e)))?;
-        self.durable.fetch_max(*last, Ordering::SeqCst);
-        Ok(self.durable.load(Ordering::SeqCst))
+        self.seq.sync(|| {
+            self.db
+                .flush_wal(true)
+                .map_err(|e| EngineError::Backend(backend(e)))
+        })
     }
 
     fn durable_version(&self) -> u64 {
-        self.durable.load(Ordering::SeqCst)
+        self.seq.durable()
     }
 
     fn last_version(&self) -> u64 {
-        self.last.load(Ordering::SeqCst)
+        self.seq.last()
     }
+}
 
-    fn stats(&self) -> Result<Vec<KeyspaceStats>, EngineError> {
-        self.specs
+impl Statistics for RocksEngine {
+    /// RocksDB's estimates: `rocksdb.estimate-num-keys` and
+    /// `rocksdb.estimate-live-data-size` per column family (not exact).
+    fn stats(&self) -> Result<Vec<KeyspaceStats>, CapabilityError> {
+        self.keyspaces
+            .specs()
             .iter()
             .zip(&self.families)
             .map(|(spec, name)| {
                 let cf = self
                     .db
                     .cf_handle(name)
-                    .ok_or_else(|| EngineError::UnknownKeyspaceName(spec.name.clone()))?;
+                    .ok_or_else(|| CapabilityError::Backend(missing(name)))?;
                 Ok(KeyspaceStats {
                     name: spec.name.clone(),
                     entries: self.property(cf, rocksdb::properties::ESTIMATE_NUM_KEYS)?,
@@ -489,6 +467,45 @@ impl Engine for RocksEngine {
                 })
             })
             .collect()
+    }
+}
+
+impl Backup for RocksEngine {
+    /// An online backup: a RocksDB checkpoint in the new directory `path`
+    /// (hard links to the live SST files where the file system allows,
+    /// plus a copy of the WAL tail), consistent at one point and taken
+    /// while the engine stays open. Open it with [`RocksEngine::open`].
+    ///
+    /// # Errors
+    /// The RocksDB error as [`CapabilityError::Backend`].
+    fn backup(&self, path: &Path) -> Result<BackupInfo, CapabilityError> {
+        // Commits wait while the checkpoint is taken (hard links and a
+        // memtable flush), so the copy is at exactly the last commit. The
+        // held commit slot is dropped unused: it takes no version.
+        let held = self.seq.begin();
+        let version = held.version() - 1;
+        let checkpoint = rocksdb::checkpoint::Checkpoint::new(&self.db)
+            .map_err(|e| CapabilityError::Backend(backend(e)))?;
+        checkpoint
+            .create_checkpoint(path)
+            .map_err(|e| CapabilityError::Backend(backend(e)))?;
+        drop(held);
+        Ok(BackupInfo::at(Some(version)))
+    }
+}
+
+impl Compact for RocksEngine {
+    /// Compacts every column family fully (RocksDB's `compact_range` over
+    /// all keys), the meta family included.
+    fn compact(&self) -> Result<(), CapabilityError> {
+        for name in self.families.iter().map(String::as_str).chain([META]) {
+            let cf = self
+                .db
+                .cf_handle(name)
+                .ok_or_else(|| CapabilityError::Backend(missing(name)))?;
+            self.db.compact_range_cf(cf, None::<&[u8]>, None::<&[u8]>);
+        }
+        Ok(())
     }
 }
 
@@ -511,11 +528,7 @@ impl Snapshot for RocksSnapshot<'_> {
         Self: 's;
 
     fn version(&self) -> Result<u64, ReadError> {
-        let meta = self
-            .engine
-            .db
-            .cf_handle(META)
-            .ok_or(ReadError::UnknownKeyspace(Keyspace::from_index(u32::MAX)))?;
+        let meta = self.engine.meta().map_err(ReadError::Backend)?;
         Ok(self
             .snap
             .get_cf(meta, VERSION)

@@ -1,67 +1,9 @@
-//! The engine contract: keyspaces, snapshots, commits, durability, stats.
+//! The engine contract: snapshots, commits, durability.
 
 use std::ops::Bound;
 
 use crate::error::{CommitError, EngineError, ReadError};
-
-/// How a keyspace will be used; an engine may tune for it (compaction,
-/// compression, bloom filters). A hint only: every profile keeps every key.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum Profile {
-    /// Mostly point reads and writes.
-    PointLookup,
-    /// Keys written once in increasing order, read by range (event logs).
-    AppendOnly,
-    /// Written at the tail, read and deleted at the head (outboxes). Never
-    /// served by size- or age-triggered deletion: a queue loses nothing.
-    Queue,
-    /// No particular pattern.
-    General,
-}
-
-/// A keyspace an engine is opened with.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct KeyspaceSpec {
-    /// Its name: unique within the engine.
-    pub name: String,
-    /// Its profile hint.
-    pub profile: Profile,
-}
-
-impl KeyspaceSpec {
-    /// A keyspace named `name` with profile `profile`.
-    pub fn new(name: impl Into<String>, profile: Profile) -> Self {
-        Self {
-            name: name.into(),
-            profile,
-        }
-    }
-}
-
-/// A handle to a declared keyspace, from [`Engine::keyspace`]. A handle is
-/// only meaningful for the engine that issued it; any other value is
-/// refused with an `UnknownKeyspace` error, never misread.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct Keyspace(u32);
-
-impl Keyspace {
-    /// The handle of the keyspace at `index` in the declaration order.
-    pub const fn from_index(index: u32) -> Self {
-        Self(index)
-    }
-
-    /// Its index in the declaration order.
-    pub const fn index(self) -> usize {
-        self.0 as usize
-    }
-}
-
-impl std::fmt::Display for Keyspace {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "keyspace #{}", self.0)
-    }
-}
+use crate::keyspace::{Keyspace, Keyspaces};
 
 /// A range of keys to read: bounds, direction and an optional limit.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -378,21 +320,6 @@ pub struct CommitInfo {
     pub durable: bool,
 }
 
-/// Size of one keyspace.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct KeyspaceStats {
-    /// Keyspace name.
-    pub name: String,
-    /// Number of entries (or an estimate).
-    pub entries: u64,
-    /// Whether `entries` is exact.
-    pub entries_exact: bool,
-    /// Bytes of keys and values (or an estimate).
-    pub bytes: u64,
-    /// Whether `bytes` is exact.
-    pub bytes_exact: bool,
-}
-
 /// A consistent read view at one commit version. Usable from several
 /// threads; a commit after it was taken is never visible through it.
 pub trait Snapshot: Send + Sync {
@@ -450,20 +377,16 @@ pub trait Engine: Send + Sync {
     where
         Self: 'e;
 
-    /// The declared keyspaces, in declaration order.
-    fn keyspaces(&self) -> &[KeyspaceSpec];
+    /// The declared keyspaces of this instance, which issue and check its
+    /// handles.
+    fn keyspaces(&self) -> &Keyspaces;
 
     /// The handle of the keyspace named `name`.
     ///
     /// # Errors
     /// [`EngineError::UnknownKeyspaceName`].
     fn keyspace(&self, name: &str) -> Result<Keyspace, EngineError> {
-        self.keyspaces()
-            .iter()
-            .position(|k| k.name == name)
-            .and_then(|i| u32::try_from(i).ok())
-            .map(Keyspace::from_index)
-            .ok_or_else(|| EngineError::UnknownKeyspaceName(name.to_owned()))
+        self.keyspaces().get(name)
     }
 
     /// A read view at the latest commit.
@@ -490,12 +413,6 @@ pub trait Engine: Send + Sync {
 
     /// The highest committed version (0 before the first commit).
     fn last_version(&self) -> u64;
-
-    /// Size per keyspace, in declaration order.
-    ///
-    /// # Errors
-    /// A backend failure.
-    fn stats(&self) -> Result<Vec<KeyspaceStats>, EngineError>;
 }
 
 /// A shared reference to an engine is an engine: several owners (a store
@@ -506,7 +423,7 @@ impl<E: Engine + ?Sized> Engine for &E {
     where
         Self: 'e;
 
-    fn keyspaces(&self) -> &[KeyspaceSpec] {
+    fn keyspaces(&self) -> &Keyspaces {
         (**self).keyspaces()
     }
 
@@ -532,9 +449,5 @@ impl<E: Engine + ?Sized> Engine for &E {
 
     fn last_version(&self) -> u64 {
         (**self).last_version()
-    }
-
-    fn stats(&self) -> Result<Vec<KeyspaceStats>, EngineError> {
-        (**self).stats()
     }
 }

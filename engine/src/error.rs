@@ -2,7 +2,9 @@
 
 use thiserror::Error;
 
-use crate::contract::{Keyspace, Predicate};
+use crate::capability::CapabilityError;
+use crate::contract::Predicate;
+use crate::keyspace::Keyspace;
 
 /// A backend's own error, kept as the source.
 pub type BackendError = Box<dyn std::error::Error + Send + Sync + 'static>;
@@ -11,8 +13,9 @@ pub type BackendError = Box<dyn std::error::Error + Send + Sync + 'static>;
 #[derive(Debug, Error)]
 #[non_exhaustive]
 pub enum ReadError {
-    /// The handle names no declared keyspace.
-    #[error("{0} is not declared")]
+    /// The handle was not issued by this engine instance (another engine,
+    /// or this database before a reopen).
+    #[error("{0} was not issued by this engine")]
     UnknownKeyspace(Keyspace),
     /// The range's start lies above its end.
     #[error("invalid range: start above end")]
@@ -46,8 +49,21 @@ pub enum MutationError {
     /// A range whose start lies above its end.
     #[error("invalid range: start above end")]
     InvalidRange,
-    /// A predicate or mutation kind this engine does not know (a newer
-    /// contract than the engine implements).
+    /// A mutation kind this engine does not know (a newer contract than
+    /// the engine implements).
+    #[error("not supported by this engine")]
+    Unsupported,
+}
+
+/// Why a predicate is invalid (the commit then applies nothing).
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[non_exhaustive]
+pub enum PredicateError {
+    /// A range whose start lies above its end.
+    #[error("invalid range: start above end")]
+    InvalidRange,
+    /// A predicate kind this engine does not know (a newer contract than
+    /// the engine implements).
     #[error("not supported by this engine")]
     Unsupported,
 }
@@ -65,8 +81,9 @@ pub enum CommitError {
         /// The predicate.
         predicate: Predicate,
     },
-    /// A predicate or mutation names an undeclared keyspace.
-    #[error("{0} is not declared")]
+    /// A predicate or mutation names a keyspace this engine instance did
+    /// not issue.
+    #[error("{0} was not issued by this engine")]
     UnknownKeyspace(Keyspace),
     /// Predicate number `index` is invalid (a range with its start above its
     /// end).
@@ -75,7 +92,7 @@ pub enum CommitError {
         /// Its position in the commit.
         index: usize,
         /// Why.
-        reason: MutationError,
+        reason: PredicateError,
     },
     /// Mutation number `index` is invalid.
     #[error("mutation {index} is invalid: {reason}")]
@@ -105,7 +122,40 @@ pub enum EngineError {
     /// Two keyspaces share a name.
     #[error("keyspace {0:?} is declared twice")]
     DuplicateKeyspace(String),
+    /// More keyspaces than handles can number.
+    #[error("{0} keyspaces declared; at most u32::MAX")]
+    TooManyKeyspaces(usize),
     /// The backend failed.
     #[error("backend failed: {0}")]
     Backend(#[source] BackendError),
 }
+
+/// Any error of this crate, for callers that handle them alike: each
+/// operation's own error converts into it with `?`.
+#[derive(Debug, Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// A read failed.
+    #[error(transparent)]
+    Read(#[from] ReadError),
+    /// A commit failed.
+    #[error(transparent)]
+    Commit(#[from] CommitError),
+    /// Open, sync or a lookup failed.
+    #[error(transparent)]
+    Engine(#[from] EngineError),
+    /// A capability call failed.
+    #[error(transparent)]
+    Capability(#[from] CapabilityError),
+}
+
+impl Error {
+    /// Whether the error leaves a commit's outcome unknown (it may have
+    /// been applied): read before retrying.
+    pub fn is_outcome_unknown(&self) -> bool {
+        matches!(self, Self::Commit(CommitError::OutcomeUnknown(_)))
+    }
+}
+
+/// A result with this crate's umbrella [`enum@Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -8,9 +8,11 @@
 //! including the crash contract every engine must meet.
 //!
 //! This crate knows nothing of RocksDB, redb, key layouts or codecs. It
-//! holds the contract, the [`Clock`] and [`Rng`] injection used by every
-//! crate above it, the in-memory reference engine [`MemEngine`], and, behind
-//! the `conformance` feature, the conformance suite that every engine runs.
+//! holds the contract, its errors, the capability traits ([`Statistics`],
+//! [`Backup`], [`Compact`]), the [`Clock`] and [`Rng`] injection used by
+//! every crate above it, the in-memory reference engine [`MemEngine`], and
+//! in [`implement`] what engine implementations share. The conformance
+//! suite every engine runs is in `strata-engine-testkit`.
 //!
 //! ```
 //! use strata_engine::{Commit, Durability, Engine, KeyspaceSpec, MemEngine, Predicate, Profile, RangeSpec, Snapshot};
@@ -34,26 +36,39 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
-pub mod contract;
-pub mod error;
-pub mod inject;
-pub mod mem;
-pub mod model;
-pub mod resolve;
+mod capability;
+mod contract;
+mod error;
+mod inject;
+mod keyspace;
+mod mem;
+mod resolve;
+mod sequence;
 
-#[cfg(feature = "conformance")]
-pub mod conformance;
-
-pub use contract::{
-    Commit, CommitInfo, Durability, Engine, Keyspace, KeyspaceSpec, KeyspaceStats, Mutation,
-    Predicate, Profile, RangeSpec, Snapshot, StampAt, strinc,
+pub use crate::capability::{
+    Backup, BackupInfo, CapabilityError, Compact, KeyspaceStats, Statistics,
 };
-pub use error::{BackendError, CommitError, EngineError, MutationError, ReadError};
-pub use inject::{Clock, ManualClock, Rng, SeededRng, SystemClock, SystemRng};
+pub use crate::contract::{
+    Commit, CommitInfo, Durability, Engine, Mutation, Predicate, RangeSpec, Snapshot, StampAt,
+    strinc,
+};
+pub use crate::error::{
+    BackendError, CommitError, EngineError, Error, MutationError, PredicateError, ReadError, Result,
+};
+pub use crate::inject::{Clock, ManualClock, Rng, SeededRng, SystemClock, SystemRng};
+pub use crate::keyspace::{Keyspace, KeyspaceSpec, Keyspaces, Profile};
 #[cfg(feature = "planted-bugs")]
-pub use mem::PlantedBug;
-pub use mem::{MemEngine, MemImage, MemSnapshot};
-pub use model::{Model, ModelError};
+pub use crate::mem::PlantedBug;
+pub use crate::mem::{MemEngine, MemImage, MemRange, MemSnapshot};
+
+/// For engine implementers: the commit logic every engine shares, so
+/// predicates, counters and versionstamps give the same results everywhere,
+/// and the version bookkeeping of engines that number their own commits.
+/// An application never needs these.
+pub mod implement {
+    pub use crate::resolve::{Op, Reads, check_predicates, read_through, resolve};
+    pub use crate::sequence::{Sequence, Sequencer};
+}
 
 /// This crate's README example, compiled and run as a doctest.
 #[cfg(doctest)]

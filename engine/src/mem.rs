@@ -1,25 +1,16 @@
-//! `MemEngine`: the in-memory reference engine.
-//!
-//! Every keyspace is a `BTreeMap` from key to its versions, so snapshots are
-//! consistent without copying (multi-version; versions no snapshot can see
-//! are pruned when their key is next written). Beside the live state it
-//! keeps what a crash needs: a durable image (the state at
-//! [`Engine::durable_version`]) and the ordered list of commits not yet
-//! synced. [`MemEngine::crash`] keeps a prefix of those, chosen by an
-//! injected [`Rng`], exactly the outcomes the crash contract allows; opening
-//! the resulting [`MemImage`] models the restart.
+//! `MemEngine`: the in-memory reference engine (see its docs).
 
 use std::collections::BTreeMap;
 use std::ops::Bound;
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
-use crate::contract::{
-    Commit, CommitInfo, Durability, Engine, Keyspace, KeyspaceSpec, KeyspaceStats, RangeSpec,
-    Snapshot,
-};
+use crate::capability::{Backup, BackupInfo, CapabilityError, Compact, KeyspaceStats, Statistics};
+use crate::contract::{Commit, CommitInfo, Durability, Engine, RangeSpec, Snapshot};
 use crate::error::{CommitError, EngineError, ReadError};
 use crate::inject::Rng;
+use crate::keyspace::{Keyspace, KeyspaceSpec, Keyspaces};
 use crate::resolve::{self, Reads};
+use crate::sequence::Sequencer;
 
 type Value = Arc<[u8]>;
 /// Versions of one key, oldest first; `None` is a deletion.
@@ -88,15 +79,29 @@ impl MemImage {
 
 struct State {
     maps: Vec<BTreeMap<Vec<u8>, Versions>>,
+    /// The version snapshots see: the last commit applied to `maps`.
     version: u64,
     durable: MemImage,
     /// Commits after `durable.version`, in order.
     pending: Vec<(u64, Vec<Op>)>,
 }
 
-/// The in-memory reference engine. See the [module docs](self).
+/// The in-memory reference engine.
+///
+/// Every keyspace is a `BTreeMap` from key to its versions, so snapshots are
+/// consistent without copying (multi-version; versions no snapshot can see
+/// are pruned when their key is next written). Beside the live state it
+/// keeps what a crash needs: a durable image (the state at
+/// [`Engine::durable_version`]) and the ordered list of commits not yet
+/// synced. [`MemEngine::crash`] keeps a prefix of those, chosen by an
+/// injected [`Rng`], exactly the outcomes the crash contract allows; opening
+/// the resulting [`MemImage`] with [`MemEngine::from_image`] models the
+/// restart.
 pub struct MemEngine {
-    specs: Vec<KeyspaceSpec>,
+    keyspaces: Keyspaces,
+    /// Numbers commits and tracks the durable version; taken before
+    /// `state`'s lock.
+    seq: Sequencer,
     state: RwLock<State>,
     /// Versions of live snapshots, with counts.
     live: Mutex<BTreeMap<u64, usize>>,
@@ -149,13 +154,9 @@ impl PlantedBug {
 impl std::fmt::Debug for MemEngine {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("MemEngine")
-            .field("keyspaces", &self.specs)
+            .field("keyspaces", &self.keyspaces.specs())
             .finish_non_exhaustive()
     }
-}
-
-fn unknown_if_absent(specs: &[KeyspaceSpec], ks: Keyspace) -> Option<usize> {
-    (ks.index() < specs.len()).then_some(ks.index())
 }
 
 impl MemEngine {
@@ -177,11 +178,7 @@ impl MemEngine {
     /// # Errors
     /// [`EngineError::DuplicateKeyspace`].
     pub fn from_image(image: MemImage) -> Result<Self, EngineError> {
-        for (i, s) in image.specs.iter().enumerate() {
-            if image.specs[..i].iter().any(|o| o.name == s.name) {
-                return Err(EngineError::DuplicateKeyspace(s.name.clone()));
-            }
-        }
+        let keyspaces = Keyspaces::new(image.specs.clone())?;
         let maps = image
             .maps
             .iter()
@@ -192,7 +189,8 @@ impl MemEngine {
             })
             .collect();
         Ok(Self {
-            specs: image.specs.clone(),
+            keyspaces,
+            seq: Sequencer::new(image.version),
             state: RwLock::new(State {
                 maps,
                 version: image.version,
@@ -211,7 +209,10 @@ impl MemEngine {
         self.planted = bug;
         if bug == Some(PlantedBug::StampReusedAfterRestart) {
             let state = self.state.get_mut().unwrap_or_else(PoisonError::into_inner);
+            let durable = state.version;
             state.version = state.version.saturating_sub(1);
+            self.seq = Sequencer::new(state.version);
+            self.seq.mark_durable(durable);
         }
     }
 
@@ -386,8 +387,8 @@ impl Reads for Overlaid<'_> {
 impl Engine for MemEngine {
     type Snapshot<'e> = MemSnapshot<'e>;
 
-    fn keyspaces(&self) -> &[KeyspaceSpec] {
-        &self.specs
+    fn keyspaces(&self) -> &Keyspaces {
+        &self.keyspaces
     }
 
     fn snapshot(&self) -> Result<MemSnapshot<'_>, ReadError> {
@@ -408,25 +409,16 @@ impl Engine for MemEngine {
     }
 
     fn commit(&self, commit: Commit) -> Result<CommitInfo, CommitError> {
+        self.keyspaces.check_commit(&commit)?;
         let Commit {
             predicates,
             mutations,
             durability,
         } = commit;
-        let known = |ks: Keyspace| {
-            unknown_if_absent(&self.specs, ks)
-                .map(|_| ())
-                .ok_or(CommitError::UnknownKeyspace(ks))
-        };
-        for p in &predicates {
-            known(p.keyspace())?;
-        }
-        for m in &mutations {
-            known(m.keyspace())?;
-        }
+        let sequence = self.seq.begin();
         let mut state = self.write();
         let late = self.planted("predicate-after-mutations");
-        let version = state.version + 1;
+        let version = sequence.version();
         let resolved = {
             let mut reads = StateReads { state: &state };
             if !late {
@@ -488,31 +480,35 @@ impl Engine for MemEngine {
         if durable {
             sync_state(&mut state);
         }
-        Ok(CommitInfo { version, durable })
+        Ok(sequence.committed(durable))
     }
 
     fn sync(&self) -> Result<u64, EngineError> {
-        let mut state = self.write();
-        sync_state(&mut state);
-        Ok(state.durable.version)
+        self.seq.sync(|| {
+            sync_state(&mut self.write());
+            Ok(())
+        })
     }
 
     fn durable_version(&self) -> u64 {
-        let state = self.read();
         if self.planted("durable-version-ahead") {
-            return state.version;
+            return self.seq.last();
         }
-        state.durable.version
+        self.seq.durable()
     }
 
     fn last_version(&self) -> u64 {
-        self.read().version
+        self.seq.last()
     }
+}
 
-    fn stats(&self) -> Result<Vec<KeyspaceStats>, EngineError> {
+impl Statistics for MemEngine {
+    /// Exact counts of live entries and of key and value bytes.
+    fn stats(&self) -> Result<Vec<KeyspaceStats>, CapabilityError> {
         let state = self.read();
         Ok(self
-            .specs
+            .keyspaces
+            .specs()
             .iter()
             .zip(&state.maps)
             .map(|(spec, map)| {
@@ -532,6 +528,30 @@ impl Engine for MemEngine {
                 }
             })
             .collect())
+    }
+}
+
+impl Backup for MemEngine {
+    /// Unsupported: the engine has no files. [`MemEngine::close`] gives its
+    /// image.
+    fn backup(&self, _path: &std::path::Path) -> Result<BackupInfo, CapabilityError> {
+        Err(CapabilityError::Unsupported {
+            engine: "MemEngine",
+            capability: "backup",
+            why: "an in-memory engine has no files; close() returns its image",
+        })
+    }
+}
+
+impl Compact for MemEngine {
+    /// Unsupported: old versions are pruned as keys are written; there is
+    /// nothing else to reclaim.
+    fn compact(&self) -> Result<(), CapabilityError> {
+        Err(CapabilityError::Unsupported {
+            engine: "MemEngine",
+            capability: "compaction",
+            why: "old versions are pruned on write; nothing else to reclaim",
+        })
     }
 }
 
@@ -567,7 +587,7 @@ impl Drop for MemSnapshot<'_> {
 
 impl MemSnapshot<'_> {
     fn ks(&self, ks: Keyspace) -> Result<usize, ReadError> {
-        unknown_if_absent(&self.engine.specs, ks).ok_or(ReadError::UnknownKeyspace(ks))
+        self.engine.keyspaces.for_read(ks)
     }
 }
 

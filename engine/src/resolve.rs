@@ -4,10 +4,17 @@
 //!
 //! An engine supplies reads of its latest state; these functions do the
 //! rest, so every engine gives counters and versionstamps the same bytes.
-//! (The [`Model`](crate::Model) restates the same rules independently; it
-//! is the oracle these are tested against.)
+//! Point reads are asked for in batches ([`Reads::get_many`]): at most one
+//! batch for the predicates and one for the counters of a commit, so an
+//! engine that pays a round trip per read pays few. (The model in
+//! `strata-engine-testkit` restates the same rules independently; it is
+//! the oracle these are tested against.)
 
-use crate::{CommitError, Keyspace, Mutation, MutationError, Predicate, RangeSpec, StampAt};
+use std::collections::BTreeMap;
+
+use crate::contract::{Mutation, Predicate, RangeSpec, StampAt};
+use crate::error::{CommitError, MutationError, PredicateError};
+use crate::keyspace::Keyspace;
 
 /// A resolved change.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -28,6 +35,19 @@ pub trait Reads {
     /// A backend failure, as a [`CommitError`].
     fn get(&mut self, ks: Keyspace, key: &[u8]) -> Result<Option<Vec<u8>>, CommitError>;
 
+    /// The values of many keys, in the order asked. The default asks
+    /// [`Reads::get`] for each; an engine with a cheaper batch read (one
+    /// round trip to a server) overrides it.
+    ///
+    /// # Errors
+    /// A backend failure, as a [`CommitError`].
+    fn get_many(
+        &mut self,
+        keys: &[(Keyspace, &[u8])],
+    ) -> Result<Vec<Option<Vec<u8>>>, CommitError> {
+        keys.iter().map(|(ks, key)| self.get(*ks, key)).collect()
+    }
+
     /// Whether any key lies in `range` (a validated range).
     ///
     /// # Errors
@@ -44,17 +64,34 @@ pub fn check_predicates(
     predicates: &[Predicate],
     reads: &mut dyn Reads,
 ) -> Result<(), CommitError> {
+    // Every point read in one batch, then each predicate in order.
+    let points: Vec<(Keyspace, &[u8])> = predicates
+        .iter()
+        .filter_map(|p| match p {
+            Predicate::Exists { ks, key }
+            | Predicate::Absent { ks, key }
+            | Predicate::ValueEquals { ks, key, .. } => Some((*ks, key.as_slice())),
+            Predicate::RangeEmpty { .. } => None,
+        })
+        .collect();
+    let mut values = if points.is_empty() {
+        Vec::new()
+    } else {
+        reads.get_many(&points)?
+    }
+    .into_iter();
     for (index, p) in predicates.iter().enumerate() {
+        let mut next = || values.next().flatten();
         let holds = match p {
-            Predicate::Exists { ks, key } => reads.get(*ks, key)?.is_some(),
-            Predicate::Absent { ks, key } => reads.get(*ks, key)?.is_none(),
-            Predicate::ValueEquals { ks, key, value } => reads.get(*ks, key)? == *value,
+            Predicate::Exists { .. } => next().is_some(),
+            Predicate::Absent { .. } => next().is_none(),
+            Predicate::ValueEquals { value, .. } => next() == *value,
             Predicate::RangeEmpty { ks, range } => {
                 range
                     .validate()
                     .map_err(|_| CommitError::InvalidPredicate {
                         index,
-                        reason: MutationError::InvalidRange,
+                        reason: PredicateError::InvalidRange,
                     })?;
                 !reads.any_in(*ks, range)?
             }
@@ -80,15 +117,22 @@ pub fn read_through(
     ks: Keyspace,
     key: &[u8],
 ) -> Result<Option<Vec<u8>>, CommitError> {
-    for op in ops.iter().rev() {
-        match op {
-            Op::Put(o, k, v) if *o == ks && k == key => return Ok(Some(v.clone())),
-            Op::Delete(o, k) if *o == ks && k == key => return Ok(None),
-            Op::DeleteRange(o, r) if *o == ks && r.contains(key) => return Ok(None),
-            _ => {}
-        }
+    match overlay(ops, ks, key) {
+        Some(value) => Ok(value),
+        None => reads.get(ks, key),
     }
-    reads.get(ks, key)
+}
+
+/// What `ops` say of `key`: `Some(value or absence)` when one of them
+/// writes it (the last one wins), `None` when none touches it.
+#[allow(clippy::option_option)]
+fn overlay(ops: &[Op], ks: Keyspace, key: &[u8]) -> Option<Option<Vec<u8>>> {
+    ops.iter().rev().find_map(|op| match op {
+        Op::Put(o, k, v) if *o == ks && k == key => Some(Some(v.clone())),
+        Op::Delete(o, k) if *o == ks && k == key => Some(None),
+        Op::DeleteRange(o, r) if *o == ks && r.contains(key) => Some(None),
+        _ => None,
+    })
 }
 
 /// Resolves the mutations of a commit that will get `version`, in order.
@@ -104,6 +148,18 @@ pub fn resolve(
 ) -> Result<Vec<Op>, CommitError> {
     let mut ops: Vec<Op> = Vec::with_capacity(mutations.len());
     let mut stamps: u32 = 0;
+    // The stored values of every counter, in one batch.
+    let counters: Vec<(Keyspace, &[u8])> = mutations
+        .iter()
+        .filter_map(|m| match m {
+            Mutation::Add { ks, key, .. } => Some((*ks, key.as_slice())),
+            _ => None,
+        })
+        .collect();
+    let mut stored: BTreeMap<(Keyspace, &[u8]), Option<Vec<u8>>> = BTreeMap::new();
+    if !counters.is_empty() {
+        stored.extend(counters.iter().copied().zip(reads.get_many(&counters)?));
+    }
     for (index, m) in mutations.iter().enumerate() {
         let invalid = |reason| CommitError::InvalidMutation { index, reason };
         let op = match m {
@@ -116,7 +172,11 @@ pub fn resolve(
                 Op::DeleteRange(*ks, range.clone())
             }
             Mutation::Add { ks, key, delta } => {
-                let old = match read_through(&ops, reads, *ks, key)? {
+                let current = match overlay(&ops, *ks, key) {
+                    Some(v) => v,
+                    None => stored.get(&(*ks, key.as_slice())).cloned().flatten(),
+                };
+                let old = match current {
                     None => 0,
                     Some(v) => {
                         let bytes: [u8; 8] = v[..].try_into().map_err(|_| {

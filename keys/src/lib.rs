@@ -5,7 +5,7 @@
 //! I/O. Three layouts share one [`Key`] trait:
 //!
 //! - **Tuple keys** ([`tuple_key!`]) on the FoundationDB tuple layer,
-//!   re-exported as [`tuple`]: byte-identical to every official binding.
+//!   re-exported as [`mod@tuple`]: byte-identical to every official binding.
 //!   Constant elements act as discriminants and are checked on read.
 //! - **Raw byte keys** ([`raw_key!`]): a tag of fixed bytes, fixed-width
 //!   big-endian segments, and an optional tail (bytes, UTF-8, or a tuple).

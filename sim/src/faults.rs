@@ -11,8 +11,8 @@ use std::fmt;
 use std::sync::{Mutex, PoisonError};
 
 use strata_engine::{
-    Commit, CommitError, CommitInfo, Engine, EngineError, Keyspace, KeyspaceSpec, KeyspaceStats,
-    MemEngine, RangeSpec, ReadError, Rng, SeededRng, Snapshot,
+    Commit, CommitError, CommitInfo, Engine, EngineError, Keyspace, Keyspaces, MemEngine,
+    RangeSpec, ReadError, Rng, SeededRng, Snapshot,
 };
 
 /// The classes of fault the simulation injects.
@@ -287,7 +287,7 @@ impl<E: Engine> Engine for FaultyEngine<E> {
     where
         Self: 'e;
 
-    fn keyspaces(&self) -> &[KeyspaceSpec] {
+    fn keyspaces(&self) -> &Keyspaces {
         self.inner.keyspaces()
     }
 
@@ -335,10 +335,6 @@ impl<E: Engine> Engine for FaultyEngine<E> {
 
     fn last_version(&self) -> u64 {
         self.inner.last_version()
-    }
-
-    fn stats(&self) -> Result<Vec<KeyspaceStats>, EngineError> {
-        self.inner.stats()
     }
 }
 

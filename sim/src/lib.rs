@@ -10,7 +10,7 @@
 //!   around any engine of the contract; crashes go through
 //!   [`faults::Restart`].
 //! - [`run`]: the engine workload and its oracle, which compares every
-//!   result with [`strata_engine::Model`] and checks the crash contract
+//!   result with [`strata_engine_testkit::Model`] and checks the crash contract
 //!   after every crash.
 //! - [`store`]: the store workload (transactions, limits, quota, TTL,
 //!   chunks) and its oracles.

@@ -6,9 +6,9 @@ use std::ops::Bound;
 
 use strata_engine::{
     Clock, Commit, CommitError, Durability, Engine, Keyspace, KeyspaceSpec, ManualClock, MemEngine,
-    Model, ModelError, Mutation, Predicate, Profile, RangeSpec, ReadError, Rng, SeededRng,
-    Snapshot, StampAt,
+    Mutation, Predicate, Profile, RangeSpec, ReadError, Rng, SeededRng, Snapshot, StampAt,
 };
+use strata_engine_testkit::{Model, ModelError};
 
 use crate::faults::{FaultClass, FaultConfig, FaultCounters, FaultyEngine};
 use crate::targets::Target;
@@ -135,7 +135,9 @@ pub(crate) fn fail(step: usize, message: String) -> Violation {
 /// A client's reads, which its next commit turns into predicates.
 #[derive(Default)]
 struct Client {
-    reads: Vec<(Keyspace, Vec<u8>, Option<Vec<u8>>)>,
+    /// Values read, by keyspace position (handles change at a restart;
+    /// a clean restart keeps these reads).
+    reads: Vec<(usize, Vec<u8>, Option<Vec<u8>>)>,
 }
 
 struct Run {
@@ -159,6 +161,13 @@ fn specs() -> Vec<KeyspaceSpec> {
         KeyspaceSpec::new("data", Profile::General),
         KeyspaceSpec::new("queue", Profile::Queue),
     ]
+}
+
+/// The handles of [`specs`] on `e`: obtained again after every restart,
+/// since a reopened engine issues new ones.
+fn handles<E: Engine>(e: &E) -> [Keyspace; 2] {
+    let at = |i| e.keyspaces().at(i).expect("the run declares two keyspaces");
+    [at(0), at(1)]
 }
 
 fn key(rng: &mut SeededRng) -> Vec<u8> {
@@ -195,9 +204,10 @@ fn engine_state<E: Target>(e: &FaultyEngine<E>) -> Vec<Vec<(Vec<u8>, Vec<u8>)>> 
     let Ok(snap) = inner.snapshot() else {
         return Vec::new();
     };
-    (0..2u32)
-        .map(|i| {
-            snap.range(Keyspace::from_index(i), RangeSpec::all())
+    handles(inner)
+        .into_iter()
+        .map(|ks| {
+            snap.range(ks, RangeSpec::all())
                 .map(|it| it.filter_map(Result::ok).collect())
                 .unwrap_or_default()
         })
@@ -240,9 +250,9 @@ impl Run {
             Durability::Buffered
         });
         // The client's earlier reads become predicates: serialisable writes.
-        for (ks, k, v) in std::mem::take(&mut self.clients[client].reads) {
+        for (at, k, v) in std::mem::take(&mut self.clients[client].reads) {
             c = c.require(Predicate::ValueEquals {
-                ks,
+                ks: self.ks[at],
                 key: k,
                 value: v,
             });
@@ -484,7 +494,7 @@ impl Run {
                             ),
                         ));
                     }
-                    self.clients[client].reads.push((data, k, v));
+                    self.clients[client].reads.push((0, k, v));
                 }
                 Err(err) => self
                     .trace
@@ -501,7 +511,7 @@ impl Run {
                 Ok(it) => {
                     self.checks += 1;
                     let got: Result<Vec<_>, ReadError> = it.collect();
-                    let want = self.model.range(Keyspace::from_index(idx), &range);
+                    let want = self.model.range(idx, &range);
                     match got {
                         Ok(rows) if rows == want => self
                             .trace
@@ -541,7 +551,7 @@ impl Run {
             .range(self.ks[0], RangeSpec::all())
             .map(|it| it.filter_map(Result::ok).collect())
             .unwrap_or_default();
-        let want = before.range(self.ks[0], &RangeSpec::all());
+        let want = before.range(0, &RangeSpec::all());
         if rows != want {
             return Err(fail(
                 step,
@@ -646,11 +656,15 @@ impl Run {
         Ok(())
     }
 
-    fn replant<E: Target>(&self, e: FaultyEngine<E>) -> FaultyEngine<E> {
-        match &self.plant {
+    /// Re-plants the bug after a (re)start and takes the engine's new
+    /// handles.
+    fn replant<E: Target>(&mut self, e: FaultyEngine<E>) -> FaultyEngine<E> {
+        let e = match &self.plant {
             Some(name) => e.map_inner(|inner| inner.plant(name)),
             None => e,
-        }
+        };
+        self.ks = handles(&e);
+        e
     }
 }
 
@@ -712,7 +726,7 @@ pub fn run_seed_on<E: Target>(options: &RunOptions) -> SeedReport {
     let engine = E::fresh(specs());
     let mut run = Run {
         clock: ManualClock::new(1_700_000_000_000),
-        ks: [Keyspace::from_index(0), Keyspace::from_index(1)],
+        ks: handles(&engine),
         model: Model::new(2),
         history: vec![Model::new(2)],
         floor: 0,

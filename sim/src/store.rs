@@ -629,14 +629,12 @@ fn state<E: Engine>(e: &E) -> Vec<Vec<(Vec<u8>, Vec<u8>)>> {
     let Ok(snap) = e.snapshot() else {
         return Vec::new();
     };
-    (0..e.keyspaces().len())
-        .map(|i| {
-            snap.range(
-                strata_engine::Keyspace::from_index(u32::try_from(i).unwrap_or(0)),
-                RangeSpec::all(),
-            )
-            .map(|it| it.filter_map(Result::ok).collect())
-            .unwrap_or_default()
+    e.keyspaces()
+        .handles()
+        .map(|ks| {
+            snap.range(ks, RangeSpec::all())
+                .map(|it| it.filter_map(Result::ok).collect())
+                .unwrap_or_default()
         })
         .collect()
 }

@@ -2,7 +2,7 @@
 //! restarted.
 
 use strata_engine::{
-    Commit, CommitError, CommitInfo, Engine, EngineError, KeyspaceSpec, KeyspaceStats, MemEngine,
+    Commit, CommitError, CommitInfo, Engine, EngineError, KeyspaceSpec, Keyspaces, MemEngine,
     ReadError, Rng,
 };
 use strata_engine_redb::{PowerLossBackend, RedbEngine, RedbOptions};
@@ -91,7 +91,7 @@ impl<D: Disk> Engine for OnDisk<D> {
     where
         Self: 'e;
 
-    fn keyspaces(&self) -> &[KeyspaceSpec] {
+    fn keyspaces(&self) -> &Keyspaces {
         self.engine.keyspaces()
     }
     fn snapshot(&self) -> Result<Self::Snapshot<'_>, ReadError> {
@@ -108,9 +108,6 @@ impl<D: Disk> Engine for OnDisk<D> {
     }
     fn last_version(&self) -> u64 {
         self.engine.last_version()
-    }
-    fn stats(&self) -> Result<Vec<KeyspaceStats>, EngineError> {
-        self.engine.stats()
     }
 }
 

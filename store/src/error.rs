@@ -54,6 +54,16 @@ pub enum StoreError {
         #[source]
         source: ChunkError,
     },
+    /// The [`StoreOptions`](crate::StoreOptions) cannot work (a chunk size
+    /// of 0, or one that leaves no room for data in a row).
+    #[error("invalid store option {option}: {source}")]
+    InvalidOptions {
+        /// The option, by its field name.
+        option: &'static str,
+        /// Why.
+        #[source]
+        source: ChunkError,
+    },
     /// A value is larger than one row may hold and its key type does not
     /// allow chunking ([`StoreOptions::chunked`](crate::StoreOptions::chunked)).
     #[error(

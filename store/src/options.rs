@@ -82,6 +82,8 @@ pub struct StoreOptions {
     /// Retries of [`Store::transact`](crate::Store::transact).
     pub retry: RetryPolicy,
     /// Size of a chunk row; `None` means the value limit (capped at 1 MiB).
+    /// 0, or more than `u32::MAX`, fails [`Store::open`](crate::Store::open)
+    /// with [`StoreError::InvalidOptions`](crate::StoreError::InvalidOptions).
     pub chunk_size: Option<usize>,
     /// Verify each value's CRC-32 on read (default: yes). Turning it off
     /// trusts the engine's own checksums and gives a value copied under
@@ -259,10 +261,11 @@ impl StoreOptions {
     }
 
     pub(crate) fn decode_options(&self) -> strata_codec::DecodeOptions {
-        strata_codec::DecodeOptions {
-            skip_checksum: !self.verify_checksums,
-            ..strata_codec::DecodeOptions::default()
-        }
+        strata_codec::DecodeOptions::checksum(if self.verify_checksums {
+            strata_codec::ChecksumCheck::Verify
+        } else {
+            strata_codec::ChecksumCheck::Skip
+        })
     }
 
     pub(crate) fn is_chunked<K: Key + 'static>(&self) -> bool {
@@ -274,8 +277,9 @@ impl StoreOptions {
     }
 
     pub(crate) fn effective_chunk_size(&self) -> usize {
+        // A size the user gave is used as given: 0 or more than u32::MAX
+        // is refused at open (`StoreError::InvalidOptions`), not adjusted.
         self.chunk_size
-            .unwrap_or(self.limits.max_value_bytes.min(1 << 20))
-            .clamp(1, u32::MAX as usize)
+            .unwrap_or_else(|| self.limits.max_value_bytes.clamp(1, 1 << 20))
     }
 }

@@ -62,8 +62,8 @@ impl<E: Engine> Store<E> {
         let data = engine.keyspace(&options.data_keyspace)?;
         let system = engine.keyspace(&options.system_keyspace)?;
         let planner = ChunkPlanner::new(SystemChunks, options.effective_chunk_size())
-            .map_err(|source| StoreError::Chunk {
-                key_type: "(options)",
+            .map_err(|source| StoreError::InvalidOptions {
+                option: "chunk_size",
                 source,
             })?
             .inline_up_to(options.limits.max_value_bytes);
@@ -198,14 +198,29 @@ impl<E: Engine> Store<E> {
     where
         Er: From<StoreError>,
     {
+        self.with_retries(|| {
+            let mut tx = self.begin();
+            let value = f(&mut tx)?;
+            Ok(tx.commit().map(|info| (value, info)))
+        })
+    }
+
+    /// Runs `once` until its commit succeeds, fails with something other
+    /// than a conflict, or the retry policy is spent. `once` returns the
+    /// caller's error (never retried) or the commit's result.
+    fn with_retries<R, Er>(
+        &self,
+        mut once: impl FnMut() -> Result<Result<R, StoreError>, Er>,
+    ) -> Result<R, Er>
+    where
+        Er: From<StoreError>,
+    {
         let policy = self.options.retry;
         let mut attempt = 0;
         loop {
             attempt += 1;
-            let mut tx = self.begin();
-            let value = f(&mut tx)?;
-            match tx.commit() {
-                Ok(info) => return Ok((value, info)),
+            match once()? {
+                Ok(done) => return Ok(done),
                 Err(e) if e.is_conflict() && attempt < policy.max_attempts.max(1) => {
                     let wait = self.backoff_ms(attempt);
                     tracing::debug!(attempt, wait, "transaction conflict, retrying");
@@ -291,9 +306,10 @@ impl<E: Engine> Store<E> {
         &self,
         mut f: impl FnMut(&mut Tx<'_, E>) -> Result<(), StoreError>,
     ) -> Result<CommitInfo, StoreError> {
-        let ((), info) = self.transact_info(|tx| f(tx))?;
-        info.ok_or(StoreError::Engine(strata_engine::EngineError::Backend(
-            "a write produced no commit".into(),
-        )))
+        self.with_retries(|| {
+            let mut tx = self.begin();
+            f(&mut tx)?;
+            Ok(tx.commit_writes())
+        })
     }
 }

@@ -558,14 +558,20 @@ impl<'s, E: Engine + 's> Tx<'s, E> {
     /// [`StoreError::Limit`] or [`StoreError::Quota`] before anything is
     /// written; a [`CommitError`](strata_engine::CommitError) from the engine
     /// ([`StoreError::is_conflict`] when a read changed).
-    pub fn commit(mut self) -> Result<Option<CommitInfo>, StoreError> {
+    pub fn commit(self) -> Result<Option<CommitInfo>, StoreError> {
         if self.is_read_only() {
             return Ok(None);
         }
+        self.commit_writes().map(Some)
+    }
+
+    /// Plans and commits, even with nothing to write (the commit then only
+    /// checks what was read).
+    pub(crate) fn commit_writes(mut self) -> Result<CommitInfo, StoreError> {
         let commit = self.plan()?;
         let info = self.store.engine.commit(commit)?;
         tracing::trace!(version = info.version, "store commit");
-        Ok(Some(info))
+        Ok(info)
     }
 
     /// Turns the buffered writes into one commit, checking every limit.

@@ -3,8 +3,8 @@
 
 use serde::{Deserialize, Serialize, Serializer};
 use strata_codec::{
-    Codec, DecodeError, DecodeOptions, EncodeError, EncodeOptions, Header, decode, decode_with,
-    decode_with_header, encode, value, verify,
+    ChecksumCheck, Codec, DecodeError, DecodeOptions, EncodeError, EncodeOptions, Header, decode,
+    decode_with, decode_with_header, encode, value, verify,
 };
 
 #[derive(Debug, PartialEq, Serialize, Deserialize)]
@@ -226,10 +226,7 @@ fn a_required_checksum_catches_a_cleared_flag() {
         7,
         "without the requirement the flip goes unseen"
     );
-    let strict = DecodeOptions {
-        require_checksum: true,
-        ..DecodeOptions::default()
-    };
+    let strict = DecodeOptions::checksum(ChecksumCheck::Require);
     assert!(matches!(
         decode_with::<Vec<u8>>(b"k", &bytes, strict),
         Err(DecodeError::MissingChecksum)
@@ -289,10 +286,7 @@ fn a_failed_encode_leaves_the_buffer_unchanged() {
 #[test]
 fn skipping_the_checksum_still_checks_the_header() {
     let good = enc(&vec![1_u8, 2, 3], b"k");
-    let skip = DecodeOptions {
-        skip_checksum: true,
-        ..DecodeOptions::default()
-    };
+    let skip = DecodeOptions::checksum(ChecksumCheck::Skip);
     // Under another key: caught with the checksum, not without.
     assert!(matches!(
         decode_with::<Vec<u8>>(b"other", &good, DecodeOptions::default()),

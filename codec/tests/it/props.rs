@@ -7,8 +7,8 @@ use std::collections::BTreeMap;
 use proptest::prelude::*;
 use serde::{Deserialize, Serialize};
 use strata_codec::{
-    ChunkLayout, ChunkPlanner, DecodeOptions, EncodeOptions, Header, Manifest, Previous,
-    TupleChunkLayout, decode, decode_with, encode, value, verify,
+    ChecksumCheck, ChunkLayout, ChunkPlanner, DecodeOptions, EncodeOptions, Header, Manifest,
+    Previous, TupleChunkLayout, decode, decode_with, encode, value, verify,
 };
 use strata_keys::Subspace;
 
@@ -184,10 +184,7 @@ proptest! {
         let mut bytes = enc(&p, b"k", EncodeOptions::default());
         let i = at % bytes.len();
         bytes[i] ^= xor;
-        let strict = DecodeOptions {
-            require_checksum: true,
-            ..DecodeOptions::default()
-        };
+        let strict = DecodeOptions::checksum(ChecksumCheck::Require);
         if let Ok((back, _)) = decode_with::<AsPostcard>(b"k", &bytes, strict) {
             prop_assert_eq!(back, p);
         }

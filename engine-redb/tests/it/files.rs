@@ -1,7 +1,8 @@
 //! On real files: reopen, keyspace changes, backup, options.
 
 use strata_engine::{
-    Commit, Durability, Engine, EngineError, KeyspaceSpec, Profile, RangeSpec, Snapshot,
+    Backup, Commit, Durability, Engine, EngineError, KeyspaceSpec, Profile, RangeSpec, Snapshot,
+    Statistics,
 };
 use strata_engine_redb::{RedbEngine, RedbOptions};
 
@@ -105,8 +106,8 @@ fn backup_is_a_consistent_copy_taken_while_open() {
         )
         .unwrap();
     }
-    let version = e.backup(dir.0.join("copy.redb")).unwrap();
-    assert_eq!(version, 100);
+    let info = e.backup(&dir.0.join("copy.redb")).unwrap();
+    assert_eq!(info.version, Some(100));
     e.commit(Commit::new().put(a, b"after".to_vec(), b"x".to_vec()))
         .unwrap();
     let copy = RedbEngine::open(

@@ -4,9 +4,9 @@
 
 use std::path::Path;
 
-use strata_engine::conformance::sigkill_rounds;
 use strata_engine::{Durability, KeyspaceSpec};
 use strata_engine_redb::{RedbEngine, RedbOptions};
+use strata_engine_testkit::sigkill_rounds;
 
 /// Kill rounds in the default suite; more with `STRATA_KILL_ROUNDS`.
 const ROUNDS: u64 = 12;

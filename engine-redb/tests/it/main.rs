@@ -3,9 +3,9 @@
 
 #![allow(clippy::many_single_char_names, clippy::type_complexity)]
 
-use strata_engine::conformance::Harness;
 use strata_engine::{KeyspaceSpec, Rng};
 use strata_engine_redb::{PowerLossBackend, RedbEngine, RedbOptions};
+use strata_engine_testkit::Harness;
 
 mod files;
 mod kill;
@@ -59,4 +59,4 @@ impl Harness for RedbHarness {
     }
 }
 
-strata_engine::conformance_tests!(RedbHarness::default());
+strata_engine_testkit::conformance_tests!(RedbHarness::default());

@@ -1,7 +1,8 @@
 //! Reopen with other keyspaces, checkpoint backup, compaction, stats.
 
 use strata_engine::{
-    Commit, Durability, Engine, EngineError, KeyspaceSpec, Profile, RangeSpec, Snapshot,
+    Backup, Commit, Compact, Durability, Engine, EngineError, KeyspaceSpec, Profile, RangeSpec,
+    Snapshot, Statistics,
 };
 use strata_engine_rocks::{RocksEngine, RocksOptions};
 
@@ -96,10 +97,11 @@ fn checkpoint_backup_compaction_and_stats() {
         )
         .unwrap();
     }
-    e.backup(dir.0.join("copy")).unwrap();
+    let info = e.backup(&dir.0.join("copy")).unwrap();
+    assert_eq!(info.version, Some(200), "the copy is at the last commit");
     e.commit(Commit::new().put(a, b"after".to_vec(), b"x".to_vec()))
         .unwrap();
-    e.compact();
+    e.compact().unwrap();
     let copy = RocksEngine::open(
         dir.0.join("copy"),
         specs(&[("a", Profile::PointLookup)]),

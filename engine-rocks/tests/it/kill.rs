@@ -5,9 +5,9 @@
 
 use std::path::Path;
 
-use strata_engine::conformance::sigkill_rounds;
 use strata_engine::{Durability, KeyspaceSpec};
 use strata_engine_rocks::{RocksEngine, RocksOptions};
+use strata_engine_testkit::sigkill_rounds;
 
 /// Kill rounds per durability level in the default suite; more with
 /// `STRATA_KILL_ROUNDS`.

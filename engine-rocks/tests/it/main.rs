@@ -3,9 +3,9 @@
 
 #![allow(clippy::many_single_char_names)]
 
-use strata_engine::conformance::Harness;
 use strata_engine::{KeyspaceSpec, Rng};
 use strata_engine_rocks::{RocksEngine, RocksOptions};
+use strata_engine_testkit::Harness;
 
 mod files;
 mod kill;
@@ -75,4 +75,4 @@ impl Harness for RocksHarness {
     }
 }
 
-strata_engine::conformance_tests!(RocksHarness::default());
+strata_engine_testkit::conformance_tests!(RocksHarness::default());

@@ -1,29 +1,5 @@
-//! `MemEngine` runs the whole conformance suite, plus tests of what only
-//! the reference engine offers (crash images, injection).
-
-use strata_engine::conformance::Harness;
-use strata_engine::{KeyspaceSpec, MemEngine, Rng};
+//! What only the reference engine offers (crash images, restarts, planted
+//! state), the injected clock and generator, and the capability answers.
+//! `MemEngine` runs the conformance suite in `strata-engine-testkit`.
 
 mod mem;
-
-/// Drives `MemEngine` for the suite: reopen is a clean close, crash drops a
-/// suffix of unsynced commits chosen by the rng.
-pub struct MemHarness;
-
-impl Harness for MemHarness {
-    type Engine = MemEngine;
-
-    fn open(&mut self, keyspaces: &[KeyspaceSpec]) -> MemEngine {
-        MemEngine::open(keyspaces.to_vec()).expect("open")
-    }
-
-    fn reopen(&mut self, engine: MemEngine) -> MemEngine {
-        MemEngine::from_image(engine.close()).expect("reopen")
-    }
-
-    fn crash(&mut self, engine: MemEngine, rng: &mut dyn Rng) -> Option<MemEngine> {
-        Some(MemEngine::from_image(engine.crash(rng)).expect("restart"))
-    }
-}
-
-strata_engine::conformance_tests!(MemHarness);

@@ -3,7 +3,7 @@
 use strata_codec::Limits;
 use strata_engine::Engine;
 use strata_keys::{Key, KeyRange, tuple};
-use strata_store::{Scan, StoreError};
+use strata_store::{Scan, Store, StoreError};
 
 use crate::common::{self, ACTOR, BlobKey, Doc, DocKey, NoteKey};
 use crate::on_every_engine;
@@ -325,4 +325,21 @@ fn a_missing_keyspace_and_a_corrupt_counter_are_typed_errors() {
         store.transact(|tx| tx.counter(&k)),
         Err(StoreError::BadCounter { len: 3 })
     ));
+}
+
+#[test]
+fn a_chunk_size_of_zero_is_an_invalid_option_at_open() {
+    let options = common::options(Limits::FOUNDATIONDB).chunk_size(0);
+    let engine = strata_engine::MemEngine::open(options.keyspace_specs()).unwrap();
+    let err = Store::open(engine, options).expect_err("refused");
+    assert!(
+        matches!(
+            err,
+            StoreError::InvalidOptions {
+                option: "chunk_size",
+                ..
+            }
+        ),
+        "{err:?}"
+    );
 }

@@ -1,12 +1,12 @@
 //! The reference model: the contract's commit semantics written as plainly
-//! as possible, independent of [`MemEngine`](crate::MemEngine)'s code. The
-//! conformance suite's model check and the simulation's oracle compare
-//! engines with it.
+//! as possible, independent of `MemEngine`'s code and of the resolver the
+//! engines share. The conformance suite's model check and the simulation's
+//! oracle compare engines with it.
 
 use std::collections::BTreeMap;
 
-use crate::{
-    Commit, CommitError, Keyspace, Mutation, MutationError, Predicate, RangeSpec, StampAt,
+use strata_engine::{
+    Commit, CommitError, Mutation, MutationError, Predicate, PredicateError, RangeSpec, StampAt,
 };
 
 /// The contract written as plainly as possible: the reference the model
@@ -27,7 +27,7 @@ pub enum ModelError {
     /// Unknown keyspace.
     UnknownKeyspace,
     /// Predicate `index` invalid.
-    InvalidPredicate(usize, MutationError),
+    InvalidPredicate(usize, PredicateError),
     /// Mutation `index` invalid.
     InvalidMutation(usize, MutationError),
 }
@@ -59,7 +59,8 @@ impl Model {
         }
     }
 
-    /// Applies a commit as the contract says, or refuses it whole.
+    /// Applies a commit as the contract says, or refuses it whole. The
+    /// model knows keyspaces by position only: a handle is in range or not.
     ///
     /// # Errors
     /// The [`ModelError`] an engine's [`CommitError`] must match.
@@ -77,10 +78,14 @@ impl Model {
                 }
                 Predicate::RangeEmpty { ks, range } => {
                     if range.validate().is_err() {
-                        return Err(ModelError::InvalidPredicate(i, MutationError::InvalidRange));
+                        return Err(ModelError::InvalidPredicate(
+                            i,
+                            PredicateError::InvalidRange,
+                        ));
                     }
                     !self.maps[ks.index()].keys().any(|k| range.contains(k))
                 }
+                _ => return Err(ModelError::InvalidPredicate(i, PredicateError::Unsupported)),
             };
             if !holds {
                 return Err(ModelError::Conflict(i));
@@ -134,6 +139,7 @@ impl Model {
                     target[offset..offset + 10].copy_from_slice(&stamp);
                     next[ks.index()].insert(key, value);
                 }
+                _ => return Err(bad(MutationError::Unsupported)),
             }
         }
         self.maps = next;
@@ -141,9 +147,9 @@ impl Model {
         Ok(version)
     }
 
-    /// The model's answer to a range read.
-    pub fn range(&self, ks: Keyspace, spec: &RangeSpec) -> Vec<(Vec<u8>, Vec<u8>)> {
-        let mut rows: Vec<(Vec<u8>, Vec<u8>)> = self.maps[ks.index()]
+    /// The model's answer to a range read of the keyspace at `index`.
+    pub fn range(&self, index: usize, spec: &RangeSpec) -> Vec<(Vec<u8>, Vec<u8>)> {
+        let mut rows: Vec<(Vec<u8>, Vec<u8>)> = self.maps[index]
             .iter()
             .filter(|(k, _)| spec.contains(k))
             .map(|(k, v)| (k.clone(), v.clone()))

@@ -1,19 +1,6 @@
-//! The conformance suite: every engine runs the same tests by the same
-//! names. **Not semver-stable**: tests are added and tightened as the
-//! contract is pinned down; third-party engines are welcome to run it.
-//!
-//! An engine crate implements [`Harness`] (open a fresh engine, reopen it
-//! after a clean shutdown, and crash it where it can) and expands the suite
-//! into `#[test]`s with [`conformance_tests!`](crate::conformance_tests):
-//!
-//! ```ignore
-//! strata_engine::conformance_tests!(MyHarness::new());
-//! ```
-//!
-//! Each test function panics with a message naming what broke. The
-//! [`Model`] is the plain reference the model check compares with: the
-//! contract's semantics written as simply as possible, independent of
-//! [`MemEngine`](crate::MemEngine)'s code.
+//! The named conformance cases: point operations, ranges, snapshots,
+//! predicates, versionstamps, counters, durability, the crash contract,
+//! typed errors and statistics. Each panics naming what broke.
 
 // Test code: short names (`e` engine, `a`/`b` keyspaces, `s` snapshot) read
 // better in the assertions than long ones.
@@ -21,62 +8,22 @@
 
 use std::ops::Bound;
 
-use proptest::prelude::*;
-use proptest::test_runner::{Config, TestRunner};
-
-pub use crate::model::{Model, ModelError};
-use crate::{
+use strata_engine::{
     Commit, CommitError, Durability, Engine, EngineError, Keyspace, KeyspaceSpec, Mutation,
-    MutationError, Predicate, Profile, RangeSpec, ReadError, Rng, SeededRng, Snapshot, StampAt,
+    MutationError, Predicate, PredicateError, Profile, RangeSpec, ReadError, Rng, SeededRng,
+    Snapshot, StampAt, Statistics,
 };
 
-/// How the suite drives an engine.
-pub trait Harness {
-    /// The engine under test.
-    type Engine: Engine;
-    /// A fresh, empty engine with these keyspaces.
-    fn open(&mut self, keyspaces: &[KeyspaceSpec]) -> Self::Engine;
-    /// A clean shutdown, then a reopen with the same keyspaces.
-    fn reopen(&mut self, engine: Self::Engine) -> Self::Engine;
-    /// A crash and restart, where the engine supports simulating one: the
-    /// restarted engine may lose any suffix of the commits not yet durable,
-    /// as `rng` chooses. `None` when unsupported (the crash tests then
-    /// check nothing and say so).
-    fn crash(&mut self, engine: Self::Engine, rng: &mut dyn Rng) -> Option<Self::Engine> {
-        let _ = (engine, rng);
-        None
-    }
-}
+use crate::Harness;
 
-/// Expands the whole suite into `#[test]` functions, one per test, named
-/// as the functions of this module. `$harness` is evaluated once per test.
-#[macro_export]
-macro_rules! conformance_tests {
-    ($harness:expr) => {
-        $crate::conformance_tests!(@tests $harness;
-            point_ops, range_order_is_byte_order, reverse_ranges, bounds_and_limits,
-            delete_range, snapshot_isolation, snapshot_isolation_under_concurrent_commits,
-            predicates_are_the_atomicity_fence, versionstamps_order_commits, counters,
-            durability_across_reopen, crash_contract, typed_errors, stats, model_check);
-    };
-    (@tests $harness:expr; $($name:ident),*) => {
-        $(
-            #[test]
-            fn $name() {
-                $crate::conformance::$name($harness);
-            }
-        )*
-    };
-}
-
-fn specs() -> Vec<KeyspaceSpec> {
+pub(crate) fn specs() -> Vec<KeyspaceSpec> {
     vec![
         KeyspaceSpec::new("a", Profile::PointLookup),
         KeyspaceSpec::new("b", Profile::Queue),
     ]
 }
 
-fn ks<E: Engine>(e: &E, name: &str) -> Keyspace {
+pub(crate) fn ks<E: Engine>(e: &E, name: &str) -> Keyspace {
     e.keyspace(name).expect("declared keyspace")
 }
 
@@ -749,7 +696,11 @@ pub fn crash_contract<H: Harness>(mut h: H) {
 pub fn typed_errors<H: Harness>(mut h: H) {
     let e = h.open(&specs());
     assert!(matches!(e.keyspace("nope"), Err(EngineError::UnknownKeyspaceName(n)) if n == "nope"));
-    let forged = Keyspace::from_index(99);
+    // A handle of the right position, issued by another set of keyspaces.
+    let forged = strata_engine::Keyspaces::new(specs())
+        .expect("keyspaces")
+        .get("b")
+        .expect("b");
     let s = e.snapshot().expect("snapshot");
     assert!(matches!(s.get(forged, b"k"), Err(ReadError::UnknownKeyspace(k)) if k == forged));
     assert!(matches!(
@@ -793,11 +744,59 @@ pub fn typed_errors<H: Harness>(mut h: H) {
         })),
         Err(CommitError::InvalidPredicate {
             index: 0,
-            reason: MutationError::InvalidRange
+            reason: PredicateError::InvalidRange
         })
     ));
     assert_eq!(e.last_version(), v, "no failed commit took a version");
     assert_eq!(get(&e, a, b"k"), None);
+}
+
+/// A handle is only good on the engine instance that issued it: another
+/// engine's handles (here a `MemEngine` with the same keyspaces), and this
+/// engine's handles from before a reopen, are refused by reads and commits,
+/// whatever their position; a shared reference to the engine shares its
+/// handles; handles obtained again by name after the reopen work.
+pub fn foreign_handles_are_refused<H: Harness>(mut h: H) {
+    let e = h.open(&specs());
+    let other = strata_engine::MemEngine::open(specs()).expect("other engine");
+    let (a, b) = (ks(&e, "a"), ks(&e, "b"));
+    let theirs = ks(&other, "b");
+    assert_eq!(theirs.index(), b.index(), "same position in both engines");
+    assert_ne!(theirs, b, "but not the same handle");
+    commit(
+        &other,
+        Commit::new().put(theirs, b"k".to_vec(), b"v".to_vec()),
+    );
+    let s = e.snapshot().expect("snapshot");
+    assert!(matches!(s.get(theirs, b"k"), Err(ReadError::UnknownKeyspace(k)) if k == theirs));
+    drop(s);
+    assert!(matches!(
+        e.commit(Commit::new().put(a, b"x".to_vec(), b"1".to_vec()).delete(theirs, b"k".to_vec())),
+        Err(CommitError::UnknownKeyspace(k)) if k == theirs
+    ));
+    assert_eq!(get(&e, a, b"x"), None, "the refused commit wrote nothing");
+    let shared = &e;
+    assert_eq!(shared.keyspace("b").expect("b"), b, "&E shares the handles");
+    commit(&shared, Commit::new().put(b, b"y".to_vec(), b"2".to_vec()));
+    drop(other);
+    let e = h.reopen(e);
+    assert!(
+        matches!(
+            e.snapshot().expect("snapshot").get(b, b"y"),
+            Err(ReadError::UnknownKeyspace(_))
+        ),
+        "a handle from before the reopen is refused"
+    );
+    assert!(matches!(
+        e.commit(Commit::new().put(a, b"z".to_vec(), b"3".to_vec())),
+        Err(CommitError::UnknownKeyspace(_))
+    ));
+    let b = ks(&e, "b");
+    assert_eq!(
+        get(&e, b, b"y").as_deref(),
+        Some(&b"2"[..]),
+        "obtained again by name"
+    );
 }
 
 /// Stats count entries and bytes (exactly, where the engine says so).
@@ -828,246 +827,4 @@ pub fn stats<H: Harness>(mut h: H) {
     if st[1].entries_exact {
         assert_eq!(st[1].entries, 0);
     }
-}
-
-/// One step of the model check.
-#[derive(Debug, Clone)]
-enum Step {
-    Commit(Commit),
-    Get(Keyspace, Vec<u8>),
-    Range(Keyspace, RangeSpec),
-}
-
-fn step_strategy() -> impl Strategy<Value = Step> {
-    let ks = prop_oneof![Just(Keyspace::from_index(0)), Just(Keyspace::from_index(1))];
-    let key = prop::collection::vec(
-        prop_oneof![Just(0u8), Just(1), Just(0xFF), Just(b'k')],
-        0..3,
-    );
-    let value = prop::collection::vec(any::<u8>(), 0..4);
-    let bound = prop_oneof![
-        key.clone().prop_map(Bound::Included),
-        key.clone().prop_map(Bound::Excluded),
-        Just(Bound::Unbounded)
-    ];
-    let range = (
-        bound.clone(),
-        bound,
-        any::<bool>(),
-        prop::option::of(0usize..4),
-    )
-        .prop_map(|(start, end, reverse, limit)| RangeSpec {
-            start,
-            end,
-            reverse,
-            limit,
-        });
-    let predicate = prop_oneof![
-        (ks.clone(), key.clone()).prop_map(|(ks, key)| Predicate::Exists { ks, key }),
-        (ks.clone(), key.clone()).prop_map(|(ks, key)| Predicate::Absent { ks, key }),
-        (ks.clone(), key.clone(), prop::option::of(value.clone()))
-            .prop_map(|(ks, key, value)| Predicate::ValueEquals { ks, key, value }),
-        (ks.clone(), range.clone()).prop_map(|(ks, range)| Predicate::RangeEmpty { ks, range }),
-    ];
-    let mutation = prop_oneof![
-        4 => (ks.clone(), key.clone(), value.clone()).prop_map(|(ks, key, value)| Mutation::Put { ks, key, value }),
-        2 => (ks.clone(), key.clone()).prop_map(|(ks, key)| Mutation::Delete { ks, key }),
-        1 => (ks.clone(), range.clone()).prop_map(|(ks, range)| Mutation::DeleteRange { ks, range }),
-        2 => (ks.clone(), key.clone(), -3i64..3).prop_map(|(ks, key, delta)| Mutation::Add { ks, key, delta }),
-        1 => (ks.clone(), prop::collection::vec(any::<u8>(), 0..14), 0usize..6).prop_map(|(ks, key, o)| Mutation::PutVersionstamped { ks, value: Vec::new(), at: StampAt::Key(o), key }),
-    ];
-    let commit = (
-        prop::collection::vec(predicate, 0..2),
-        prop::collection::vec(mutation, 0..4),
-        any::<bool>(),
-    )
-        .prop_map(|(predicates, mutations, buffered)| Commit {
-            predicates,
-            mutations,
-            durability: if buffered {
-                Durability::Buffered
-            } else {
-                Durability::Immediate
-            },
-        });
-    prop_oneof![
-        3 => commit.prop_map(Step::Commit),
-        1 => (ks.clone(), key).prop_map(|(ks, k)| Step::Get(ks, k)),
-        1 => (ks, range).prop_map(|(ks, r)| Step::Range(ks, r)),
-    ]
-}
-
-/// Random sequences of commits (with predicates, counters, range deletes and
-/// versionstamps) and reads give the same results on the engine as on the
-/// [`Model`]; failed commits fail with the same error and change nothing.
-pub fn model_check<H: Harness>(h: H) {
-    let h = std::cell::RefCell::new(h);
-    let mut runner = TestRunner::new(Config {
-        cases: 64,
-        failure_persistence: None,
-        ..Config::default()
-    });
-    let result = runner.run(&prop::collection::vec(step_strategy(), 1..40), |steps| {
-        let e = h.borrow_mut().open(&specs());
-        let mut model = Model::new(2);
-        for (i, step) in steps.iter().enumerate() {
-            match step {
-                Step::Commit(c) => {
-                    let want = model.commit(c);
-                    let got = e.commit(c.clone());
-                    match (&want, &got) {
-                        (Ok(_), Ok(_)) => {}
-                        (Err(w), Err(g)) => {
-                            prop_assert_eq!(Some(w.clone()), ModelError::of(g), "step {}", i);
-                        }
-                        _ => prop_assert!(false, "step {}: model {:?}, engine {:?}", i, want, got),
-                    }
-                }
-                Step::Get(ks, key) => {
-                    let got = e
-                        .snapshot()
-                        .map_err(|e| TestCaseError::fail(e.to_string()))?
-                        .get(*ks, key)
-                        .map_err(|e| TestCaseError::fail(e.to_string()))?;
-                    prop_assert_eq!(got.as_ref(), model.maps[ks.index()].get(key), "step {}", i);
-                }
-                Step::Range(ks, r) => {
-                    let snap = e
-                        .snapshot()
-                        .map_err(|e| TestCaseError::fail(e.to_string()))?;
-                    match snap.range(*ks, r.clone()) {
-                        Ok(iter) => {
-                            let got: Vec<_> = iter
-                                .collect::<Result<_, _>>()
-                                .map_err(|e| TestCaseError::fail(e.to_string()))?;
-                            prop_assert_eq!(got, model.range(*ks, r), "step {}", i);
-                        }
-                        Err(ReadError::InvalidRange) => {
-                            prop_assert!(r.validate().is_err(), "step {}", i);
-                        }
-                        Err(other) => prop_assert!(false, "step {}: {}", i, other),
-                    }
-                }
-            }
-        }
-        Ok(())
-    });
-    if let Err(e) = result {
-        panic!("model check failed: {e}");
-    }
-}
-
-/// The process-kill test, for engines that persist to files: this test
-/// binary runs itself again as a child (the test named `test`, with
-/// `STRATA_KILL_WRITER` set to the database path) that commits pairs of rows
-/// to keyspaces `a` and `b` with `durability` and prints each
-/// acknowledgement; the parent kills it with SIGKILL after a random number
-/// of acknowledgements and a random pause, reopens with `open`, and checks
-/// that every acknowledged commit is there, that none is there by half,
-/// and that the version counts the commits. `rounds` kills, or
-/// `STRATA_KILL_ROUNDS`.
-///
-/// Call it from a `#[test]` named `test` (its full path, as `--exact`
-/// takes it): in the child the same call becomes the writer.
-///
-/// # Panics
-/// On a broken promise, naming the round.
-pub fn sigkill_rounds<E: Engine>(
-    test: &str,
-    durability: Durability,
-    rounds: u64,
-    open: impl Fn(&std::path::Path, Vec<KeyspaceSpec>) -> E,
-) {
-    use std::io::{BufRead, BufReader};
-    use std::process::{Command, Stdio};
-
-    const WRITER: &str = "STRATA_KILL_WRITER";
-    let specs = || {
-        vec![
-            KeyspaceSpec::new("a", Profile::General),
-            KeyspaceSpec::new("b", Profile::AppendOnly),
-        ]
-    };
-    if let Ok(path) = std::env::var(WRITER) {
-        // The child: commit forever, printing each acknowledgement.
-        let e = open(std::path::Path::new(&path), specs());
-        let (a, b) = (e.keyspace("a").unwrap(), e.keyspace("b").unwrap());
-        let start = e.last_version();
-        for i in start + 1..start + 1_000_000 {
-            let v = i.to_be_bytes().to_vec();
-            let c = Commit::new()
-                .put(a, v.clone(), vec![1; 700])
-                .put(b, v, vec![2; 700])
-                .durability(durability);
-            e.commit(c).expect("child commit");
-            println!("ack {i}");
-        }
-        return;
-    }
-    let rounds = std::env::var("STRATA_KILL_ROUNDS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(rounds);
-    let dir = std::env::temp_dir().join(format!(
-        "strata-kill-{}-{}",
-        std::process::id(),
-        test.replace(':', "_")
-    ));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join("db");
-    let mut rng = SeededRng::new(0x00C0_FFEE);
-    let mut acked_total = 0;
-    for round in 0..rounds {
-        let mut child = Command::new(std::env::current_exe().unwrap())
-            .args(["--exact", test, "--nocapture"])
-            .env(WRITER, &path)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn writer");
-        let wanted = 1 + rng.below(60);
-        let mut acked: Vec<u64> = Vec::new();
-        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-        let ack = |line: &str| {
-            line.strip_prefix("ack ")
-                .and_then(|n| n.parse::<u64>().ok())
-        };
-        while acked.len() < usize::try_from(wanted).unwrap() {
-            let Some(Ok(line)) = lines.next() else { break };
-            acked.extend(ack(&line));
-        }
-        // A random moment: right away, or after a short while of writing.
-        std::thread::sleep(std::time::Duration::from_micros(rng.below(3_000)));
-        child.kill().expect("SIGKILL");
-        let _ = child.wait();
-        // Acknowledgements printed before the kill count too.
-        acked.extend(lines.map_while(Result::ok).filter_map(|l| ack(&l)));
-        let e = open(&path, specs());
-        let (a, b) = (e.keyspace("a").unwrap(), e.keyspace("b").unwrap());
-        let snap = e.snapshot().unwrap();
-        for i in &acked {
-            let k = i.to_be_bytes();
-            assert!(
-                snap.get(a, &k).unwrap().is_some() && snap.get(b, &k).unwrap().is_some(),
-                "round {round}: acknowledged commit {i} lost"
-            );
-        }
-        let keys = |ks| -> Vec<Vec<u8>> {
-            snap.range(ks, RangeSpec::all())
-                .unwrap()
-                .map(|r| r.unwrap().0)
-                .collect()
-        };
-        let (ka, kb) = (keys(a), keys(b));
-        assert_eq!(ka, kb, "round {round}: a commit is there by half");
-        assert_eq!(
-            e.last_version(),
-            ka.len() as u64,
-            "round {round}: versions count commits"
-        );
-        acked_total += acked.len();
-    }
-    let _ = std::fs::remove_dir_all(&dir);
-    println!("{rounds} kills, {acked_total} acknowledged commits checked");
 }

@@ -1,0 +1,141 @@
+//! The conformance suite of the Strata engine contract, the reference
+//! model, and the process-kill test.
+//!
+//! **Not semver-stable**: cases are added and tightened as the contract is
+//! pinned down. Third-party engines are welcome to run it.
+//!
+//! An engine crate implements [`Harness`] (open a fresh engine, reopen it
+//! after a clean shutdown, and crash it where it can) and expands the suite
+//! into named `#[test]`s with [`conformance_tests!`]:
+//!
+//! ```ignore
+//! strata_engine_testkit::conformance_tests!(MyHarness::new());
+//! ```
+//!
+//! Each case panics with a message naming what broke. The [`Model`] is the
+//! plain reference the model check (and the simulation) compares engines
+//! with: the contract's semantics written as simply as possible,
+//! independent of `MemEngine`'s code and of the shared resolver.
+
+mod cases;
+mod kill;
+mod model;
+mod model_check;
+
+use strata_engine::{Commit, Engine, KeyspaceSpec, Keyspaces, Mutation, Predicate, Rng};
+
+pub use crate::kill::sigkill_rounds;
+pub use crate::model::{Model, ModelError};
+
+/// The cases by name, as [`conformance_tests!`] calls them.
+pub mod suite {
+    pub use crate::cases::{
+        bounds_and_limits, counters, crash_contract, delete_range, durability_across_reopen,
+        foreign_handles_are_refused, point_ops, predicates_are_the_atomicity_fence,
+        range_order_is_byte_order, reverse_ranges, snapshot_isolation,
+        snapshot_isolation_under_concurrent_commits, stats, typed_errors,
+        versionstamps_order_commits,
+    };
+    pub use crate::model_check::model_check;
+}
+
+/// How the suite drives an engine.
+pub trait Harness {
+    /// The engine under test.
+    type Engine: Engine + strata_engine::Statistics;
+    /// A fresh, empty engine with these keyspaces.
+    fn open(&mut self, keyspaces: &[KeyspaceSpec]) -> Self::Engine;
+    /// A clean shutdown, then a reopen with the same keyspaces.
+    fn reopen(&mut self, engine: Self::Engine) -> Self::Engine;
+    /// A crash and restart, where the engine supports simulating one: the
+    /// restarted engine may lose any suffix of the commits not yet durable,
+    /// as `rng` chooses. `None` when unsupported (the crash tests then
+    /// check nothing and say so).
+    fn crash(&mut self, engine: Self::Engine, rng: &mut dyn Rng) -> Option<Self::Engine> {
+        let _ = (engine, rng);
+        None
+    }
+}
+
+/// Expands the whole suite into `#[test]` functions, one per case, named
+/// as the functions of [`suite`]. `$harness` is evaluated once per test.
+#[macro_export]
+macro_rules! conformance_tests {
+    ($harness:expr) => {
+        $crate::conformance_tests!(@tests $harness;
+            point_ops, range_order_is_byte_order, reverse_ranges, bounds_and_limits,
+            delete_range, snapshot_isolation, snapshot_isolation_under_concurrent_commits,
+            predicates_are_the_atomicity_fence, versionstamps_order_commits, counters,
+            durability_across_reopen, crash_contract, typed_errors, foreign_handles_are_refused,
+            stats, model_check);
+    };
+    (@tests $harness:expr; $($name:ident),*) => {
+        $(
+            #[test]
+            fn $name() {
+                $crate::suite::$name($harness);
+            }
+        )*
+    };
+}
+
+/// `commit` with every keyspace handle replaced by the handle at the same
+/// position in `to`: commits built once (by a generator, against a
+/// template set of keyspaces) are replayed on engines opened later.
+///
+/// # Panics
+/// On a position `to` does not have, or a predicate or mutation kind this
+/// version of the testkit does not know.
+pub fn remap(commit: &Commit, to: &Keyspaces) -> Commit {
+    let at = |ks: strata_engine::Keyspace| to.at(ks.index()).expect("keyspace position");
+    let predicates = commit
+        .predicates
+        .iter()
+        .map(|p| match p.clone() {
+            Predicate::Exists { ks, key } => Predicate::Exists { ks: at(ks), key },
+            Predicate::Absent { ks, key } => Predicate::Absent { ks: at(ks), key },
+            Predicate::ValueEquals { ks, key, value } => Predicate::ValueEquals {
+                ks: at(ks),
+                key,
+                value,
+            },
+            Predicate::RangeEmpty { ks, range } => Predicate::RangeEmpty { ks: at(ks), range },
+            other => panic!("unknown predicate {other:?}"),
+        })
+        .collect();
+    let mutations = commit
+        .mutations
+        .iter()
+        .map(|m| match m.clone() {
+            Mutation::Put { ks, key, value } => Mutation::Put {
+                ks: at(ks),
+                key,
+                value,
+            },
+            Mutation::Delete { ks, key } => Mutation::Delete { ks: at(ks), key },
+            Mutation::DeleteRange { ks, range } => Mutation::DeleteRange { ks: at(ks), range },
+            Mutation::Add { ks, key, delta } => Mutation::Add {
+                ks: at(ks),
+                key,
+                delta,
+            },
+            Mutation::PutVersionstamped {
+                ks,
+                key,
+                value,
+                at: stamp,
+            } => Mutation::PutVersionstamped {
+                ks: at(ks),
+                key,
+                value,
+                at: stamp,
+            },
+            other => panic!("unknown mutation {other:?}"),
+        })
+        .collect();
+    Commit {
+        predicates,
+        mutations,
+        durability: commit.durability,
+    }
+}

@@ -1,0 +1,111 @@
+//! Capabilities beyond the contract: statistics, backup, compaction.
+//!
+//! Each is a small trait next to [`Engine`](crate::Engine). An engine
+//! implements the ones it can; where a capability makes no sense for it, it
+//! still implements the trait and answers [`CapabilityError::Unsupported`],
+//! so layers above (the store, the command-line tool, the schemas) can
+//! require the traits generically and report the answer.
+
+use std::path::Path;
+
+use crate::error::{BackendError, EngineError};
+
+/// Size of one keyspace.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct KeyspaceStats {
+    /// Keyspace name.
+    pub name: String,
+    /// Number of entries (or an estimate).
+    pub entries: u64,
+    /// Whether `entries` is exact.
+    pub entries_exact: bool,
+    /// Bytes of keys and values (or an estimate).
+    pub bytes: u64,
+    /// Whether `bytes` is exact.
+    pub bytes_exact: bool,
+}
+
+/// Why a capability call failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum CapabilityError {
+    /// This engine does not offer the capability.
+    #[error("{engine} does not support {capability}: {why}")]
+    Unsupported {
+        /// The engine's type name.
+        engine: &'static str,
+        /// The capability.
+        capability: &'static str,
+        /// Why not, for the user.
+        why: &'static str,
+    },
+    /// The engine failed.
+    #[error(transparent)]
+    Engine(#[from] EngineError),
+    /// The backend failed.
+    #[error("backend failed: {0}")]
+    Backend(#[source] BackendError),
+}
+
+/// Sizes per keyspace.
+pub trait Statistics {
+    /// Size per keyspace, in declaration order.
+    ///
+    /// # Errors
+    /// A backend failure.
+    fn stats(&self) -> Result<Vec<KeyspaceStats>, CapabilityError>;
+}
+
+/// What a backup holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub struct BackupInfo {
+    /// The commit version the copy is consistent at, where the engine
+    /// knows it (`None`: consistent at one point the engine cannot name).
+    pub version: Option<u64>,
+}
+
+impl BackupInfo {
+    /// A backup consistent at `version`, if known.
+    pub const fn at(version: Option<u64>) -> Self {
+        Self { version }
+    }
+}
+
+/// An online copy of the whole database.
+pub trait Backup {
+    /// Writes a consistent copy to `path` (a new file or directory, as the
+    /// engine stores itself) while the engine stays open; the engine opens
+    /// the copy like any database of its kind.
+    ///
+    /// # Errors
+    /// [`CapabilityError::Unsupported`], or a backend failure.
+    fn backup(&self, path: &Path) -> Result<BackupInfo, CapabilityError>;
+}
+
+/// Space reclamation on demand.
+pub trait Compact {
+    /// Compacts the whole database now.
+    ///
+    /// # Errors
+    /// [`CapabilityError::Unsupported`], or a backend failure.
+    fn compact(&self) -> Result<(), CapabilityError>;
+}
+
+impl<E: Statistics + ?Sized> Statistics for &E {
+    fn stats(&self) -> Result<Vec<KeyspaceStats>, CapabilityError> {
+        (**self).stats()
+    }
+}
+
+impl<E: Backup + ?Sized> Backup for &E {
+    fn backup(&self, path: &Path) -> Result<BackupInfo, CapabilityError> {
+        (**self).backup(path)
+    }
+}
+
+impl<E: Compact + ?Sized> Compact for &E {
+    fn compact(&self) -> Result<(), CapabilityError> {
+        (**self).compact()
+    }
+}
