@@ -287,7 +287,7 @@ pub enum ChunkError {
     /// A chunk beyond the manifest's count is present (a stale chunk).
     #[error("chunk {index} is beyond the manifest's {count} chunks")]
     ExtraChunk {
-        /// Its index.
+        /// Position of the unexpected chunk, counting from 0.
         index: u32,
         /// The manifest's count.
         count: u32,
@@ -298,7 +298,7 @@ pub enum ChunkError {
     /// A chunk has the wrong length.
     #[error("chunk {index} is {len} bytes, expected {expected}")]
     ChunkLength {
-        /// Its index.
+        /// Position of the chunk with the wrong length, counting from 0.
         index: u32,
         /// Its length.
         len: usize,
@@ -379,12 +379,12 @@ impl<L: ChunkLayout> ChunkPlanner<L> {
         self
     }
 
-    /// The layout.
+    /// The row layout chunks are written in (key of each chunk, manifest row).
     pub fn layout(&self) -> &L {
         &self.layout
     }
 
-    /// The chunk size.
+    /// Bytes of value per data row; the last row may hold fewer.
     pub fn chunk_size(&self) -> usize {
         self.chunk_size
     }

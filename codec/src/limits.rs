@@ -250,7 +250,7 @@ impl fmt::Display for Limit {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Error)]
 #[error("{limit} limit exceeded: {size} > {max}")]
 pub struct LimitExceeded {
-    /// The limit.
+    /// Which of the limits was exceeded.
     pub limit: Limit,
     /// The size the write has (or would reach, for a quota).
     pub size: u64,

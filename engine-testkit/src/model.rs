@@ -24,7 +24,7 @@ pub struct Model {
 pub enum ModelError {
     /// Predicate `index` failed.
     Conflict(usize),
-    /// Unknown keyspace.
+    /// A keyspace position beyond the declared ones.
     UnknownKeyspace,
     /// Predicate `index` invalid.
     InvalidPredicate(usize, PredicateError),

@@ -34,7 +34,7 @@ pub enum CapabilityError {
     Unsupported {
         /// The engine's type name.
         engine: &'static str,
-        /// The capability.
+        /// What was asked for: `backup`, `compaction`, `statistics`.
         capability: &'static str,
         /// Why not, for the user.
         why: &'static str,

@@ -113,32 +113,32 @@ pub fn strinc(prefix: &[u8]) -> Option<Vec<u8>> {
 pub enum Predicate {
     /// The key holds a value.
     Exists {
-        /// Keyspace.
+        /// The keyspace it reads or writes.
         ks: Keyspace,
-        /// Key.
+        /// The key, in the keyspace's byte order.
         key: Vec<u8>,
     },
     /// The key holds no value.
     Absent {
-        /// Keyspace.
+        /// The keyspace it reads or writes.
         ks: Keyspace,
-        /// Key.
+        /// The key, in the keyspace's byte order.
         key: Vec<u8>,
     },
     /// The key's value is exactly `value` (`None`: absent).
     ValueEquals {
-        /// Keyspace.
+        /// The keyspace it reads or writes.
         ks: Keyspace,
-        /// Key.
+        /// The key, in the keyspace's byte order.
         key: Vec<u8>,
         /// Expected value.
         value: Option<Vec<u8>>,
     },
     /// No key lies in the range (its direction and limit are ignored).
     RangeEmpty {
-        /// Keyspace.
+        /// The keyspace it reads or writes.
         ks: Keyspace,
-        /// Range.
+        /// The keys it covers (bounds only).
         range: RangeSpec,
     },
 }
@@ -170,36 +170,36 @@ pub enum StampAt {
 pub enum Mutation {
     /// Set a key's value.
     Put {
-        /// Keyspace.
+        /// The keyspace it reads or writes.
         ks: Keyspace,
-        /// Key.
+        /// The key, in the keyspace's byte order.
         key: Vec<u8>,
-        /// Value.
+        /// The bytes to store (any length, empty included).
         value: Vec<u8>,
     },
     /// Remove a key (absent keys are fine).
     Delete {
-        /// Keyspace.
+        /// The keyspace it reads or writes.
         ks: Keyspace,
-        /// Key.
+        /// The key, in the keyspace's byte order.
         key: Vec<u8>,
     },
     /// Remove every key in a range (direction and limit are ignored).
     DeleteRange {
-        /// Keyspace.
+        /// The keyspace it reads or writes.
         ks: Keyspace,
-        /// Range.
+        /// The keys it covers (bounds only).
         range: RangeSpec,
     },
     /// Add `delta` to an atomic counter: an 8-byte little-endian two's
     /// complement `i64`; an absent key counts as 0; the sum wraps. A value
     /// of any other length fails the commit.
     Add {
-        /// Keyspace.
+        /// The keyspace it reads or writes.
         ks: Keyspace,
-        /// Key.
+        /// The key, in the keyspace's byte order.
         key: Vec<u8>,
-        /// Amount.
+        /// The signed amount added (wrapping).
         delta: i64,
     },
     /// A put whose key or value receives the commit's 10-byte versionstamp
@@ -207,11 +207,11 @@ pub enum Mutation {
     /// mutation among the commit's versionstamped ones) at `at`: the offset
     /// `foundationdb-tuple` reports for an incomplete `Versionstamp`.
     PutVersionstamped {
-        /// Keyspace.
+        /// The keyspace it reads or writes.
         ks: Keyspace,
         /// Key (the placeholder bytes are overwritten when `at` is in it).
         key: Vec<u8>,
-        /// Value.
+        /// The bytes to store (any length, empty included).
         value: Vec<u8>,
         /// Where the stamp goes.
         at: StampAt,

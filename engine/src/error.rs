@@ -38,7 +38,7 @@ pub enum MutationError {
     /// A versionstamp offset does not leave 10 bytes in the key or value.
     #[error("versionstamp at offset {offset} does not fit in {len} bytes")]
     StampOutOfBounds {
-        /// The offset.
+        /// Where the stamp was to start, in bytes.
         offset: usize,
         /// The key or value length.
         len: usize,
@@ -78,7 +78,7 @@ pub enum CommitError {
     Conflict {
         /// Its position in the commit.
         index: usize,
-        /// The predicate.
+        /// The predicate that did not hold, as given.
         predicate: Predicate,
     },
     /// A predicate or mutation names a keyspace this engine instance did

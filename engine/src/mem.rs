@@ -38,7 +38,7 @@ impl MemImage {
         self.version
     }
 
-    /// The keyspaces.
+    /// The keyspaces the image holds, in declaration order.
     pub fn keyspaces(&self) -> &[KeyspaceSpec] {
         &self.specs
     }

@@ -128,7 +128,7 @@ impl FaultCounters {
 /// The error an injected fault surfaces as (the backend error's source).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct InjectedFault {
-    /// Its class.
+    /// Which kind of fault fired.
     pub class: FaultClass,
 }
 

@@ -81,7 +81,7 @@ pub struct Violation {
 /// What one seed did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SeedReport {
-    /// The seed.
+    /// The seed that produced this run.
     pub seed: u64,
     /// Commits the engine acknowledged (or applied with an unknown outcome).
     pub commits: u64,

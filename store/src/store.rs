@@ -78,7 +78,7 @@ impl<E: Engine> Store<E> {
         })
     }
 
-    /// The engine.
+    /// The engine underneath, for reads and commits outside the store.
     pub fn engine(&self) -> &E {
         &self.engine
     }
@@ -88,7 +88,7 @@ impl<E: Engine> Store<E> {
         self.engine
     }
 
-    /// The options.
+    /// The options the store was opened with.
     pub fn options(&self) -> &StoreOptions {
         &self.options
     }

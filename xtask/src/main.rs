@@ -10,6 +10,7 @@
 //! fresh machine before anything else has been compiled.
 
 mod prereq;
+mod tidy;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Command, ExitCode, Stdio};
@@ -29,6 +30,9 @@ commands:
           --plant NAME, --engine mem|redb|rocks, --workload engine|store|both,
           --check-determinism, --quiet
           (`--engine rocks` builds RocksDB in release mode once: ~15 minutes)
+  tidy    the architecture's rules: dependency layering of the crates, doc links and
+          paths that exist inside the repository, no doc comment that only repeats
+          its item's name (also the first step of `test`)
   prereqs whether each thing the build needs beyond cargo (libclang, cargo-nextest)
           is present, checked as the build will load it; installs nothing
           (`test` and `sim` install what is missing when they can)
@@ -46,6 +50,13 @@ fn main() -> ExitCode {
             }
         },
         Some("sim") => sim(&args[1..]),
+        Some("tidy") => match tidy_step() {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(why) => {
+                eprintln!("xtask: {why}");
+                ExitCode::FAILURE
+            }
+        },
         Some("prereqs") => {
             for p in prereq::ALL {
                 let state = if (p.present)() { "present" } else { "missing" };
@@ -186,6 +197,10 @@ fn test(args: &[String]) -> Result<(), String> {
     let mut total = Counts::default();
     let mut timings = Vec::new();
 
+    let t = Instant::now();
+    tidy_step().inspect_err(|_| println!("summary: 0 passed, 1 failed"))?;
+    timings.push(format!("tidy {:.0}s", t.elapsed().as_secs_f64()));
+
     let mut step = |name: &'static str, args: &[&str], parse: fn(&str) -> Option<Counts>| {
         let t = Instant::now();
         let result = run_cargo(args, parse);
@@ -225,6 +240,24 @@ fn test(args: &[String]) -> Result<(), String> {
     );
     println!("summary: {} passed, {} failed", total.passed, total.failed);
     Ok(())
+}
+
+/// `cargo xtask tidy`: every rule of [`tidy`] over the repository.
+fn tidy_step() -> Result<(), String> {
+    println!("$ cargo xtask tidy");
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .ok_or("xtask has no parent directory")?;
+    let findings = tidy::run(root);
+    for f in &findings {
+        println!("tidy: {f}");
+    }
+    if findings.is_empty() {
+        println!("tidy: dependency layering, doc paths and doc comments are clean");
+        Ok(())
+    } else {
+        Err(format!("tidy found {} problem(s)", findings.len()))
+    }
 }
 
 /// `cargo xtask sim ARGS`: the simulation in a release build, with the
