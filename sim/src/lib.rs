@@ -17,15 +17,16 @@
 //!
 //! The command is `cargo xtask sim`; see the crate README.
 
+mod engine_oracle;
+mod engine_workload;
 pub mod faults;
 pub mod run;
 pub mod store;
 pub mod targets;
 
+pub use engine_workload::run_seed_on;
 pub use faults::{FaultClass, FaultConfig, FaultCounters, FaultyEngine, Restart};
-pub use run::{
-    EngineKind, RunOptions, SeedReport, Violation, Workload, run_seed, run_seed_on, run_workloads,
-};
+pub use run::{EngineKind, RunOptions, SeedReport, Violation, Workload, run_seed, run_workloads};
 pub use targets::{Disk, OnDisk, RedbTarget, Target};
 #[cfg(feature = "rocks")]
 pub use targets::{RocksDir, RocksTarget};

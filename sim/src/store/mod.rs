@@ -26,8 +26,7 @@ use std::sync::Arc;
 
 use strata_codec::Limits;
 use strata_engine::{
-    Clock, CommitError, Engine, EngineError, KeyspaceSpec, ManualClock, RangeSpec, ReadError, Rng,
-    SeededRng, Snapshot,
+    Clock, CommitError, Engine, EngineError, KeyspaceSpec, ManualClock, ReadError, Rng, SeededRng,
 };
 use strata_keys::{KeyRange, tuple, tuple_key};
 use strata_store::{Scan, Store, StoreError, StoreOptions, Tx};
@@ -35,6 +34,10 @@ use strata_store::{Scan, Store, StoreError, StoreOptions, Tx};
 use crate::faults::{FaultClass, FaultConfig, FaultyEngine};
 use crate::run::{RunOptions, SeedReport, Trace, Violation, fail};
 use crate::targets::Target;
+
+mod oracle;
+
+use oracle::state;
 
 const ACTOR: i64 = 1;
 const BANK: i64 = 2;
@@ -157,17 +160,6 @@ impl StoreRun {
             options.clone(),
             self.clock.clone(),
             Box::new(SeededRng::new(self.rng.next_u64())),
-        )
-        .unwrap_or_else(|e| unreachable!("the store's keyspaces are declared: {e}"))
-    }
-
-    /// A fault-free view of the same engine, for the oracles.
-    fn checker<'a, E: Target>(&self, store: &'a Store<Faulty<E>>) -> Store<&'a E> {
-        Store::open_with(
-            store.engine().inner(),
-            store.options().clone(),
-            self.clock.clone(),
-            Box::new(SeededRng::new(0)),
         )
         .unwrap_or_else(|e| unreachable!("the store's keyspaces are declared: {e}"))
     }
@@ -469,110 +461,6 @@ impl StoreRun {
             Err(e) => Err(fail(step, format!("sweep failed: {e}"))),
         }
     }
-
-    /// Every oracle, on the engine without faults.
-    fn check<E: Target>(
-        &mut self,
-        store: &Store<Faulty<E>>,
-        step: usize,
-        when: &str,
-    ) -> Result<(), Violation> {
-        self.checks += 1;
-        let c = self.checker(store);
-        let err = |e: StoreError| fail(step, format!("{when}: a fault-free read failed: {e}"));
-        // Quota.
-        for (scope, usage) in c.audit_quota().map_err(err)? {
-            if i64::try_from(usage.actual).ok() != Some(usage.counted) {
-                return Err(fail(
-                    step,
-                    format!(
-                        "{when}: quota of scope {scope:02x?} says {} but its rows take {}",
-                        usage.counted, usage.actual
-                    ),
-                ));
-            }
-        }
-        let view = c.read().map_err(err)?;
-        // Money.
-        let mut total = 0;
-        for id in 0..ACCOUNTS {
-            total += view
-                .get(&Account { id })
-                .map_err(err)?
-                .map_or(START_BALANCE, |b| {
-                    i64::from_be_bytes(b.try_into().unwrap_or([0; 8]))
-                });
-        }
-        if total != START_BALANCE * i64::try_from(ACCOUNTS).unwrap_or(0) {
-            return Err(fail(
-                step,
-                format!("{when}: money was created or lost: the accounts hold {total}"),
-            ));
-        }
-        // Group sizes.
-        for group in 0..GROUPS {
-            let members = view.scan_page::<Member>(&members_of(group)).map_err(err)?;
-            if members.items.len() > MAX_MEMBERS {
-                return Err(fail(
-                    step,
-                    format!(
-                        "{when}: group {group} has {} members, more than {MAX_MEMBERS}: two joins each saw room (write skew)",
-                        members.items.len()
-                    ),
-                ));
-            }
-        }
-        let now = view.now_ms();
-        for actor in 0..ACTORS {
-            // Counts.
-            let docs = view.scan_page::<Doc>(&docs_of(actor)).map_err(err)?;
-            let count = c.counter(&DocCount { actor }).map_err(err)?;
-            if i64::try_from(docs.items.len()).ok() != Some(count) {
-                return Err(fail(
-                    step,
-                    format!(
-                        "{when}: actor {actor} has {} documents, its counter says {count}",
-                        docs.items.len()
-                    ),
-                ));
-            }
-            // Chunks.
-            for id in 0..BLOBS {
-                match view.get(&Blob { actor, id }) {
-                    Ok(None) => {}
-                    Ok(Some(b)) if blob_ok(&b) => {}
-                    Ok(Some(b)) => {
-                        return Err(fail(
-                            step,
-                            format!(
-                                "{when}: blob {actor}/{id} ({} bytes) is not one whole write",
-                                b.len()
-                            ),
-                        ));
-                    }
-                    Err(e) => {
-                        return Err(fail(
-                            step,
-                            format!("{when}: blob {actor}/{id} does not read: {e}"),
-                        ));
-                    }
-                }
-            }
-            // Expiry.
-            for id in 0..DOCS {
-                if let Some(b) = view.get(&Ttl { actor, id }).map_err(err)? {
-                    let at = u64::from_be_bytes(b.try_into().unwrap_or([0; 8]));
-                    if at <= now {
-                        return Err(fail(
-                            step,
-                            format!("{when}: ttl {actor}/{id} expired at {at} was read at {now}"),
-                        ));
-                    }
-                }
-            }
-        }
-        Ok(())
-    }
 }
 
 /// The range of an actor's documents.
@@ -622,21 +510,6 @@ impl<K: strata_keys::Key> PackLen for K {
     fn pack_len(&self) -> usize {
         self.pack().map_or(0, |b| b.len())
     }
-}
-
-/// Everything an engine holds.
-fn state<E: Engine>(e: &E) -> Vec<Vec<(Vec<u8>, Vec<u8>)>> {
-    let Ok(snap) = e.snapshot() else {
-        return Vec::new();
-    };
-    e.keyspaces()
-        .handles()
-        .map(|ks| {
-            snap.range(ks, RangeSpec::all())
-                .map(|it| it.filter_map(Result::ok).collect())
-                .unwrap_or_default()
-        })
-        .collect()
 }
 
 fn specs(options: &StoreOptions) -> Vec<KeyspaceSpec> {

@@ -1,0 +1,179 @@
+//! The engine workload's oracle: the engine against the model after every
+//! step, the crash contract after every crash, snapshot isolation, and the
+//! reported durable version.
+
+use strata_engine::{Engine, RangeSpec, Snapshot};
+use strata_engine_testkit::Model;
+
+use crate::engine_workload::{Run, handles};
+use crate::faults::FaultyEngine;
+use crate::run::{Violation, fail};
+use crate::targets::Target;
+
+/// Everything the engine holds, read without faults.
+pub(crate) fn engine_state<E: Target>(e: &FaultyEngine<E>) -> Vec<Vec<(Vec<u8>, Vec<u8>)>> {
+    let inner = e.inner();
+    // The sim's own view; the fault wrapper is bypassed, and the inner
+    // engines read from memory.
+    let Ok(snap) = inner.snapshot() else {
+        return Vec::new();
+    };
+    handles(inner)
+        .into_iter()
+        .map(|ks| {
+            snap.range(ks, RangeSpec::all())
+                .map(|it| it.filter_map(Result::ok).collect())
+                .unwrap_or_default()
+        })
+        .collect()
+}
+
+fn model_state(m: &Model) -> Vec<Vec<(Vec<u8>, Vec<u8>)>> {
+    m.maps
+        .iter()
+        .map(|map| map.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
+        .collect()
+}
+
+impl Run {
+    pub(crate) fn check_state<E: Target>(
+        &mut self,
+        e: &FaultyEngine<E>,
+        step: usize,
+        when: &str,
+    ) -> Result<(), Violation> {
+        self.checks += 1;
+        let got = engine_state(e);
+        let want = model_state(&self.model);
+        if got != want {
+            return Err(fail(
+                step,
+                format!(
+                    "{when}: engine state differs from the model at version {} (engine {:?}, model {:?})",
+                    self.model.version, got, want
+                ),
+            ));
+        }
+        if e.last_version() != self.model.version {
+            return Err(fail(
+                step,
+                format!(
+                    "{when}: engine at version {}, model at {}",
+                    e.last_version(),
+                    self.model.version
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// A snapshot taken before a commit must not see it.
+    pub(crate) fn isolation<E: Target>(
+        &mut self,
+        e: &FaultyEngine<E>,
+        step: usize,
+    ) -> Result<(), Violation> {
+        let Ok(snap) = e.inner().snapshot() else {
+            return Ok(());
+        };
+        let before = self.model.clone();
+        self.commit(e, step, 0)?;
+        self.checks += 1;
+        let rows: Vec<_> = snap
+            .range(self.ks[0], RangeSpec::all())
+            .map(|it| it.filter_map(Result::ok).collect())
+            .unwrap_or_default();
+        let want = before.range(0, &RangeSpec::all());
+        if rows != want {
+            return Err(fail(
+                step,
+                "a snapshot taken before a commit sees a different state".to_owned(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Crashes and restarts; the restarted engine comes back whatever the
+    /// check finds, so the run can still report its counters.
+    pub(crate) fn crash<E: Target>(
+        &mut self,
+        e: FaultyEngine<E>,
+        step: usize,
+    ) -> (FaultyEngine<E>, Result<(), Violation>) {
+        let floor = self.floor.max(e.durable_version());
+        let pending = self.model.version.saturating_sub(floor);
+        let e = e.crash_restart(&mut self.rng);
+        let e = self.replant(e);
+        let got = engine_state(&e);
+        let version = e.last_version();
+        self.checks += 1;
+        let found = self
+            .history
+            .iter()
+            .find(|m| m.version == version && model_state(m) == got);
+        self.trace.event(step, format!("crash with {pending} unsynced commits: recovered version {version}, durable floor {floor}"));
+        let outcome = match found {
+            Some(m) if m.version >= floor => {
+                self.model = m.clone();
+                self.history = vec![self.model.clone()];
+                self.floor = version;
+                for c in &mut self.clients {
+                    c.reads.clear();
+                }
+                Ok(())
+            }
+            Some(m) => Err(fail(
+                step,
+                format!(
+                    "crash recovered version {}, before the durable floor {floor}: an acknowledged durable commit was lost",
+                    m.version
+                ),
+            )),
+            None => Err(fail(
+                step,
+                format!(
+                    "crash recovered a state (version {version}) that is the state after no commit since the durable floor {floor}: a hole or half a commit"
+                ),
+            )),
+        };
+        (e, outcome)
+    }
+
+    /// A clean restart keeps everything.
+    pub(crate) fn clean_restart<E: Target>(
+        &mut self,
+        e: FaultyEngine<E>,
+        step: usize,
+    ) -> (FaultyEngine<E>, Result<(), Violation>) {
+        let e = self.replant(e.clean_restart());
+        self.floor = self.model.version;
+        self.history = vec![self.model.clone()];
+        self.trace.event(step, "clean restart".to_owned());
+        let outcome = self.check_state(&e, step, "after clean restart");
+        (e, outcome)
+    }
+
+    /// The reported durable version is at most the last version, and the
+    /// next crash must honour it.
+    pub(crate) fn durable_check<E: Target>(
+        &mut self,
+        e: &FaultyEngine<E>,
+        step: usize,
+    ) -> Result<(), Violation> {
+        let reported = e.durable_version();
+        self.checks += 1;
+        if reported > e.last_version() {
+            return Err(fail(
+                step,
+                format!(
+                    "durable version {reported} above the last version {}",
+                    e.last_version()
+                ),
+            ));
+        }
+        self.floor = self.floor.max(reported);
+        self.trace
+            .event(step, format!("durable version {reported}"));
+        Ok(())
+    }
+}

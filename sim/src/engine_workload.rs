@@ -1,0 +1,481 @@
+//! The engine workload: several clients committing random predicates and
+//! mutations and reading, through crashes, restarts and syncs. Its oracle
+//! is in [`crate::engine_oracle`].
+
+use std::ops::Bound;
+
+use strata_engine::{
+    Clock, Commit, CommitError, Durability, Engine, Keyspace, KeyspaceSpec, ManualClock, Mutation,
+    Predicate, Profile, RangeSpec, ReadError, Rng, SeededRng, Snapshot, StampAt,
+};
+use strata_engine_testkit::{Model, ModelError};
+
+use crate::faults::{FaultClass, FaultConfig, FaultyEngine};
+use crate::run::{RunOptions, SeedReport, Trace, Violation, fail};
+use crate::targets::Target;
+
+const KEYS: u64 = 12;
+
+/// A client's reads, which its next commit turns into predicates.
+#[derive(Default)]
+pub(crate) struct Client {
+    /// Values read, by keyspace position (handles change at a restart;
+    /// a clean restart keeps these reads).
+    pub(crate) reads: Vec<(usize, Vec<u8>, Option<Vec<u8>>)>,
+}
+
+pub(crate) struct Run {
+    pub(crate) rng: SeededRng,
+    pub(crate) clock: ManualClock,
+    pub(crate) ks: [Keyspace; 2],
+    pub(crate) model: Model,
+    /// Models after each commit since the last point known durable; a
+    /// crash must recover one of these at or after `floor`.
+    pub(crate) history: Vec<Model>,
+    pub(crate) floor: u64,
+    pub(crate) clients: Vec<Client>,
+    pub(crate) trace: Trace,
+    pub(crate) commits: u64,
+    pub(crate) checks: u64,
+    pub(crate) plant: Option<String>,
+}
+
+fn specs() -> Vec<KeyspaceSpec> {
+    vec![
+        KeyspaceSpec::new("data", Profile::General),
+        KeyspaceSpec::new("queue", Profile::Queue),
+    ]
+}
+
+/// The handles of [`specs`] on `e`: obtained again after every restart,
+/// since a reopened engine issues new ones.
+pub(crate) fn handles<E: Engine>(e: &E) -> [Keyspace; 2] {
+    let at = |i| e.keyspaces().at(i).expect("the run declares two keyspaces");
+    [at(0), at(1)]
+}
+
+fn key(rng: &mut SeededRng) -> Vec<u8> {
+    let n = rng.below(KEYS);
+    if rng.chance(0.1) {
+        vec![0xFF, u8::try_from(n).unwrap_or(0)]
+    } else {
+        format!("k{n:02}").into_bytes()
+    }
+}
+
+fn counter_key(rng: &mut SeededRng) -> Vec<u8> {
+    format!("c{}", rng.below(3)).into_bytes()
+}
+
+pub(crate) fn show(bytes: &[u8]) -> String {
+    bytes
+        .iter()
+        .map(|&b| {
+            if b.is_ascii_graphic() {
+                char::from(b).to_string()
+            } else {
+                format!("\\x{b:02x}")
+            }
+        })
+        .collect()
+}
+
+impl Run {
+    fn random_range(&mut self) -> RangeSpec {
+        let a = key(&mut self.rng);
+        let b = key(&mut self.rng);
+        let (lo, hi) = if a <= b { (a, b) } else { (b, a) };
+        let bound = |rng: &mut SeededRng, k: Vec<u8>| match rng.below(3) {
+            0 => Bound::Included(k),
+            1 => Bound::Excluded(k),
+            _ => Bound::Unbounded,
+        };
+        RangeSpec {
+            start: bound(&mut self.rng, lo),
+            end: bound(&mut self.rng, hi),
+            reverse: self.rng.chance(0.3),
+            limit: self
+                .rng
+                .chance(0.3)
+                .then(|| usize::try_from(self.rng.below(5)).unwrap_or(0)),
+        }
+    }
+
+    fn random_commit(&mut self, client: usize) -> Commit {
+        let [data, queue] = self.ks;
+        let mut c = Commit::new().durability(if self.rng.chance(0.3) {
+            Durability::Immediate
+        } else {
+            Durability::Buffered
+        });
+        // The client's earlier reads become predicates: serialisable writes.
+        for (at, k, v) in std::mem::take(&mut self.clients[client].reads) {
+            c = c.require(Predicate::ValueEquals {
+                ks: self.ks[at],
+                key: k,
+                value: v,
+            });
+        }
+        if self.rng.chance(0.15) {
+            let k = key(&mut self.rng);
+            c = c.require(if self.rng.chance(0.5) {
+                Predicate::Absent { ks: data, key: k }
+            } else {
+                Predicate::Exists { ks: data, key: k }
+            });
+        }
+        if self.rng.chance(0.05) {
+            let range = self.random_range();
+            c = c.require(Predicate::RangeEmpty { ks: data, range });
+        }
+        let now = self.clock.now_ms();
+        for _ in 0..=self.rng.below(3) {
+            let m = match self.rng.below(10) {
+                0..=3 => Mutation::Put {
+                    ks: data,
+                    key: key(&mut self.rng),
+                    value: format!("{now}:{}", self.rng.below(100)).into_bytes(),
+                },
+                4 => Mutation::Delete {
+                    ks: data,
+                    key: key(&mut self.rng),
+                },
+                5 => Mutation::DeleteRange {
+                    ks: data,
+                    range: self.random_range(),
+                },
+                6 | 7 => {
+                    // Now and then a counter op on a data key, to hit the
+                    // wrong-length error path.
+                    let k = if self.rng.chance(0.05) {
+                        key(&mut self.rng)
+                    } else {
+                        counter_key(&mut self.rng)
+                    };
+                    Mutation::Add {
+                        ks: data,
+                        key: k,
+                        delta: i64::try_from(self.rng.below(7)).unwrap_or(0) - 3,
+                    }
+                }
+                _ => {
+                    let mut k = b"q/".to_vec();
+                    k.extend_from_slice(&[0xFF; 10]);
+                    k.extend_from_slice(
+                        &u16::try_from(self.rng.below(4)).unwrap_or(0).to_be_bytes(),
+                    );
+                    Mutation::PutVersionstamped {
+                        ks: queue,
+                        key: k,
+                        value: now.to_be_bytes().to_vec(),
+                        at: StampAt::Key(2),
+                    }
+                }
+            };
+            c = c.mutate(m);
+        }
+        c
+    }
+
+    pub(crate) fn commit<E: Target>(
+        &mut self,
+        e: &FaultyEngine<E>,
+        step: usize,
+        client: usize,
+    ) -> Result<(), Violation> {
+        let c = self.random_commit(client);
+        let mut next = self.model.clone();
+        let want = next.commit(&c);
+        let got = e.commit(c.clone());
+        self.checks += 1;
+        match (&want, got) {
+            (Ok(v), Ok(info)) => {
+                self.trace.event(
+                    step,
+                    format!(
+                        "client {client} commit v{} ({} preds, {} muts, {:?})",
+                        info.version,
+                        c.predicates.len(),
+                        c.mutations.len(),
+                        c.durability
+                    ),
+                );
+                if info.version != *v {
+                    return Err(fail(
+                        step,
+                        format!(
+                            "commit acknowledged as version {}, the next version is {v}: versions must strictly increase by commit",
+                            info.version
+                        ),
+                    ));
+                }
+                self.model = next;
+                self.history.push(self.model.clone());
+                self.commits += 1;
+                if info.durable {
+                    self.floor = self.floor.max(info.version);
+                }
+                self.check_state(e, step, "after commit")
+            }
+            (Err(w), Err(CommitError::Backend(src))) => {
+                self.trace.event(
+                    step,
+                    format!("client {client} commit failed: {src} (model: {w:?})"),
+                );
+                self.check_state(e, step, "after failed commit")
+            }
+            (Ok(_), Err(CommitError::Backend(src))) => {
+                self.trace
+                    .event(step, format!("client {client} commit failed: {src}"));
+                self.check_state(e, step, "after failed commit")
+            }
+            (_, Err(CommitError::OutcomeUnknown(src))) => {
+                // Resolve against what the engine holds: applied or not.
+                let applied = e.last_version() == self.model.version + 1;
+                self.trace.event(
+                    step,
+                    format!(
+                        "client {client} commit outcome unknown ({src}); resolved as {}",
+                        if applied { "applied" } else { "not applied" }
+                    ),
+                );
+                if applied {
+                    if want.is_err() {
+                        return Err(fail(
+                            step,
+                            format!("a commit the model refuses ({want:?}) was applied"),
+                        ));
+                    }
+                    self.model = next;
+                    self.history.push(self.model.clone());
+                    self.commits += 1;
+                }
+                self.check_state(e, step, "after unknown outcome")
+            }
+            (Err(w), Err(g)) => {
+                self.trace
+                    .event(step, format!("client {client} commit refused: {g}"));
+                let g_model = ModelError::of(&g);
+                if g_model.as_ref() != Some(w) {
+                    return Err(fail(
+                        step,
+                        format!("engine refused the commit with {g}, the model with {w:?}"),
+                    ));
+                }
+                self.check_state(e, step, "after refused commit")
+            }
+            (Err(w), Ok(info)) => Err(fail(
+                step,
+                format!(
+                    "engine applied a commit as version {} that the model refuses: {w:?}",
+                    info.version
+                ),
+            )),
+            (Ok(_), Err(g)) => Err(fail(
+                step,
+                format!("engine refused a commit the model accepts: {g}"),
+            )),
+        }
+    }
+
+    fn read<E: Target>(
+        &mut self,
+        e: &FaultyEngine<E>,
+        step: usize,
+        client: usize,
+    ) -> Result<(), Violation> {
+        let [data, queue] = self.ks;
+        let snap = match e.snapshot() {
+            Ok(s) => s,
+            Err(err) => {
+                self.trace
+                    .event(step, format!("client {client} snapshot failed: {err}"));
+                return Ok(());
+            }
+        };
+        if self.rng.chance(0.6) {
+            let k = if self.rng.chance(0.2) {
+                counter_key(&mut self.rng)
+            } else {
+                key(&mut self.rng)
+            };
+            match snap.get(data, &k) {
+                Ok(v) => {
+                    self.checks += 1;
+                    let want = self.model.maps[0].get(&k).cloned();
+                    self.trace.event(
+                        step,
+                        format!(
+                            "client {client} get {} = {:?}",
+                            show(&k),
+                            v.as_deref().map(show)
+                        ),
+                    );
+                    if v != want {
+                        return Err(fail(
+                            step,
+                            format!(
+                                "get {} returned {:?}, the model holds {:?}",
+                                show(&k),
+                                v.as_deref().map(show),
+                                want.as_deref().map(show)
+                            ),
+                        ));
+                    }
+                    self.clients[client].reads.push((0, k, v));
+                }
+                Err(err) => self
+                    .trace
+                    .event(step, format!("client {client} get failed: {err}")),
+            }
+        } else {
+            let (ks, idx) = if self.rng.chance(0.3) {
+                (queue, 1)
+            } else {
+                (data, 0)
+            };
+            let range = self.random_range();
+            match snap.range(ks, range.clone()) {
+                Ok(it) => {
+                    self.checks += 1;
+                    let got: Result<Vec<_>, ReadError> = it.collect();
+                    let want = self.model.range(idx, &range);
+                    match got {
+                        Ok(rows) if rows == want => self
+                            .trace
+                            .event(step, format!("client {client} range {} rows", rows.len())),
+                        Ok(rows) => {
+                            return Err(fail(
+                                step,
+                                format!(
+                                    "range {range:?} returned {} rows, the model {} ({rows:?} vs {want:?})",
+                                    rows.len(),
+                                    want.len()
+                                ),
+                            ));
+                        }
+                        Err(err) => self
+                            .trace
+                            .event(step, format!("client {client} range failed midway: {err}")),
+                    }
+                }
+                Err(err) => self
+                    .trace
+                    .event(step, format!("client {client} range failed: {err}")),
+            }
+        }
+        Ok(())
+    }
+
+    fn sync<E: Target>(&mut self, e: &FaultyEngine<E>, step: usize) {
+        match e.sync() {
+            Ok(v) => {
+                self.floor = self.floor.max(v);
+                self.trace.event(step, format!("sync: durable {v}"));
+                self.history.retain(|m| m.version >= v);
+            }
+            Err(err) => self.trace.event(step, format!("sync failed: {err}")),
+        }
+    }
+
+    /// Re-plants the bug after a (re)start and takes the engine's new
+    /// handles.
+    pub(crate) fn replant<E: Target>(&mut self, e: FaultyEngine<E>) -> FaultyEngine<E> {
+        let e = match &self.plant {
+            Some(name) => e.map_inner(|inner| inner.plant(name)),
+            None => e,
+        };
+        self.ks = handles(&e);
+        e
+    }
+}
+
+/// Runs the engine workload of one seed on engine `E`.
+pub fn run_seed_on<E: Target>(options: &RunOptions) -> SeedReport {
+    let mut rng = SeededRng::new(options.seed);
+    let config = FaultConfig::swarm(&mut rng, &options.faults);
+    let fault_seed = rng.next_u64();
+    let engine = E::fresh(specs());
+    let mut run = Run {
+        clock: ManualClock::new(1_700_000_000_000),
+        ks: handles(&engine),
+        model: Model::new(2),
+        history: vec![Model::new(2)],
+        floor: 0,
+        clients: (0..=rng.below(3)).map(|_| Client::default()).collect(),
+        trace: Trace::new(),
+        commits: 0,
+        checks: 0,
+        plant: options.plant.clone(),
+        rng,
+    };
+    let mut e = run.replant(FaultyEngine::new(engine, config, fault_seed));
+    run.trace.event(
+        0,
+        format!(
+            "seed {} with {} clients, faults {config:?}",
+            options.seed,
+            run.clients.len()
+        ),
+    );
+    let mut violation = None;
+    for step in 1..=options.ops {
+        let client = usize::try_from(run.rng.below(run.clients.len() as u64)).unwrap_or(0);
+        let roll = run.rng.below(1000);
+        let outcome = if e.is_stuck()
+            || (config.p(FaultClass::Crash) > 0.0 && run.rng.chance(config.p(FaultClass::Crash)))
+        {
+            let (next, outcome) = run.crash(e, step);
+            e = next;
+            outcome
+        } else if config.p(FaultClass::Clock) > 0.0 && run.rng.chance(config.p(FaultClass::Clock)) {
+            let jump = run.rng.below(7_200_000);
+            let now = run.clock.now_ms();
+            let back = run.rng.chance(0.3);
+            run.clock.set(if back {
+                now.saturating_sub(jump)
+            } else {
+                now + jump
+            });
+            e.record(FaultClass::Clock);
+            run.trace.event(
+                step,
+                format!("clock jumps {}{jump} ms", if back { "-" } else { "+" }),
+            );
+            Ok(())
+        } else {
+            run.clock.advance(run.rng.below(50));
+            match roll {
+                0..=499 => run.commit(&e, step, client),
+                500..=849 => run.read(&e, step, client),
+                850..=899 => run.isolation(&e, step),
+                900..=969 => {
+                    run.sync(&e, step);
+                    Ok(())
+                }
+                970..=979 => {
+                    let (next, outcome) = run.clean_restart(e, step);
+                    e = next;
+                    outcome
+                }
+                _ => run.durable_check(&e, step),
+            }
+        };
+        if let Err(v) = outcome {
+            violation = Some(v);
+            break;
+        }
+    }
+    if let Some(v) = &violation {
+        run.trace.event(v.step, format!("VIOLATION: {}", v.message));
+    }
+    SeedReport {
+        seed: options.seed,
+        commits: run.commits,
+        checks: run.checks,
+        faults: e.counters(),
+        trace_hash: run.trace.hash,
+        trace_tail: run.trace.tail.into_iter().collect(),
+        violation,
+    }
+}

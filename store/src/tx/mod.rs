@@ -1,0 +1,135 @@
+//! Transactions: reads that become predicates ([`read`]), writes buffered
+//! until commit ([`write`]), and the planner that turns them into one
+//! commit with its chunks, expiry index rows and quota charges ([`plan`]).
+
+use std::collections::BTreeMap;
+
+use strata_engine::{CommitInfo, Durability, Engine, Keyspace, Mutation, Predicate};
+
+use crate::{Store, StoreError};
+
+/// A pending write of one data key.
+#[derive(Debug, Clone)]
+pub(crate) enum Pending {
+    /// The value's envelope.
+    Put { envelope: Vec<u8>, chunked: bool },
+    /// Remove the value (and its chunks).
+    Delete { chunked: bool },
+}
+
+impl Pending {
+    fn chunked(&self) -> bool {
+        match self {
+            Self::Put { chunked, .. } | Self::Delete { chunked } => *chunked,
+        }
+    }
+}
+
+/// A put whose key receives the commit's versionstamp.
+#[derive(Debug, Clone)]
+struct Stamped {
+    key: Vec<u8>,
+    offset: usize,
+    value: Vec<u8>,
+}
+
+/// An open transaction: reads at one snapshot, writes buffered until
+/// [`Tx::commit`].
+///
+/// Every read (but [`Tx::snapshot_get`]) adds a predicate that the rows it
+/// saw are unchanged at commit, so a committed transaction is serializable:
+/// it behaves as if it ran alone at its commit version. Reads see the
+/// transaction's own writes. Obtain one with
+/// [`Store::transact`](crate::Store::transact) (retried on conflict) or
+/// [`Store::begin`](crate::Store::begin).
+pub struct Tx<'s, E: Engine> {
+    store: &'s Store<E>,
+    snap: Option<E::Snapshot<'s>>,
+    now: u64,
+    predicates: Vec<Predicate>,
+    /// Rows read under a predicate, as read.
+    pinned: BTreeMap<(Keyspace, Vec<u8>), Option<Vec<u8>>>,
+    writes: BTreeMap<Vec<u8>, Pending>,
+    adds: BTreeMap<Vec<u8>, i64>,
+    stamped: Vec<Stamped>,
+    /// System-row deletes that need no planning.
+    raw: Vec<Mutation>,
+    durability: Durability,
+}
+
+impl<'s, E: Engine + 's> Tx<'s, E> {
+    pub(crate) fn new(store: &'s Store<E>, now: u64) -> Self {
+        Self {
+            store,
+            snap: None,
+            now,
+            predicates: Vec::new(),
+            pinned: BTreeMap::new(),
+            writes: BTreeMap::new(),
+            adds: BTreeMap::new(),
+            stamped: Vec::new(),
+            raw: Vec::new(),
+            durability: store.options.durability,
+        }
+    }
+
+    /// The clock reading the transaction treats as now (expiry, TTL).
+    pub fn now_ms(&self) -> u64 {
+        self.now
+    }
+
+    /// Commits with this durability instead of the store's.
+    pub fn set_durability(&mut self, durability: Durability) {
+        self.durability = durability;
+    }
+
+    /// The snapshot, taken at the first read.
+    fn snap(&mut self) -> Result<&E::Snapshot<'s>, StoreError> {
+        if self.snap.is_none() {
+            self.snap = Some(self.store.engine.snapshot()?);
+        }
+        match &self.snap {
+            Some(s) => Ok(s),
+            None => unreachable!("set above"),
+        }
+    }
+
+    /// Whether the transaction has writes.
+    pub fn is_read_only(&self) -> bool {
+        self.writes.is_empty()
+            && self.adds.is_empty()
+            && self.stamped.is_empty()
+            && self.raw.is_empty()
+    }
+
+    /// Commits: one engine commit holding every write, its chunk rows,
+    /// expiry index rows and quota charges, guarded by the predicates of
+    /// every read. Returns `None` for a transaction without writes (its
+    /// reads were consistent at its snapshot; nothing to commit).
+    ///
+    /// # Errors
+    /// [`StoreError::Limit`] or [`StoreError::Quota`] before anything is
+    /// written; a [`CommitError`](strata_engine::CommitError) from the engine
+    /// ([`StoreError::is_conflict`] when a read changed).
+    pub fn commit(self) -> Result<Option<CommitInfo>, StoreError> {
+        if self.is_read_only() {
+            return Ok(None);
+        }
+        self.commit_writes().map(Some)
+    }
+
+    /// Plans and commits, even with nothing to write (the commit then only
+    /// checks what was read).
+    pub(crate) fn commit_writes(mut self) -> Result<CommitInfo, StoreError> {
+        let commit = self.plan()?;
+        let info = self.store.engine.commit(commit)?;
+        tracing::trace!(version = info.version, "store commit");
+        Ok(info)
+    }
+}
+
+mod plan;
+mod read;
+mod write;
+
+pub(crate) use plan::counter_value;

@@ -1,0 +1,376 @@
+//! The commit planner: buffered writes become one engine commit with its
+//! chunk rows, expiry index rows and quota charges, every limit checked.
+
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+use std::ops::Bound;
+
+use strata_codec::{
+    ChunkLayout, EncodeOptions, Header, Previous, Row, RowSize, Stale, Value, WritePlan, encode,
+    stored_size,
+};
+use strata_engine::{Commit, Engine, Keyspace, Mutation, RangeSpec, StampAt};
+use strata_keys::Key;
+
+use super::{Pending, Tx};
+use crate::{Store, StoreError, layout};
+
+impl<'s, E: Engine + 's> Tx<'s, E> {
+    /// Turns the buffered writes into one commit, checking every limit.
+    pub(crate) fn plan(&mut self) -> Result<Commit, StoreError> {
+        let mut out = Planned::default();
+        let writes = std::mem::take(&mut self.writes);
+        for (key, p) in &writes {
+            self.plan_write(key, p, &mut out)?;
+        }
+        self.writes = writes;
+        self.plan_counters(&mut out)?;
+        let store = self.store;
+        for s in &self.stamped {
+            out.rows.push(RowSize::put(&s.key, &s.value));
+            out.charge(
+                store.options.scope_of(&s.key),
+                stored_size(s.key.len(), s.value.len()),
+                0,
+            );
+            out.mutations.push(Mutation::PutVersionstamped {
+                ks: store.data,
+                key: s.key.clone(),
+                value: s.value.clone(),
+                at: StampAt::Key(s.offset),
+            });
+        }
+        let limits = store.options.limits;
+        #[cfg(feature = "planted-bugs")]
+        if store.options.bug(crate::PlantedBug::BatchLimitUnchecked) {
+            out.rows.clear();
+        }
+        limits.check_batch(out.rows).map_err(StoreError::Limit)?;
+        out.mutations.extend(self.raw.iter().cloned());
+        for (scope, g) in out.growth {
+            let counter = layout::quota_key(&scope);
+            if g > 0 {
+                // Pinned: a concurrent charge to the scope conflicts, so the
+                // check is exact.
+                let used = counter_value(self.read_pinned(store.system, &counter)?.as_deref())?;
+                let used = u64::try_from(used).unwrap_or(0);
+                if limits.check_quota(used, g).is_err() {
+                    return Err(StoreError::Quota {
+                        scope,
+                        used,
+                        requested: g.unsigned_abs(),
+                        limit: limits.quota_bytes,
+                    });
+                }
+            }
+            if g != 0 {
+                out.mutations.push(Mutation::Add {
+                    ks: store.system,
+                    key: counter,
+                    delta: g,
+                });
+            }
+        }
+        Ok(Commit {
+            predicates: self.predicates.clone(),
+            mutations: out.mutations,
+            durability: self.durability,
+        })
+    }
+
+    /// The rows of one put or delete: the data row, chunk rows and stale
+    /// chunks, expiry index changes, and the scope's growth. The old row is
+    /// read (under a predicate) when chunks or quota depend on it.
+    fn plan_write(&mut self, key: &[u8], p: &Pending, out: &mut Planned) -> Result<(), StoreError> {
+        let store = self.store;
+        let (data, system) = (store.data, store.system);
+        let scope = store.options.scope_of(key);
+        let known =
+            p.chunked() || scope.is_some() || self.pinned.contains_key(&(data, key.to_vec()));
+        let old = if known {
+            Some(store.describe(key, self.read_pinned(data, key)?.as_deref()))
+        } else {
+            None
+        };
+        let (new_size, new_expiry) = match p {
+            Pending::Put { envelope, .. } => {
+                let expires_at = Header::read(envelope)
+                    .map_err(|source| StoreError::Decode {
+                        key_type: "(envelope)",
+                        source,
+                    })?
+                    .expires_at;
+                #[allow(unused_mut)]
+                let mut previous = old.as_ref().map(|o| o.previous);
+                #[cfg(feature = "planted-bugs")]
+                if store.options.bug(crate::PlantedBug::StaleChunksSurvive) && previous.is_some() {
+                    previous = Some(Previous::Absent);
+                }
+                let plan =
+                    match previous {
+                        Some(previous) => store
+                            .planner
+                            .plan_write(key, envelope, previous)
+                            .map_err(|source| StoreError::Chunk {
+                                key_type: "(write)",
+                                source,
+                            })?,
+                        None => WritePlan {
+                            puts: vec![Row {
+                                key: key.to_vec(),
+                                value: Cow::Borrowed(envelope),
+                            }],
+                            deletes: Vec::new(),
+                        },
+                    };
+                for (i, row) in plan.puts.iter().enumerate() {
+                    out.rows.push(RowSize::put(&row.key, &row.value));
+                    out.mutations.push(Mutation::Put {
+                        ks: if i == 0 { data } else { system },
+                        key: row.key.clone(),
+                        value: row.value.to_vec(),
+                    });
+                }
+                out.stale(&plan.deletes, system);
+                (plan.stored_bytes(), expires_at)
+            }
+            Pending::Delete { .. } => {
+                out.rows.push(RowSize::delete(key));
+                out.mutations.push(Mutation::Delete {
+                    ks: data,
+                    key: key.to_vec(),
+                });
+                if let Some(o) = &old {
+                    // The first stale row is the data row, deleted above.
+                    let stale = store.planner.plan_delete(key, o.previous);
+                    out.stale(&stale[1..], system);
+                }
+                (0, None)
+            }
+        };
+        let old_expiry = old.as_ref().and_then(|o| o.expires_at);
+        if let Some(at) = old_expiry
+            && old_expiry != new_expiry
+        {
+            out.mutations.push(Mutation::Delete {
+                ks: system,
+                key: layout::expiry_key(at, key),
+            });
+        }
+        if let Some(at) = new_expiry
+            && (old.is_none() || old_expiry != new_expiry)
+        {
+            out.mutations.push(Mutation::Put {
+                ks: system,
+                key: layout::expiry_key(at, key),
+                value: Vec::new(),
+            });
+        }
+        #[allow(unused_mut)]
+        let mut old_size = old.as_ref().map_or(0, |o| o.size);
+        #[cfg(feature = "planted-bugs")]
+        if store.options.bug(crate::PlantedBug::QuotaIgnoresOverwrite) && new_size > 0 {
+            old_size = 0;
+        }
+        out.charge(scope, new_size, old_size);
+        Ok(())
+    }
+
+    /// The counter adds, charging a scope for each counter row they create.
+    fn plan_counters(&mut self, out: &mut Planned) -> Result<(), StoreError> {
+        let adds = std::mem::take(&mut self.adds);
+        for (key, delta) in &adds {
+            let scope = self.store.options.scope_of(key);
+            if scope.is_some() {
+                let exists = match self.writes.get(key) {
+                    Some(Pending::Delete { .. }) => false,
+                    Some(Pending::Put { .. }) => true,
+                    None => self.read_pinned(self.store.data, key)?.is_some(),
+                };
+                if !exists {
+                    out.charge(scope, stored_size(key.len(), 8), 0);
+                }
+            }
+            out.rows.push(RowSize {
+                key: key.len(),
+                value: 8,
+            });
+            out.mutations.push(Mutation::Add {
+                ks: self.store.data,
+                key: key.clone(),
+                delta: *delta,
+            });
+        }
+        self.adds = adds;
+        Ok(())
+    }
+}
+
+/// A commit being planned.
+#[derive(Default)]
+struct Planned {
+    mutations: Vec<Mutation>,
+    /// Data and chunk rows, for the batch limits.
+    rows: Vec<RowSize>,
+    /// Net growth per quota scope.
+    growth: BTreeMap<Vec<u8>, i64>,
+}
+
+impl Planned {
+    fn charge(&mut self, scope: Option<Vec<u8>>, new: u64, old: u64) {
+        if let Some(scope) = scope {
+            *self.growth.entry(scope).or_default() += signed(new) - signed(old);
+        }
+    }
+
+    fn stale(&mut self, stale: &[Stale], system: Keyspace) {
+        for s in stale {
+            self.rows.push(s.row_size());
+            self.mutations.push(match s {
+                Stale::Key(k) => Mutation::Delete {
+                    ks: system,
+                    key: k.clone(),
+                },
+                Stale::Range(r) => Mutation::DeleteRange {
+                    ks: system,
+                    range: RangeSpec {
+                        start: Bound::Included(r.start.clone()),
+                        end: r.end.clone().map_or(Bound::Unbounded, Bound::Excluded),
+                        reverse: false,
+                        limit: None,
+                    },
+                },
+            });
+        }
+    }
+}
+
+/// Sizes are far below `i64::MAX`; saturate rather than wrap if not.
+fn signed(size: u64) -> i64 {
+    i64::try_from(size).unwrap_or(i64::MAX)
+}
+
+/// An engine counter row's value (absent: 0).
+pub(crate) fn counter_value(row: Option<&[u8]>) -> Result<i64, StoreError> {
+    match row {
+        None => Ok(0),
+        Some(bytes) => <[u8; 8]>::try_from(bytes)
+            .map(i64::from_le_bytes)
+            .map_err(|_| StoreError::BadCounter { len: bytes.len() }),
+    }
+}
+
+/// What an old data row occupies, for quota and clean-up.
+pub(crate) struct OldRow {
+    pub(crate) previous: Previous,
+    pub(crate) size: u64,
+    pub(crate) expires_at: Option<u64>,
+}
+
+impl<E: Engine> Store<E> {
+    /// Packs a key and checks it against the key limit.
+    pub(crate) fn pack_checked<K: Key>(&self, key: &K) -> Result<Vec<u8>, StoreError> {
+        let bytes = key.pack().map_err(StoreError::key::<K>)?;
+        self.options
+            .limits
+            .check_key(&bytes)
+            .map_err(StoreError::Limit)?;
+        Ok(bytes)
+    }
+
+    /// The encoded key and pending write of a put: the envelope, checked
+    /// against the value limit unless `K` is chunked.
+    pub(crate) fn encode_put<K>(
+        &self,
+        key: &K,
+        value: &K::Value,
+        expires_at: Option<u64>,
+    ) -> Result<(Vec<u8>, Pending), StoreError>
+    where
+        K: Key + 'static,
+        K::Value: Value,
+    {
+        let bytes = self.pack_checked(key)?;
+        let mut envelope = Vec::new();
+        let options = EncodeOptions {
+            checksum: true,
+            expires_at,
+        };
+        encode(value, &bytes, options, &mut envelope).map_err(|source| StoreError::Encode {
+            key_type: K::NAME,
+            source,
+        })?;
+        let chunked = self.options.is_chunked::<K>();
+        let max = self.options.limits.max_value_bytes;
+        if envelope.len() > max && !chunked {
+            return Err(StoreError::ValueTooLarge {
+                key_type: K::NAME,
+                size: envelope.len() as u64,
+                max: max as u64,
+            });
+        }
+        Ok((bytes, Pending::Put { envelope, chunked }))
+    }
+
+    /// The encoded key and pending write of a delete.
+    pub(crate) fn encode_delete<K: Key + 'static>(
+        &self,
+        key: &K,
+    ) -> Result<(Vec<u8>, Pending), StoreError> {
+        let bytes = self.pack_checked(key)?;
+        let chunked = self.options.is_chunked::<K>();
+        Ok((bytes, Pending::Delete { chunked }))
+    }
+
+    /// Reads an old data row (`None`: absent): whether it is chunked, the
+    /// bytes it and its chunks occupy, and its expiry. An unreadable row
+    /// counts as its own bytes and has its chunk range cleared.
+    pub(crate) fn describe(&self, key: &[u8], meta: Option<&[u8]>) -> OldRow {
+        let Some(meta) = meta else {
+            return OldRow {
+                previous: Previous::Absent,
+                size: 0,
+                expires_at: None,
+            };
+        };
+        let own = stored_size(key.len(), meta.len());
+        let Ok((header, _)) = strata_codec::verify(key, meta) else {
+            return OldRow {
+                previous: Previous::Unknown,
+                size: own,
+                expires_at: None,
+            };
+        };
+        match self.planner.read_meta(key, meta) {
+            Ok(None) => OldRow {
+                previous: Previous::Inline,
+                size: own,
+                expires_at: header.expires_at,
+            },
+            Ok(Some(m)) => {
+                let mut chunk_key = Vec::new();
+                let mut size = own;
+                let mut left = m.total_len;
+                for i in 0..m.chunk_count {
+                    chunk_key.clear();
+                    self.planner.layout().chunk_key(key, i, &mut chunk_key);
+                    let len = left.min(u64::from(m.chunk_size));
+                    left -= len;
+                    size += chunk_key.len() as u64 + len;
+                }
+                OldRow {
+                    previous: Previous::Chunked {
+                        chunk_count: m.chunk_count,
+                    },
+                    size,
+                    expires_at: header.expires_at,
+                }
+            }
+            Err(_) => OldRow {
+                previous: Previous::Unknown,
+                size: own,
+                expires_at: header.expires_at,
+            },
+        }
+    }
+}

@@ -1,0 +1,277 @@
+//! Reads: pinned by predicates, seeing the transaction's own writes.
+
+use std::ops::Bound;
+
+use strata_codec::{Value, decode_with};
+use strata_engine::{Engine, Keyspace, Predicate, RangeSpec, Snapshot};
+use strata_keys::Key;
+
+use super::{Pending, Tx, counter_value};
+use crate::read::{Cursor, Page, Scan};
+use crate::{Store, StoreError};
+
+impl<'s, E: Engine + 's> Tx<'s, E> {
+    /// Reads a row and pins it with a predicate (once per row).
+    pub(super) fn read_pinned(
+        &mut self,
+        ks: Keyspace,
+        key: &[u8],
+    ) -> Result<Option<Vec<u8>>, StoreError> {
+        if let Some(v) = self.pinned.get(&(ks, key.to_vec())) {
+            return Ok(v.clone());
+        }
+        let value = self.snap()?.get(ks, key)?;
+        #[cfg(feature = "planted-bugs")]
+        if self.store.options.bug(crate::PlantedBug::ReadsNotPinned) && ks == self.store.data {
+            return Ok(value);
+        }
+        self.pin(ks, key.to_vec(), value.clone());
+        Ok(value)
+    }
+
+    fn pin(&mut self, ks: Keyspace, key: Vec<u8>, value: Option<Vec<u8>>) {
+        if self.pinned.contains_key(&(ks, key.clone())) {
+            return;
+        }
+        self.predicates.push(Predicate::ValueEquals {
+            ks,
+            key: key.clone(),
+            value: value.clone(),
+        });
+        self.pinned.insert((ks, key), value);
+    }
+
+    pub(super) fn pack<K: Key>(&self, key: &K) -> Result<Vec<u8>, StoreError> {
+        self.store.pack_checked(key)
+    }
+
+    /// The value of `key` (`None` when absent or expired), seeing this
+    /// transaction's writes. The commit fails with a conflict if the value
+    /// changes before it.
+    ///
+    /// # Errors
+    /// As [`ReadView::get`](crate::ReadView::get).
+    pub fn get<K>(&mut self, key: &K) -> Result<Option<K::Value>, StoreError>
+    where
+        K: Key,
+        K::Value: Value,
+    {
+        self.read_typed(key, true)
+    }
+
+    /// As [`Tx::get`] without a predicate: the value may have changed by
+    /// the time the transaction commits (FoundationDB's snapshot read).
+    ///
+    /// # Errors
+    /// As [`Tx::get`].
+    pub fn snapshot_get<K>(&mut self, key: &K) -> Result<Option<K::Value>, StoreError>
+    where
+        K: Key,
+        K::Value: Value,
+    {
+        self.read_typed(key, false)
+    }
+
+    /// A typed point read: this transaction's write of the key if any,
+    /// else the snapshot's row, pinned by a predicate when `pin`.
+    fn read_typed<K>(&mut self, key: &K, pin: bool) -> Result<Option<K::Value>, StoreError>
+    where
+        K: Key,
+        K::Value: Value,
+    {
+        let bytes = key.pack().map_err(StoreError::key::<K>)?;
+        if let Some(p) = self.writes.get(&bytes) {
+            return pending_value::<K, E>(self.store, self.now, &bytes, p);
+        }
+        let (now, store) = (self.now, self.store);
+        let meta = if pin {
+            self.read_pinned(store.data, &bytes)?
+        } else {
+            self.snap()?.get(store.data, &bytes)?
+        };
+        match meta {
+            None => Ok(None),
+            Some(meta) => store.decode_row::<K, _>(self.snap()?, &bytes, &meta, now),
+        }
+    }
+
+    /// The entries of `scan`, seeing this transaction's puts and deletes
+    /// (not its counters or versionstamped puts). The commit fails with a
+    /// conflict if any row in the part of the range the scan examined is
+    /// added, changed or removed before it.
+    ///
+    /// # Errors
+    /// A wrong-type key, an undecodable value, or an engine failure.
+    pub fn scan<K>(&mut self, scan: &Scan) -> Result<Page<K>, StoreError>
+    where
+        K: Key,
+        K::Value: Value,
+    {
+        let spec = scan.spec();
+        spec.validate()?;
+        let data = self.store.data;
+        let reverse = scan.is_reverse();
+        let pending: Vec<(Vec<u8>, Pending)> = {
+            let it = self
+                .writes
+                .range::<Vec<u8>, _>((spec.start.clone(), spec.end.clone()))
+                .map(|(k, p)| (k.clone(), p.clone()));
+            if reverse {
+                it.rev().collect()
+            } else {
+                it.collect()
+            }
+        };
+        let now = self.now;
+        let store = self.store;
+        let snap = self.snap()?;
+        let mut rows = snap.range(data, spec.clone())?.peekable();
+        let mut pending = pending.into_iter().peekable();
+        let mut seen: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
+        let mut items = Vec::new();
+        let mut more = false;
+        let mut last_examined: Option<Vec<u8>> = None;
+        let mut cursor = None;
+        let before = |a: &[u8], b: &[u8]| if reverse { a > b } else { a < b };
+        loop {
+            let take_pending = match (rows.peek(), pending.peek()) {
+                (None, None) => break,
+                (Some(Ok((rk, _))), Some((pk, _))) => !before(rk, pk),
+                (None, Some(_)) => true,
+                (Some(_), _) => false,
+            };
+            let (key, value) = if take_pending {
+                let Some((pk, p)) = pending.next() else { break };
+                // The pending write shadows the stored row; both were examined.
+                if let Some(Ok((rk, _))) = rows.peek()
+                    && *rk == pk
+                    && let Some(Ok(row)) = rows.next()
+                {
+                    seen.push(row);
+                }
+                last_examined = Some(pk.clone());
+                let value = pending_value::<K, E>(store, now, &pk, &p)?;
+                (pk, value)
+            } else {
+                let Some(row) = rows.next() else { break };
+                let (rk, meta) = row?;
+                last_examined = Some(rk.clone());
+                seen.push((rk.clone(), meta.clone()));
+                if items.len() == scan.max() {
+                    // Only whether a live row follows matters.
+                    if crate::read::live(&meta, now) {
+                        more = true;
+                        break;
+                    }
+                    continue;
+                }
+                let value = store.decode_row::<K, _>(snap, &rk, &meta, now)?;
+                (rk, value)
+            };
+            let Some(value) = value else { continue };
+            if items.len() == scan.max() {
+                more = true;
+                break;
+            }
+            let typed = K::unpack(&key).map_err(StoreError::key::<K>)?;
+            cursor = Some(Cursor(key));
+            items.push((typed, value));
+        }
+        drop(rows);
+        let (lo, hi) = match (last_examined, more) {
+            (Some(last), true) if reverse => (Bound::Included(last), spec.end),
+            (Some(last), true) => (spec.start, Bound::Included(last)),
+            _ => (spec.start, spec.end),
+        };
+        self.pin_examined(lo, hi, seen);
+        Ok(Page {
+            items,
+            more,
+            cursor,
+        })
+    }
+
+    /// Pins the part `[lo, hi]` of the data keyspace a scan examined: each
+    /// row seen keeps its value, and every gap between them stays empty.
+    fn pin_examined(
+        &mut self,
+        lo: Bound<Vec<u8>>,
+        hi: Bound<Vec<u8>>,
+        mut seen: Vec<(Vec<u8>, Vec<u8>)>,
+    ) {
+        let data = self.store.data;
+        let empty = |start, end| Predicate::RangeEmpty {
+            ks: data,
+            range: RangeSpec {
+                start,
+                end,
+                reverse: false,
+                limit: None,
+            },
+        };
+        seen.sort();
+        #[cfg(feature = "planted-bugs")]
+        if self.store.options.bug(crate::PlantedBug::ScanGapsNotPinned) {
+            for (k, v) in seen {
+                self.pin(data, k, Some(v));
+            }
+            return;
+        }
+        let mut from = lo;
+        for (k, v) in seen {
+            self.predicates
+                .push(empty(from, Bound::Excluded(k.clone())));
+            from = Bound::Excluded(k.clone());
+            self.pin(data, k, Some(v));
+        }
+        self.predicates.push(empty(from, hi));
+    }
+
+    /// Reads a data row under a predicate, for the sweeper.
+    pub(crate) fn read_data_row(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
+        self.read_pinned(self.store.data, key)
+    }
+
+    /// The counter at `key`, with this transaction's adds. Adds a predicate
+    /// on the stored counter (a read conflicts with concurrent adds).
+    ///
+    /// # Errors
+    /// [`StoreError::BadCounter`] when the row is not 8 bytes.
+    pub fn counter<K: Key<Value = i64>>(&mut self, key: &K) -> Result<i64, StoreError> {
+        let bytes = key.pack().map_err(StoreError::key::<K>)?;
+        let base = if matches!(self.writes.get(&bytes), Some(Pending::Delete { .. })) {
+            0
+        } else {
+            counter_value(self.read_pinned(self.store.data, &bytes)?.as_deref())?
+        };
+        Ok(base.wrapping_add(self.adds.get(&bytes).copied().unwrap_or(0)))
+    }
+}
+
+/// The value a pending write of this transaction gives `key`: `None` for a
+/// delete or an expired put.
+fn pending_value<K, E>(
+    store: &Store<E>,
+    now: u64,
+    key: &[u8],
+    p: &Pending,
+) -> Result<Option<K::Value>, StoreError>
+where
+    K: Key,
+    K::Value: Value,
+    E: Engine,
+{
+    match p {
+        Pending::Delete { .. } => Ok(None),
+        Pending::Put { envelope, .. } => {
+            let (value, header) =
+                decode_with::<K::Value>(key, envelope, store.options.decode_options()).map_err(
+                    |source| StoreError::Decode {
+                        key_type: K::NAME,
+                        source,
+                    },
+                )?;
+            Ok((!header.is_expired(now)).then_some(value))
+        }
+    }
+}

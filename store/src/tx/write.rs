@@ -1,0 +1,183 @@
+//! Writes: buffered until commit.
+
+use strata_codec::{EncodeOptions, Value, encode};
+use strata_engine::{Engine, Mutation};
+use strata_keys::Key;
+
+use super::{Pending, Stamped, Tx};
+use crate::StoreError;
+
+impl<'s, E: Engine + 's> Tx<'s, E> {
+    /// Writes `value` at `key`.
+    ///
+    /// # Errors
+    /// The key does not pack or breaks the key limit; the value does not
+    /// encode, or is larger than the value limit and `K` is not chunked.
+    /// (Batch limits and quota are checked at commit.)
+    pub fn put<K>(&mut self, key: &K, value: &K::Value) -> Result<(), StoreError>
+    where
+        K: Key + 'static,
+        K::Value: Value,
+    {
+        self.put_expiring(key, value, None)
+    }
+
+    /// Writes `value` at `key`, expiring `ttl_ms` milliseconds after the
+    /// transaction's clock reading: reads treat it as absent from then on,
+    /// and [`Store::sweep_expired`](crate::Store::sweep_expired) removes it.
+    ///
+    /// # Errors
+    /// As [`Tx::put`].
+    pub fn put_with_ttl<K>(
+        &mut self,
+        key: &K,
+        value: &K::Value,
+        ttl_ms: u64,
+    ) -> Result<(), StoreError>
+    where
+        K: Key + 'static,
+        K::Value: Value,
+    {
+        self.put_expiring(key, value, Some(self.now.saturating_add(ttl_ms)))
+    }
+
+    fn put_expiring<K>(
+        &mut self,
+        key: &K,
+        value: &K::Value,
+        expires_at: Option<u64>,
+    ) -> Result<(), StoreError>
+    where
+        K: Key + 'static,
+        K::Value: Value,
+    {
+        let (bytes, pending) = self.store.encode_put(key, value, expires_at)?;
+        self.adds.remove(&bytes);
+        self.writes.insert(bytes, pending);
+        Ok(())
+    }
+
+    /// Removes the value at `key` and, if chunked, its chunks.
+    ///
+    /// # Errors
+    /// The key does not pack or breaks the key limit.
+    pub fn delete<K: Key + 'static>(&mut self, key: &K) -> Result<(), StoreError> {
+        let (bytes, pending) = self.store.encode_delete(key)?;
+        self.adds.remove(&bytes);
+        self.writes.insert(bytes, pending);
+        Ok(())
+    }
+
+    /// Queues an encoded write (bulk writer, sweeper).
+    pub(crate) fn push_pending(&mut self, key: Vec<u8>, pending: Pending) {
+        self.adds.remove(&key);
+        self.writes.insert(key, pending);
+    }
+
+    /// Queues a raw delete of a system row (a stale expiry entry).
+    pub(crate) fn delete_system_row(&mut self, key: Vec<u8>) {
+        self.raw.push(Mutation::Delete {
+            ks: self.store.system,
+            key,
+        });
+    }
+
+    /// Adds `delta` to the counter at `key` (absent counts as 0), applied
+    /// by the engine at commit: concurrent adds do not conflict.
+    ///
+    /// # Errors
+    /// The key does not pack or breaks the key limit.
+    pub fn add<K: Key<Value = i64>>(&mut self, key: &K, delta: i64) -> Result<(), StoreError> {
+        let bytes = self.pack(key)?;
+        let sum = self.adds.entry(bytes).or_insert(0);
+        *sum = sum.wrapping_add(delta);
+        Ok(())
+    }
+
+    /// Writes `new` (or deletes, for `None`) if the value at `key` equals
+    /// `expected` (`None`: absent or expired). Returns whether it wrote.
+    ///
+    /// # Errors
+    /// As [`Tx::get`] and [`Tx::put`].
+    pub fn compare_and_set<K>(
+        &mut self,
+        key: &K,
+        expected: Option<&K::Value>,
+        new: Option<&K::Value>,
+    ) -> Result<bool, StoreError>
+    where
+        K: Key + 'static,
+        K::Value: Value + PartialEq,
+    {
+        if self.get(key)?.as_ref() != expected {
+            return Ok(false);
+        }
+        match new {
+            Some(v) => self.put(key, v)?,
+            None => self.delete(key)?,
+        }
+        Ok(true)
+    }
+
+    /// Writes `value` if `key` holds no live value. Returns whether it wrote.
+    ///
+    /// # Errors
+    /// As [`Tx::get`] and [`Tx::put`].
+    pub fn put_if_absent<K>(&mut self, key: &K, value: &K::Value) -> Result<bool, StoreError>
+    where
+        K: Key + 'static,
+        K::Value: Value,
+    {
+        if self.get(key)?.is_some() {
+            return Ok(false);
+        }
+        self.put(key, value)?;
+        Ok(true)
+    }
+
+    /// Writes `value` at `key`, whose incomplete
+    /// [`Versionstamp`](strata_keys::tuple::Versionstamp) the engine fills
+    /// with the commit's versionstamp: keys written this way sort in commit
+    /// order. The envelope carries no checksum (the key it would cover is
+    /// not known until commit); the value is not readable in this
+    /// transaction.
+    ///
+    /// # Errors
+    /// [`StoreError::Key`] when the key has no incomplete versionstamp (or
+    /// several), plus the errors of [`Tx::put`] (chunking is not offered).
+    pub fn put_versionstamped<K>(&mut self, key: &K, value: &K::Value) -> Result<(), StoreError>
+    where
+        K: Key,
+        K::Value: Value,
+    {
+        let mut bytes = Vec::new();
+        let offset = key
+            .pack_into_versionstamped(&mut bytes)
+            .map_err(StoreError::key::<K>)?
+            .ok_or(StoreError::NoVersionstamp { key_type: K::NAME })?;
+        let limits = &self.store.options.limits;
+        limits.check_key(&bytes).map_err(StoreError::Limit)?;
+        let mut envelope = Vec::new();
+        let options = EncodeOptions {
+            checksum: false,
+            expires_at: None,
+        };
+        encode(value, &bytes, options, &mut envelope).map_err(|source| StoreError::Encode {
+            key_type: K::NAME,
+            source,
+        })?;
+        if envelope.len() > limits.max_value_bytes {
+            return Err(StoreError::ValueTooLarge {
+                key_type: K::NAME,
+                size: envelope.len() as u64,
+                max: limits.max_value_bytes as u64,
+            });
+        }
+        self.stamped.push(Stamped {
+            key: bytes,
+            offset,
+            value: envelope,
+        });
+        Ok(())
+    }
+}
