@@ -27,6 +27,6 @@ pub mod targets;
 pub use engine_workload::run_seed_on;
 pub use faults::{FaultClass, FaultConfig, FaultCounters, FaultyEngine, Restart};
 pub use run::{EngineKind, RunOptions, SeedReport, Violation, Workload, run_seed, run_workloads};
-pub use targets::{Disk, OnDisk, RedbTarget, Target};
+pub use targets::{Harnessed, PowerLossHarness, RedbTarget, Target};
 #[cfg(feature = "rocks")]
-pub use targets::{RocksDir, RocksTarget};
+pub use targets::{RocksHarness, RocksTarget};

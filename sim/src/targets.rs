@@ -1,11 +1,14 @@
 //! The engines a run can drive, and how each is opened, crashed and
-//! restarted.
+//! restarted: the reference engine directly (it can plant bugs), and every
+//! other engine through a conformance-suite [`Harness`].
 
 use strata_engine::{
     Commit, CommitError, CommitInfo, Engine, EngineError, KeyspaceSpec, Keyspaces, MemEngine,
     ReadError, Rng,
 };
 use strata_engine_redb::{PowerLossBackend, RedbEngine, RedbOptions};
+
+use strata_engine_testkit::Harness;
 
 use crate::faults::Restart;
 
@@ -34,60 +37,57 @@ impl Target for MemEngine {
     }
 }
 
-/// Storage an engine reopens from: what survives a crash of the engine
-/// using it, and how to open the engine on it.
-pub trait Disk: Sized + Send + Sync {
-    /// The engine on this storage.
-    type Engine: Engine;
-    /// Fresh, empty storage.
-    fn fresh() -> Self;
-    /// Opens the engine with `specs`.
-    fn open(&self, specs: Vec<KeyspaceSpec>) -> Self::Engine;
-    /// What survives a crash of the engine (the engine is still open).
-    #[must_use]
-    fn crash(&self, rng: &mut dyn Rng) -> Self;
+/// An engine driven by a conformance [`Harness`]: opened by it, crashed
+/// and restarted through it. The same harness shape runs the conformance
+/// suite, so an engine that runs the suite can run the simulation.
+pub struct Harnessed<H: Harness> {
+    harness: H,
+    engine: H::Engine,
 }
 
-/// An engine on a [`Disk`]: a crash drops the engine and reopens it on what
-/// the disk kept; a clean restart reopens it on the same disk.
-pub struct OnDisk<D: Disk> {
-    engine: D::Engine,
-    disk: D,
-    specs: Vec<KeyspaceSpec>,
+impl<H> Target for Harnessed<H>
+where
+    H: Harness + Default + Send + Sync,
+{
+    fn fresh(specs: Vec<KeyspaceSpec>) -> Self {
+        let mut harness = H::default();
+        let engine = harness.open(&specs);
+        Self { harness, engine }
+    }
 }
 
-impl<D: Disk> OnDisk<D> {
-    fn reopen(disk: D, specs: Vec<KeyspaceSpec>) -> Self {
+impl<H> Restart for Harnessed<H>
+where
+    H: Harness + Send + Sync,
+{
+    fn crash_restart(mut self, rng: &mut dyn Rng) -> Self {
+        let engine = self.harness.crash(self.engine, rng).unwrap_or_else(|| {
+            panic!(
+                "{} cannot simulate a crash, so it cannot drive the simulation",
+                std::any::type_name::<H>()
+            )
+        });
         Self {
-            engine: disk.open(specs.clone()),
-            disk,
-            specs,
+            harness: self.harness,
+            engine,
+        }
+    }
+
+    fn clean_restart(mut self) -> Self {
+        let engine = self.harness.reopen(self.engine);
+        Self {
+            harness: self.harness,
+            engine,
         }
     }
 }
 
-impl<D: Disk> Target for OnDisk<D> {
-    fn fresh(specs: Vec<KeyspaceSpec>) -> Self {
-        Self::reopen(D::fresh(), specs)
-    }
-}
-
-impl<D: Disk> Restart for OnDisk<D> {
-    fn crash_restart(self, rng: &mut dyn Rng) -> Self {
-        let survivor = self.disk.crash(rng);
-        drop(self.engine);
-        Self::reopen(survivor, self.specs)
-    }
-
-    fn clean_restart(self) -> Self {
-        drop(self.engine);
-        Self::reopen(self.disk, self.specs)
-    }
-}
-
-impl<D: Disk> Engine for OnDisk<D> {
+impl<H> Engine for Harnessed<H>
+where
+    H: Harness + Send + Sync,
+{
     type Snapshot<'e>
-        = <D::Engine as Engine>::Snapshot<'e>
+        = <H::Engine as Engine>::Snapshot<'e>
     where
         Self: 'e;
 
@@ -113,76 +113,115 @@ impl<D: Disk> Engine for OnDisk<D> {
 
 /// redb on an in-memory disk that loses power at every crash: the synced
 /// image survives, unsynced writes survive in part, possibly torn.
-pub type RedbTarget = OnDisk<PowerLossBackend>;
+pub type RedbTarget = Harnessed<PowerLossHarness>;
 
-impl Disk for PowerLossBackend {
+/// Opens redb on a [`PowerLossBackend`]; a crash is a power loss.
+#[derive(Default)]
+pub struct PowerLossHarness {
+    disk: PowerLossBackend,
+    specs: Vec<KeyspaceSpec>,
+}
+
+impl PowerLossHarness {
+    fn open_on_disk(&self) -> RedbEngine {
+        RedbEngine::open_with_backend(
+            self.disk.clone(),
+            self.specs.clone(),
+            RedbOptions::default(),
+        )
+        .unwrap_or_else(|e| panic!("redb failed to open after a crash: {e}"))
+    }
+}
+
+impl Harness for PowerLossHarness {
     type Engine = RedbEngine;
 
-    fn fresh() -> Self {
-        PowerLossBackend::new()
+    fn open(&mut self, keyspaces: &[KeyspaceSpec]) -> RedbEngine {
+        self.disk = PowerLossBackend::new();
+        self.specs = keyspaces.to_vec();
+        self.open_on_disk()
     }
 
-    fn open(&self, specs: Vec<KeyspaceSpec>) -> RedbEngine {
-        RedbEngine::open_with_backend(self.clone(), specs, RedbOptions::default())
-            .unwrap_or_else(|e| panic!("redb failed to reopen after a crash: {e}"))
+    fn reopen(&mut self, engine: RedbEngine) -> RedbEngine {
+        drop(engine);
+        self.open_on_disk()
     }
 
-    fn crash(&self, rng: &mut dyn Rng) -> Self {
-        self.power_loss(rng)
+    fn crash(&mut self, engine: RedbEngine, rng: &mut dyn Rng) -> Option<RedbEngine> {
+        // The disk as the power cut leaves it, taken while the engine is
+        // still open (so it has no chance to shut down cleanly).
+        let survivor = self.disk.power_loss(rng);
+        drop(engine);
+        self.disk = survivor;
+        Some(self.open_on_disk())
     }
 }
 
 #[cfg(feature = "rocks")]
-pub use rocks::{RocksDir, RocksTarget};
+pub use rocks::{RocksHarness, RocksTarget};
 
 #[cfg(feature = "rocks")]
 mod rocks {
-    use std::sync::Arc;
+    use strata_engine::{KeyspaceSpec, Rng};
+    use strata_engine_rocks::{RocksEngine, RocksOptions};
+    use strata_engine_testkit::Harness;
 
-    use super::{Disk, KeyspaceSpec, OnDisk, Rng};
+    use super::Harnessed;
 
     /// RocksDB in a temporary directory; a crash is a process kill (the
     /// engine is dropped without a sync and reopened: what reached the WAL
     /// survives).
-    pub type RocksTarget = OnDisk<RocksDir>;
+    pub type RocksTarget = Harnessed<RocksHarness>;
 
-    /// A temporary directory, removed when the last engine using it goes.
-    #[derive(Clone)]
-    pub struct RocksDir(Arc<TempDir>);
+    /// Opens RocksDB in a temporary directory, removed when the harness goes.
+    #[derive(Default)]
+    pub struct RocksHarness {
+        dir: Option<std::path::PathBuf>,
+        specs: Vec<KeyspaceSpec>,
+    }
 
-    struct TempDir(std::path::PathBuf);
-
-    impl Drop for TempDir {
+    impl Drop for RocksHarness {
         fn drop(&mut self) {
-            let _ = std::fs::remove_dir_all(&self.0);
+            if let Some(dir) = &self.dir {
+                let _ = std::fs::remove_dir_all(dir);
+            }
         }
     }
 
-    impl Disk for RocksDir {
-        type Engine = strata_engine_rocks::RocksEngine;
+    impl RocksHarness {
+        fn open_in_dir(&self) -> RocksEngine {
+            let dir = self.dir.as_ref().map(|d| d.join("db")).unwrap_or_default();
+            RocksEngine::open(dir, self.specs.clone(), RocksOptions::default())
+                .unwrap_or_else(|e| panic!("RocksDB failed to open: {e}"))
+        }
+    }
 
-        fn fresh() -> Self {
+    impl Harness for RocksHarness {
+        type Engine = RocksEngine;
+
+        fn open(&mut self, keyspaces: &[KeyspaceSpec]) -> RocksEngine {
             use std::sync::atomic::{AtomicU64, Ordering};
             static RUNS: AtomicU64 = AtomicU64::new(0);
             let n = RUNS.fetch_add(1, Ordering::SeqCst);
-            let path =
+            let dir =
                 std::env::temp_dir().join(format!("strata-sim-rocks-{}-{n}", std::process::id()));
-            let _ = std::fs::remove_dir_all(&path);
-            Self(Arc::new(TempDir(path)))
+            let _ = std::fs::remove_dir_all(&dir);
+            if let Some(old) = self.dir.replace(dir) {
+                let _ = std::fs::remove_dir_all(old);
+            }
+            self.specs = keyspaces.to_vec();
+            self.open_in_dir()
         }
 
-        fn open(&self, specs: Vec<KeyspaceSpec>) -> Self::Engine {
-            strata_engine_rocks::RocksEngine::open(
-                self.0.0.join("db"),
-                specs,
-                strata_engine_rocks::RocksOptions::default(),
-            )
-            .unwrap_or_else(|e| panic!("RocksDB failed to reopen: {e}"))
+        fn reopen(&mut self, engine: RocksEngine) -> RocksEngine {
+            drop(engine);
+            self.open_in_dir()
         }
 
-        fn crash(&self, _rng: &mut dyn Rng) -> Self {
+        fn crash(&mut self, engine: RocksEngine, _rng: &mut dyn Rng) -> Option<RocksEngine> {
             // A process kill: the files stay as they are.
-            self.clone()
+            drop(engine);
+            Some(self.open_in_dir())
         }
     }
 }
