@@ -29,14 +29,24 @@ mod decl {
     use strata_keys::tuple::Uuid;
     use strata_keys::{raw_key, tuple_key};
 
+    /// A 4-element key: two discriminants around two fields.
+    #[derive(Debug, Clone, PartialEq)]
+    pub struct Key4 {
+        pub actor_id: Uuid,
+        pub ts: i64,
+    }
     tuple_key! {
-        /// A 4-element key: two discriminants around two fields.
-        pub struct Key4 { pub actor_id: Uuid, pub ts: i64 } -> () = (ACTOR, {actor_id}, {ts}, KIND);
+        Key4 -> () = (ACTOR, {actor_id}, {ts}, KIND);
     }
 
+    /// `[9, 1, tag, u32_be(chunk)]`.
+    #[derive(Debug, Clone, PartialEq, Eq, Hash)]
+    pub struct Chunk {
+        pub tag: u8,
+        pub chunk: u32,
+    }
     raw_key! {
-        /// `[9, 1, tag, u32_be(chunk)]`.
-        pub struct Chunk { tag: u8, chunk: u32 } -> () = [9, 1];
+        Chunk -> () = ([9, 1], {tag}, {chunk});
     }
 }
 use decl::{Chunk, Key4};

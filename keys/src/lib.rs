@@ -24,9 +24,11 @@
 //! const DATA: i64 = 2;
 //! const SCORE: i64 = 7;
 //!
+//! /// `(ACTOR, DATA, actor_id, SCORE)` → the actor's score.
+//! #[derive(Debug, Clone, PartialEq)]
+//! pub struct ScoreKey { pub actor_id: u64 }
 //! tuple_key! {
-//!     /// `(ACTOR, DATA, actor_id, SCORE)` → the actor's score.
-//!     pub struct ScoreKey { pub actor_id: u64 } -> i64 = (ACTOR, DATA, {actor_id}, SCORE);
+//!     ScoreKey -> i64 = (ACTOR, DATA, {actor_id}, SCORE);
 //! }
 //!
 //! let tenant = Subspace::new(&("tenant", 42_u64));

@@ -2,17 +2,23 @@
 //! optional tail.
 //!
 //! For systems that do not use tuples, such as an actor KV whose first byte
-//! selects a namespace (`[5] ++ u64_be(message_id)`). Declared with
-//! [`raw_key!`](crate::raw_key):
+//! selects a namespace (`[5] ++ u64_be(message_id)`). Implemented with
+//! [`raw_key!`](crate::raw_key) for a struct you write, in the grammar of
+//! every key macro (`Name -> Value = (parts);`):
 //!
 //! ```
 //! use strata_keys::{raw_key, Key, KeyError};
 //!
+//! /// `[9, 1, file_tag, u32_be(chunk)]`
+//! #[derive(Debug, Clone, PartialEq, Eq)]
+//! pub struct SqliteChunk { pub file_tag: u8, pub chunk: u32 }
+//! /// `[2] ++ utf8(conn_id)`
+//! #[derive(Debug, Clone, PartialEq, Eq)]
+//! pub struct Connection { pub conn_id: String }
+//!
 //! raw_key! {
-//!     /// `[9, 1, file_tag, u32_be(chunk)]`
-//!     pub struct SqliteChunk { file_tag: u8, chunk: u32 } -> Vec<u8> = [9, 1];
-//!     /// `[2] ++ utf8(conn_id)`
-//!     pub struct Connection { ..conn_id: String } -> Vec<u8> = [2];
+//!     SqliteChunk -> Vec<u8> = ([9, 1], {file_tag}, {chunk});
+//!     Connection -> Vec<u8> = ([2], ..{conn_id});
 //! }
 //!
 //! let k = SqliteChunk { file_tag: 2, chunk: 258 };
@@ -20,12 +26,13 @@
 //! assert!(matches!(Connection::unpack(&[9, 1, 2, 0, 0, 1, 2]), Err(KeyError::Discriminant { .. })));
 //! ```
 //!
-//! Fixed segments ([`FixedSegment`]) are unsigned integers in big-endian
-//! (`u8`, `u16`, `u32`, `u64`, `u128`), byte arrays, UUIDs and ULIDs: their
-//! byte order is their numeric order. The tail ([`TailSegment`], written
-//! `..name: Type` after the fixed fields) runs to the end of the key:
-//! `Vec<u8>`, `String` (checked UTF-8), or [`Packed<T>`] for a tuple-encoded
-//! tail. Field visibility is always `pub`: keys are plain data.
+//! The parts: an optional leading `[tag bytes]`, then fixed segments
+//! `{field}` ([`FixedSegment`]): unsigned integers in big-endian (`u8`,
+//! `u16`, `u32`, `u64`, `u128`), byte arrays, UUIDs and ULIDs, whose byte
+//! order is their numeric order; then an optional tail `..{field}`
+//! ([`TailSegment`]) that runs to the end of the key: `Vec<u8>`, `String`
+//! (checked UTF-8), or [`Packed<T>`] for a tuple-encoded tail. A field of
+//! another type in a fixed position is a compile error (the trait bound).
 
 use crate::tuple::{TuplePack, TupleUnpack};
 use crate::{KeyError, Ulid};
@@ -38,6 +45,12 @@ pub trait FixedSegment: Sized {
     fn write(&self, out: &mut [u8]);
     /// Decodes exactly [`Self::LEN`] bytes.
     fn read(bytes: &[u8]) -> Option<Self>;
+    /// Appends the encoding to `out`.
+    fn append(&self, out: &mut Vec<u8>) {
+        let at = out.len();
+        out.resize(at + Self::LEN, 0);
+        self.write(&mut out[at..]);
+    }
 }
 
 macro_rules! fixed_uint {
@@ -51,6 +64,10 @@ macro_rules! fixed_uint {
             #[inline]
             fn read(bytes: &[u8]) -> Option<Self> {
                 bytes.try_into().ok().map(<$t>::from_be_bytes)
+            }
+            #[inline]
+            fn append(&self, out: &mut Vec<u8>) {
+                out.extend_from_slice(&self.to_be_bytes());
             }
         }
     )*};
@@ -199,51 +216,42 @@ pub fn read_tail<T: TailSegment>(
     Ok(value)
 }
 
-/// Declares a struct and implements [`Key`](crate::Key) for it as a raw byte
-/// layout: `[tag bytes] ++ fixed fields in order ++ optional tail`. See the
-/// [module docs](crate::raw). Several declarations may follow each other.
+/// The encoded length of the fixed segment a field accessor returns: lets
+/// the macro sum a layout's fixed lengths without naming the field types.
+#[doc(hidden)]
+#[inline]
+pub fn segment_len<S, T: FixedSegment>(_field: impl Fn(&S) -> &T) -> usize {
+    T::LEN
+}
+
+/// Implements [`Key`](crate::Key) for a struct as a raw byte layout:
+/// `(tag bytes ++ fixed segments in layout order ++ optional tail)`. See
+/// the [module docs](crate::raw). The struct is yours; every field must
+/// appear in the layout. Several declarations may follow each other.
 #[macro_export]
 macro_rules! raw_key {
     () => {};
-    (
-        $(#[$meta:meta])*
-        $vis:vis struct $name:ident {
-            $( $(#[$fmeta:meta])* $field:ident : $fty:ty , )*
-            .. $(#[$tmeta:meta])* $tail:ident : $tty:ty $(,)?
-        } -> $value:ty = [ $($tag:expr),* $(,)? ];
-        $($rest:tt)*
-    ) => {
-        $crate::raw_key! { @emit [$(#[$meta])*] $vis $name [$($(#[$fmeta])* $field : $fty),*]
-            [$(#[$tmeta])* $tail : $tty] $value [$($tag),*] }
+    ($name:ident -> $value:ty = ( [ $($tag:expr),* $(,)? ] $(, { $field:ident })* $(, .. { $tail:ident })? $(,)? ); $($rest:tt)*) => {
+        $crate::raw_key! { @emit $name $value [$($tag),*] [$($field)*] [$($tail)?] }
         $crate::raw_key! { $($rest)* }
     };
-    (
-        $(#[$meta:meta])*
-        $vis:vis struct $name:ident {
-            $( $(#[$fmeta:meta])* $field:ident : $fty:ty ),* $(,)?
-        } -> $value:ty = [ $($tag:expr),* $(,)? ];
-        $($rest:tt)*
-    ) => {
-        $crate::raw_key! { @emit [$(#[$meta])*] $vis $name [$($(#[$fmeta])* $field : $fty),*]
-            [] $value [$($tag),*] }
+    ($name:ident -> $value:ty = ( { $first:ident } $(, { $field:ident })* $(, .. { $tail:ident })? $(,)? ); $($rest:tt)*) => {
+        $crate::raw_key! { @emit $name $value [] [$first $($field)*] [$($tail)?] }
         $crate::raw_key! { $($rest)* }
     };
-    (
-        @emit [$(#[$meta:meta])*] $vis:vis $name:ident [$( $(#[$fmeta:meta])* $field:ident : $fty:ty ),*]
-        [$( $(#[$tmeta:meta])* $tail:ident : $tty:ty )?] $value:ty [$($tag:expr),*]
-    ) => {
-        $(#[$meta])*
-        #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-        $vis struct $name {
-            $( $(#[$fmeta])* pub $field : $fty, )*
-            $( $(#[$tmeta])* pub $tail : $tty, )?
-        }
-
+    ($name:ident -> $value:ty = ( .. { $tail:ident } $(,)? ); $($rest:tt)*) => {
+        $crate::raw_key! { @emit $name $value [] [] [$tail] }
+        $crate::raw_key! { $($rest)* }
+    };
+    (@emit $name:ident $value:ty [$($tag:expr),*] [$($field:ident)*] [$($tail:ident)?]) => {
         impl $name {
             /// The constant bytes every key of this type starts with.
             pub const TAG: &'static [u8] = &[$($tag),*];
+
             /// Length of the tag and fixed segments together.
-            pub const FIXED_LEN: usize = Self::TAG.len() $(+ <$fty as $crate::raw::FixedSegment>::LEN)*;
+            pub fn fixed_len() -> usize {
+                Self::TAG.len() $(+ $crate::raw::segment_len(|k: &Self| &k.$field))*
+            }
         }
 
         impl $crate::Key for $name {
@@ -253,18 +261,8 @@ macro_rules! raw_key {
             fn pack_into(&self, out: &mut ::std::vec::Vec<u8>) -> ::std::result::Result<(), $crate::KeyError> {
                 #[allow(unused_variables)]
                 let start = out.len();
-                // Tag and fixed segments are assembled on the stack and
-                // appended in one copy.
-                let mut fixed = [0_u8; Self::FIXED_LEN];
-                fixed[..Self::TAG.len()].copy_from_slice(Self::TAG);
-                #[allow(unused_mut, unused_variables)]
-                let mut at = Self::TAG.len();
-                $(
-                    let end = at + <$fty as $crate::raw::FixedSegment>::LEN;
-                    $crate::raw::FixedSegment::write(&self.$field, &mut fixed[at..end]);
-                    at = end;
-                )*
-                out.extend_from_slice(&fixed);
+                out.extend_from_slice(Self::TAG);
+                $( $crate::raw::FixedSegment::append(&self.$field, out); )*
                 $(
                     if let Err(e) = $crate::raw::TailSegment::write(&self.$tail, out) {
                         out.truncate(start);
@@ -279,14 +277,19 @@ macro_rules! raw_key {
                 $crate::__private::expect_raw(NAME, bytes, bytes, Self::TAG)?;
                 // One length check for the whole fixed part; the reads below
                 // then cannot run short.
-                let fixed = $crate::__private::fixed_part(NAME, bytes, Self::FIXED_LEN)?;
+                let fixed = $crate::__private::fixed_part(NAME, bytes, Self::fixed_len())?;
                 #[allow(unused_mut)]
                 let mut pos = Self::TAG.len();
-                $( let $field = $crate::__private::read_fixed::<$fty>(NAME, fixed, &mut pos)?; )*
-                $( let $tail = $crate::__private::read_tail::<$tty>(NAME, bytes, &mut pos)?; )?
+                $( let $field = $crate::__private::read_fixed(NAME, fixed, &mut pos)?; )*
+                $( let $tail = $crate::__private::read_tail(NAME, bytes, &mut pos)?; )?
                 $crate::__private::expect_end(NAME, bytes, &bytes[pos..])?;
                 Ok(Self { $($field,)* $($tail)? })
             }
         }
+    };
+    ($($other:tt)*) => {
+        ::std::compile_error!(
+            "raw_key! expects `Name -> Value = ([tag bytes], {field}, ..., ..{tail});`: the tag first, fixed fields, then at most one tail, last"
+        );
     };
 }

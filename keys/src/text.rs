@@ -1,15 +1,19 @@
 //! Delimited text layouts: `evt:{ts:013}:{ulid}`, `outbox:{seq:020}`,
 //! `cs:fn:{tenant}:{namespace}:{function}:meta`.
 //!
-//! Declared once with [`text_key!`](crate::text_key); the layout is a
-//! sequence of string literals and `{field}` / `{field:WIDTH}` parts:
+//! Implemented with [`text_key!`](crate::text_key) for a struct you write,
+//! in the grammar of every key macro (`Name -> Value = (parts);`); the
+//! parts are string literals and `{field}` / `{field:WIDTH}`, separated by
+//! commas:
 //!
 //! ```
 //! use strata_keys::{text_key, Key, Ulid};
 //!
+//! /// `evt:{ts:013}:{ulid}`
+//! #[derive(Debug, Clone, PartialEq, Eq, Hash)]
+//! pub struct EventKey { pub ts: u64, pub id: Ulid }
 //! text_key! {
-//!     /// `evt:{ts:013}:{ulid}`
-//!     pub struct EventKey { ts: u64, id: Ulid } -> Vec<u8> = ("evt:" {ts:013} ":" {id});
+//!     EventKey -> Vec<u8> = ("evt:", {ts:013}, ":", {id});
 //! }
 //!
 //! let id: Ulid = "01HNDGBC00ABCDEFGHJKMNPQRS".parse().unwrap();
@@ -17,6 +21,13 @@
 //! assert_eq!(key.pack().unwrap(), b"evt:1706540400000:01HNDGBC00ABCDEFGHJKMNPQRS");
 //! assert_eq!(EventKey::unpack(b"evt:1706540400000:01HNDGBC00ABCDEFGHJKMNPQRS").unwrap(), key);
 //! ```
+//!
+//! Checked when compiling: every field of the struct is in the layout and
+//! every field named exists; no literal is empty; two literals never follow
+//! each other (write them as one); a width has at most 39 digits. The
+//! delimiter rule below depends on the values (rule 1) and on whether a
+//! field's type is fixed-width (rule 4), so those parts are checked when a
+//! key is written.
 //!
 //! # Field types ([`TextField`])
 //!
@@ -251,9 +262,11 @@ impl TextField for String {
 /// ```
 /// use strata_keys::{text_key, Key, text::Spanning};
 ///
+/// /// `toc:{node_id}:v{ver:06}`
+/// #[derive(Debug, Clone, PartialEq, Eq, Hash)]
+/// pub struct TocKey { pub node_id: Spanning, pub ver: u32 }
 /// text_key! {
-///     /// `toc:{node_id}:v{ver:06}`
-///     pub struct TocKey { node_id: Spanning, ver: u32 } -> () = ("toc:" {node_id} ":v" {ver:06});
+///     TocKey -> () = ("toc:", {node_id}, ":v", {ver:06});
 /// }
 /// let k = TocKey { node_id: Spanning("day:2024-01-29".into()), ver: 3 };
 /// assert_eq!(k.pack().unwrap(), b"toc:day:2024-01-29:v000003");
@@ -294,9 +307,11 @@ impl TextField for Ulid {
 /// ```
 /// use strata_keys::{text_key, Key, text::Escaped};
 ///
+/// /// `node:{node_id}:{grip_id}` where both ids hold `:`.
+/// #[derive(Debug, Clone, PartialEq, Eq, Hash)]
+/// pub struct GripKey { pub node_id: Escaped, pub grip_id: Escaped }
 /// text_key! {
-///     /// `node:{node_id}:{grip_id}` where both ids hold `:`.
-///     pub struct GripKey { node_id: Escaped, grip_id: Escaped } -> () = ("node:" {node_id} ":" {grip_id});
+///     GripKey -> () = ("node:", {node_id}, ":", {grip_id});
 /// }
 /// let k = GripKey {
 ///     node_id: Escaped("toc:day:2024-01-29".into()),
@@ -498,27 +513,37 @@ fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
     haystack.windows(needle.len()).position(|w| w == needle)
 }
 
-/// Declares a struct and implements [`Key`](crate::Key) for it as a
-/// delimited text layout; see the [module docs](crate::text). Fields are
-/// `pub`. Several declarations may follow each other.
+/// Implements [`Key`](crate::Key) for a struct as a delimited text
+/// layout; see the [module docs](crate::text). The struct is yours; every
+/// field must appear in the layout. Several declarations may follow each
+/// other.
 #[macro_export]
 macro_rules! text_key {
     () => {};
-    (
-        $(#[$meta:meta])*
-        $vis:vis struct $name:ident {
-            $( $(#[$fmeta:meta])* $field:ident : $fty:ty ),* $(,)?
-        } -> $value:ty = ( $($part:tt)+ );
-        $($rest:tt)*
-    ) => {
-        $(#[$meta])*
-        #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-        $vis struct $name {
-            $( $(#[$fmeta])* pub $field : $fty, )*
-        }
+    ($name:ident -> $value:ty = ( $($part:tt),+ $(,)? ); $($rest:tt)*) => {
+        $crate::__strata_text_key! { @fields $name [$value] [$($part)+] [] $($part)+ }
+        $crate::text_key! { $($rest)* }
+    };
+    ($($other:tt)*) => {
+        ::std::compile_error!(
+            "text_key! expects `Name -> Value = (parts);`: parts are string literals, `{field}` and `{field:WIDTH}`, separated by commas"
+        );
+    };
+}
 
-        // Widths may be written `013`, mirroring format syntax; they are read
-        // as text by `parse_width`, never as an octal-looking literal.
+/// Collects the fields a text layout names, then implements the key.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __strata_text_key {
+    (@fields $name:ident $value:tt $parts:tt [$($f:ident)*] { $field:ident $(: $w:tt)? } $($rest:tt)*) => {
+        $crate::__strata_text_key! { @fields $name $value $parts [$($f)* $field] $($rest)* }
+    };
+    (@fields $name:ident $value:tt $parts:tt $fields:tt $lit:literal $($rest:tt)*) => {
+        $crate::__strata_text_key! { @fields $name $value $parts $fields $($rest)* }
+    };
+    (@fields $name:ident [$value:ty] [$($part:tt)+] [$($field:ident)*]) => {
+        // Widths may be written `013`, mirroring format syntax; such a
+        // literal is decimal in Rust, never octal.
         #[allow(clippy::zero_prefixed_literal)]
         impl $name {
             /// The layout, part by part.
@@ -526,6 +551,9 @@ macro_rules! text_key {
             /// The layout's delimiters (see the delimiter rule in `strata_keys::text`).
             pub const DELIMITERS: $crate::text::ByteSet = $crate::text::ByteSet::delimiters(Self::LAYOUT);
         }
+
+        // What can be checked without values is checked when compiling.
+        const _: () = $crate::text::check_layout(<$name>::LAYOUT);
 
         impl $crate::Key for $name {
             type Value = $value;
@@ -557,9 +585,32 @@ macro_rules! text_key {
                 Ok(Self { $($field),* })
             }
         }
-
-        $crate::text_key! { $($rest)* }
     };
+}
+
+/// The checks of a text layout that need no values, for the compiler: a
+/// literal is never empty, two literals never follow each other, and a
+/// width is at most 39 digits (a `u128` has 39).
+///
+/// # Panics
+/// On a layout that breaks one of them: at compile time, as a build error.
+pub const fn check_layout(parts: &[TextPart]) {
+    let mut i = 0;
+    while i < parts.len() {
+        match parts[i] {
+            TextPart::Literal(l) => {
+                assert!(!l.is_empty(), "a text layout literal is empty");
+                assert!(
+                    i == 0 || !matches!(parts[i - 1], TextPart::Literal(_)),
+                    "two literals follow each other in a text layout: write them as one"
+                );
+            }
+            TextPart::Field { width, .. } => {
+                assert!(width <= 39, "a text field width is at most 39 digits");
+            }
+        }
+        i += 1;
+    }
 }
 
 #[doc(hidden)]

@@ -2,21 +2,35 @@
 //!
 //! Everything here packs through [`foundationdb_tuple`], re-exported whole as
 //! this module's items, so the bytes are those of every official FoundationDB
-//! binding. [`tuple_key!`](crate::tuple_key) declares a key type in one
-//! statement; [`tuple_prefix!`](crate::tuple_prefix) declares a prefix with
+//! binding. [`tuple_key!`](crate::tuple_key) makes a struct a key type in
+//! one line; [`tuple_prefix!`](crate::tuple_prefix) makes one a prefix with
 //! optional trailing fields for range reads.
 //!
 //! # Layout syntax
 //!
-//! A layout is an optional raw byte prefix in brackets followed by the tuple's
-//! elements in parentheses:
+//! Every key macro of this crate (`tuple_key!`, `tuple_prefix!`,
+//! [`raw_key!`](crate::raw_key), [`text_key!`](crate::text_key)) has one
+//! grammar: you write the struct (derives, visibility and docs are yours),
+//! and the macro implements the key for it from one line per type,
 //!
-//! | element | meaning |
+//! ```text
+//! Name -> Value = (part, part, ...);      // tuple_prefix!: Name = (part, ...);
+//! ```
+//!
+//! where the parts of a tuple layout are:
+//!
+//! | part | meaning |
 //! |---|---|
+//! | `[b, ...]` (first only) | raw bytes before the tuple (the actor KV's `[7] ++ pack(...)`) |
 //! | an expression (`ACTOR`, `3`, `"name"`, `keys::DATA`) | a constant: packed on write, **checked byte for byte on read** |
 //! | `{field}` | a field of the struct, packed with its `TuplePack` impl |
 //! | `..{field}` (last only) | a `Vec<T>` field spread as trailing elements, not nested |
 //! | `?{field}` (prefixes only) | an `Option<T>` trailing field, packed only when set |
+//!
+//! Every field of the struct must appear in the layout (a key reads back
+//! whole), and every field the layout names must exist; misuses of the
+//! grammar (`..{f}` not last, `?{f}` in a key, a text width on a tuple
+//! field) are compile errors naming the part.
 //!
 //! Constants are the discriminants that keep key types apart: reading bytes
 //! of another key type that shares the prefix fails with
@@ -25,9 +39,10 @@
 
 pub use foundationdb_tuple::*;
 
-/// Declares a struct and implements [`Key`](crate::Key) for it as a
-/// FoundationDB tuple; see the [module docs](crate::tuple) for the layout
-/// syntax. Several declarations may follow each other in one invocation.
+/// Implements [`Key`](crate::Key) for a struct as a FoundationDB tuple;
+/// see the [module docs](crate::tuple) for the layout syntax. The struct is
+/// yours (its derives, visibility and docs); every field must appear in the
+/// layout. Several declarations may follow each other in one invocation.
 ///
 /// ```
 /// use strata_keys::{tuple_key, Key, KeyError};
@@ -38,11 +53,16 @@ pub use foundationdb_tuple::*;
 /// const WORKFLOW_ID: i64 = 10;
 /// const CREATE_TS: i64 = 11;
 ///
+/// /// `(ACTOR, DATA, actor_id, WORKFLOW_ID)` holds the actor's workflow id.
+/// #[derive(Debug, Clone, PartialEq)]
+/// pub struct WorkflowIdKey { pub actor_id: Uuid }
+/// /// `(ACTOR, DATA, actor_id, CREATE_TS)` holds a timestamp.
+/// #[derive(Debug, Clone, PartialEq)]
+/// pub struct CreateTsKey { pub actor_id: Uuid }
+///
 /// tuple_key! {
-///     /// `(ACTOR, DATA, actor_id, WORKFLOW_ID)` holds the actor's workflow id.
-///     pub struct WorkflowIdKey { pub actor_id: Uuid } -> Uuid = (ACTOR, DATA, {actor_id}, WORKFLOW_ID);
-///     /// `(ACTOR, DATA, actor_id, CREATE_TS)` holds a timestamp.
-///     pub struct CreateTsKey { pub actor_id: Uuid } -> i64 = (ACTOR, DATA, {actor_id}, CREATE_TS);
+///     WorkflowIdKey -> Uuid = (ACTOR, DATA, {actor_id}, WORKFLOW_ID);
+///     CreateTsKey -> i64 = (ACTOR, DATA, {actor_id}, CREATE_TS);
 /// }
 ///
 /// let key = CreateTsKey { actor_id: Uuid::from_u128(7) };
@@ -55,44 +75,43 @@ pub use foundationdb_tuple::*;
 #[macro_export]
 macro_rules! tuple_key {
     () => {};
-    (
-        $(#[$meta:meta])*
-        $vis:vis struct $name:ident {
-            $( $(#[$fmeta:meta])* $fvis:vis $field:ident : $fty:ty ),* $(,)?
-        } -> $value:ty = $([ $($raw:expr),* $(,)? ])? ( $($layout:tt)* );
-        $($rest:tt)*
-    ) => {
-        $(#[$meta])*
-        #[derive(Debug, Clone, PartialEq)]
-        $vis struct $name {
-            $( $(#[$fmeta])* $fvis $field : $fty, )*
-        }
-        $crate::__strata_tuple_layout! {
-            @munch (key $name [$value] [$($($raw),*)?] [$($field)*]) [] $($layout)*
-        }
+    ($name:ident -> $value:ty = ( [ $($raw:expr),* $(,)? ] $(, $($layout:tt)*)? ); $($rest:tt)*) => {
+        $crate::__strata_tuple_layout! { @munch (key $name [$value]) [$($raw),*] [] [] $($($layout)*)? }
         $crate::tuple_key! { $($rest)* }
+    };
+    ($name:ident -> $value:ty = ( $($layout:tt)* ); $($rest:tt)*) => {
+        $crate::__strata_tuple_layout! { @munch (key $name [$value]) [] [] [] $($layout)* }
+        $crate::tuple_key! { $($rest)* }
+    };
+    ($($other:tt)*) => {
+        ::std::compile_error!(
+            "tuple_key! expects `Name -> Value = (parts);`: parts are constants, `{field}`, a last `..{field}`, and an optional leading `[raw bytes]`"
+        );
     };
 }
 
-/// Declares a tuple *prefix*: a struct that packs to the first elements of a
-/// key family, for range reads over a [`Subspace`](crate::Subspace). Trailing
+/// Implements a tuple *prefix* for a struct: the first elements of a key
+/// family, for range reads over a [`Subspace`](crate::Subspace). Trailing
 /// fields marked `?{field}` are `Option`s packed only when set; setting one
 /// while an earlier one is unset is refused with
 /// [`KeyError::OptionalFieldGap`](crate::KeyError::OptionalFieldGap).
 ///
-/// The generated struct has `pack_into`, `pack`, `subspace` and `range`.
+/// The struct gets `pack_into`, `pack`, `subspace` and `range`.
 ///
 /// ```
 /// use strata_keys::{tuple_prefix, tuple::Uuid};
 ///
 /// const NAMESPACE: i64 = 3;
+///
+/// /// All keys `(NAMESPACE, namespace_id, name, [create_ts, ...])`.
+/// #[derive(Debug, Clone)]
+/// pub struct NameSubspace {
+///     pub namespace_id: Uuid,
+///     pub name: String,
+///     pub create_ts: Option<i64>,
+/// }
 /// tuple_prefix! {
-///     /// All keys `(NAMESPACE, namespace_id, name, [create_ts, ...])`.
-///     pub struct NameSubspace {
-///         pub namespace_id: Uuid,
-///         pub name: String,
-///         pub create_ts: Option<i64>,
-///     } = (NAMESPACE, {namespace_id}, {name}, ?{create_ts});
+///     NameSubspace = (NAMESPACE, {namespace_id}, {name}, ?{create_ts});
 /// }
 ///
 /// let ns = Uuid::from_u128(9);
@@ -104,46 +123,58 @@ macro_rules! tuple_key {
 #[macro_export]
 macro_rules! tuple_prefix {
     () => {};
-    (
-        $(#[$meta:meta])*
-        $vis:vis struct $name:ident {
-            $( $(#[$fmeta:meta])* $fvis:vis $field:ident : $fty:ty ),* $(,)?
-        } = $([ $($raw:expr),* $(,)? ])? ( $($layout:tt)* );
-        $($rest:tt)*
-    ) => {
-        $(#[$meta])*
-        #[derive(Debug, Clone, PartialEq)]
-        $vis struct $name {
-            $( $(#[$fmeta])* $fvis $field : $fty, )*
-        }
-        $crate::__strata_tuple_layout! {
-            @munch (prefix $name [] [$($($raw),*)?] [$($field)*]) [] $($layout)*
-        }
+    ($name:ident = ( [ $($raw:expr),* $(,)? ] $(, $($layout:tt)*)? ); $($rest:tt)*) => {
+        $crate::__strata_tuple_layout! { @munch (prefix $name) [$($raw),*] [] [] $($($layout)*)? }
         $crate::tuple_prefix! { $($rest)* }
+    };
+    ($name:ident = ( $($layout:tt)* ); $($rest:tt)*) => {
+        $crate::__strata_tuple_layout! { @munch (prefix $name) [] [] [] $($layout)* }
+        $crate::tuple_prefix! { $($rest)* }
+    };
+    ($($other:tt)*) => {
+        ::std::compile_error!(
+            "tuple_prefix! expects `Name = (parts);`: parts are constants, `{field}`, trailing `?{field}`s, and an optional leading `[raw bytes]`"
+        );
     };
 }
 
-/// Normalises a tuple layout into `(kind field)` / `(const expr)` items.
+/// Normalises a tuple layout into `(kind field)` / `(const expr)` items and
+/// collects the fields it names.
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __strata_tuple_layout {
-    (@munch $cfg:tt [$($acc:tt)*] .. { $f:ident } $(,)?) => {
-        $crate::__strata_tuple_layout! { @done $cfg [$($acc)* (spread $f)] }
+    (@munch $cfg:tt $raw:tt [$($acc:tt)*] [$($fields:ident)*] .. { $f:ident } $(,)?) => {
+        $crate::__strata_tuple_layout! { @done $cfg $raw [$($acc)* (spread $f)] [$($fields)* $f] }
     };
-    (@munch $cfg:tt [$($acc:tt)*] ? { $f:ident } $(, $($rest:tt)*)?) => {
-        $crate::__strata_tuple_layout! { @munch $cfg [$($acc)* (optional $f)] $($($rest)*)? }
+    (@munch $cfg:tt $raw:tt $acc:tt $fields:tt .. { $f:ident } , $($rest:tt)+) => {
+        ::std::compile_error!(::std::concat!(
+            "`..{", ::std::stringify!($f), "}` spreads a field as trailing elements: it must be the last part"
+        ));
     };
-    (@munch $cfg:tt [$($acc:tt)*] { $f:ident } $(, $($rest:tt)*)?) => {
-        $crate::__strata_tuple_layout! { @munch $cfg [$($acc)* (field $f)] $($($rest)*)? }
+    (@munch (key $($cfg:tt)*) $raw:tt $acc:tt $fields:tt ? { $f:ident } $($rest:tt)*) => {
+        ::std::compile_error!(::std::concat!(
+            "`?{", ::std::stringify!($f), "}` is an optional prefix field: use tuple_prefix!, not tuple_key!"
+        ));
     };
-    (@munch $cfg:tt [$($acc:tt)*] $c:expr $(, $($rest:tt)*)?) => {
-        $crate::__strata_tuple_layout! { @munch $cfg [$($acc)* (const $c)] $($($rest)*)? }
+    (@munch $cfg:tt $raw:tt [$($acc:tt)*] [$($fields:ident)*] ? { $f:ident } $(, $($rest:tt)*)?) => {
+        $crate::__strata_tuple_layout! { @munch $cfg $raw [$($acc)* (optional $f)] [$($fields)* $f] $($($rest)*)? }
     };
-    (@munch $cfg:tt [$($acc:tt)*]) => {
-        $crate::__strata_tuple_layout! { @done $cfg [$($acc)*] }
+    (@munch $cfg:tt $raw:tt [$($acc:tt)*] [$($fields:ident)*] { $f:ident } $(, $($rest:tt)*)?) => {
+        $crate::__strata_tuple_layout! { @munch $cfg $raw [$($acc)* (field $f)] [$($fields)* $f] $($($rest)*)? }
+    };
+    (@munch $cfg:tt $raw:tt $acc:tt $fields:tt { $f:ident : $($w:tt)* } $($rest:tt)*) => {
+        ::std::compile_error!(::std::concat!(
+            "`{", ::std::stringify!($f), ":...}`: a width is for text_key! fields; tuple elements have none"
+        ));
+    };
+    (@munch $cfg:tt $raw:tt [$($acc:tt)*] $fields:tt $c:expr $(, $($rest:tt)*)?) => {
+        $crate::__strata_tuple_layout! { @munch $cfg $raw [$($acc)* (const $c)] $fields $($($rest)*)? }
+    };
+    (@munch $cfg:tt $raw:tt $acc:tt $fields:tt) => {
+        $crate::__strata_tuple_layout! { @done $cfg $raw $acc $fields }
     };
 
-    (@done (key $name:ident [$value:ty] [$($raw:expr),*] [$($field:ident)*]) [$($elem:tt)*]) => {
+    (@done (key $name:ident [$value:ty]) [$($raw:expr),*] [$($elem:tt)*] [$($field:ident)*]) => {
         impl $name {
             const __STRATA_RAW: &'static [u8] = &[$($raw),*];
 
@@ -196,7 +227,7 @@ macro_rules! __strata_tuple_layout {
         }
     };
 
-    (@done (prefix $name:ident [] [$($raw:expr),*] [$($field:ident)*]) [$($elem:tt)*]) => {
+    (@done (prefix $name:ident) [$($raw:expr),*] [$($elem:tt)*] [$($field:ident)*]) => {
         impl $name {
             /// Appends the packed prefix to `out`; on error `out` is unchanged.
             ///

@@ -17,19 +17,38 @@ mod decl {
     use strata_keys::tuple::Uuid;
     use strata_keys::{Ulid, raw_key, text_key, tuple_key};
 
+    /// Numeric fields.
+    #[derive(Debug, Clone, PartialEq)]
+    pub struct T {
+        pub id: Uuid,
+        pub ts: i64,
+    }
+    /// A string field.
+    #[derive(Debug, Clone, PartialEq)]
+    pub struct S {
+        pub name: String,
+    }
     tuple_key! {
-        /// Numeric fields.
-        pub struct T { pub id: Uuid, pub ts: i64 } -> () = (3, {id}, {ts}, 7);
-        /// A string field.
-        pub struct S { pub name: String } -> () = (4, {name});
+        T -> () = (3, {id}, {ts}, 7);
+        S -> () = (4, {name});
+    }
+    /// Fixed segments and a tail.
+    #[derive(Debug, Clone, PartialEq, Eq, Hash)]
+    pub struct R {
+        pub a: u64,
+        pub tail: Vec<u8>,
     }
     raw_key! {
-        /// Fixed segments and a tail.
-        pub struct R { a: u64, ..tail: Vec<u8> } -> () = [5, 1, 2];
+        R -> () = ([5, 1, 2], {a}, ..{tail});
+    }
+    /// Padded number and ULID.
+    #[derive(Debug, Clone, PartialEq, Eq, Hash)]
+    pub struct X {
+        pub ts: u64,
+        pub id: Ulid,
     }
     text_key! {
-        /// Padded number and ULID.
-        pub struct X { ts: u64, id: Ulid } -> () = ("evt:" {ts:013} ":" {id});
+        X -> () = ("evt:", {ts:013}, ":", {id});
     }
 }
 use decl::{R, S, T, X};

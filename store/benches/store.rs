@@ -23,9 +23,13 @@ use ab::ab;
 
 const N: u64 = 10_000;
 
+/// The typed side's rows: `("t", id)`.
+#[derive(Debug, Clone, PartialEq)]
+struct Row {
+    id: u64,
+}
 tuple_key! {
-    /// The typed side's rows: `("t", id)`.
-    struct Row { id: u64 } -> Vec<u8> = ("t", {id});
+    Row -> Vec<u8> = ("t", {id});
 }
 
 /// The raw side's key for `id`: `("r", id)`, the same length as the typed key.

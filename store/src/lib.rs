@@ -12,9 +12,11 @@
 //! pub struct User { pub name: String }
 //! value!(User: postcard, version = 1);
 //!
+//! /// `("user", id)`.
+//! #[derive(Debug, Clone, PartialEq)]
+//! pub struct UserKey { pub id: u64 }
 //! tuple_key! {
-//!     /// `("user", id)`.
-//!     pub struct UserKey { pub id: u64 } -> User = ("user", {id});
+//!     UserKey -> User = ("user", {id});
 //! }
 //!
 //! let options = StoreOptions::new(Limits::FOUNDATIONDB);

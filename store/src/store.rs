@@ -155,9 +155,11 @@ impl<E: Engine> Store<E> {
     /// use strata_keys::tuple_key;
     /// use strata_store::{Store, StoreError, StoreOptions};
     ///
+    /// /// An account's balance.
+    /// #[derive(Debug, Clone, PartialEq)]
+    /// pub struct Balance { pub id: u64 }
     /// tuple_key! {
-    ///     /// An account's balance.
-    ///     pub struct Balance { pub id: u64 } -> String = ("balance", {id});
+    ///     Balance -> String = ("balance", {id});
     /// }
     /// let options = StoreOptions::new(Limits::FOUNDATIONDB);
     /// let store = Store::open(MemEngine::open(options.keyspace_specs())?, options)?;

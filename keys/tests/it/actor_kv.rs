@@ -10,36 +10,84 @@ use strata_keys::{Key, KeyError, Subspace, raw_key, tuple_key};
 mod v0 {
     use super::{OwnedElement, raw_key, tuple_key};
 
+    /// `[1]` persisted actor data.
+    #[derive(Debug, Clone, PartialEq, Eq, Hash)]
+    pub struct PersistData {}
+    /// `[2] ++ utf8(conn_id)`.
+    #[derive(Debug, Clone, PartialEq, Eq, Hash)]
+    pub struct Connection {
+        pub conn_id: String,
+    }
+    /// `[3]` inspector token.
+    #[derive(Debug, Clone, PartialEq, Eq, Hash)]
+    pub struct InspectorToken {}
+    /// `[4] ++ user_key`.
+    #[derive(Debug, Clone, PartialEq, Eq, Hash)]
+    pub struct UserKv {
+        pub user_key: Vec<u8>,
+    }
+    /// `[5] ++ u64_be(message_id)`.
+    #[derive(Debug, Clone, PartialEq, Eq, Hash)]
+    pub struct QueueMessage {
+        pub message_id: u64,
+    }
+    /// `[6]` queue metadata.
+    #[derive(Debug, Clone, PartialEq, Eq, Hash)]
+    pub struct QueueMetadata {}
+    /// `[9, 0, file_tag]` SQLite file metadata.
+    #[derive(Debug, Clone, PartialEq, Eq, Hash)]
+    pub struct SqliteMeta {
+        pub file_tag: u8,
+    }
+    /// `[9, 1, file_tag, u32_be(chunk_index)]` SQLite page chunk.
+    #[derive(Debug, Clone, PartialEq, Eq, Hash)]
+    pub struct SqliteChunk {
+        pub file_tag: u8,
+        pub chunk_index: u32,
+    }
     raw_key! {
-        /// `[1]` persisted actor data.
-        pub struct PersistData {} -> Vec<u8> = [1];
-        /// `[2] ++ utf8(conn_id)`.
-        pub struct Connection { ..conn_id: String } -> Vec<u8> = [2];
-        /// `[3]` inspector token.
-        pub struct InspectorToken {} -> String = [3];
-        /// `[4] ++ user_key`.
-        pub struct UserKv { ..user_key: Vec<u8> } -> Vec<u8> = [4];
-        /// `[5] ++ u64_be(message_id)`.
-        pub struct QueueMessage { message_id: u64 } -> Vec<u8> = [5];
-        /// `[6]` queue metadata.
-        pub struct QueueMetadata {} -> Vec<u8> = [6];
-        /// `[9, 0, file_tag]` SQLite file metadata.
-        pub struct SqliteMeta { file_tag: u8 } -> Vec<u8> = [9, 0];
-        /// `[9, 1, file_tag, u32_be(chunk_index)]` SQLite page chunk.
-        pub struct SqliteChunk { file_tag: u8, chunk_index: u32 } -> Vec<u8> = [9, 1];
+        PersistData -> Vec<u8> = ([1]);
+        Connection -> Vec<u8> = ([2], ..{conn_id});
+        InspectorToken -> String = ([3]);
+        UserKv -> Vec<u8> = ([4], ..{user_key});
+        QueueMessage -> Vec<u8> = ([5], {message_id});
+        QueueMetadata -> Vec<u8> = ([6]);
+        SqliteMeta -> Vec<u8> = ([9, 0], {file_tag});
+        SqliteChunk -> Vec<u8> = ([9, 1], {file_tag}, {chunk_index});
     }
 
+    /// `[7] ++ pack(1, name_index)`: workflow name registry.
+    #[derive(Debug, Clone, PartialEq)]
+    pub struct WorkflowName {
+        pub name_index: u64,
+    }
+    /// `[7] ++ pack(2, ...location_segments)`: workflow history.
+    #[derive(Debug, Clone, PartialEq)]
+    pub struct WorkflowHistory {
+        pub location: Vec<OwnedElement>,
+    }
+    /// `[7] ++ pack(3, field)`: workflow metadata field (1 state .. 5 input).
+    #[derive(Debug, Clone, PartialEq)]
+    pub struct WorkflowField {
+        pub field: u16,
+    }
+    /// `[7] ++ pack(4, entry_id)`: workflow entry metadata.
+    #[derive(Debug, Clone, PartialEq)]
+    pub struct WorkflowEntry {
+        pub entry_id: String,
+    }
+    /// `[8] ++ pack(1, bucket_start_sec, chunk_id)`: a chunk of trace data.
+    #[derive(Debug, Clone, PartialEq)]
+    pub struct TraceChunk {
+        pub bucket_start_sec: u64,
+        pub chunk_id: u64,
+    }
     tuple_key! {
-        /// `[7] ++ pack(1, name_index)`: workflow name registry.
-        pub struct WorkflowName { pub name_index: u64 } -> String = [7] (1, {name_index});
-        /// `[7] ++ pack(2, ...location_segments)`: workflow history.
-        pub struct WorkflowHistory { pub location: Vec<OwnedElement> } -> Vec<u8> = [7] (2, ..{location});
-        /// `[7] ++ pack(3, field)`: workflow metadata field (1 state .. 5 input).
-        pub struct WorkflowField { pub field: u16 } -> Vec<u8> = [7] (3, {field});
-        /// `[7] ++ pack(4, entry_id)`: workflow entry metadata.
-        pub struct WorkflowEntry { pub entry_id: String } -> Vec<u8> = [7] (4, {entry_id});
-        /// `[8] ++ pack(1, bucket_start_sec, chunk_id)`: a chunk of trace data.
-        pub struct TraceChunk { pub bucket_start_sec: u64, pub chunk_id: u64 } -> Vec<u8> = [8] (1, {bucket_start_sec}, {chunk_id});
+        WorkflowName -> String = ([7], 1, {name_index});
+        WorkflowHistory -> Vec<u8> = ([7], 2, ..{location});
+        WorkflowField -> Vec<u8> = ([7], 3, {field});
+        WorkflowEntry -> Vec<u8> = ([7], 4, {entry_id});
+        TraceChunk -> Vec<u8> = ([8], 1, {bucket_start_sec}, {chunk_id});
     }
 
     /// Workflow field numbers (the tuple layer packs no `u8`, hence `u16`).
@@ -61,17 +109,34 @@ mod v0 {
 mod v1 {
     use super::raw_key;
 
+    /// `[1, 1]`.
+    #[derive(Debug, Clone, PartialEq, Eq, Hash)]
+    pub struct PersistData {}
+    /// `[4, 1] ++ user_key`.
+    #[derive(Debug, Clone, PartialEq, Eq, Hash)]
+    pub struct UserKv {
+        pub user_key: Vec<u8>,
+    }
+    /// `[5, 1, 1]` queue metadata, beside the messages.
+    #[derive(Debug, Clone, PartialEq, Eq, Hash)]
+    pub struct QueueMetadata {}
+    /// `[5, 1, 2] ++ u64_be(message_id)`.
+    #[derive(Debug, Clone, PartialEq, Eq, Hash)]
+    pub struct QueueMessage {
+        pub message_id: u64,
+    }
+    /// `[9, 1, 1, file_tag, u32_be(chunk_index)]`.
+    #[derive(Debug, Clone, PartialEq, Eq, Hash)]
+    pub struct SqliteChunk {
+        pub file_tag: u8,
+        pub chunk_index: u32,
+    }
     raw_key! {
-        /// `[1, 1]`.
-        pub struct PersistData {} -> Vec<u8> = [1, 1];
-        /// `[4, 1] ++ user_key`.
-        pub struct UserKv { ..user_key: Vec<u8> } -> Vec<u8> = [4, 1];
-        /// `[5, 1, 1]` queue metadata, beside the messages.
-        pub struct QueueMetadata {} -> Vec<u8> = [5, 1, 1];
-        /// `[5, 1, 2] ++ u64_be(message_id)`.
-        pub struct QueueMessage { message_id: u64 } -> Vec<u8> = [5, 1, 2];
-        /// `[9, 1, 1, file_tag, u32_be(chunk_index)]`.
-        pub struct SqliteChunk { file_tag: u8, chunk_index: u32 } -> Vec<u8> = [9, 1, 1];
+        PersistData -> Vec<u8> = ([1, 1]);
+        UserKv -> Vec<u8> = ([4, 1], ..{user_key});
+        QueueMetadata -> Vec<u8> = ([5, 1, 1]);
+        QueueMessage -> Vec<u8> = ([5, 1, 2], {message_id});
+        SqliteChunk -> Vec<u8> = ([9, 1, 1], {file_tag}, {chunk_index});
     }
 }
 
@@ -267,11 +332,20 @@ const ACTOR_KV: i64 = 3;
 const METADATA: i64 = 1;
 const DATA: i64 = 2;
 
+/// `(KeyWrapper(logical_key), METADATA)`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EnvelopeMeta {
+    pub key: Vec<u8>,
+}
+/// `(KeyWrapper(logical_key), DATA, chunk_index)`: 10,000-byte chunks.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EnvelopeChunk {
+    pub key: Vec<u8>,
+    pub chunk: u64,
+}
 tuple_key! {
-    /// `(KeyWrapper(logical_key), METADATA)`.
-    pub struct EnvelopeMeta { pub key: Vec<u8> } -> Vec<u8> = ({key}, METADATA);
-    /// `(KeyWrapper(logical_key), DATA, chunk_index)`: 10,000-byte chunks.
-    pub struct EnvelopeChunk { pub key: Vec<u8>, pub chunk: u64 } -> Vec<u8> = ({key}, DATA, {chunk});
+    EnvelopeMeta -> Vec<u8> = ({key}, METADATA);
+    EnvelopeChunk -> Vec<u8> = ({key}, DATA, {chunk});
 }
 
 #[test]

@@ -7,21 +7,47 @@ use strata_keys::text::Spanning;
 use strata_keys::tuple::Uuid;
 use strata_keys::{Key, KeyError, TextProblem, raw_key, text_key, tuple_key};
 
+/// `(1, id, name, 2)`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct T {
+    pub id: Uuid,
+    pub name: String,
+}
 tuple_key! {
-    /// `(1, id, name, 2)`.
-    pub struct T { pub id: Uuid, pub name: String } -> () = (1, {id}, {name}, 2);
+    T -> () = (1, {id}, {name}, 2);
+}
+/// `[7, 7] ++ u32 ++ u64 ++ utf8`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct R {
+    pub a: u32,
+    pub b: u64,
+    pub rest: String,
 }
 raw_key! {
-    /// `[7, 7] ++ u32 ++ u64 ++ utf8`.
-    pub struct R { a: u32, b: u64, ..rest: String } -> () = [7, 7];
+    R -> () = ([7, 7], {a}, {b}, ..{rest});
+}
+/// `k:{n:04}:{s}:end`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct X {
+    pub n: u16,
+    pub s: String,
+}
+/// A terminator that can overlap the field's end.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Overlap {
+    pub s: Spanning,
+    pub n: u8,
+}
+/// Two fields with no literal between: refused at the first write.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Unterminated {
+    pub s: String,
+    pub n: u8,
 }
 text_key! {
-    /// `k:{n:04}:{s}:end`.
-    pub struct X { n: u16, s: String } -> () = ("k:" {n:04} ":" {s} ":end");
-    /// A terminator that can overlap the field's end.
-    pub struct Overlap { s: Spanning, n: u8 } -> () = ("o" {s} "-x-" {n});
-    /// Two fields with no literal between: refused at the first write.
-    pub struct Unterminated { s: String, n: u8 } -> () = ("u" {s} {n:3});
+    X -> () = ("k:", {n:04}, ":", {s}, ":end");
+    Overlap -> () = ("o", {s}, "-x-", {n});
+    Unterminated -> () = ("u", {s}, {n:3});
 }
 
 fn t() -> Vec<u8> {
@@ -175,9 +201,14 @@ fn text_key_errors() {
         );
     }
     // u16 out of range in a 5-digit field.
+    /// `w{n:05}`.
+    #[allow(clippy::items_after_statements)]
+    #[derive(Debug, Clone, PartialEq, Eq, Hash)]
+    pub struct W {
+        pub n: u16,
+    }
     text_key! {
-        /// `w{n:05}`.
-        pub struct W { n: u16 } -> () = ("w" {n:05});
+        W -> () = ("w", {n:05});
     }
     assert!(matches!(
         W::unpack(b"w70000"),

@@ -18,6 +18,7 @@ mod props;
 mod seeds_text;
 mod subspace;
 mod tuple_vectors;
+mod ui;
 mod ulid;
 mod universaldb;
 

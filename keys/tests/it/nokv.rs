@@ -5,26 +5,56 @@
 use strata_keys::{Key, Subspace, raw_key, tuple_key};
 
 // Family tags are ours; the document gives the field order only.
+/// `inode_current: mount_id | inode_id`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Inode {
+    pub mount_id: u64,
+    pub inode_id: u64,
+}
+/// `dentry_current: mount_id | parent_inode | name`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Dentry {
+    pub mount_id: u64,
+    pub parent_inode: u64,
+    pub name: String,
+}
+/// `chunk_manifest_current: mount_id | inode_id | generation | chunk_index`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Manifest {
+    pub mount_id: u64,
+    pub inode_id: u64,
+    pub generation: u64,
+    pub chunk_index: u64,
+}
+/// `watch_log: mount_id | watch_scope | commit_version | event_id`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Watch {
+    pub mount_id: u64,
+    pub scope: u64,
+    pub commit_version: u64,
+    pub event_id: u64,
+}
 raw_key! {
-    /// `inode_current: mount_id | inode_id`.
-    pub struct Inode { mount_id: u64, inode_id: u64 } -> Vec<u8> = [1];
-    /// `dentry_current: mount_id | parent_inode | name`.
-    pub struct Dentry { mount_id: u64, parent_inode: u64, ..name: String } -> Vec<u8> = [2];
-    /// `chunk_manifest_current: mount_id | inode_id | generation | chunk_index`.
-    pub struct Manifest { mount_id: u64, inode_id: u64, generation: u64, chunk_index: u64 } -> Vec<u8> = [3];
-    /// `watch_log: mount_id | watch_scope | commit_version | event_id`.
-    pub struct Watch { mount_id: u64, scope: u64, commit_version: u64, event_id: u64 } -> Vec<u8> = [4];
+    Inode -> Vec<u8> = ([1], {mount_id}, {inode_id});
+    Dentry -> Vec<u8> = ([2], {mount_id}, {parent_inode}, ..{name});
+    Manifest -> Vec<u8> = ([3], {mount_id}, {inode_id}, {generation}, {chunk_index});
+    Watch -> Vec<u8> = ([4], {mount_id}, {scope}, {commit_version}, {event_id});
 }
 
 /// `chunk_index` of the body summary row.
 const BODY: u64 = u64::MAX;
 
+/// `history: family | user_key | inverted_commit_version`. The document
+/// length-prefixes the user key; a tuple byte string is self-delimiting
+/// and keeps the same grouping, newest version first.
+#[derive(Debug, Clone, PartialEq)]
+pub struct History {
+    pub family: u16,
+    pub user_key: Vec<u8>,
+    pub inverted: u64,
+}
 tuple_key! {
-    /// `history: family | user_key | inverted_commit_version`. The document
-    /// length-prefixes the user key; a tuple byte string is self-delimiting
-    /// and keeps the same grouping, newest version first.
-    pub struct History { pub family: u16, pub user_key: Vec<u8>, pub inverted: u64 } -> Vec<u8>
-        = (10, {family}, {user_key}, {inverted});
+    History -> Vec<u8> = (10, {family}, {user_key}, {inverted});
 }
 
 #[test]

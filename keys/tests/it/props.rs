@@ -8,35 +8,90 @@ use strata_keys::text::{Escaped, Spanning};
 use strata_keys::tuple::{self, Uuid};
 use strata_keys::{Key, KeyRange, Subspace, Ulid, UlidGenerator, raw_key, text_key, tuple_key};
 
+/// Several element types behind a discriminant.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Tk {
+    pub a: i64,
+    pub s: String,
+    pub b: Vec<u8>,
+    pub u: Uuid,
+}
+/// Wide integers.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Wide {
+    pub n: i128,
+}
+/// Floats roundtrip bit for bit.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Fl {
+    pub f: f64,
+    pub g: f32,
+}
 tuple_key! {
-    /// Several element types behind a discriminant.
-    pub struct Tk { pub a: i64, pub s: String, pub b: Vec<u8>, pub u: Uuid } -> () = (1, {a}, {s}, {b}, {u});
-    /// Wide integers.
-    pub struct Wide { pub n: i128 } -> () = (2, {n});
-    /// Floats roundtrip bit for bit.
-    pub struct Fl { pub f: f64, pub g: f32 } -> () = (3, {f}, {g});
+    Tk -> () = (1, {a}, {s}, {b}, {u});
+    Wide -> () = (2, {n});
+    Fl -> () = (3, {f}, {g});
 }
 
+/// `[9, 1, tag, u32_be(chunk)]`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Chunk {
+    pub tag: u8,
+    pub chunk: u32,
+}
+/// `[5] ++ u64_be ++ tail`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Msg {
+    pub id: u64,
+    pub tail: Vec<u8>,
+}
+/// UTF-8 tail.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Conn {
+    pub id: String,
+}
 raw_key! {
-    /// `[9, 1, tag, u32_be(chunk)]`.
-    pub struct Chunk { tag: u8, chunk: u32 } -> () = [9, 1];
-    /// `[5] ++ u64_be ++ tail`.
-    pub struct Msg { id: u64, ..tail: Vec<u8> } -> () = [5];
-    /// UTF-8 tail.
-    pub struct Conn { ..id: String } -> () = [2];
+    Chunk -> () = ([9, 1], {tag}, {chunk});
+    Msg -> () = ([5], {id}, ..{tail});
+    Conn -> () = ([2], ..{id});
 }
 
+/// `evt:{ts:013}:{ulid}`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Evt {
+    pub ts: u64,
+    pub id: Ulid,
+}
+/// `outbox:{seq:020}`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Outbox {
+    pub seq: u64,
+}
+/// Strict text fields and an unpadded number.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Txt {
+    pub a: String,
+    pub n: u32,
+    pub b: String,
+}
+/// Escaped free text.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Esc {
+    pub a: Escaped,
+    pub b: Escaped,
+}
+/// Spanning text.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Span {
+    pub a: Spanning,
+    pub v: u16,
+}
 text_key! {
-    /// `evt:{ts:013}:{ulid}`.
-    pub struct Evt { ts: u64, id: Ulid } -> () = ("evt:" {ts:013} ":" {id});
-    /// `outbox:{seq:020}`.
-    pub struct Outbox { seq: u64 } -> () = ("outbox:" {seq:020});
-    /// Strict text fields and an unpadded number.
-    pub struct Txt { a: String, n: u32, b: String } -> () = ("t:" {a} ":" {n} ":" {b} ":end");
-    /// Escaped free text.
-    pub struct Esc { a: Escaped, b: Escaped } -> () = ("e:" {a} "/" {b});
-    /// Spanning text.
-    pub struct Span { a: Spanning, v: u16 } -> () = ("s:" {a} ":v" {v:05});
+    Evt -> () = ("evt:", {ts:013}, ":", {id});
+    Outbox -> () = ("outbox:", {seq:020});
+    Txt -> () = ("t:", {a}, ":", {n}, ":", {b}, ":end");
+    Esc -> () = ("e:", {a}, "/", {b});
+    Span -> () = ("s:", {a}, ":v", {v:05});
 }
 
 fn uuid() -> impl Strategy<Value = Uuid> {

@@ -7,68 +7,171 @@ use strata_keys::text::{Escaped, Spanning};
 use strata_keys::ulid::UlidError;
 use strata_keys::{Key, KeyError, TextProblem, Ulid, text_key};
 
+/// `evt:{ts:013}:{ulid}` with a typed ULID.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct EventKey {
+    pub ts: u64,
+    pub id: Ulid,
+}
+/// The same layout with the id kept as text, as the document's example needs.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct EventKeyText {
+    pub ts: u64,
+    pub id: String,
+}
+/// `toc:{node_id}:v{ver:06}`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct TocKey {
+    pub node_id: Spanning,
+    pub ver: u32,
+}
+/// `latest:{node_id}`: no literal follows, so the id may hold `:`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct LatestKey {
+    pub node_id: String,
+}
+/// `node:{node_id}:{grip_id}` as the document writes it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct GripIndexKey {
+    pub node_id: String,
+    pub grip_id: String,
+}
+/// The same with escaped ids: unambiguous.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct GripIndexKeyEscaped {
+    pub node_id: Escaped,
+    pub grip_id: Escaped,
+}
+/// `outbox:{seq:020}`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct OutboxKey {
+    pub seq: u64,
+}
+/// `grip:{timestamp_ms:013}:{random_suffix}`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct GripId {
+    pub timestamp_ms: u64,
+    pub suffix: String,
+}
 text_key! {
-    /// `evt:{ts:013}:{ulid}` with a typed ULID.
-    pub struct EventKey { ts: u64, id: Ulid } -> Vec<u8> = ("evt:" {ts:013} ":" {id});
-    /// The same layout with the id kept as text, as the document's example needs.
-    pub struct EventKeyText { ts: u64, id: String } -> Vec<u8> = ("evt:" {ts:013} ":" {id});
-    /// `toc:{node_id}:v{ver:06}`.
-    pub struct TocKey { node_id: Spanning, ver: u32 } -> Vec<u8> = ("toc:" {node_id} ":v" {ver:06});
-    /// `latest:{node_id}`: no literal follows, so the id may hold `:`.
-    pub struct LatestKey { node_id: String } -> u64 = ("latest:" {node_id});
-    /// `node:{node_id}:{grip_id}` as the document writes it.
-    pub struct GripIndexKey { node_id: String, grip_id: String } -> () = ("node:" {node_id} ":" {grip_id});
-    /// The same with escaped ids: unambiguous.
-    pub struct GripIndexKeyEscaped { node_id: Escaped, grip_id: Escaped } -> () = ("node:" {node_id} ":" {grip_id});
-    /// `outbox:{seq:020}`.
-    pub struct OutboxKey { seq: u64 } -> Vec<u8> = ("outbox:" {seq:020});
-    /// `grip:{timestamp_ms:013}:{random_suffix}`.
-    pub struct GripId { timestamp_ms: u64, suffix: String } -> () = ("grip:" {timestamp_ms:013} ":" {suffix});
+    EventKey -> Vec<u8> = ("evt:", {ts:013}, ":", {id});
+    EventKeyText -> Vec<u8> = ("evt:", {ts:013}, ":", {id});
+    TocKey -> Vec<u8> = ("toc:", {node_id}, ":v", {ver:06});
+    LatestKey -> u64 = ("latest:", {node_id});
+    GripIndexKey -> () = ("node:", {node_id}, ":", {grip_id});
+    GripIndexKeyEscaped -> () = ("node:", {node_id}, ":", {grip_id});
+    OutboxKey -> Vec<u8> = ("outbox:", {seq:020});
+    GripId -> () = ("grip:", {timestamp_ms:013}, ":", {suffix});
 }
 
 mod kvrocks {
     use strata_keys::text_key;
 
+    /// `cs:fn:{tenant}:{namespace}:{function}:meta`
+    #[derive(Debug, Clone, PartialEq, Eq, Hash)]
+    pub struct FnMeta {
+        pub tenant: String,
+        pub namespace: String,
+        pub function: String,
+    }
+    /// `cs:fn:{tenant}:{namespace}:{function}:version_seq`
+    #[derive(Debug, Clone, PartialEq, Eq, Hash)]
+    pub struct FnVersionSeq {
+        pub tenant: String,
+        pub namespace: String,
+        pub function: String,
+    }
+    /// `cs:fn:{tenant}:{namespace}:{function}:draft:{draft_id}`
+    #[derive(Debug, Clone, PartialEq, Eq, Hash)]
+    pub struct FnDraft {
+        pub tenant: String,
+        pub namespace: String,
+        pub function: String,
+        pub draft_id: String,
+    }
+    /// `cs:fn:{tenant}:{namespace}:{function}:ver:{version}:meta`
+    #[derive(Debug, Clone, PartialEq, Eq, Hash)]
+    pub struct VersionMeta {
+        pub tenant: String,
+        pub namespace: String,
+        pub function: String,
+        pub version: u64,
+    }
+    /// `cs:fn:{tenant}:{namespace}:{function}:ver:{version}:bundle`
+    #[derive(Debug, Clone, PartialEq, Eq, Hash)]
+    pub struct VersionBundle {
+        pub tenant: String,
+        pub namespace: String,
+        pub function: String,
+        pub version: u64,
+    }
+    /// `cs:fn:{tenant}:{namespace}:{function}:alias:{alias}`
+    #[derive(Debug, Clone, PartialEq, Eq, Hash)]
+    pub struct Alias {
+        pub tenant: String,
+        pub namespace: String,
+        pub function: String,
+        pub alias: String,
+    }
+    /// `cs:schedule:{tenant}:{namespace}:{schedule}:meta`
+    #[derive(Debug, Clone, PartialEq, Eq, Hash)]
+    pub struct ScheduleMeta {
+        pub tenant: String,
+        pub namespace: String,
+        pub schedule: String,
+    }
+    /// `cs:schedule:{tenant}:{namespace}:index`
+    #[derive(Debug, Clone, PartialEq, Eq, Hash)]
+    pub struct ScheduleIndex {
+        pub tenant: String,
+        pub namespace: String,
+    }
+    /// `cs:cadence:{tenant}:{namespace}:worker:{name}:meta`
+    #[derive(Debug, Clone, PartialEq, Eq, Hash)]
+    pub struct WorkerMeta {
+        pub tenant: String,
+        pub namespace: String,
+        pub name: String,
+    }
+    /// `cs:cadence:{tenant}:{namespace}:workers:index`
+    #[derive(Debug, Clone, PartialEq, Eq, Hash)]
+    pub struct WorkersIndex {
+        pub tenant: String,
+        pub namespace: String,
+    }
+    /// `cs:act:{tenant}:{activation_id}:meta`
+    #[derive(Debug, Clone, PartialEq, Eq, Hash)]
+    pub struct ActivationMeta {
+        pub tenant: String,
+        pub activation_id: String,
+    }
+    /// `cs:log:{tenant}:{activation_id}:{chunk}`
+    #[derive(Debug, Clone, PartialEq, Eq, Hash)]
+    pub struct LogChunk {
+        pub tenant: String,
+        pub activation_id: String,
+        pub chunk: u32,
+    }
+    /// `cs:log:{tenant}:{activation_id}:chunks`
+    #[derive(Debug, Clone, PartialEq, Eq, Hash)]
+    pub struct LogChunks {
+        pub tenant: String,
+        pub activation_id: String,
+    }
     text_key! {
-        /// `cs:fn:{tenant}:{namespace}:{function}:meta`
-        pub struct FnMeta { tenant: String, namespace: String, function: String } -> Vec<u8>
-            = ("cs:fn:" {tenant} ":" {namespace} ":" {function} ":meta");
-        /// `cs:fn:{tenant}:{namespace}:{function}:version_seq`
-        pub struct FnVersionSeq { tenant: String, namespace: String, function: String } -> i64
-            = ("cs:fn:" {tenant} ":" {namespace} ":" {function} ":version_seq");
-        /// `cs:fn:{tenant}:{namespace}:{function}:draft:{draft_id}`
-        pub struct FnDraft { tenant: String, namespace: String, function: String, draft_id: String } -> Vec<u8>
-            = ("cs:fn:" {tenant} ":" {namespace} ":" {function} ":draft:" {draft_id});
-        /// `cs:fn:{tenant}:{namespace}:{function}:ver:{version}:meta`
-        pub struct VersionMeta { tenant: String, namespace: String, function: String, version: u64 } -> Vec<u8>
-            = ("cs:fn:" {tenant} ":" {namespace} ":" {function} ":ver:" {version} ":meta");
-        /// `cs:fn:{tenant}:{namespace}:{function}:ver:{version}:bundle`
-        pub struct VersionBundle { tenant: String, namespace: String, function: String, version: u64 } -> Vec<u8>
-            = ("cs:fn:" {tenant} ":" {namespace} ":" {function} ":ver:" {version} ":bundle");
-        /// `cs:fn:{tenant}:{namespace}:{function}:alias:{alias}`
-        pub struct Alias { tenant: String, namespace: String, function: String, alias: String } -> Vec<u8>
-            = ("cs:fn:" {tenant} ":" {namespace} ":" {function} ":alias:" {alias});
-        /// `cs:schedule:{tenant}:{namespace}:{schedule}:meta`
-        pub struct ScheduleMeta { tenant: String, namespace: String, schedule: String } -> Vec<u8>
-            = ("cs:schedule:" {tenant} ":" {namespace} ":" {schedule} ":meta");
-        /// `cs:schedule:{tenant}:{namespace}:index`
-        pub struct ScheduleIndex { tenant: String, namespace: String } -> Vec<u8>
-            = ("cs:schedule:" {tenant} ":" {namespace} ":index");
-        /// `cs:cadence:{tenant}:{namespace}:worker:{name}:meta`
-        pub struct WorkerMeta { tenant: String, namespace: String, name: String } -> Vec<u8>
-            = ("cs:cadence:" {tenant} ":" {namespace} ":worker:" {name} ":meta");
-        /// `cs:cadence:{tenant}:{namespace}:workers:index`
-        pub struct WorkersIndex { tenant: String, namespace: String } -> Vec<u8>
-            = ("cs:cadence:" {tenant} ":" {namespace} ":workers:index");
-        /// `cs:act:{tenant}:{activation_id}:meta`
-        pub struct ActivationMeta { tenant: String, activation_id: String } -> Vec<u8>
-            = ("cs:act:" {tenant} ":" {activation_id} ":meta");
-        /// `cs:log:{tenant}:{activation_id}:{chunk}`
-        pub struct LogChunk { tenant: String, activation_id: String, chunk: u32 } -> Vec<u8>
-            = ("cs:log:" {tenant} ":" {activation_id} ":" {chunk});
-        /// `cs:log:{tenant}:{activation_id}:chunks`
-        pub struct LogChunks { tenant: String, activation_id: String } -> Vec<u8>
-            = ("cs:log:" {tenant} ":" {activation_id} ":chunks");
+        FnMeta -> Vec<u8> = ("cs:fn:", {tenant}, ":", {namespace}, ":", {function}, ":meta");
+        FnVersionSeq -> i64 = ("cs:fn:", {tenant}, ":", {namespace}, ":", {function}, ":version_seq");
+        FnDraft -> Vec<u8> = ("cs:fn:", {tenant}, ":", {namespace}, ":", {function}, ":draft:", {draft_id});
+        VersionMeta -> Vec<u8> = ("cs:fn:", {tenant}, ":", {namespace}, ":", {function}, ":ver:", {version}, ":meta");
+        VersionBundle -> Vec<u8> = ("cs:fn:", {tenant}, ":", {namespace}, ":", {function}, ":ver:", {version}, ":bundle");
+        Alias -> Vec<u8> = ("cs:fn:", {tenant}, ":", {namespace}, ":", {function}, ":alias:", {alias});
+        ScheduleMeta -> Vec<u8> = ("cs:schedule:", {tenant}, ":", {namespace}, ":", {schedule}, ":meta");
+        ScheduleIndex -> Vec<u8> = ("cs:schedule:", {tenant}, ":", {namespace}, ":index");
+        WorkerMeta -> Vec<u8> = ("cs:cadence:", {tenant}, ":", {namespace}, ":worker:", {name}, ":meta");
+        WorkersIndex -> Vec<u8> = ("cs:cadence:", {tenant}, ":", {namespace}, ":workers:index");
+        ActivationMeta -> Vec<u8> = ("cs:act:", {tenant}, ":", {activation_id}, ":meta");
+        LogChunk -> Vec<u8> = ("cs:log:", {tenant}, ":", {activation_id}, ":", {chunk});
+        LogChunks -> Vec<u8> = ("cs:log:", {tenant}, ":", {activation_id}, ":chunks");
     }
 }
 

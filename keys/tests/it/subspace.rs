@@ -5,11 +5,19 @@ use std::collections::BTreeMap;
 
 use strata_keys::{Key, KeyError, KeyRange, Subspace, raw_key, strinc, tuple};
 
+/// `[5] ++ u64_be(id)`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Message {
+    pub id: u64,
+}
+/// `[4] ++ key`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct User {
+    pub key: Vec<u8>,
+}
 raw_key! {
-    /// `[5] ++ u64_be(id)`.
-    pub struct Message { id: u64 } -> Vec<u8> = [5];
-    /// `[4] ++ key`.
-    pub struct User { ..key: Vec<u8> } -> Vec<u8> = [4];
+    Message -> Vec<u8> = ([5], {id});
+    User -> Vec<u8> = ([4], ..{key});
 }
 
 #[test]

@@ -20,39 +20,66 @@ const CREATE_TS: usize = 8;
 const NAME: usize = 9;
 const QUEUE: usize = 50;
 
+/// `(ACTOR, DATA, actor_id, WORKFLOW_ID)` with an `i64` value.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WorkflowIdKey {
+    pub actor_id: Uuid,
+}
+/// `(ACTOR, DATA, actor_id, CREATE_TS)`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CreateTsKey {
+    pub actor_id: Uuid,
+}
+/// `(ACTOR, DATA, actor_id, NAME)` with a string value.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NameKey {
+    pub actor_id: Uuid,
+}
+/// `(NAMESPACE, namespace_id, name, create_ts, actor_id)`: an index by name and creation time.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ByNameKey {
+    pub namespace_id: Uuid,
+    pub name: String,
+    pub create_ts: i64,
+    pub actor_id: Uuid,
+}
+/// `(QUEUE, versionstamp)`: a queue entry ordered by commit.
+#[derive(Debug, Clone, PartialEq)]
+pub struct QueueEntry {
+    pub stamp: Versionstamp,
+}
+/// Two versionstamps: packable, but not as a versionstamped key.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TwoStamps {
+    pub a: Versionstamp,
+    pub b: Versionstamp,
+}
 tuple_key! {
-    /// `(ACTOR, DATA, actor_id, WORKFLOW_ID)` with an `i64` value.
-    pub struct WorkflowIdKey { pub actor_id: Uuid } -> i64 = (ACTOR, DATA, {actor_id}, WORKFLOW_ID);
-    /// `(ACTOR, DATA, actor_id, CREATE_TS)`.
-    pub struct CreateTsKey { pub actor_id: Uuid } -> i64 = (ACTOR, DATA, {actor_id}, CREATE_TS);
-    /// `(ACTOR, DATA, actor_id, NAME)` with a string value.
-    pub struct NameKey { pub actor_id: Uuid } -> String = (ACTOR, DATA, {actor_id}, NAME);
-    /// `(NAMESPACE, namespace_id, name, create_ts, actor_id)`: an index by name and creation time.
-    pub struct ByNameKey {
-        pub namespace_id: Uuid,
-        pub name: String,
-        pub create_ts: i64,
-        pub actor_id: Uuid,
-    } -> () = (NAMESPACE, {namespace_id}, {name}, {create_ts}, {actor_id});
-    /// `(QUEUE, versionstamp)`: a queue entry ordered by commit.
-    pub struct QueueEntry { pub stamp: Versionstamp } -> Vec<u8> = (QUEUE, {stamp});
-    /// Two versionstamps: packable, but not as a versionstamped key.
-    pub struct TwoStamps { pub a: Versionstamp, pub b: Versionstamp } -> () = (QUEUE, {a}, {b});
+    WorkflowIdKey -> i64 = (ACTOR, DATA, {actor_id}, WORKFLOW_ID);
+    CreateTsKey -> i64 = (ACTOR, DATA, {actor_id}, CREATE_TS);
+    NameKey -> String = (ACTOR, DATA, {actor_id}, NAME);
+    ByNameKey -> () = (NAMESPACE, {namespace_id}, {name}, {create_ts}, {actor_id});
+    QueueEntry -> Vec<u8> = (QUEUE, {stamp});
+    TwoStamps -> () = (QUEUE, {a}, {b});
 }
 
+/// `(NAMESPACE, namespace_id, name, [create_ts])`: the document's
+/// `MySubspaceKey` with its optional trailing field.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ByNameSubspace {
+    pub namespace_id: Uuid,
+    pub name: String,
+    pub create_ts: Option<i64>,
+}
+/// Two optional fields, to test the gap rule.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TwoOptional {
+    pub a: Option<i64>,
+    pub b: Option<i64>,
+}
 tuple_prefix! {
-    /// `(NAMESPACE, namespace_id, name, [create_ts])`: the document's
-    /// `MySubspaceKey` with its optional trailing field.
-    pub struct ByNameSubspace {
-        pub namespace_id: Uuid,
-        pub name: String,
-        pub create_ts: Option<i64>,
-    } = (NAMESPACE, {namespace_id}, {name}, ?{create_ts});
-    /// Two optional fields, to test the gap rule.
-    pub struct TwoOptional {
-        pub a: Option<i64>,
-        pub b: Option<i64>,
-    } = (NAMESPACE, ?{a}, ?{b});
+    ByNameSubspace = (NAMESPACE, {namespace_id}, {name}, ?{create_ts});
+    TwoOptional = (NAMESPACE, ?{a}, ?{b});
 }
 
 impl ByNameKey {

@@ -53,21 +53,54 @@ const GROUPS: u64 = 2;
 const MAX_MEMBERS: usize = 4;
 const BLOBS: u64 = 3;
 
+/// A bank account's balance (8 bytes, big-endian `i64`).
+#[derive(Debug, Clone, PartialEq)]
+struct Account {
+    id: u64,
+}
+/// A document of an actor (quota-scoped).
+#[derive(Debug, Clone, PartialEq)]
+struct Doc {
+    actor: u64,
+    id: u64,
+}
+/// The number of an actor's documents.
+#[derive(Debug, Clone, PartialEq)]
+struct DocCount {
+    actor: u64,
+}
+/// A blob of an actor, chunked when large.
+#[derive(Debug, Clone, PartialEq)]
+struct Blob {
+    actor: u64,
+    id: u64,
+}
+/// A value expiring at the time its bytes say.
+#[derive(Debug, Clone, PartialEq)]
+struct Ttl {
+    actor: u64,
+    id: u64,
+}
+/// A member of a group of at most `MAX_MEMBERS`.
+#[derive(Debug, Clone, PartialEq)]
+struct Member {
+    group: u64,
+    id: u64,
+}
+/// A key of chosen length, for the key limit.
+#[derive(Debug, Clone, PartialEq)]
+struct Pad {
+    actor: u64,
+    name: String,
+}
 tuple_key! {
-    /// A bank account's balance (8 bytes, big-endian `i64`).
-    struct Account { id: u64 } -> Vec<u8> = (BANK, {id});
-    /// A document of an actor (quota-scoped).
-    struct Doc { actor: u64, id: u64 } -> Vec<u8> = (ACTOR, {actor}, "doc", {id});
-    /// The number of an actor's documents.
-    struct DocCount { actor: u64 } -> i64 = (ACTOR, {actor}, "count");
-    /// A blob of an actor, chunked when large.
-    struct Blob { actor: u64, id: u64 } -> Vec<u8> = (ACTOR, {actor}, "blob", {id});
-    /// A value expiring at the time its bytes say.
-    struct Ttl { actor: u64, id: u64 } -> Vec<u8> = (ACTOR, {actor}, "ttl", {id});
-    /// A member of a group of at most `MAX_MEMBERS`.
-    struct Member { group: u64, id: u64 } -> Vec<u8> = (GROUP, {group}, {id});
-    /// A key of chosen length, for the key limit.
-    struct Pad { actor: u64, name: String } -> Vec<u8> = (ACTOR, {actor}, "pad", {name});
+    Account -> Vec<u8> = (BANK, {id});
+    Doc -> Vec<u8> = (ACTOR, {actor}, "doc", {id});
+    DocCount -> i64 = (ACTOR, {actor}, "count");
+    Blob -> Vec<u8> = (ACTOR, {actor}, "blob", {id});
+    Ttl -> Vec<u8> = (ACTOR, {actor}, "ttl", {id});
+    Member -> Vec<u8> = (GROUP, {group}, {id});
+    Pad -> Vec<u8> = (ACTOR, {actor}, "pad", {name});
 }
 
 /// The limits of the run: small, so that every one of them is met often.

@@ -21,17 +21,41 @@ value!(Doc: postcard, version = 1);
 
 pub const ACTOR: i64 = 7;
 
+/// A document of an actor: `(ACTOR, actor, "doc", id)`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DocKey {
+    pub actor: u64,
+    pub id: u64,
+}
+/// A blob of an actor, chunked when large: `(ACTOR, actor, "blob", id)`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BlobKey {
+    pub actor: u64,
+    pub id: u64,
+}
+/// A counter of an actor.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CountKey {
+    pub actor: u64,
+    pub name: String,
+}
+/// A note sharing the doc prefix with another type (`("doc", id, "note")`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct NoteKey {
+    pub actor: u64,
+    pub id: u64,
+}
+/// An event whose key carries the commit's versionstamp.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EventKey {
+    pub stamp: Versionstamp,
+}
 tuple_key! {
-    /// A document of an actor: `(ACTOR, actor, "doc", id)`.
-    pub struct DocKey { pub actor: u64, pub id: u64 } -> Doc = (ACTOR, {actor}, "doc", {id});
-    /// A blob of an actor, chunked when large: `(ACTOR, actor, "blob", id)`.
-    pub struct BlobKey { pub actor: u64, pub id: u64 } -> Vec<u8> = (ACTOR, {actor}, "blob", {id});
-    /// A counter of an actor.
-    pub struct CountKey { pub actor: u64, pub name: String } -> i64 = (ACTOR, {actor}, "count", {name});
-    /// A note sharing the doc prefix with another type (`("doc", id, "note")`).
-    pub struct NoteKey { pub actor: u64, pub id: u64 } -> String = (ACTOR, {actor}, "doc", {id}, "note");
-    /// An event whose key carries the commit's versionstamp.
-    pub struct EventKey { pub stamp: Versionstamp } -> String = ("event", {stamp});
+    DocKey -> Doc = (ACTOR, {actor}, "doc", {id});
+    BlobKey -> Vec<u8> = (ACTOR, {actor}, "blob", {id});
+    CountKey -> i64 = (ACTOR, {actor}, "count", {name});
+    NoteKey -> String = (ACTOR, {actor}, "doc", {id}, "note");
+    EventKey -> String = ("event", {stamp});
 }
 
 /// The quota scope of a key: its `(ACTOR, actor)` prefix. (A tuple
