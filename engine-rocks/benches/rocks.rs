@@ -51,14 +51,16 @@ fn setup() -> Setup {
     let (ks, rks) = (ours.keyspace("a").unwrap(), redb.keyspace("a").unwrap());
     for chunk in keys.chunks(1_000) {
         let mut batch = WriteBatch::default();
-        let mut c = Commit::new();
+        // Each engine takes only handles it issued.
+        let (mut c, mut rc) = (Commit::new(), Commit::new());
         for k in chunk {
             batch.put(k, &value);
             c = c.put(ks, k.clone(), value.clone());
+            rc = rc.put(rks, k.clone(), value.clone());
         }
         raw.write(batch).unwrap();
-        ours.commit(c.clone()).unwrap();
-        redb.commit(c).unwrap();
+        ours.commit(c).unwrap();
+        redb.commit(rc).unwrap();
     }
     Setup {
         raw,
