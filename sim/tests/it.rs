@@ -147,3 +147,35 @@ fn redb_under_power_loss_passes_and_replays() {
         }
     }
 }
+
+/// A fault-injecting wrapper is the same engine: handles obtained through
+/// it work on the inner engine and the other way round; after a restart
+/// the old handles are refused and new ones are obtained by name.
+#[test]
+fn the_fault_wrapper_shares_its_engines_handles() {
+    use strata_engine::{
+        Commit, Engine, KeyspaceSpec, MemEngine, Profile, ReadError, SeededRng, Snapshot,
+    };
+    use strata_sim::{FaultConfig, FaultyEngine};
+
+    let specs = vec![KeyspaceSpec::new("a", Profile::General)];
+    let e = FaultyEngine::new(MemEngine::open(specs).unwrap(), FaultConfig::NONE, 1);
+    let outer = e.keyspace("a").unwrap();
+    let inner = e.inner().keyspace("a").unwrap();
+    assert_eq!(outer, inner);
+    e.commit(Commit::new().put(outer, b"k".to_vec(), b"v".to_vec()))
+        .unwrap();
+    let seen = e.inner().snapshot().unwrap().get(inner, b"k").unwrap();
+    assert_eq!(seen.as_deref(), Some(&b"v"[..]));
+    let e = e.crash_restart(&mut SeededRng::new(3));
+    assert!(matches!(
+        e.snapshot().unwrap().get(outer, b"k"),
+        Err(ReadError::UnknownKeyspace(_))
+    ));
+    let again = e.keyspace("a").unwrap();
+    assert_eq!(
+        e.snapshot().unwrap().get(again, b"k").unwrap().as_deref(),
+        Some(&b"v"[..]),
+        "the immediate commit survived the crash"
+    );
+}

@@ -214,3 +214,76 @@ fn injected_time_and_randomness() {
     let mut s = SystemRng::new();
     assert_ne!(s.next_u64(), s.next_u64());
 }
+
+/// What a generic caller (the store, a command-line tool) sees of the
+/// capabilities of the reference engine: exact statistics, and typed
+/// refusals naming the capability for backup and compaction.
+#[test]
+fn capabilities_answer_generically() {
+    use strata_engine::{Backup, CapabilityError, Compact, Statistics};
+
+    fn report<E: Engine + Statistics + Backup + Compact>(e: &E) -> (u64, String, String) {
+        let entries = e.stats().unwrap().iter().map(|s| s.entries).sum();
+        let backup = e.backup(std::path::Path::new("unused")).unwrap_err();
+        let compact = e.compact().unwrap_err();
+        (entries, backup.to_string(), compact.to_string())
+    }
+
+    let e = engine();
+    let a = e.keyspace("a").unwrap();
+    e.commit(Commit::new().put(a, b"x".to_vec(), b"1".to_vec()).put(
+        a,
+        b"y".to_vec(),
+        b"2".to_vec(),
+    ))
+    .unwrap();
+    let (entries, backup, compact) = report(&e);
+    assert_eq!(entries, 2);
+    assert!(
+        backup.starts_with("MemEngine does not support backup"),
+        "{backup}"
+    );
+    assert!(
+        compact.starts_with("MemEngine does not support compaction"),
+        "{compact}"
+    );
+    assert!(matches!(
+        e.backup(std::path::Path::new("unused")),
+        Err(CapabilityError::Unsupported {
+            capability: "backup",
+            ..
+        })
+    ));
+    let stats = e.stats().unwrap();
+    assert_eq!(
+        (stats[0].entries, stats[0].bytes, stats[0].bytes_exact),
+        (2, 4, true)
+    );
+}
+
+/// Every operation's error converts into the umbrella `Error` with `?`,
+/// keeping what it was.
+#[test]
+fn the_umbrella_error_keeps_each_operations_error() {
+    fn bad_name(e: &MemEngine) -> strata_engine::Result<()> {
+        e.keyspace("nope")?;
+        Ok(())
+    }
+    fn bad_commit(e: &MemEngine, other: &MemEngine) -> strata_engine::Result<()> {
+        let foreign = other.keyspace("a")?;
+        e.commit(Commit::new().put(foreign, b"k".to_vec(), b"v".to_vec()))?;
+        Ok(())
+    }
+    let (e, other) = (engine(), engine());
+    assert!(matches!(
+        bad_name(&e),
+        Err(strata_engine::Error::Engine(EngineError::UnknownKeyspaceName(n))) if n == "nope"
+    ));
+    let err = bad_commit(&e, &other).unwrap_err();
+    assert!(matches!(
+        err,
+        strata_engine::Error::Commit(strata_engine::CommitError::UnknownKeyspace(_))
+    ));
+    assert!(!err.is_outcome_unknown());
+    assert_eq!(err.to_string(), "keyspace #0 was not issued by this engine");
+}
