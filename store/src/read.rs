@@ -40,6 +40,7 @@ pub struct Scan {
     limit: Option<usize>,
     reverse: bool,
     after: Option<Cursor>,
+    skip_other_types: bool,
 }
 
 impl Scan {
@@ -50,6 +51,7 @@ impl Scan {
             limit: None,
             reverse: false,
             after: None,
+            skip_other_types: false,
         }
     }
 
@@ -86,6 +88,30 @@ impl Scan {
     pub fn after(mut self, cursor: Cursor) -> Self {
         self.after = Some(cursor);
         self
+    }
+
+    /// Skips rows whose key is not of the scanned key type (another record
+    /// family under the same prefix) instead of failing on the first one.
+    /// Nothing is hidden silently: the scan counts them
+    /// ([`Page::skipped`], [`ScanIter::skipped`]). Without it, such a row
+    /// is a [`StoreError::Key`] error.
+    ///
+    /// ```
+    /// use strata_keys::KeyRange;
+    /// use strata_store::Scan;
+    ///
+    /// let scan = Scan::prefix(b"fn/1/ver/").skip_other_types();
+    /// assert!(scan.skips_other_types());
+    /// ```
+    #[must_use]
+    pub fn skip_other_types(mut self) -> Self {
+        self.skip_other_types = true;
+        self
+    }
+
+    /// Whether rows of other key types are skipped (and counted).
+    pub fn skips_other_types(&self) -> bool {
+        self.skip_other_types
     }
 
     /// The key range.
@@ -130,6 +156,7 @@ impl Scan {
 
 /// One page of a collected scan.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct Page<K: Key> {
     /// The entries, in scan order.
     pub items: Vec<(K, K::Value)>,
@@ -137,6 +164,9 @@ pub struct Page<K: Key> {
     pub more: bool,
     /// Resume point: after the last entry returned (`None` when empty).
     pub cursor: Option<Cursor>,
+    /// Rows of other key types passed over on this page
+    /// ([`Scan::skip_other_types`]; always 0 without it).
+    pub skipped: usize,
 }
 
 impl<K: Key> Page<K> {
@@ -188,7 +218,9 @@ impl<'s, E: Engine + 's> ReadView<'s, E> {
     }
 
     /// Streams the entries of `scan`, decoding keys as `K`: a row of
-    /// another key type is an error item, not a skipped row. Expired
+    /// another key type is an error item ([`StoreError::Key`], found from
+    /// the key before any value is read), or, with
+    /// [`Scan::skip_other_types`], a skipped and counted row. Expired
     /// values are skipped. After the iterator ends, [`ScanIter::more`] and
     /// [`ScanIter::cursor`] say whether and where to continue.
     ///
@@ -204,6 +236,8 @@ impl<'s, E: Engine + 's> ReadView<'s, E> {
             view: self,
             rows,
             left: scan.max(),
+            skip_other_types: scan.skips_other_types(),
+            skipped: 0,
             more: false,
             last: None,
             done: false,
@@ -226,6 +260,7 @@ impl<'s, E: Engine + 's> ReadView<'s, E> {
             items,
             more: it.more(),
             cursor: it.cursor(),
+            skipped: it.skipped(),
         })
     }
 }
@@ -235,6 +270,8 @@ pub struct ScanIter<'v, 's, E: Engine, K> {
     view: &'v ReadView<'s, E>,
     rows: <E::Snapshot<'s> as Snapshot>::Range<'v>,
     left: usize,
+    skip_other_types: bool,
+    skipped: usize,
     more: bool,
     last: Option<Vec<u8>>,
     done: bool,
@@ -251,6 +288,12 @@ impl<E: Engine, K> ScanIter<'_, '_, E, K> {
     /// Resume point: after the last entry returned.
     pub fn cursor(&self) -> Option<Cursor> {
         self.last.clone().map(Cursor)
+    }
+
+    /// Rows of other key types passed over so far
+    /// ([`Scan::skip_other_types`]).
+    pub fn skipped(&self) -> usize {
+        self.skipped
     }
 }
 
@@ -270,8 +313,10 @@ where
             };
             let store = self.view.store;
             if self.left == 0 {
-                // Is there one more live row beyond the limit?
-                if !live(&meta, self.view.now) {
+                // Is there one more live row of this type beyond the limit?
+                if !live(&meta, self.view.now)
+                    || (self.skip_other_types && K::unpack(&key).is_err())
+                {
                     continue;
                 }
                 self.more = true;
@@ -280,6 +325,10 @@ where
             }
             let typed = match K::unpack(&key) {
                 Ok(k) => k,
+                Err(_) if self.skip_other_types => {
+                    self.skipped += 1;
+                    continue;
+                }
                 Err(e) => return Some(Err(StoreError::key::<K>(e))),
             };
             match store.decode_row::<K, _>(&self.view.snap, &key, &meta, self.view.now) {

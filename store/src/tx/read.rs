@@ -96,7 +96,11 @@ impl<'s, E: Engine + 's> Tx<'s, E> {
     }
 
     /// The entries of `scan`, seeing this transaction's puts and deletes
-    /// (not its counters or versionstamped puts). The commit fails with a
+    /// (not its counters or versionstamped puts). A row of another key type
+    /// is a [`StoreError::Key`] error found from its key, as in
+    /// [`ReadView::scan`](crate::ReadView::scan), or with
+    /// [`Scan::skip_other_types`] a skipped row counted in
+    /// [`Page::skipped`]; skipped rows are pinned like the others. The commit fails with a
     /// conflict if any row in the part of the range the scan examined is
     /// added, changed or removed before it.
     ///
@@ -111,17 +115,7 @@ impl<'s, E: Engine + 's> Tx<'s, E> {
         spec.validate()?;
         let data = self.store.data;
         let reverse = scan.is_reverse();
-        let pending: Vec<(Vec<u8>, Pending)> = {
-            let it = self
-                .writes
-                .range::<Vec<u8>, _>((spec.start.clone(), spec.end.clone()))
-                .map(|(k, p)| (k.clone(), p.clone()));
-            if reverse {
-                it.rev().collect()
-            } else {
-                it.collect()
-            }
-        };
+        let pending = self.pending_in(&spec);
         let now = self.now;
         let store = self.store;
         let snap = self.snap()?;
@@ -132,6 +126,8 @@ impl<'s, E: Engine + 's> Tx<'s, E> {
         let mut more = false;
         let mut last_examined: Option<Vec<u8>> = None;
         let mut cursor = None;
+        let skip = scan.skips_other_types();
+        let mut skipped = 0;
         let before = |a: &[u8], b: &[u8]| if reverse { a > b } else { a < b };
         loop {
             let take_pending = match (rows.peek(), pending.peek()) {
@@ -140,7 +136,11 @@ impl<'s, E: Engine + 's> Tx<'s, E> {
                 (None, Some(_)) => true,
                 (Some(_), _) => false,
             };
-            let (key, value) = if take_pending {
+            let full = items.len() == scan.max();
+            // The key is checked before any value is read: a row of another
+            // type is a key error (or, when skipping, a counted skip), never
+            // a codec error from decoding a foreign value.
+            let (key, typed, value) = if take_pending {
                 let Some((pk, p)) = pending.next() else { break };
                 // The pending write shadows the stored row; both were examined.
                 if let Some(Ok((rk, _))) = rows.peek()
@@ -150,30 +150,49 @@ impl<'s, E: Engine + 's> Tx<'s, E> {
                     seen.push(row);
                 }
                 last_examined = Some(pk.clone());
+                let typed = match K::unpack(&pk) {
+                    Ok(k) => k,
+                    Err(_) if skip => {
+                        skipped += usize::from(!full);
+                        continue;
+                    }
+                    Err(_) if full => {
+                        more = true;
+                        break;
+                    }
+                    Err(e) => return Err(StoreError::key::<K>(e)),
+                };
                 let value = pending_value::<K, E>(store, now, &pk, &p)?;
-                (pk, value)
+                (pk, typed, value)
             } else {
                 let Some(row) = rows.next() else { break };
                 let (rk, meta) = row?;
                 last_examined = Some(rk.clone());
                 seen.push((rk.clone(), meta.clone()));
-                if items.len() == scan.max() {
-                    // Only whether a live row follows matters.
-                    if crate::read::live(&meta, now) {
+                if full {
+                    // Only whether a live row of this type follows matters.
+                    if crate::read::live(&meta, now) && !(skip && K::unpack(&rk).is_err()) {
                         more = true;
                         break;
                     }
                     continue;
                 }
+                let typed = match K::unpack(&rk) {
+                    Ok(k) => k,
+                    Err(_) if skip => {
+                        skipped += 1;
+                        continue;
+                    }
+                    Err(e) => return Err(StoreError::key::<K>(e)),
+                };
                 let value = store.decode_row::<K, _>(snap, &rk, &meta, now)?;
-                (rk, value)
+                (rk, typed, value)
             };
             let Some(value) = value else { continue };
-            if items.len() == scan.max() {
+            if full {
                 more = true;
                 break;
             }
-            let typed = K::unpack(&key).map_err(StoreError::key::<K>)?;
             cursor = Some(Cursor(key));
             items.push((typed, value));
         }
@@ -188,7 +207,21 @@ impl<'s, E: Engine + 's> Tx<'s, E> {
             items,
             more,
             cursor,
+            skipped,
         })
+    }
+
+    /// This transaction's writes within `spec`, in its direction.
+    fn pending_in(&self, spec: &RangeSpec) -> Vec<(Vec<u8>, Pending)> {
+        let it = self
+            .writes
+            .range::<Vec<u8>, _>((spec.start.clone(), spec.end.clone()))
+            .map(|(k, p)| (k.clone(), p.clone()));
+        if spec.reverse {
+            it.rev().collect()
+        } else {
+            it.collect()
+        }
     }
 
     /// Pins the part `[lo, hi]` of the data keyspace a scan examined: each

@@ -2,6 +2,7 @@
 
 mod collections;
 mod common;
+mod families;
 mod limits;
 mod reads;
 mod ttl;
