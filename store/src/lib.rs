@@ -78,9 +78,9 @@ pub use ops::{
 #[cfg(feature = "planted-bugs")]
 pub use options::PlantedBug;
 pub use options::{RetryPolicy, ScopeFn, StoreOptions};
-pub use read::{Cursor, Page, ReadView, Scan, ScanIter};
+pub use read::{Cursor, Expiring, Page, ReadView, Scan, ScanIter};
 pub use store::Store;
-pub use tx::Tx;
+pub use tx::{Expiry, Tx};
 
 /// This crate's README example, compiled and run as a doctest.
 #[cfg(doctest)]

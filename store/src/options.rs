@@ -115,18 +115,21 @@ pub enum PlantedBug {
     /// A transaction's scan pins the rows it saw but not the gaps between
     /// them, so an insert into the range does not conflict.
     ScanGapsNotPinned,
+    /// `compare_and_set` writes the new value without the old one's expiry.
+    CasDropsExpiry,
 }
 
 #[cfg(feature = "planted-bugs")]
 impl PlantedBug {
     /// Every planted bug.
-    pub const ALL: [Self; 6] = [
+    pub const ALL: [Self; 7] = [
         Self::QuotaIgnoresOverwrite,
         Self::StaleChunksSurvive,
         Self::ExpiredStillVisible,
         Self::ReadsNotPinned,
         Self::BatchLimitUnchecked,
         Self::ScanGapsNotPinned,
+        Self::CasDropsExpiry,
     ];
 
     /// Its name on the command line.
@@ -138,6 +141,7 @@ impl PlantedBug {
             Self::ReadsNotPinned => "reads-not-pinned",
             Self::BatchLimitUnchecked => "batch-limit-unchecked",
             Self::ScanGapsNotPinned => "scan-gaps-not-pinned",
+            Self::CasDropsExpiry => "cas-drops-expiry",
         }
     }
 

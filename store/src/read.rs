@@ -154,6 +154,16 @@ impl Scan {
     }
 }
 
+/// A value with its expiry, from the `get_with_expiry` reads.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Expiring<V> {
+    /// The value read, decoded.
+    pub value: V,
+    /// When it expires, in milliseconds since the epoch on the store's
+    /// clock; `None` when it never does.
+    pub expires_at: Option<u64>,
+}
+
 /// One page of a collected scan.
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
@@ -214,6 +224,25 @@ impl<'s, E: Engine + 's> ReadView<'s, E> {
             Some(meta) => self
                 .store
                 .decode_row::<K, _>(&self.snap, &bytes, &meta, self.now),
+        }
+    }
+
+    /// The value of `key` with its expiry in milliseconds since the epoch
+    /// (`None`: it never expires), or `None` when absent or expired.
+    ///
+    /// # Errors
+    /// As [`ReadView::get`].
+    pub fn get_with_expiry<K>(&self, key: &K) -> Result<Option<Expiring<K::Value>>, StoreError>
+    where
+        K: Key,
+        K::Value: Value,
+    {
+        let bytes = key.pack().map_err(StoreError::key::<K>)?;
+        match self.snap.get(self.store.data, &bytes)? {
+            None => Ok(None),
+            Some(meta) => self
+                .store
+                .decode_row_expiring::<K, _>(&self.snap, &bytes, &meta, self.now),
         }
     }
 
@@ -360,6 +389,24 @@ impl<E: Engine> Store<E> {
         K::Value: Value,
         S: Snapshot,
     {
+        Ok(self
+            .decode_row_expiring::<K, S>(snap, key, meta, now)?
+            .map(|e| e.value))
+    }
+
+    /// As [`Store::decode_row`], with the value's expiry (`None`: never).
+    pub(crate) fn decode_row_expiring<K, S>(
+        &self,
+        snap: &S,
+        key: &[u8],
+        meta: &[u8],
+        now: u64,
+    ) -> Result<Option<Expiring<K::Value>>, StoreError>
+    where
+        K: Key,
+        K::Value: Value,
+        S: Snapshot,
+    {
         let decode_err = |source| StoreError::Decode {
             key_type: K::NAME,
             source,
@@ -375,7 +422,10 @@ impl<E: Engine> Store<E> {
         if !header.chunked {
             let (value, header) =
                 decode_with::<K::Value>(key, meta, options).map_err(decode_err)?;
-            return Ok((!header.is_expired(now)).then_some(value));
+            return Ok((!header.is_expired(now)).then_some(Expiring {
+                value,
+                expires_at: header.expires_at,
+            }));
         }
         let (header, _) = verify(key, meta).map_err(decode_err)?;
         if header.is_expired(now) {
@@ -402,7 +452,10 @@ impl<E: Engine> Store<E> {
             })?;
         let (value, _) =
             decode_with::<K::Value>(key, &whole, DecodeOptions::default()).map_err(decode_err)?;
-        Ok(Some(value))
+        Ok(Some(Expiring {
+            value,
+            expires_at: header.expires_at,
+        }))
     }
 }
 

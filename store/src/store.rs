@@ -7,8 +7,8 @@ use strata_engine::{Clock, CommitInfo, Engine, Keyspace, Rng, SystemClock, Syste
 use strata_keys::Key;
 
 use crate::layout::SystemChunks;
-use crate::read::{Page, ReadView, Scan};
-use crate::{StoreError, StoreOptions, Tx};
+use crate::read::{Expiring, Page, ReadView, Scan};
+use crate::{Expiry, StoreError, StoreOptions, Tx};
 
 /// A typed store over an engine. See the [crate docs](crate).
 pub struct Store<E: Engine> {
@@ -121,6 +121,18 @@ impl<E: Engine> Store<E> {
         K::Value: Value,
     {
         self.read()?.get(key)
+    }
+
+    /// The value of `key` with its expiry (`None` when absent or expired).
+    ///
+    /// # Errors
+    /// As [`ReadView::get`].
+    pub fn get_with_expiry<K>(&self, key: &K) -> Result<Option<Expiring<K::Value>>, StoreError>
+    where
+        K: Key,
+        K::Value: Value,
+    {
+        self.read()?.get_with_expiry(key)
     }
 
     /// One page of `scan`.
@@ -276,6 +288,43 @@ impl<E: Engine> Store<E> {
         K::Value: Value,
     {
         self.write_one(|tx| tx.put_with_ttl(key, value, ttl_ms))
+    }
+
+    /// Writes `value` at `key` with the expiry `expiry` says (see
+    /// [`Expiry`]), in its own transaction.
+    ///
+    /// # Errors
+    /// As [`Tx::put_with`] and [`Tx::commit`].
+    pub fn put_with<K>(
+        &self,
+        key: &K,
+        value: &K::Value,
+        expiry: Expiry,
+    ) -> Result<CommitInfo, StoreError>
+    where
+        K: Key + 'static,
+        K::Value: Value,
+    {
+        self.write_one(|tx| tx.put_with(key, value, expiry))
+    }
+
+    /// Writes `new` if the value at `key` equals `expected`, keeping the
+    /// old value's expiry, in its own transaction (retried on conflict).
+    /// Returns whether it wrote.
+    ///
+    /// # Errors
+    /// As [`Tx::compare_and_set`] and [`Tx::commit`].
+    pub fn compare_and_set<K>(
+        &self,
+        key: &K,
+        expected: Option<&K::Value>,
+        new: Option<&K::Value>,
+    ) -> Result<bool, StoreError>
+    where
+        K: Key + 'static,
+        K::Value: Value + PartialEq,
+    {
+        self.transact(|tx| tx.compare_and_set(key, expected, new))
     }
 
     /// Deletes `key` in its own transaction.

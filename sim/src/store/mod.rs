@@ -75,7 +75,8 @@ struct Blob {
     actor: u64,
     id: u64,
 }
-/// A value expiring at the time its bytes say.
+/// A value expiring at the time its first 8 bytes say (a flag byte follows,
+/// flipped by compare-and-set).
 #[derive(Debug, Clone, PartialEq)]
 struct Ttl {
     actor: u64,
@@ -386,10 +387,33 @@ impl StoreRun {
     fn ttl<E: Target>(&mut self, store: &Store<Faulty<E>>, step: usize) -> Result<(), Violation> {
         let actor = self.rng.below(ACTORS);
         let id = self.rng.below(DOCS);
+        if self.rng.chance(0.4) {
+            // Finished by compare-and-set, which keeps the expiry: the new
+            // value carries the same expiry time in its first 8 bytes and
+            // must still expire then.
+            let r = store.transact(|tx| {
+                let key = Ttl { actor, id };
+                let Some(old) = tx.get(&key)? else {
+                    return Ok(false);
+                };
+                let mut new = old.clone();
+                if let Some(flag) = new.get_mut(8) {
+                    *flag ^= 1;
+                }
+                tx.compare_and_set(&key, Some(&old), Some(&new))
+            });
+            self.settle(
+                step,
+                &format!("ttl {actor}/{id} finished by compare-and-set"),
+                r,
+            )?;
+            return Ok(());
+        }
         let ttl = 1 + self.rng.below(5_000);
         let r = store.transact(|tx| {
             let at = tx.now_ms() + ttl;
-            tx.put_with_ttl(&Ttl { actor, id }, &at.to_be_bytes().to_vec(), ttl)
+            let value = [&at.to_be_bytes()[..], &[0]].concat();
+            tx.put_with_ttl(&Ttl { actor, id }, &value, ttl)
         });
         self.settle(step, &format!("ttl {actor}/{id} for {ttl} ms"), r)?;
         Ok(())

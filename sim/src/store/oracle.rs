@@ -114,7 +114,11 @@ impl StoreRun {
             // Expiry.
             for id in 0..DOCS {
                 if let Some(b) = view.get(&Ttl { actor, id }).map_err(err)? {
-                    let at = u64::from_be_bytes(b.try_into().unwrap_or([0; 8]));
+                    // The expiry time is the value's first 8 bytes.
+                    let at = b
+                        .get(..8)
+                        .and_then(|h| h.try_into().ok())
+                        .map_or(0, u64::from_be_bytes);
                     if at <= now {
                         return Err(fail(
                             step,

@@ -133,3 +133,4 @@ mod read;
 mod write;
 
 pub(crate) use plan::counter_value;
+pub use write::Expiry;

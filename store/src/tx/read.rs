@@ -7,7 +7,7 @@ use strata_engine::{Engine, Keyspace, Predicate, RangeSpec, Snapshot};
 use strata_keys::Key;
 
 use super::{Pending, Tx, counter_value};
-use crate::read::{Cursor, Page, Scan};
+use crate::read::{Cursor, Expiring, Page, Scan};
 use crate::{Store, StoreError};
 
 impl<'s, E: Engine + 's> Tx<'s, E> {
@@ -72,9 +72,34 @@ impl<'s, E: Engine + 's> Tx<'s, E> {
         self.read_typed(key, false)
     }
 
+    /// As [`Tx::get`], with the value's expiry in milliseconds since the
+    /// epoch (`None`: it never expires).
+    ///
+    /// # Errors
+    /// As [`Tx::get`].
+    pub fn get_with_expiry<K>(&mut self, key: &K) -> Result<Option<Expiring<K::Value>>, StoreError>
+    where
+        K: Key,
+        K::Value: Value,
+    {
+        self.read_typed_expiring(key, true)
+    }
+
     /// A typed point read: this transaction's write of the key if any,
     /// else the snapshot's row, pinned by a predicate when `pin`.
     fn read_typed<K>(&mut self, key: &K, pin: bool) -> Result<Option<K::Value>, StoreError>
+    where
+        K: Key,
+        K::Value: Value,
+    {
+        Ok(self.read_typed_expiring(key, pin)?.map(|e| e.value))
+    }
+
+    fn read_typed_expiring<K>(
+        &mut self,
+        key: &K,
+        pin: bool,
+    ) -> Result<Option<Expiring<K::Value>>, StoreError>
     where
         K: Key,
         K::Value: Value,
@@ -91,8 +116,29 @@ impl<'s, E: Engine + 's> Tx<'s, E> {
         };
         match meta {
             None => Ok(None),
-            Some(meta) => store.decode_row::<K, _>(self.snap()?, &bytes, &meta, now),
+            Some(meta) => store.decode_row_expiring::<K, _>(self.snap()?, &bytes, &meta, now),
         }
+    }
+
+    /// The expiry of the live value at `key` (encoded), read from its
+    /// header only and pinned: this transaction's write if any, else the
+    /// stored row. `None` when absent, expired, or never expiring.
+    pub(super) fn current_expiry(&mut self, key: &[u8]) -> Result<Option<u64>, StoreError> {
+        let now = self.now;
+        let header_expiry = |envelope: &[u8]| {
+            strata_codec::Header::read(envelope)
+                .ok()
+                .and_then(|h| h.expires_at)
+                .filter(|at| *at > now)
+        };
+        if let Some(p) = self.writes.get(key) {
+            return Ok(match p {
+                Pending::Put { envelope, .. } => header_expiry(envelope),
+                Pending::Delete { .. } => None,
+            });
+        }
+        let row = self.read_pinned(self.store.data, key)?;
+        Ok(row.as_deref().and_then(header_expiry))
     }
 
     /// The entries of `scan`, seeing this transaction's puts and deletes
@@ -162,7 +208,7 @@ impl<'s, E: Engine + 's> Tx<'s, E> {
                     }
                     Err(e) => return Err(StoreError::key::<K>(e)),
                 };
-                let value = pending_value::<K, E>(store, now, &pk, &p)?;
+                let value = pending_value::<K, E>(store, now, &pk, &p)?.map(|e| e.value);
                 (pk, typed, value)
             } else {
                 let Some(row) = rows.next() else { break };
@@ -281,14 +327,14 @@ impl<'s, E: Engine + 's> Tx<'s, E> {
     }
 }
 
-/// The value a pending write of this transaction gives `key`: `None` for a
-/// delete or an expired put.
+/// The value a pending write of this transaction gives `key`, with its
+/// expiry: `None` for a delete or an expired put.
 fn pending_value<K, E>(
     store: &Store<E>,
     now: u64,
     key: &[u8],
     p: &Pending,
-) -> Result<Option<K::Value>, StoreError>
+) -> Result<Option<Expiring<K::Value>>, StoreError>
 where
     K: Key,
     K::Value: Value,
@@ -304,7 +350,10 @@ where
                         source,
                     },
                 )?;
-            Ok((!header.is_expired(now)).then_some(value))
+            Ok((!header.is_expired(now)).then_some(Expiring {
+                value,
+                expires_at: header.expires_at,
+            }))
         }
     }
 }

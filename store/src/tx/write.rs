@@ -5,10 +5,29 @@ use strata_engine::{Engine, Mutation};
 use strata_keys::Key;
 
 use super::{Pending, Stamped, Tx};
+
+/// What a write does with the value's expiry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Expiry {
+    /// The value never expires (an expiry of the value it replaces is
+    /// cleared).
+    Never,
+    /// The value expires at this time, in milliseconds since the epoch on
+    /// the store's clock.
+    At(u64),
+    /// The value expires this many milliseconds after the transaction's
+    /// clock reading.
+    After(u64),
+    /// The value keeps the expiry of the live value it replaces (none if
+    /// there is none).
+    Keep,
+}
 use crate::StoreError;
 
 impl<'s, E: Engine + 's> Tx<'s, E> {
-    /// Writes `value` at `key`.
+    /// Writes `value` at `key`; it never expires (an expiry of the value
+    /// it replaces is cleared). [`Tx::put_with`] keeps or sets one.
     ///
     /// # Errors
     /// The key does not pack or breaks the key limit; the value does not
@@ -39,6 +58,52 @@ impl<'s, E: Engine + 's> Tx<'s, E> {
         K::Value: Value,
     {
         self.put_expiring(key, value, Some(self.now.saturating_add(ttl_ms)))
+    }
+
+    /// Writes `value` at `key`, expiring at the absolute time `at_ms`
+    /// (milliseconds since the epoch, on the store's clock).
+    ///
+    /// # Errors
+    /// As [`Tx::put`].
+    pub fn put_expiring_at<K>(
+        &mut self,
+        key: &K,
+        value: &K::Value,
+        at_ms: u64,
+    ) -> Result<(), StoreError>
+    where
+        K: Key + 'static,
+        K::Value: Value,
+    {
+        self.put_expiring(key, value, Some(at_ms))
+    }
+
+    /// Writes `value` at `key` with the expiry `expiry` says:
+    /// [`Expiry::Keep`] keeps that of the live value it replaces (reading,
+    /// and pinning, that value's row; none if there is none).
+    ///
+    /// # Errors
+    /// As [`Tx::put`], and a read's error for [`Expiry::Keep`].
+    pub fn put_with<K>(
+        &mut self,
+        key: &K,
+        value: &K::Value,
+        expiry: Expiry,
+    ) -> Result<(), StoreError>
+    where
+        K: Key + 'static,
+        K::Value: Value,
+    {
+        let at = match expiry {
+            Expiry::Never => None,
+            Expiry::At(at) => Some(at),
+            Expiry::After(ttl) => Some(self.now.saturating_add(ttl)),
+            Expiry::Keep => {
+                let bytes = self.pack(key)?;
+                self.current_expiry(&bytes)?
+            }
+        };
+        self.put_expiring(key, value, at)
     }
 
     fn put_expiring<K>(
@@ -96,6 +161,9 @@ impl<'s, E: Engine + 's> Tx<'s, E> {
 
     /// Writes `new` (or deletes, for `None`) if the value at `key` equals
     /// `expected` (`None`: absent or expired). Returns whether it wrote.
+    /// The value written keeps the expiry of the value it replaces (an
+    /// activation created with a time to live still expires when finished
+    /// this way); [`Tx::compare_and_set_with`] chooses another.
     ///
     /// # Errors
     /// As [`Tx::get`] and [`Tx::put`].
@@ -109,12 +177,40 @@ impl<'s, E: Engine + 's> Tx<'s, E> {
         K: Key + 'static,
         K::Value: Value + PartialEq,
     {
-        if self.get(key)?.as_ref() != expected {
+        #[cfg(feature = "planted-bugs")]
+        if self.store.options.bug(crate::PlantedBug::CasDropsExpiry) {
+            return self.compare_and_set_with(key, expected, new, Expiry::Never);
+        }
+        self.compare_and_set_with(key, expected, new, Expiry::Keep)
+    }
+
+    /// As [`Tx::compare_and_set`], writing `new` with the expiry `expiry`
+    /// says.
+    ///
+    /// # Errors
+    /// As [`Tx::compare_and_set`].
+    pub fn compare_and_set_with<K>(
+        &mut self,
+        key: &K,
+        expected: Option<&K::Value>,
+        new: Option<&K::Value>,
+        expiry: Expiry,
+    ) -> Result<bool, StoreError>
+    where
+        K: Key + 'static,
+        K::Value: Value + PartialEq,
+    {
+        let current = self.get_with_expiry(key)?;
+        if current.as_ref().map(|e| &e.value) != expected {
             return Ok(false);
         }
-        match new {
-            Some(v) => self.put(key, v)?,
-            None => self.delete(key)?,
+        match (new, expiry) {
+            // The expiry was read with the value: no second read.
+            (Some(v), Expiry::Keep) => {
+                self.put_expiring(key, v, current.and_then(|e| e.expires_at))?;
+            }
+            (Some(v), expiry) => self.put_with(key, v, expiry)?,
+            (None, _) => self.delete(key)?,
         }
         Ok(true)
     }
