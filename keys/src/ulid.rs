@@ -178,7 +178,9 @@ impl FromStr for Ulid {
 /// use strata_keys::ulid::UlidGenerator;
 ///
 /// let mut ids = UlidGenerator::new();
-/// // In real code: `clock.now_ms()` and `rng.next_u128()` from the injected sources.
+/// // In real code the reading is `clock.now_ms()` and the randomness comes
+/// // from the injected `Rng` (which yields 64 bits a draw), for example
+/// // `|| u128::from(rng.next_u64()) << 64 | u128::from(rng.next_u64())`.
 /// let a = ids.generate(1_706_540_400_000, || 0xDEAD_BEEF).unwrap();
 /// let b = ids.generate(1_706_540_400_000, || 0).unwrap(); // same millisecond
 /// assert!(b > a);

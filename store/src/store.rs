@@ -343,6 +343,16 @@ impl<E: Engine> Store<E> {
         self.write_one(|tx| tx.add(key, delta))
     }
 
+    /// Adds `delta` to the counter at `key` in its own transaction (retried
+    /// on conflict) and returns the new value: each call gets a value no
+    /// other call gets.
+    ///
+    /// # Errors
+    /// As [`Tx::increment`] and [`Tx::commit`].
+    pub fn increment<K: Key<Value = i64>>(&self, key: &K, delta: i64) -> Result<i64, StoreError> {
+        self.transact(|tx| tx.increment(key, delta))
+    }
+
     /// The counter at `key` (0 when absent).
     ///
     /// # Errors

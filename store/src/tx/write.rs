@@ -147,6 +147,24 @@ impl<'s, E: Engine + 's> Tx<'s, E> {
         });
     }
 
+    /// Adds `delta` to the counter at `key` and returns the new value (the
+    /// next number of a sequence, say). It reads the counter, so two
+    /// transactions incrementing one counter conflict and one retries:
+    /// every value is handed out once. [`Tx::add`] is the blind, conflict
+    /// free form.
+    ///
+    /// # Errors
+    /// As [`Tx::counter`] and [`Tx::add`].
+    pub fn increment<K: Key<Value = i64>>(
+        &mut self,
+        key: &K,
+        delta: i64,
+    ) -> Result<i64, StoreError> {
+        let now = self.counter(key)?;
+        self.add(key, delta)?;
+        Ok(now.wrapping_add(delta))
+    }
+
     /// Adds `delta` to the counter at `key` (absent counts as 0), applied
     /// by the engine at commit: concurrent adds do not conflict.
     ///

@@ -196,6 +196,50 @@ fn concurrent_counter_adds_do_not_conflict() {
 }
 
 #[test]
+fn increments_hand_out_each_value_once() {
+    // Threads retry through many conflicts, without waiting.
+    let options = common::options(Limits::FOUNDATIONDB).retry(RetryPolicy {
+        max_attempts: 1_000,
+        base_backoff_ms: 0,
+        max_backoff_ms: 1,
+    });
+    on_every_engine!(options.clone(), |store, _clock| {
+        assert_eq!(store.increment(&n(2), 1).unwrap(), 1);
+        assert_eq!(store.increment(&n(2), 1).unwrap(), 2);
+        assert_eq!(store.increment(&n(2), 10).unwrap(), 12);
+        // Two transactions incrementing one counter: the second conflicts.
+        let mut a = store.begin();
+        let mut b = store.begin();
+        assert_eq!(a.increment(&n(2), 1).unwrap(), 13);
+        assert_eq!(b.increment(&n(2), 1).unwrap(), 13);
+        a.commit().unwrap();
+        assert!(
+            b.commit().unwrap_err().is_conflict(),
+            "13 is handed out once"
+        );
+        // On four threads through retried transactions: 1..=40 exactly.
+        let mut got: Vec<i64> = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..4)
+                .map(|_| {
+                    s.spawn(|| {
+                        (0..10)
+                            .map(|_| store.increment(&n(3), 1).unwrap())
+                            .collect::<Vec<_>>()
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .flat_map(|h| h.join().unwrap())
+                .collect()
+        });
+        got.sort_unstable();
+        assert_eq!(got, (1..=40).collect::<Vec<_>>());
+        common::assert_quota_exact(&store);
+    });
+}
+
+#[test]
 fn versionstamped_keys_sort_in_commit_order() {
     on_every_engine!(common::options(Limits::FOUNDATIONDB), |store, _clock| {
         let mut versions = Vec::new();
