@@ -588,6 +588,153 @@ macro_rules! __strata_text_key {
     };
 }
 
+/// Implements a *prefix* of a text key type for a struct: the leading parts
+/// of the key's layout, ending with a literal, for range reads over one
+/// family (`cs:fn:{function}:ver:` of `cs:fn:{function}:ver:{v:06}:meta`).
+///
+/// The grammar is the key macros' (`Name of Key = (parts);`), and the
+/// parts must be exactly the key layout's first parts (the last literal
+/// may stop inside the key's literal): checked when compiling. Fields are
+/// written with the key's delimiter rule, so a prefix never matches keys
+/// its values could not produce. The struct gets `pack_into`, `pack` and
+/// `range`.
+///
+/// ```
+/// use strata_keys::{text_key, text_prefix, Key};
+///
+/// #[derive(Debug, Clone, PartialEq, Eq)]
+/// pub struct VerMeta { pub function: String, pub version: u32 }
+/// pub struct FnVersions { pub function: String }
+///
+/// text_key! {
+///     VerMeta -> Vec<u8> = ("cs:fn:", {function}, ":ver:", {version:06}, ":meta");
+/// }
+/// text_prefix! {
+///     FnVersions of VerMeta = ("cs:fn:", {function}, ":ver:");
+/// }
+///
+/// let prefix = FnVersions { function: "resize".into() }.pack().unwrap();
+/// assert_eq!(prefix, b"cs:fn:resize:ver:");
+/// let key = VerMeta { function: "resize".into(), version: 3 }.pack().unwrap();
+/// assert!(FnVersions { function: "resize".into() }.range().unwrap().contains(&key));
+/// // The key's rule holds: a function name never holds a delimiter.
+/// assert!(FnVersions { function: "a:b".into() }.pack().is_err());
+/// ```
+#[macro_export]
+macro_rules! text_prefix {
+    () => {};
+    ($name:ident of $key:ty = ( $($part:tt),+ $(,)? ); $($rest:tt)*) => {
+        #[allow(clippy::zero_prefixed_literal)]
+        impl $name {
+            /// The prefix's parts: the first parts of the key's layout.
+            pub const LAYOUT: &'static [$crate::text::TextPart] = &[ $( $crate::__strata_text_part!($part) ),+ ];
+            /// The key's delimiters, which the prefix's fields follow.
+            pub const DELIMITERS: $crate::text::ByteSet = <$key>::DELIMITERS;
+
+            /// Appends the prefix; on error `out` is unchanged.
+            ///
+            /// # Errors
+            /// A field breaks the key's delimiter rule.
+            pub fn pack_into(&self, out: &mut ::std::vec::Vec<u8>) -> ::std::result::Result<(), $crate::KeyError> {
+                const NAME: &str = ::std::stringify!($name);
+                let start = out.len();
+                let mut write = || -> ::std::result::Result<(), $crate::KeyError> {
+                    let mut i = 0_usize;
+                    $( $crate::__strata_text_elem!(write NAME self out i $part); i += 1; )+
+                    let _ = i;
+                    Ok(())
+                };
+                let result = write();
+                if result.is_err() {
+                    out.truncate(start);
+                }
+                result
+            }
+
+            /// The packed prefix.
+            ///
+            /// # Errors
+            /// As [`Self::pack_into`].
+            pub fn pack(&self) -> ::std::result::Result<::std::vec::Vec<u8>, $crate::KeyError> {
+                let mut out = ::std::vec::Vec::new();
+                self.pack_into(&mut out)?;
+                Ok(out)
+            }
+
+            /// Every key that starts with this prefix.
+            ///
+            /// # Errors
+            /// As [`Self::pack_into`].
+            pub fn range(&self) -> ::std::result::Result<$crate::KeyRange, $crate::KeyError> {
+                self.pack().map(|p| $crate::KeyRange::prefix(&p))
+            }
+        }
+
+        const _: () = $crate::text::check_prefix(<$name>::LAYOUT, <$key>::LAYOUT);
+
+        $crate::text_prefix! { $($rest)* }
+    };
+    ($($other:tt)*) => {
+        ::std::compile_error!(
+            "text_prefix! expects `Name of KeyType = (parts);`: the first parts of the key's layout, ending with a literal"
+        );
+    };
+}
+
+/// The compile-time check of [`text_prefix!`](crate::text_prefix): `prefix`
+/// is the first parts of the key layout `of`, fields equal by name and
+/// width, literals equal except that the last may stop inside the key's,
+/// and it ends with a literal (so its last field is terminated).
+///
+/// # Panics
+/// On a prefix that breaks one of these: at compile time, as a build error.
+pub const fn check_prefix(prefix: &[TextPart], of: &[TextPart]) {
+    check_layout(prefix);
+    assert!(
+        prefix.len() <= of.len(),
+        "a text prefix has more parts than its key"
+    );
+    assert!(
+        matches!(prefix[prefix.len() - 1], TextPart::Literal(_)),
+        "a text prefix must end with a literal"
+    );
+    let mut i = 0;
+    while i < prefix.len() {
+        let last = i + 1 == prefix.len();
+        match (prefix[i], of[i]) {
+            (TextPart::Literal(p), TextPart::Literal(k)) => {
+                let (p, k) = (p.as_bytes(), k.as_bytes());
+                assert!(
+                    p.len() == k.len() || (last && p.len() < k.len()),
+                    "a text prefix literal differs from its key's"
+                );
+                let mut j = 0;
+                while j < p.len() {
+                    assert!(p[j] == k[j], "a text prefix literal differs from its key's");
+                    j += 1;
+                }
+            }
+            (TextPart::Field { name: p, width: pw }, TextPart::Field { name: k, width: kw }) => {
+                let (p, k) = (p.as_bytes(), k.as_bytes());
+                assert!(
+                    pw == kw && p.len() == k.len(),
+                    "a text prefix field differs from its key's (name or width)"
+                );
+                let mut j = 0;
+                while j < p.len() {
+                    assert!(
+                        p[j] == k[j],
+                        "a text prefix field differs from its key's (name or width)"
+                    );
+                    j += 1;
+                }
+            }
+            _ => panic!("a text prefix part differs from its key's"),
+        }
+        i += 1;
+    }
+}
+
 /// The checks of a text layout that need no values, for the compiler: a
 /// literal is never empty, two literals never follow each other, and a
 /// width is at most 39 digits (a `u128` has 39).

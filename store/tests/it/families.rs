@@ -4,7 +4,7 @@
 //! read view and in a transaction, or skips and counts them when asked.
 
 use strata_codec::Limits;
-use strata_keys::text_key;
+use strata_keys::{text_key, text_prefix};
 use strata_store::{Scan, StoreError, StoreOptions};
 
 use crate::common::{self, Doc};
@@ -25,6 +25,14 @@ pub struct VerBundle {
 text_key! {
     VerMeta -> Doc = ("cs:fn:", {function}, ":ver:", {version:06}, ":meta");
     VerBundle -> Vec<u8> = ("cs:fn:", {function}, ":ver:", {version:06}, ":bundle");
+}
+
+/// Every version row of one function: `cs:fn:{function}:ver:`.
+pub struct FnVersions {
+    pub function: String,
+}
+text_prefix! {
+    FnVersions of VerMeta = ("cs:fn:", {function}, ":ver:");
 }
 
 fn meta(v: u32) -> Doc {
@@ -242,5 +250,52 @@ fn a_transaction_skips_its_own_foreign_writes_too() {
             .unwrap();
         assert_eq!((versions(&after), after.skipped), (vec![2, 3], 3));
         common::assert_quota_exact(&store);
+    });
+}
+
+#[test]
+fn a_text_prefix_lists_one_function_without_hand_written_bytes() {
+    on_every_engine!(options(), |store, _clock| {
+        for function in ["f", "fx", "g"] {
+            for v in 1..=2 {
+                store
+                    .put(
+                        &VerMeta {
+                            function: function.into(),
+                            version: v,
+                        },
+                        &meta(v),
+                    )
+                    .unwrap();
+                store
+                    .put(
+                        &VerBundle {
+                            function: function.into(),
+                            version: v,
+                        },
+                        &vec![1; 10],
+                    )
+                    .unwrap();
+            }
+        }
+        let range = FnVersions {
+            function: "f".into(),
+        }
+        .range()
+        .unwrap();
+        let page = store
+            .scan::<VerMeta>(&Scan::range_of(range).skip_other_types())
+            .unwrap();
+        // `fx` shares the bytes `cs:fn:f` but not `cs:fn:f:ver:`.
+        assert_eq!((versions(&page), page.skipped), (vec![1, 2], 2));
+        assert!(page.items.iter().all(|(k, _)| k.function == "f"));
+        assert!(
+            FnVersions {
+                function: "f:ver".into()
+            }
+            .range()
+            .is_err(),
+            "the key's delimiter rule"
+        );
     });
 }
