@@ -85,6 +85,16 @@ impl Limits {
         Limit::KeyBytes.check(key.len() as u64, self.max_key_bytes as u64)
     }
 
+    /// Checks one row's key and value sizes (not the batch totals).
+    ///
+    /// # Errors
+    /// [`LimitExceeded`] naming [`Limit::KeyBytes`] or
+    /// [`Limit::ValueBytes`].
+    pub fn check_row(&self, row: RowSize) -> Result<(), LimitExceeded> {
+        Limit::KeyBytes.check(row.key as u64, self.max_key_bytes as u64)?;
+        Limit::ValueBytes.check(row.value as u64, self.max_value_bytes as u64)
+    }
+
     /// Checks one stored value (one row's value bytes).
     ///
     /// # Errors

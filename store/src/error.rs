@@ -11,7 +11,7 @@ use thiserror::Error;
 pub enum StoreError {
     /// A key could not be packed, or a stored key is not of the type read
     /// (a scan over a prefix that several key types share).
-    #[error("key of type {key_type}: {source}")]
+    #[error("{}", describe_key_error(key_type, source))]
     Key {
         /// The key type's [`Key::NAME`](strata_keys::Key::NAME).
         key_type: &'static str,
@@ -78,13 +78,21 @@ pub enum StoreError {
         max: u64,
     },
     /// The atomic commit would break a limit of the store's
-    /// [`Limits`](strata_codec::Limits); nothing was written.
-    #[error("commit refused, nothing written: {0}")]
-    Limit(#[source] LimitExceeded),
+    /// [`Limits`](strata_codec::Limits); nothing was written. For a key or
+    /// value limit, `row` says which row of which write broke it.
+    #[error("commit refused, nothing written: {source}{}", describe_row(row.as_ref()))]
+    Limit {
+        /// The limit, the size and the maximum.
+        #[source]
+        source: LimitExceeded,
+        /// The row that broke a per-row limit (`None` for a batch limit).
+        row: Option<LimitedRow>,
+    },
     /// The commit would take a quota scope over its quota; nothing was
     /// written.
     #[error(
-        "quota of scope {scope:02x?} exceeded: {used} bytes used, {requested} more requested, limit {limit}"
+        "quota of scope {scope:02x?} exceeded: {used} bytes used, {requested} more requested, limit {limit}{}",
+        describe_grower(*key_type, key)
     )]
     Quota {
         /// The scope's bytes.
@@ -95,6 +103,11 @@ pub enum StoreError {
         requested: u64,
         /// The quota.
         limit: u64,
+        /// The key type of the first write of the commit that grew the
+        /// scope (`None` when not known: a counter created by `add`).
+        key_type: Option<&'static str>,
+        /// That write's key.
+        key: Vec<u8>,
     },
     /// A quota counter or a counter row holds something other than an
     /// 8-byte counter.
@@ -124,6 +137,88 @@ pub enum StoreError {
     Engine(#[from] EngineError),
 }
 
+/// What a row is, in an error about it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum RowKind {
+    /// The row holding a value (inline).
+    Value,
+    /// The row of a chunked value that lists its chunks.
+    Manifest,
+    /// One chunk of a chunked value (in the system keyspace).
+    Chunk,
+    /// An atomic counter.
+    Counter,
+    /// A row whose key receives the commit's versionstamp.
+    Versionstamped,
+}
+
+impl std::fmt::Display for RowKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::Value => "value row",
+            Self::Manifest => "chunk manifest",
+            Self::Chunk => "chunk row",
+            Self::Counter => "counter row",
+            Self::Versionstamped => "versionstamped row",
+        })
+    }
+}
+
+/// The row that broke a key or value limit, named as the user wrote it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LimitedRow {
+    /// The key type of the write (`None` when not known: a sweep).
+    pub key_type: Option<&'static str>,
+    /// What the row is.
+    pub kind: RowKind,
+    /// The key the user wrote (for a chunk row, its value's key: the
+    /// limit's size is the chunk row's own).
+    pub key: Vec<u8>,
+}
+
+/// A key for a message: printable ASCII as is, other bytes escaped, long
+/// keys cut with their length.
+fn show_key(key: &[u8]) -> String {
+    const SHOWN: usize = 48;
+    let head = key[..key.len().min(SHOWN)].escape_ascii().to_string();
+    if key.len() > SHOWN {
+        format!("\"{head}…\" ({} bytes)", key.len())
+    } else {
+        format!("\"{head}\"")
+    }
+}
+
+/// A key error names its key type once: most key errors already start
+/// with it.
+fn describe_key_error(key_type: &str, source: &KeyError) -> String {
+    let text = source.to_string();
+    if text.contains(key_type) {
+        text
+    } else {
+        format!("key of type {key_type}: {text}")
+    }
+}
+
+fn describe_row(row: Option<&LimitedRow>) -> String {
+    row.map_or_else(String::new, |r| {
+        format!(
+            ", in the {} of a write of {} at key {}",
+            r.kind,
+            r.key_type.unwrap_or("an unknown key type"),
+            show_key(&r.key)
+        )
+    })
+}
+
+fn describe_grower(key_type: Option<&str>, key: &[u8]) -> String {
+    format!(
+        "; first grown by a write of {} at key {}",
+        key_type.unwrap_or("a counter"),
+        show_key(key)
+    )
+}
+
 impl StoreError {
     /// Whether the error is a commit conflict, which a retry may resolve.
     pub fn is_conflict(&self) -> bool {
@@ -134,6 +229,28 @@ impl StoreError {
     /// applied. Transactions are not retried after it.
     pub fn is_outcome_unknown(&self) -> bool {
         matches!(self, Self::Commit(CommitError::OutcomeUnknown(_)))
+    }
+
+    /// A per-row limit broken by `kind` of the write of `key_type` at `key`.
+    pub(crate) fn row_limit(
+        source: LimitExceeded,
+        key_type: Option<&'static str>,
+        kind: RowKind,
+        key: &[u8],
+    ) -> Self {
+        Self::Limit {
+            source,
+            row: Some(LimitedRow {
+                key_type,
+                kind,
+                key: key.to_vec(),
+            }),
+        }
+    }
+
+    /// A batch limit of the whole commit.
+    pub(crate) fn batch_limit(source: LimitExceeded) -> Self {
+        Self::Limit { source, row: None }
     }
 
     pub(crate) fn key<K: strata_keys::Key>(source: KeyError) -> Self {

@@ -71,7 +71,7 @@ mod store;
 mod tx;
 
 pub use collections::{ChunkedLog, Members, SetIndex, SortedSet};
-pub use error::StoreError;
+pub use error::{LimitedRow, RowKind, StoreError};
 pub use ops::{
     BulkCursor, BulkError, BulkNonAtomic, BulkReport, ScopeUsage, SweepCursor, SweepReport,
 };

@@ -173,7 +173,7 @@ impl<E: Engine> BulkNonAtomic<'_, E> {
                     next = end;
                     attempt = 0;
                 }
-                Err(StoreError::Limit(_)) if width > 1 => width = width.div_ceil(2),
+                Err(StoreError::Limit { row: None, .. }) if width > 1 => width = width.div_ceil(2),
                 Err(e) if e.is_conflict() => {
                     attempt += 1;
                     if attempt >= store.options.retry.max_attempts.max(1) {
@@ -305,7 +305,13 @@ impl<E: Engine> Store<E> {
                 let meta = tx.read_data_row(&key)?;
                 let live = self.describe(&key, meta.as_deref()).expires_at == Some(at) && at <= now;
                 if live {
-                    tx.push_pending(key, Pending::Delete { chunked: true });
+                    tx.push_pending(
+                        key,
+                        Pending::Delete {
+                            chunked: true,
+                            key_type: None,
+                        },
+                    );
                     removed += 1;
                 } else {
                     tx.delete_system_row(index_key);
@@ -322,7 +328,7 @@ impl<E: Engine> Store<E> {
                     after.push(0);
                     from = Some(after);
                 }
-                Err(StoreError::Limit(_)) if width > 1 => width = width.div_ceil(2),
+                Err(StoreError::Limit { row: None, .. }) if width > 1 => width = width.div_ceil(2),
                 Err(e) if e.is_conflict() => {
                     attempt += 1;
                     if attempt >= self.options.retry.max_attempts.max(1) {

@@ -369,7 +369,7 @@ impl StoreRun {
                 tx.put(&Blob { actor, id }, &bytes)
             }
         });
-        if let Err(StoreError::Limit(l)) = &r {
+        if let Err(StoreError::Limit { source: l, .. }) = &r {
             self.trace.event(
                 step,
                 format!("blob {actor}/{id} of {len} bytes refused: {l}"),
@@ -470,7 +470,7 @@ impl StoreRun {
         };
         let over = excess == 2;
         match r {
-            Err(StoreError::Limit(l)) if over => {
+            Err(StoreError::Limit { source: l, .. }) if over => {
                 self.checks += 1;
                 if state(store.engine().inner()) != before {
                     return Err(fail(
@@ -482,7 +482,7 @@ impl StoreRun {
                     .event(step, format!("pressure {kind}: refused ({l})"));
                 Ok(())
             }
-            Err(StoreError::Limit(l)) => Err(fail(
+            Err(StoreError::Limit { source: l, .. }) => Err(fail(
                 step,
                 format!("a commit within the limits was refused: {l}"),
             )),

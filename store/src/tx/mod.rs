@@ -12,15 +12,29 @@ use crate::{Store, StoreError};
 #[derive(Debug, Clone)]
 pub(crate) enum Pending {
     /// The value's envelope.
-    Put { envelope: Vec<u8>, chunked: bool },
+    Put {
+        envelope: Vec<u8>,
+        chunked: bool,
+        key_type: Option<&'static str>,
+    },
     /// Remove the value (and its chunks).
-    Delete { chunked: bool },
+    Delete {
+        chunked: bool,
+        key_type: Option<&'static str>,
+    },
 }
 
 impl Pending {
     fn chunked(&self) -> bool {
         match self {
-            Self::Put { chunked, .. } | Self::Delete { chunked } => *chunked,
+            Self::Put { chunked, .. } | Self::Delete { chunked, .. } => *chunked,
+        }
+    }
+
+    /// The key type of the write, for errors.
+    fn key_type(&self) -> Option<&'static str> {
+        match self {
+            Self::Put { key_type, .. } | Self::Delete { key_type, .. } => *key_type,
         }
     }
 }
@@ -31,6 +45,7 @@ struct Stamped {
     key: Vec<u8>,
     offset: usize,
     value: Vec<u8>,
+    key_type: &'static str,
 }
 
 /// An open transaction: reads at one snapshot, writes buffered until
@@ -50,7 +65,8 @@ pub struct Tx<'s, E: Engine> {
     /// Rows read under a predicate, as read.
     pinned: BTreeMap<(Keyspace, Vec<u8>), Option<Vec<u8>>>,
     writes: BTreeMap<Vec<u8>, Pending>,
-    adds: BTreeMap<Vec<u8>, i64>,
+    /// Counter adds: the sum and the key type.
+    adds: BTreeMap<Vec<u8>, (i64, &'static str)>,
     stamped: Vec<Stamped>,
     /// System-row deletes that need no planning.
     raw: Vec<Mutation>,

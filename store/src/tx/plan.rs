@@ -13,7 +13,7 @@ use strata_engine::{Commit, Engine, Keyspace, Mutation, RangeSpec, StampAt};
 use strata_keys::Key;
 
 use super::{Pending, Tx};
-use crate::{Store, StoreError, layout};
+use crate::{RowKind, Store, StoreError, layout};
 
 impl<'s, E: Engine + 's> Tx<'s, E> {
     /// Turns the buffered writes into one commit, checking every limit.
@@ -26,12 +26,18 @@ impl<'s, E: Engine + 's> Tx<'s, E> {
         self.writes = writes;
         self.plan_counters(&mut out)?;
         let store = self.store;
+        let limits = store.options.limits;
         for s in &self.stamped {
-            out.rows.push(RowSize::put(&s.key, &s.value));
+            out.row(
+                &limits,
+                RowSize::put(&s.key, &s.value),
+                (Some(s.key_type), RowKind::Versionstamped, &s.key),
+            )?;
             out.charge(
                 store.options.scope_of(&s.key),
                 stored_size(s.key.len(), s.value.len()),
                 0,
+                (Some(s.key_type), &s.key),
             );
             out.mutations.push(Mutation::PutVersionstamped {
                 ks: store.data,
@@ -40,12 +46,13 @@ impl<'s, E: Engine + 's> Tx<'s, E> {
                 at: StampAt::Key(s.offset),
             });
         }
-        let limits = store.options.limits;
         #[cfg(feature = "planted-bugs")]
         if store.options.bug(crate::PlantedBug::BatchLimitUnchecked) {
             out.rows.clear();
         }
-        limits.check_batch(out.rows).map_err(StoreError::Limit)?;
+        limits
+            .check_batch(out.rows)
+            .map_err(StoreError::batch_limit)?;
         out.mutations.extend(self.raw.iter().cloned());
         for (scope, g) in out.growth {
             let counter = layout::quota_key(&scope);
@@ -55,11 +62,14 @@ impl<'s, E: Engine + 's> Tx<'s, E> {
                 let used = counter_value(self.read_pinned(store.system, &counter)?.as_deref())?;
                 let used = u64::try_from(used).unwrap_or(0);
                 if limits.check_quota(used, g).is_err() {
+                    let (key_type, key) = out.grower.remove(&scope).unwrap_or_default();
                     return Err(StoreError::Quota {
                         scope,
                         used,
                         requested: g.unsigned_abs(),
                         limit: limits.quota_bytes,
+                        key_type,
+                        key,
                     });
                 }
             }
@@ -83,6 +93,8 @@ impl<'s, E: Engine + 's> Tx<'s, E> {
     /// read (under a predicate) when chunks or quota depend on it.
     fn plan_write(&mut self, key: &[u8], p: &Pending, out: &mut Planned) -> Result<(), StoreError> {
         let store = self.store;
+        let limits = store.options.limits;
+        let key_type = p.key_type();
         let (data, system) = (store.data, store.system);
         let scope = store.options.scope_of(key);
         let known =
@@ -94,12 +106,8 @@ impl<'s, E: Engine + 's> Tx<'s, E> {
         };
         let (new_size, new_expiry) = match p {
             Pending::Put { envelope, .. } => {
-                let expires_at = Header::read(envelope)
-                    .map_err(|source| StoreError::Decode {
-                        key_type: "(envelope)",
-                        source,
-                    })?
-                    .expires_at;
+                // The store encoded this envelope itself: its header reads.
+                let expires_at = Header::read(envelope).ok().and_then(|h| h.expires_at);
                 #[allow(unused_mut)]
                 let mut previous = old.as_ref().map(|o| o.previous);
                 #[cfg(feature = "planted-bugs")]
@@ -112,7 +120,7 @@ impl<'s, E: Engine + 's> Tx<'s, E> {
                             .planner
                             .plan_write(key, envelope, previous)
                             .map_err(|source| StoreError::Chunk {
-                                key_type: "(write)",
+                                key_type: key_type.unwrap_or("an unknown key type"),
                                 source,
                             })?,
                         None => WritePlan {
@@ -124,7 +132,16 @@ impl<'s, E: Engine + 's> Tx<'s, E> {
                         },
                     };
                 for (i, row) in plan.puts.iter().enumerate() {
-                    out.rows.push(RowSize::put(&row.key, &row.value));
+                    let kind = match (i, plan.puts.len()) {
+                        (0, 1) => RowKind::Value,
+                        (0, _) => RowKind::Manifest,
+                        _ => RowKind::Chunk,
+                    };
+                    out.row(
+                        &limits,
+                        RowSize::put(&row.key, &row.value),
+                        (key_type, kind, key),
+                    )?;
                     out.mutations.push(Mutation::Put {
                         ks: if i == 0 { data } else { system },
                         key: row.key.clone(),
@@ -135,7 +152,11 @@ impl<'s, E: Engine + 's> Tx<'s, E> {
                 (plan.stored_bytes(), expires_at)
             }
             Pending::Delete { .. } => {
-                out.rows.push(RowSize::delete(key));
+                out.row(
+                    &limits,
+                    RowSize::delete(key),
+                    (key_type, RowKind::Value, key),
+                )?;
                 out.mutations.push(Mutation::Delete {
                     ks: data,
                     key: key.to_vec(),
@@ -148,38 +169,22 @@ impl<'s, E: Engine + 's> Tx<'s, E> {
                 (0, None)
             }
         };
-        let old_expiry = old.as_ref().and_then(|o| o.expires_at);
-        if let Some(at) = old_expiry
-            && old_expiry != new_expiry
-        {
-            out.mutations.push(Mutation::Delete {
-                ks: system,
-                key: layout::expiry_key(at, key),
-            });
-        }
-        if let Some(at) = new_expiry
-            && (old.is_none() || old_expiry != new_expiry)
-        {
-            out.mutations.push(Mutation::Put {
-                ks: system,
-                key: layout::expiry_key(at, key),
-                value: Vec::new(),
-            });
-        }
+        out.reindex(system, key, old.as_ref(), new_expiry);
         #[allow(unused_mut)]
         let mut old_size = old.as_ref().map_or(0, |o| o.size);
         #[cfg(feature = "planted-bugs")]
         if store.options.bug(crate::PlantedBug::QuotaIgnoresOverwrite) && new_size > 0 {
             old_size = 0;
         }
-        out.charge(scope, new_size, old_size);
+        out.charge(scope, new_size, old_size, (key_type, key));
         Ok(())
     }
 
     /// The counter adds, charging a scope for each counter row they create.
     fn plan_counters(&mut self, out: &mut Planned) -> Result<(), StoreError> {
         let adds = std::mem::take(&mut self.adds);
-        for (key, delta) in &adds {
+        let limits = self.store.options.limits;
+        for (key, (delta, key_type)) in &adds {
             let scope = self.store.options.scope_of(key);
             if scope.is_some() {
                 let exists = match self.writes.get(key) {
@@ -188,13 +193,17 @@ impl<'s, E: Engine + 's> Tx<'s, E> {
                     None => self.read_pinned(self.store.data, key)?.is_some(),
                 };
                 if !exists {
-                    out.charge(scope, stored_size(key.len(), 8), 0);
+                    out.charge(scope, stored_size(key.len(), 8), 0, (Some(key_type), key));
                 }
             }
-            out.rows.push(RowSize {
-                key: key.len(),
-                value: 8,
-            });
+            out.row(
+                &limits,
+                RowSize {
+                    key: key.len(),
+                    value: 8,
+                },
+                (Some(key_type), RowKind::Counter, key),
+            )?;
             out.mutations.push(Mutation::Add {
                 ks: self.store.data,
                 key: key.clone(),
@@ -214,12 +223,64 @@ struct Planned {
     rows: Vec<RowSize>,
     /// Net growth per quota scope.
     growth: BTreeMap<Vec<u8>, i64>,
+    /// The first write that grew each scope: its key type and key.
+    grower: BTreeMap<Vec<u8>, (Option<&'static str>, Vec<u8>)>,
 }
 
+/// Which write a row belongs to: its key type, the row's kind, the key the
+/// user wrote.
+type RowOrigin<'a> = (Option<&'static str>, RowKind, &'a [u8]);
+
 impl Planned {
-    fn charge(&mut self, scope: Option<Vec<u8>>, new: u64, old: u64) {
+    /// Adds a row, refused when its key or value breaks a per-row limit.
+    fn row(
+        &mut self,
+        limits: &strata_codec::Limits,
+        size: RowSize,
+        (key_type, kind, key): RowOrigin<'_>,
+    ) -> Result<(), StoreError> {
+        limits
+            .check_row(size)
+            .map_err(|e| StoreError::row_limit(e, key_type, kind, key))?;
+        self.rows.push(size);
+        Ok(())
+    }
+
+    fn charge(
+        &mut self,
+        scope: Option<Vec<u8>>,
+        new: u64,
+        old: u64,
+        (key_type, key): (Option<&'static str>, &[u8]),
+    ) {
         if let Some(scope) = scope {
+            if new > old && !self.grower.contains_key(&scope) {
+                self.grower.insert(scope.clone(), (key_type, key.to_vec()));
+            }
             *self.growth.entry(scope).or_default() += signed(new) - signed(old);
+        }
+    }
+
+    /// The expiry index changes of a write whose old row is `old` (`None`:
+    /// not read) and whose new one expires at `new`.
+    fn reindex(&mut self, system: Keyspace, key: &[u8], old: Option<&OldRow>, new: Option<u64>) {
+        let old_expiry = old.and_then(|o| o.expires_at);
+        if let Some(at) = old_expiry
+            && old_expiry != new
+        {
+            self.mutations.push(Mutation::Delete {
+                ks: system,
+                key: layout::expiry_key(at, key),
+            });
+        }
+        if let Some(at) = new
+            && (old.is_none() || old_expiry != new)
+        {
+            self.mutations.push(Mutation::Put {
+                ks: system,
+                key: layout::expiry_key(at, key),
+                value: Vec::new(),
+            });
         }
     }
 
@@ -274,7 +335,7 @@ impl<E: Engine> Store<E> {
         self.options
             .limits
             .check_key(&bytes)
-            .map_err(StoreError::Limit)?;
+            .map_err(|e| StoreError::row_limit(e, Some(K::NAME), RowKind::Value, &bytes))?;
         Ok(bytes)
     }
 
@@ -309,7 +370,14 @@ impl<E: Engine> Store<E> {
                 max: max as u64,
             });
         }
-        Ok((bytes, Pending::Put { envelope, chunked }))
+        Ok((
+            bytes,
+            Pending::Put {
+                envelope,
+                chunked,
+                key_type: Some(K::NAME),
+            },
+        ))
     }
 
     /// The encoded key and pending write of a delete.
@@ -319,7 +387,13 @@ impl<E: Engine> Store<E> {
     ) -> Result<(Vec<u8>, Pending), StoreError> {
         let bytes = self.pack_checked(key)?;
         let chunked = self.options.is_chunked::<K>();
-        Ok((bytes, Pending::Delete { chunked }))
+        Ok((
+            bytes,
+            Pending::Delete {
+                chunked,
+                key_type: Some(K::NAME),
+            },
+        ))
     }
 
     /// Reads an old data row (`None`: absent): whether it is chunked, the

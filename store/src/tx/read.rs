@@ -323,7 +323,7 @@ impl<'s, E: Engine + 's> Tx<'s, E> {
         } else {
             counter_value(self.read_pinned(self.store.data, &bytes)?.as_deref())?
         };
-        Ok(base.wrapping_add(self.adds.get(&bytes).copied().unwrap_or(0)))
+        Ok(base.wrapping_add(self.adds.get(&bytes).map_or(0, |(d, _)| *d)))
     }
 }
 

@@ -172,8 +172,8 @@ impl<'s, E: Engine + 's> Tx<'s, E> {
     /// The key does not pack or breaks the key limit.
     pub fn add<K: Key<Value = i64>>(&mut self, key: &K, delta: i64) -> Result<(), StoreError> {
         let bytes = self.pack(key)?;
-        let sum = self.adds.entry(bytes).or_insert(0);
-        *sum = sum.wrapping_add(delta);
+        let sum = self.adds.entry(bytes).or_insert((0, K::NAME));
+        sum.0 = sum.0.wrapping_add(delta);
         Ok(())
     }
 
@@ -270,7 +270,9 @@ impl<'s, E: Engine + 's> Tx<'s, E> {
             .map_err(StoreError::key::<K>)?
             .ok_or(StoreError::NoVersionstamp { key_type: K::NAME })?;
         let limits = &self.store.options.limits;
-        limits.check_key(&bytes).map_err(StoreError::Limit)?;
+        limits.check_key(&bytes).map_err(|e| {
+            StoreError::row_limit(e, Some(K::NAME), crate::RowKind::Versionstamped, &bytes)
+        })?;
         let mut envelope = Vec::new();
         let options = EncodeOptions {
             checksum: false,
@@ -291,6 +293,7 @@ impl<'s, E: Engine + 's> Tx<'s, E> {
             key: bytes,
             offset,
             value: envelope,
+            key_type: K::NAME,
         });
         Ok(())
     }

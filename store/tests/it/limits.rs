@@ -3,7 +3,7 @@
 use strata_codec::{Limit, Limits, stored_size};
 use strata_engine::Engine;
 use strata_keys::Key;
-use strata_store::{BulkCursor, StoreError};
+use strata_store::{BulkCursor, RowKind, StoreError};
 
 use crate::common::{self, BlobKey, Doc, DocKey};
 use crate::on_every_engine;
@@ -34,7 +34,7 @@ fn an_atomic_commit_over_a_limit_is_refused_before_anything_is_written() {
             })
             .unwrap_err();
         assert!(
-            matches!(err, StoreError::Limit(e) if e.limit == Limit::BatchEntries && e.size == 5 && e.max == 4),
+            matches!(err, StoreError::Limit { source: e, row: None } if e.limit == Limit::BatchEntries && e.size == 5 && e.max == 4),
             "{err:?}"
         );
         // Four entries over the byte limit.
@@ -47,7 +47,7 @@ fn an_atomic_commit_over_a_limit_is_refused_before_anything_is_written() {
             })
             .unwrap_err();
         assert!(
-            matches!(err, StoreError::Limit(e) if e.limit == Limit::BatchBytes),
+            matches!(err, StoreError::Limit { source: e, row: None } if e.limit == Limit::BatchBytes),
             "{err:?}"
         );
         assert_eq!(store.engine().last_version(), before, "nothing committed");
@@ -72,10 +72,65 @@ fn a_key_over_the_key_limit_is_refused() {
     };
     let (store, _clock) = common::mem(common::options(limits));
     let err = store.put(&DocKey { actor: 1, id: 1 }, &doc(1)).unwrap_err();
+    let key = DocKey { actor: 1, id: 1 }.pack().unwrap();
+    match &err {
+        StoreError::Limit {
+            source,
+            row: Some(row),
+        } => {
+            assert_eq!(
+                (source.limit, source.size, source.max),
+                (Limit::KeyBytes, key.len() as u64, 8)
+            );
+            assert_eq!(
+                (row.key_type, row.kind, &row.key),
+                (Some("DocKey"), RowKind::Value, &key)
+            );
+        }
+        other => panic!("{other:?}"),
+    }
     assert!(
-        matches!(err, StoreError::Limit(e) if e.limit == Limit::KeyBytes),
-        "{err:?}"
+        err.to_string()
+            .contains("value row of a write of DocKey at key"),
+        "{err}"
     );
+}
+
+/// A chunk row's key is the value's key plus a suffix: a key that fits may
+/// make a chunk row that does not. The error says so, naming the key the
+/// user wrote, its type, and that it was a chunk row.
+#[test]
+fn a_chunk_row_over_the_key_limit_names_the_users_key() {
+    let k = BlobKey { actor: 1, id: 1 };
+    let key = k.pack().unwrap();
+    // The key fits with two bytes to spare; its chunk rows' keys do not.
+    let max_key = key.len() + 2;
+    let limits = Limits {
+        max_key_bytes: max_key,
+        max_value_bytes: 100,
+        ..Limits::FOUNDATIONDB
+    };
+    on_every_engine!(common::options(limits), |store, _clock| {
+        let err = store.put(&k, &vec![1; 1_000]).unwrap_err();
+        match &err {
+            StoreError::Limit {
+                source,
+                row: Some(row),
+            } => {
+                assert_eq!(source.limit, Limit::KeyBytes);
+                assert_eq!(source.max, max_key as u64);
+                assert!(source.size > max_key as u64, "{source}");
+                assert_eq!(
+                    (row.key_type, row.kind, &row.key),
+                    (Some("BlobKey"), RowKind::Chunk, &key)
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+        let text = err.to_string();
+        assert!(text.contains("chunk row of a write of BlobKey"), "{text}");
+        assert_eq!(store.get(&k).unwrap(), None, "nothing written");
+    });
 }
 
 #[test]
@@ -89,7 +144,7 @@ fn a_chunked_value_larger_than_a_batch_is_refused_whole() {
         let k = BlobKey { actor: 1, id: 1 };
         let err = store.put(&k, &vec![1; 20_000]).unwrap_err();
         assert!(
-            matches!(err, StoreError::Limit(e) if e.limit == Limit::BatchBytes),
+            matches!(err, StoreError::Limit { source: e, row: None } if e.limit == Limit::BatchBytes),
             "{err:?}"
         );
         assert_eq!(common::system_rows_tagged(&store, "c"), 0);
@@ -185,9 +240,13 @@ fn quota_is_exact_near_the_limit_in_both_directions() {
                 used,
                 requested,
                 limit,
+                key_type,
+                key,
             } => {
                 assert_eq!(s, scope);
                 assert_eq!((used, requested, limit), (4 * one + 3, 1, 4 * one + 3));
+                let written = DocKey { actor: 1, id: 3 }.pack().unwrap();
+                assert_eq!((key_type, key), (Some("DocKey"), written));
             }
             other => panic!("{other:?}"),
         }
