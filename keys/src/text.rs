@@ -560,19 +560,7 @@ macro_rules! __strata_text_key {
             const NAME: &'static str = ::std::stringify!($name);
 
             fn pack_into(&self, out: &mut ::std::vec::Vec<u8>) -> ::std::result::Result<(), $crate::KeyError> {
-                const NAME: &str = ::std::stringify!($name);
-                let start = out.len();
-                let mut write = || -> ::std::result::Result<(), $crate::KeyError> {
-                    let mut i = 0_usize;
-                    $( $crate::__strata_text_elem!(write NAME self out i $part); i += 1; )+
-                    let _ = i;
-                    Ok(())
-                };
-                let result = write();
-                if result.is_err() {
-                    out.truncate(start);
-                }
-                result
+                $crate::__strata_text_write!($name self out $($part)+)
             }
 
             fn unpack(bytes: &[u8]) -> ::std::result::Result<Self, $crate::KeyError> {
@@ -636,19 +624,7 @@ macro_rules! text_prefix {
             /// # Errors
             /// A field breaks the key's delimiter rule.
             pub fn pack_into(&self, out: &mut ::std::vec::Vec<u8>) -> ::std::result::Result<(), $crate::KeyError> {
-                const NAME: &str = ::std::stringify!($name);
-                let start = out.len();
-                let mut write = || -> ::std::result::Result<(), $crate::KeyError> {
-                    let mut i = 0_usize;
-                    $( $crate::__strata_text_elem!(write NAME self out i $part); i += 1; )+
-                    let _ = i;
-                    Ok(())
-                };
-                let result = write();
-                if result.is_err() {
-                    out.truncate(start);
-                }
-                result
+                $crate::__strata_text_write!($name self out $($part)+)
             }
 
             /// The packed prefix.
@@ -758,6 +734,28 @@ pub const fn check_layout(parts: &[TextPart]) {
         }
         i += 1;
     }
+}
+
+/// Writes a text layout's parts for `pack_into`; on error the buffer is
+/// as it was.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __strata_text_write {
+    ($name:ident $self:ident $out:ident $($part:tt)+) => {{
+        const NAME: &str = ::std::stringify!($name);
+        let start = $out.len();
+        let mut write = || -> ::std::result::Result<(), $crate::KeyError> {
+            let mut i = 0_usize;
+            $( $crate::__strata_text_elem!(write NAME $self $out i $part); i += 1; )+
+            let _ = i;
+            Ok(())
+        };
+        let result = write();
+        if result.is_err() {
+            $out.truncate(start);
+        }
+        result
+    }};
 }
 
 #[doc(hidden)]

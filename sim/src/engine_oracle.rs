@@ -5,27 +5,15 @@
 use strata_engine::{Engine, RangeSpec, Snapshot};
 use strata_engine_testkit::Model;
 
-use crate::engine_workload::{Run, handles};
+use crate::engine_workload::Run;
 use crate::faults::FaultyEngine;
 use crate::run::{Violation, fail};
 use crate::targets::Target;
 
-/// Everything the engine holds, read without faults.
+/// Everything the engine holds, read without faults: the sim's own view,
+/// bypassing the fault wrapper.
 pub(crate) fn engine_state<E: Target>(e: &FaultyEngine<E>) -> Vec<Vec<(Vec<u8>, Vec<u8>)>> {
-    let inner = e.inner();
-    // The sim's own view; the fault wrapper is bypassed, and the inner
-    // engines read from memory.
-    let Ok(snap) = inner.snapshot() else {
-        return Vec::new();
-    };
-    handles(inner)
-        .into_iter()
-        .map(|ks| {
-            snap.range(ks, RangeSpec::all())
-                .map(|it| it.filter_map(Result::ok).collect())
-                .unwrap_or_default()
-        })
-        .collect()
+    crate::run::contents(e.inner())
 }
 
 fn model_state(m: &Model) -> Vec<Vec<(Vec<u8>, Vec<u8>)>> {

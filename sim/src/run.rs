@@ -124,6 +124,23 @@ impl Trace {
     }
 }
 
+/// Everything an engine holds, every keyspace in order, read at one
+/// snapshot (empty when the snapshot fails).
+pub(crate) fn contents<E: strata_engine::Engine>(e: &E) -> Vec<Vec<(Vec<u8>, Vec<u8>)>> {
+    use strata_engine::Snapshot;
+    let Ok(snap) = e.snapshot() else {
+        return Vec::new();
+    };
+    e.keyspaces()
+        .handles()
+        .map(|ks| {
+            snap.range(ks, strata_engine::RangeSpec::all())
+                .map(|it| it.filter_map(Result::ok).collect())
+                .unwrap_or_default()
+        })
+        .collect()
+}
+
 pub(crate) fn fail(step: usize, message: String) -> Violation {
     Violation { message, step }
 }

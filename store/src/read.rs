@@ -218,13 +218,7 @@ impl<'s, E: Engine + 's> ReadView<'s, E> {
         K: Key,
         K::Value: Value,
     {
-        let bytes = key.pack().map_err(StoreError::key::<K>)?;
-        match self.snap.get(self.store.data, &bytes)? {
-            None => Ok(None),
-            Some(meta) => self
-                .store
-                .decode_row::<K, _>(&self.snap, &bytes, &meta, self.now),
-        }
+        Ok(self.get_with_expiry(key)?.map(|e| e.value))
     }
 
     /// The value of `key` with its expiry in milliseconds since the epoch

@@ -37,7 +37,7 @@ use crate::targets::Target;
 
 mod oracle;
 
-use oracle::state;
+use crate::run::contents as state;
 
 const ACTOR: i64 = 1;
 const BANK: i64 = 2;

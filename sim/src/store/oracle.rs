@@ -1,7 +1,7 @@
 //! The store workload's oracles (see the module docs of [`super`]),
 //! checked on the engine without faults.
 
-use strata_engine::{Engine, RangeSpec, SeededRng, Snapshot};
+use strata_engine::SeededRng;
 use strata_store::{Store, StoreError};
 
 use super::{
@@ -130,19 +130,4 @@ impl StoreRun {
         }
         Ok(())
     }
-}
-
-/// Everything an engine holds.
-pub(super) fn state<E: Engine>(e: &E) -> Vec<Vec<(Vec<u8>, Vec<u8>)>> {
-    let Ok(snap) = e.snapshot() else {
-        return Vec::new();
-    };
-    e.keyspaces()
-        .handles()
-        .map(|ks| {
-            snap.range(ks, RangeSpec::all())
-                .map(|it| it.filter_map(Result::ok).collect())
-                .unwrap_or_default()
-        })
-        .collect()
 }

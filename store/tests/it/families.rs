@@ -55,30 +55,35 @@ fn versions(page: &strata_store::Page<VerMeta>) -> Vec<u32> {
 
 const VERSIONS: &str = "cs:fn:f:ver:";
 
+/// Versions `1..=versions` of `function`: a meta row and a bundle of
+/// `bundle` bytes each.
+fn fill<E: strata_engine::Engine>(
+    store: &strata_store::Store<E>,
+    function: &str,
+    versions: u32,
+    bundle: usize,
+) {
+    for version in 1..=versions {
+        let function = function.to_owned();
+        store
+            .put(
+                &VerMeta {
+                    function: function.clone(),
+                    version,
+                },
+                &meta(version),
+            )
+            .unwrap();
+        store
+            .put(&VerBundle { function, version }, &vec![7; bundle])
+            .unwrap();
+    }
+}
+
 #[test]
 fn a_foreign_row_is_a_key_error_in_views_and_transactions_alike() {
     on_every_engine!(options(), |store, _clock| {
-        for v in 1..=3 {
-            let function = "f".to_owned();
-            store
-                .put(
-                    &VerMeta {
-                        function: function.clone(),
-                        version: v,
-                    },
-                    &meta(v),
-                )
-                .unwrap();
-            store
-                .put(
-                    &VerBundle {
-                        function,
-                        version: v,
-                    },
-                    &vec![7; 4_000],
-                )
-                .unwrap();
-        }
+        fill(&store, "f", 3, 4_000);
         let scan = Scan::prefix(VERSIONS.as_bytes());
         let in_store = store.scan::<VerMeta>(&scan).unwrap_err();
         let in_view = store
@@ -112,27 +117,7 @@ fn a_foreign_row_is_a_key_error_in_views_and_transactions_alike() {
 #[test]
 fn skipping_other_types_pages_through_one_family_and_counts_the_rest() {
     on_every_engine!(options(), |store, _clock| {
-        for v in 1..=5 {
-            let function = "f".to_owned();
-            store
-                .put(
-                    &VerMeta {
-                        function: function.clone(),
-                        version: v,
-                    },
-                    &meta(v),
-                )
-                .unwrap();
-            store
-                .put(
-                    &VerBundle {
-                        function,
-                        version: v,
-                    },
-                    &vec![7; 2_500],
-                )
-                .unwrap();
-        }
+        fill(&store, "f", 5, 2_500);
         // Another function's rows lie outside the prefix and are not counted.
         store
             .put(
@@ -193,27 +178,7 @@ fn skipping_other_types_pages_through_one_family_and_counts_the_rest() {
 #[test]
 fn a_transaction_skips_its_own_foreign_writes_too() {
     on_every_engine!(options(), |store, _clock| {
-        for v in 1..=2 {
-            let function = "f".to_owned();
-            store
-                .put(
-                    &VerMeta {
-                        function: function.clone(),
-                        version: v,
-                    },
-                    &meta(v),
-                )
-                .unwrap();
-            store
-                .put(
-                    &VerBundle {
-                        function,
-                        version: v,
-                    },
-                    &vec![7; 100],
-                )
-                .unwrap();
-        }
+        fill(&store, "f", 2, 100);
         let mut tx = store.begin();
         let function = "f".to_owned();
         tx.put(
@@ -257,26 +222,7 @@ fn a_transaction_skips_its_own_foreign_writes_too() {
 fn a_text_prefix_lists_one_function_without_hand_written_bytes() {
     on_every_engine!(options(), |store, _clock| {
         for function in ["f", "fx", "g"] {
-            for v in 1..=2 {
-                store
-                    .put(
-                        &VerMeta {
-                            function: function.into(),
-                            version: v,
-                        },
-                        &meta(v),
-                    )
-                    .unwrap();
-                store
-                    .put(
-                        &VerBundle {
-                            function: function.into(),
-                            version: v,
-                        },
-                        &vec![1; 10],
-                    )
-                    .unwrap();
-            }
+            fill(&store, function, 2, 10);
         }
         let range = FnVersions {
             function: "f".into(),
