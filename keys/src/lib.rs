@@ -86,6 +86,11 @@ pub trait Key: Sized {
     type Value;
     /// The key type's name, used in errors.
     const NAME: &'static str;
+    /// Whether values under this key type may be larger than one row, so
+    /// that a store splits them into chunks. Declared with the key, as
+    /// `Name -> chunked Value = (...)` in the key macros; a hint to stores
+    /// that does not change the key's bytes.
+    const CHUNKED: bool = false;
 
     /// Appends the encoded key to `out`. Tuple and raw keys never fail; text
     /// keys fail when a field cannot be written unambiguously.

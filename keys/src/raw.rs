@@ -231,19 +231,24 @@ pub fn segment_len<S, T: FixedSegment>(_field: impl Fn(&S) -> &T) -> usize {
 #[macro_export]
 macro_rules! raw_key {
     () => {};
-    ($name:ident -> $value:ty = ( [ $($tag:expr),* $(,)? ] $(, { $field:ident })* $(, .. { $tail:ident })? $(,)? ); $($rest:tt)*) => {
-        $crate::raw_key! { @emit $name $value [$($tag),*] [$($field)*] [$($tail)?] }
+    ($name:ident -> chunked $value:ty = $layout:tt; $($rest:tt)*) => {
+        $crate::raw_key! { @layout $name [$value] true $layout }
         $crate::raw_key! { $($rest)* }
     };
-    ($name:ident -> $value:ty = ( { $first:ident } $(, { $field:ident })* $(, .. { $tail:ident })? $(,)? ); $($rest:tt)*) => {
-        $crate::raw_key! { @emit $name $value [] [$first $($field)*] [$($tail)?] }
+    ($name:ident -> $value:ty = $layout:tt; $($rest:tt)*) => {
+        $crate::raw_key! { @layout $name [$value] false $layout }
         $crate::raw_key! { $($rest)* }
     };
-    ($name:ident -> $value:ty = ( .. { $tail:ident } $(,)? ); $($rest:tt)*) => {
-        $crate::raw_key! { @emit $name $value [] [] [$tail] }
-        $crate::raw_key! { $($rest)* }
+    (@layout $name:ident [$value:ty] $chunked:literal ( [ $($tag:expr),* $(,)? ] $(, { $field:ident })* $(, .. { $tail:ident })? $(,)? )) => {
+        $crate::raw_key! { @emit $name $value, $chunked [$($tag),*] [$($field)*] [$($tail)?] }
     };
-    (@emit $name:ident $value:ty [$($tag:expr),*] [$($field:ident)*] [$($tail:ident)?]) => {
+    (@layout $name:ident [$value:ty] $chunked:literal ( { $first:ident } $(, { $field:ident })* $(, .. { $tail:ident })? $(,)? )) => {
+        $crate::raw_key! { @emit $name $value, $chunked [] [$first $($field)*] [$($tail)?] }
+    };
+    (@layout $name:ident [$value:ty] $chunked:literal ( .. { $tail:ident } $(,)? )) => {
+        $crate::raw_key! { @emit $name $value, $chunked [] [] [$tail] }
+    };
+    (@emit $name:ident $value:ty, $chunked:literal [$($tag:expr),*] [$($field:ident)*] [$($tail:ident)?]) => {
         impl $name {
             /// The constant bytes every key of this type starts with.
             pub const TAG: &'static [u8] = &[$($tag),*];
@@ -257,6 +262,7 @@ macro_rules! raw_key {
         impl $crate::Key for $name {
             type Value = $value;
             const NAME: &'static str = ::std::stringify!($name);
+            const CHUNKED: bool = $chunked;
 
             fn pack_into(&self, out: &mut ::std::vec::Vec<u8>) -> ::std::result::Result<(), $crate::KeyError> {
                 #[allow(unused_variables)]

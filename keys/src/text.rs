@@ -520,8 +520,12 @@ fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
 #[macro_export]
 macro_rules! text_key {
     () => {};
+    ($name:ident -> chunked $value:ty = ( $($part:tt),+ $(,)? ); $($rest:tt)*) => {
+        $crate::__strata_text_key! { @fields $name [$value, true] [$($part)+] [] $($part)+ }
+        $crate::text_key! { $($rest)* }
+    };
     ($name:ident -> $value:ty = ( $($part:tt),+ $(,)? ); $($rest:tt)*) => {
-        $crate::__strata_text_key! { @fields $name [$value] [$($part)+] [] $($part)+ }
+        $crate::__strata_text_key! { @fields $name [$value, false] [$($part)+] [] $($part)+ }
         $crate::text_key! { $($rest)* }
     };
     ($($other:tt)*) => {
@@ -541,7 +545,7 @@ macro_rules! __strata_text_key {
     (@fields $name:ident $value:tt $parts:tt $fields:tt $lit:literal $($rest:tt)*) => {
         $crate::__strata_text_key! { @fields $name $value $parts $fields $($rest)* }
     };
-    (@fields $name:ident [$value:ty] [$($part:tt)+] [$($field:ident)*]) => {
+    (@fields $name:ident [$value:ty, $chunked:literal] [$($part:tt)+] [$($field:ident)*]) => {
         // Widths may be written `013`, mirroring format syntax; such a
         // literal is decimal in Rust, never octal.
         #[allow(clippy::zero_prefixed_literal)]
@@ -558,6 +562,7 @@ macro_rules! __strata_text_key {
         impl $crate::Key for $name {
             type Value = $value;
             const NAME: &'static str = ::std::stringify!($name);
+            const CHUNKED: bool = $chunked;
 
             fn pack_into(&self, out: &mut ::std::vec::Vec<u8>) -> ::std::result::Result<(), $crate::KeyError> {
                 $crate::__strata_text_write!($name self out $($part)+)

@@ -15,6 +15,7 @@
 //!
 //! ```text
 //! Name -> Value = (part, part, ...);      // tuple_prefix!: Name = (part, ...);
+//! Name -> chunked Value = (part, ...);    // values a store splits into chunks
 //! ```
 //!
 //! where the parts of a tuple layout are:
@@ -75,12 +76,20 @@ pub use foundationdb_tuple::*;
 #[macro_export]
 macro_rules! tuple_key {
     () => {};
+    ($name:ident -> chunked $value:ty = ( [ $($raw:expr),* $(,)? ] $(, $($layout:tt)*)? ); $($rest:tt)*) => {
+        $crate::__strata_tuple_layout! { @munch (key $name [$value] true) [$($raw),*] [] [] $($($layout)*)? }
+        $crate::tuple_key! { $($rest)* }
+    };
+    ($name:ident -> chunked $value:ty = ( $($layout:tt)* ); $($rest:tt)*) => {
+        $crate::__strata_tuple_layout! { @munch (key $name [$value] true) [] [] [] $($layout)* }
+        $crate::tuple_key! { $($rest)* }
+    };
     ($name:ident -> $value:ty = ( [ $($raw:expr),* $(,)? ] $(, $($layout:tt)*)? ); $($rest:tt)*) => {
-        $crate::__strata_tuple_layout! { @munch (key $name [$value]) [$($raw),*] [] [] $($($layout)*)? }
+        $crate::__strata_tuple_layout! { @munch (key $name [$value] false) [$($raw),*] [] [] $($($layout)*)? }
         $crate::tuple_key! { $($rest)* }
     };
     ($name:ident -> $value:ty = ( $($layout:tt)* ); $($rest:tt)*) => {
-        $crate::__strata_tuple_layout! { @munch (key $name [$value]) [] [] [] $($layout)* }
+        $crate::__strata_tuple_layout! { @munch (key $name [$value] false) [] [] [] $($layout)* }
         $crate::tuple_key! { $($rest)* }
     };
     ($($other:tt)*) => {
@@ -174,7 +183,7 @@ macro_rules! __strata_tuple_layout {
         $crate::__strata_tuple_layout! { @done $cfg $raw $acc $fields }
     };
 
-    (@done (key $name:ident [$value:ty]) [$($raw:expr),*] [$($elem:tt)*] [$($field:ident)*]) => {
+    (@done (key $name:ident [$value:ty] $chunked:literal) [$($raw:expr),*] [$($elem:tt)*] [$($field:ident)*]) => {
         impl $name {
             const __STRATA_RAW: &'static [u8] = &[$($raw),*];
 
@@ -194,6 +203,7 @@ macro_rules! __strata_tuple_layout {
         impl $crate::Key for $name {
             type Value = $value;
             const NAME: &'static str = ::std::stringify!($name);
+            const CHUNKED: bool = $chunked;
 
             fn pack_into(&self, out: &mut ::std::vec::Vec<u8>) -> ::std::result::Result<(), $crate::KeyError> {
                 self.pack_into_versionstamped(out).map(|_| ())

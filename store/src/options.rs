@@ -208,7 +208,9 @@ impl StoreOptions {
     /// Values of key type `K` larger than the value limit are stored in
     /// chunks (a metadata row plus chunk rows, in one commit) instead of
     /// being refused. Writes of a chunked type read the old value first, to
-    /// remove its chunks.
+    /// remove its chunks. A key type can say so itself where it is declared
+    /// (`Name -> chunked Value = (...)`, [`Key::CHUNKED`]); this is for key
+    /// types declared elsewhere.
     #[must_use]
     pub fn chunked<K: Key + 'static>(mut self) -> Self {
         self.chunked.push(TypeId::of::<K>());
@@ -273,7 +275,7 @@ impl StoreOptions {
     }
 
     pub(crate) fn is_chunked<K: Key + 'static>(&self) -> bool {
-        self.chunked.contains(&TypeId::of::<K>())
+        K::CHUNKED || self.chunked.contains(&TypeId::of::<K>())
     }
 
     pub(crate) fn scope_of(&self, key: &[u8]) -> Option<Vec<u8>> {

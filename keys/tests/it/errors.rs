@@ -281,3 +281,67 @@ fn text_writes_that_would_be_ambiguous_are_refused_and_leave_the_buffer() {
         })
     ));
 }
+
+/// `-> chunked Value` marks a key type whose values a store chunks, in
+/// every macro; without it a key type is not chunked.
+#[test]
+fn chunked_is_declared_with_the_key() {
+    use strata_keys::{raw_key, text_key, tuple_key};
+
+    #[derive(Debug, Clone, PartialEq)]
+    struct BigT {
+        id: u64,
+    }
+    #[derive(Debug, Clone, PartialEq)]
+    struct SmallT {
+        id: u64,
+    }
+    tuple_key! {
+        BigT -> chunked Vec<u8> = ("big", {id});
+        SmallT -> Vec<u8> = ("small", {id});
+    }
+    #[derive(Debug, Clone, PartialEq)]
+    struct BigR {
+        id: u64,
+    }
+    #[derive(Debug, Clone, PartialEq)]
+    struct SmallR {
+        id: u64,
+    }
+    raw_key! {
+        BigR -> chunked Vec<u8> = ([1], {id});
+        SmallR -> Vec<u8> = ([2], {id});
+    }
+    #[derive(Debug, Clone, PartialEq)]
+    struct BigX {
+        id: u64,
+    }
+    #[derive(Debug, Clone, PartialEq)]
+    struct SmallX {
+        id: u64,
+    }
+    text_key! {
+        BigX -> chunked Vec<u8> = ("big:", {id:08});
+        SmallX -> Vec<u8> = ("small:", {id:08});
+    }
+    fn chunked<K: Key>() -> bool {
+        K::CHUNKED
+    }
+    assert_eq!(
+        [chunked::<BigT>(), chunked::<BigR>(), chunked::<BigX>()],
+        [true; 3]
+    );
+    assert_eq!(
+        [
+            chunked::<SmallT>(),
+            chunked::<SmallR>(),
+            chunked::<SmallX>()
+        ],
+        [false; 3]
+    );
+    // The marker does not change the bytes.
+    assert_eq!(
+        BigR { id: 3 }.pack().unwrap()[1..],
+        SmallR { id: 3 }.pack().unwrap()[1..]
+    );
+}

@@ -343,3 +343,32 @@ fn a_chunk_size_of_zero_is_an_invalid_option_at_open() {
         "{err:?}"
     );
 }
+
+/// A key type declared `-> chunked` is chunked without a store option.
+#[test]
+fn a_key_type_declared_chunked_needs_no_store_option() {
+    use strata_keys::tuple_key;
+
+    #[derive(Debug, Clone, PartialEq)]
+    struct Bundle {
+        id: u64,
+    }
+    tuple_key! {
+        Bundle -> chunked Vec<u8> = ("bundle", {id});
+    }
+    let limits = Limits {
+        max_value_bytes: 200,
+        ..Limits::FOUNDATIONDB
+    };
+    // No `.chunked::<Bundle>()` here.
+    on_every_engine!(strata_store::StoreOptions::new(limits), |store, _clock| {
+        let big: Vec<u8> = (0..2_000u32).map(|i| (i % 251) as u8).collect();
+        store.put(&Bundle { id: 1 }, &big).unwrap();
+        assert_eq!(store.get(&Bundle { id: 1 }).unwrap(), Some(big));
+        let chunks = common::system_rows(&store)
+            .into_iter()
+            .filter(|(k, _)| k.starts_with(&tuple::pack(&("c",))))
+            .count();
+        assert!(chunks >= 10, "{chunks} chunk rows");
+    });
+}
