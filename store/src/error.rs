@@ -80,7 +80,7 @@ pub enum StoreError {
     /// The atomic commit would break a limit of the store's
     /// [`Limits`](strata_codec::Limits); nothing was written. For a key or
     /// value limit, `row` says which row of which write broke it.
-    #[error("commit refused, nothing written: {source}{}", describe_row(row.as_ref()))]
+    #[error("refused, nothing written: {source}{}", describe_row(row.as_ref()))]
     Limit {
         /// The limit, the size and the maximum.
         #[source]
