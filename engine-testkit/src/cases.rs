@@ -669,6 +669,9 @@ pub fn crash_contract<H: Harness>(mut h: H) {
             states.push((info.version, all(&e, a)));
         }
         let Some(e) = h.crash(e, &mut rng) else {
+            eprintln!(
+                "crash_contract: this harness cannot simulate a crash; the crash contract is NOT checked"
+            );
             return;
         };
         let recovered = all(&e, ks(&e, "a"));

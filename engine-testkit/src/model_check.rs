@@ -112,7 +112,9 @@ pub fn model_check<H: Harness>(h: H) {
                     let want = model.commit(c);
                     let got = e.commit(remap(c, e.keyspaces()));
                     match (&want, &got) {
-                        (Ok(_), Ok(_)) => {}
+                        (Ok(v), Ok(info)) => {
+                            prop_assert_eq!(info.version, *v, "step {}: the commit's version", i);
+                        }
                         (Err(w), Err(g)) => {
                             prop_assert_eq!(Some(w.clone()), ModelError::of(g), "step {}", i);
                         }

@@ -123,16 +123,23 @@ pub enum PlantedBug {
     PredicateAfterMutations,
     /// `durable_version` reports the last commit, durable or not.
     DurableVersionAhead,
+    /// `durable_version` reports one version less than is durable.
+    DurableVersionBehind,
+    /// An immediate commit is applied but not made durable, and is
+    /// acknowledged as not durable.
+    ImmediateNotDurable,
 }
 
 #[cfg(feature = "planted-bugs")]
 impl PlantedBug {
     /// Every planted bug.
-    pub const ALL: [Self; 4] = [
+    pub const ALL: [Self; 6] = [
         Self::CrashKeepsHalfCommit,
         Self::StampReusedAfterRestart,
         Self::PredicateAfterMutations,
         Self::DurableVersionAhead,
+        Self::DurableVersionBehind,
+        Self::ImmediateNotDurable,
     ];
 
     /// Its name on the command line.
@@ -142,6 +149,8 @@ impl PlantedBug {
             Self::StampReusedAfterRestart => "stamp-reused-after-restart",
             Self::PredicateAfterMutations => "predicate-after-mutations",
             Self::DurableVersionAhead => "durable-version-ahead",
+            Self::DurableVersionBehind => "durable-version-behind",
+            Self::ImmediateNotDurable => "immediate-not-durable",
         }
     }
 
@@ -476,7 +485,7 @@ impl Engine for MemEngine {
         }
         state.version = version;
         state.pending.push((version, ops));
-        let durable = durability == Durability::Immediate;
+        let durable = durability == Durability::Immediate && !self.planted("immediate-not-durable");
         if durable {
             sync_state(&mut state);
         }
@@ -493,6 +502,9 @@ impl Engine for MemEngine {
     fn durable_version(&self) -> u64 {
         if self.planted("durable-version-ahead") {
             return self.seq.last();
+        }
+        if self.planted("durable-version-behind") {
+            return self.seq.durable().saturating_sub(1);
         }
         self.seq.durable()
     }

@@ -7,16 +7,16 @@ use strata_engine_testkit::Model;
 
 use crate::engine_workload::Run;
 use crate::faults::FaultyEngine;
-use crate::run::{Violation, fail};
+use crate::run::{Contents, Violation, fail, first_difference};
 use crate::targets::Target;
 
 /// Everything the engine holds, read without faults: the sim's own view,
 /// bypassing the fault wrapper.
-pub(crate) fn engine_state<E: Target>(e: &FaultyEngine<E>) -> Vec<Vec<(Vec<u8>, Vec<u8>)>> {
+pub(crate) fn engine_state<E: Target>(e: &FaultyEngine<E>) -> Result<Contents, String> {
     crate::run::contents(e.inner())
 }
 
-fn model_state(m: &Model) -> Vec<Vec<(Vec<u8>, Vec<u8>)>> {
+fn model_state(m: &Model) -> Contents {
     m.maps
         .iter()
         .map(|map| map.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
@@ -31,14 +31,14 @@ impl Run {
         when: &str,
     ) -> Result<(), Violation> {
         self.checks += 1;
-        let got = engine_state(e);
+        let got = engine_state(e).map_err(|why| fail(step, format!("{when}: {why}")))?;
         let want = model_state(&self.model);
-        if got != want {
+        if let Some(diff) = first_difference(&got, &want) {
             return Err(fail(
                 step,
                 format!(
-                    "{when}: engine state differs from the model at version {} (engine {:?}, model {:?})",
-                    self.model.version, got, want
+                    "{when}: engine differs from the model at version {}: {diff}",
+                    self.model.version
                 ),
             ));
         }
@@ -61,16 +61,17 @@ impl Run {
         e: &FaultyEngine<E>,
         step: usize,
     ) -> Result<(), Violation> {
-        let Ok(snap) = e.inner().snapshot() else {
-            return Ok(());
-        };
+        let snap = e
+            .inner()
+            .snapshot()
+            .map_err(|err| fail(step, format!("a fault-free snapshot failed: {err}")))?;
         let before = self.model.clone();
         self.commit(e, step, 0)?;
         self.checks += 1;
         let rows: Vec<_> = snap
             .range(self.ks[0], RangeSpec::all())
-            .map(|it| it.filter_map(Result::ok).collect())
-            .unwrap_or_default();
+            .and_then(Iterator::collect)
+            .map_err(|err| fail(step, format!("a fault-free read failed: {err}")))?;
         let want = before.range(0, &RangeSpec::all());
         if rows != want {
             return Err(fail(
@@ -92,7 +93,10 @@ impl Run {
         let pending = self.model.version.saturating_sub(floor);
         let e = e.crash_restart(&mut self.rng);
         let e = self.replant(e);
-        let got = engine_state(&e);
+        let got = match engine_state(&e) {
+            Ok(got) => got,
+            Err(why) => return (e, Err(fail(step, format!("after a crash: {why}")))),
+        };
         let version = e.last_version();
         self.checks += 1;
         let found = self
@@ -105,6 +109,7 @@ impl Run {
                 self.model = m.clone();
                 self.history = vec![self.model.clone()];
                 self.floor = version;
+                self.acked = version;
                 for c in &mut self.clients {
                     c.reads.clear();
                 }
@@ -135,6 +140,7 @@ impl Run {
     ) -> (FaultyEngine<E>, Result<(), Violation>) {
         let e = self.replant(e.clean_restart());
         self.floor = self.model.version;
+        self.acked = self.model.version;
         self.history = vec![self.model.clone()];
         self.trace.event(step, "clean restart".to_owned());
         let outcome = self.check_state(&e, step, "after clean restart");
@@ -156,6 +162,15 @@ impl Run {
                 format!(
                     "durable version {reported} above the last version {}",
                     e.last_version()
+                ),
+            ));
+        }
+        if reported < self.acked {
+            return Err(fail(
+                step,
+                format!(
+                    "durable version {reported} below v{}, which immediate commits and syncs made durable",
+                    self.acked
                 ),
             ));
         }

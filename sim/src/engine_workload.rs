@@ -33,6 +33,10 @@ pub(crate) struct Run {
     /// crash must recover one of these at or after `floor`.
     pub(crate) history: Vec<Model>,
     pub(crate) floor: u64,
+    /// The highest version durable by what was asked and acknowledged
+    /// (immediate commits, successful syncs), not by the engine's reports,
+    /// which are checked against it.
+    pub(crate) acked: u64,
     pub(crate) clients: Vec<Client>,
     pub(crate) trace: Trace,
     pub(crate) commits: u64,
@@ -212,9 +216,7 @@ impl Run {
                 self.model = next;
                 self.history.push(self.model.clone());
                 self.commits += 1;
-                if info.durable {
-                    self.floor = self.floor.max(info.version);
-                }
+                self.acknowledged(c.durability, info, step)?;
                 self.check_state(e, step, "after commit")
             }
             (Err(w), Err(CommitError::Backend(src))) => {
@@ -367,15 +369,54 @@ impl Run {
         Ok(())
     }
 
-    fn sync<E: Target>(&mut self, e: &FaultyEngine<E>, step: usize) {
+    /// What an acknowledged commit promises: an immediate one is durable,
+    /// whatever else the engine reports.
+    fn acknowledged(
+        &mut self,
+        asked: Durability,
+        info: strata_engine::CommitInfo,
+        step: usize,
+    ) -> Result<(), Violation> {
+        if asked == Durability::Immediate {
+            if !info.durable {
+                return Err(fail(
+                    step,
+                    format!(
+                        "an immediate commit (v{}) was acknowledged as not durable",
+                        info.version
+                    ),
+                ));
+            }
+            self.acked = self.acked.max(info.version);
+        }
+        if info.durable {
+            self.floor = self.floor.max(info.version);
+        }
+        Ok(())
+    }
+
+    /// A sync makes every commit so far durable: its answer must say so.
+    fn sync<E: Target>(&mut self, e: &FaultyEngine<E>, step: usize) -> Result<(), Violation> {
         match e.sync() {
             Ok(v) => {
+                self.checks += 1;
+                if v < self.model.version {
+                    return Err(fail(
+                        step,
+                        format!(
+                            "sync answered durable version {v}, but commits up to v{} were made before it",
+                            self.model.version
+                        ),
+                    ));
+                }
                 self.floor = self.floor.max(v);
+                self.acked = self.acked.max(self.model.version);
                 self.trace.event(step, format!("sync: durable {v}"));
                 self.history.retain(|m| m.version >= v);
             }
             Err(err) => self.trace.event(step, format!("sync failed: {err}")),
         }
+        Ok(())
     }
 
     /// Re-plants the bug after a (re)start and takes the engine's new
@@ -402,6 +443,7 @@ pub fn run_seed_on<E: Target>(options: &RunOptions) -> SeedReport {
         model: Model::new(2),
         history: vec![Model::new(2)],
         floor: 0,
+        acked: 0,
         clients: (0..=rng.below(3)).map(|_| Client::default()).collect(),
         trace: Trace::new(),
         commits: 0,
@@ -449,10 +491,7 @@ pub fn run_seed_on<E: Target>(options: &RunOptions) -> SeedReport {
                 0..=499 => run.commit(&e, step, client),
                 500..=849 => run.read(&e, step, client),
                 850..=899 => run.isolation(&e, step),
-                900..=969 => {
-                    run.sync(&e, step);
-                    Ok(())
-                }
+                900..=969 => run.sync(&e, step),
                 970..=979 => {
                     let (next, outcome) = run.clean_restart(e, step);
                     e = next;

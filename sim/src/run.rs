@@ -124,21 +124,86 @@ impl Trace {
     }
 }
 
+/// Every keyspace's rows, in declaration order.
+pub(crate) type Contents = Vec<Vec<(Vec<u8>, Vec<u8>)>>;
+
 /// Everything an engine holds, every keyspace in order, read at one
-/// snapshot (empty when the snapshot fails).
-pub(crate) fn contents<E: strata_engine::Engine>(e: &E) -> Vec<Vec<(Vec<u8>, Vec<u8>)>> {
+/// snapshot. A read that fails is an error, never an empty keyspace: the
+/// oracles read without faults, so a failure is a finding.
+pub(crate) fn contents<E: strata_engine::Engine>(e: &E) -> Result<Contents, String> {
     use strata_engine::Snapshot;
-    let Ok(snap) = e.snapshot() else {
-        return Vec::new();
-    };
+    let snap = e
+        .snapshot()
+        .map_err(|err| format!("a fault-free snapshot failed: {err}"))?;
     e.keyspaces()
         .handles()
         .map(|ks| {
             snap.range(ks, strata_engine::RangeSpec::all())
-                .map(|it| it.filter_map(Result::ok).collect())
-                .unwrap_or_default()
+                .and_then(Iterator::collect)
+                .map_err(|err| format!("a fault-free read of {ks} failed: {err}"))
         })
         .collect()
+}
+
+/// Bytes for a message: printable ASCII as is, the rest escaped, long ones
+/// cut.
+pub(crate) fn show_bytes(bytes: &[u8]) -> String {
+    const SHOWN: usize = 40;
+    let head = bytes[..bytes.len().min(SHOWN)].escape_ascii().to_string();
+    if bytes.len() > SHOWN {
+        format!("\"{head}…\" ({} bytes)", bytes.len())
+    } else {
+        format!("\"{head}\"")
+    }
+}
+
+/// The first difference between what an engine holds and what it should
+/// hold: the keyspace, the first key that differs, and both sides there.
+pub(crate) fn first_difference(got: &Contents, want: &Contents) -> Option<String> {
+    if got.len() != want.len() {
+        return Some(format!("{} keyspaces, expected {}", got.len(), want.len()));
+    }
+    for (ks, (g, w)) in got.iter().zip(want).enumerate() {
+        let (mut g, mut w) = (g.iter().peekable(), w.iter().peekable());
+        loop {
+            let found = match (g.peek(), w.peek()) {
+                (None, None) => break,
+                (Some((gk, gv)), Some((wk, wv))) if gk == wk => {
+                    if gv == wv {
+                        g.next();
+                        w.next();
+                        None
+                    } else {
+                        Some(format!(
+                            "keyspace #{ks}, key {}: {} where {} was expected",
+                            show_bytes(gk),
+                            show_bytes(gv),
+                            show_bytes(wv)
+                        ))
+                    }
+                }
+                (Some((gk, gv)), Some((wk, _))) if gk < wk => Some(format!(
+                    "keyspace #{ks}, key {}: {} where no key was expected",
+                    show_bytes(gk),
+                    show_bytes(gv)
+                )),
+                (Some((gk, gv)), None) => Some(format!(
+                    "keyspace #{ks}, key {}: {} where no key was expected",
+                    show_bytes(gk),
+                    show_bytes(gv)
+                )),
+                (_, Some((wk, wv))) => Some(format!(
+                    "keyspace #{ks}, key {}: missing, {} was expected",
+                    show_bytes(wk),
+                    show_bytes(wv)
+                )),
+            };
+            if found.is_some() {
+                return found;
+            }
+        }
+    }
+    None
 }
 
 pub(crate) fn fail(step: usize, message: String) -> Violation {
@@ -192,5 +257,46 @@ pub fn run_workloads<E: Target>(options: &RunOptions) -> SeedReport {
                 violation: store.violation,
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Contents, first_difference};
+
+    fn rows(pairs: &[(&str, &str)]) -> Vec<(Vec<u8>, Vec<u8>)> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.as_bytes().to_vec(), v.as_bytes().to_vec()))
+            .collect()
+    }
+
+    #[test]
+    fn the_first_difference_is_named_with_both_sides() {
+        let want: Contents = vec![rows(&[("a", "1"), ("b", "2"), ("d", "4")]), rows(&[])];
+        assert_eq!(first_difference(&want.clone(), &want), None);
+        let changed = vec![rows(&[("a", "1"), ("b", "x"), ("d", "4")]), rows(&[])];
+        assert_eq!(
+            first_difference(&changed, &want).as_deref(),
+            Some("keyspace #0, key \"b\": \"x\" where \"2\" was expected")
+        );
+        let extra = vec![
+            rows(&[("a", "1"), ("b", "2"), ("c", "3"), ("d", "4")]),
+            rows(&[]),
+        ];
+        assert_eq!(
+            first_difference(&extra, &want).as_deref(),
+            Some("keyspace #0, key \"c\": \"3\" where no key was expected")
+        );
+        let missing = vec![rows(&[("a", "1"), ("b", "2")]), rows(&[])];
+        assert_eq!(
+            first_difference(&missing, &want).as_deref(),
+            Some("keyspace #0, key \"d\": missing, \"4\" was expected")
+        );
+        let other_keyspace = vec![want[0].clone(), rows(&[("q", "\u{1}")])];
+        assert_eq!(
+            first_difference(&other_keyspace, &want).as_deref(),
+            Some("keyspace #1, key \"q\": \"\\x01\" where no key was expected")
+        );
     }
 }

@@ -429,7 +429,7 @@ impl StoreRun {
         let actor = self.rng.below(ACTORS);
         let excess = self.rng.below(3); // 0, 1 or 2 over the edge, minus one
         let kind = self.rng.below(2);
-        let before = state(store.engine().inner());
+        let before = state(store.engine().inner()).map_err(|why| fail(step, why))?;
         // Entries (max - 1, max, max + 1 puts of tiny pads), or key length
         // (max - 1, max, max + 1).
         let r = if kind == 0 {
@@ -472,10 +472,11 @@ impl StoreRun {
         match r {
             Err(StoreError::Limit { source: l, .. }) if over => {
                 self.checks += 1;
-                if state(store.engine().inner()) != before {
+                let after = state(store.engine().inner()).map_err(|why| fail(step, why))?;
+                if let Some(diff) = crate::run::first_difference(&after, &before) {
                     return Err(fail(
                         step,
-                        format!("a commit refused by {l} changed the engine"),
+                        format!("a commit refused by {l} changed the engine: {diff}"),
                     ));
                 }
                 self.trace

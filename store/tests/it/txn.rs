@@ -279,6 +279,7 @@ fn versionstamped_keys_sort_in_commit_order() {
                 .map(|(i, v)| (*v, format!("e{i}")))
                 .collect::<Vec<_>>()
         );
+        let before = store.engine().last_version();
         let err = store
             .transact(|tx| {
                 tx.put_versionstamped(
@@ -290,7 +291,11 @@ fn versionstamped_keys_sort_in_commit_order() {
             })
             .unwrap_err();
         assert!(matches!(err, StoreError::NoVersionstamp { .. }), "{err:?}");
-        let _ = store.engine().last_version();
+        assert_eq!(
+            store.engine().last_version(),
+            before,
+            "nothing was committed"
+        );
     });
 }
 
