@@ -445,6 +445,10 @@ impl<L: ChunkLayout> ChunkPlanner<L> {
                 value: Cow::Borrowed(chunks.next().unwrap_or(&[])),
             });
         }
+        #[cfg(feature = "planted-bugs")]
+        if crate::planted::active(crate::planted::PlantedBug::LastChunkDropped) {
+            puts.pop();
+        }
         Ok(WritePlan {
             puts,
             deletes: self.stale(key, count, previous),

@@ -512,6 +512,15 @@ pub(crate) fn encode_parts(
     body: impl FnOnce(&mut Vec<u8>) -> Result<(), EncodeError>,
 ) -> Result<(), EncodeError> {
     let start = out.len();
+    #[cfg(feature = "planted-bugs")]
+    let options = if crate::planted::active(crate::planted::PlantedBug::ExpiryNotEncoded) {
+        EncodeOptions {
+            expires_at: None,
+            ..options
+        }
+    } else {
+        options
+    };
     let mut flags = 0;
     if options.expires_at.is_some() {
         flags |= FLAG_EXPIRES;

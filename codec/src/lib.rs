@@ -78,6 +78,8 @@
 pub mod chunk;
 pub mod envelope;
 pub mod limits;
+#[cfg(feature = "planted-bugs")]
+pub mod planted;
 
 pub use chunk::{
     ACTOR_KV_CHUNK_SIZE, ChunkError, ChunkLayout, ChunkPlanner, Manifest, Previous, Row, Stale,

@@ -128,18 +128,31 @@ pub enum PlantedBug {
     /// An immediate commit is applied but not made durable, and is
     /// acknowledged as not durable.
     ImmediateNotDurable,
+    /// A range read includes its excluded end key.
+    RangeEndInclusive,
+    /// A snapshot's point reads see commits made after it.
+    SnapshotSeesLaterCommits,
+    /// A range delete keeps the first key of its range.
+    DeleteRangeKeepsStart,
+    /// `sync` leaves the last pending commit out of the durable image but
+    /// reports it durable.
+    SyncDropsLastPending,
 }
 
 #[cfg(feature = "planted-bugs")]
 impl PlantedBug {
     /// Every planted bug.
-    pub const ALL: [Self; 6] = [
+    pub const ALL: [Self; 10] = [
         Self::CrashKeepsHalfCommit,
         Self::StampReusedAfterRestart,
         Self::PredicateAfterMutations,
         Self::DurableVersionAhead,
         Self::DurableVersionBehind,
         Self::ImmediateNotDurable,
+        Self::RangeEndInclusive,
+        Self::SnapshotSeesLaterCommits,
+        Self::DeleteRangeKeepsStart,
+        Self::SyncDropsLastPending,
     ];
 
     /// Its name on the command line.
@@ -151,6 +164,10 @@ impl PlantedBug {
             Self::DurableVersionAhead => "durable-version-ahead",
             Self::DurableVersionBehind => "durable-version-behind",
             Self::ImmediateNotDurable => "immediate-not-durable",
+            Self::RangeEndInclusive => "range-end-inclusive",
+            Self::SnapshotSeesLaterCommits => "snapshot-sees-later-commits",
+            Self::DeleteRangeKeepsStart => "delete-range-keeps-start",
+            Self::SyncDropsLastPending => "sync-drops-last-pending",
         }
     }
 
@@ -452,6 +469,7 @@ impl Engine for MemEngine {
             })
             .collect();
         let min_live = self.min_live(version);
+        let keep_start = self.planted("delete-range-keeps-start");
         for op in &ops {
             let (ks, keys): (usize, Vec<Vec<u8>>) = match op {
                 Op::Put(ks, k, v) => {
@@ -461,12 +479,21 @@ impl Engine for MemEngine {
                     continue;
                 }
                 Op::Delete(ks, k) => (*ks, vec![k.clone()]),
-                Op::DeleteRange(ks, r) => (
-                    *ks,
-                    within(&state.maps[*ks], &r.start, &r.end)
+                Op::DeleteRange(ks, r) => {
+                    let map = &state.maps[*ks];
+                    let mut keys: Vec<Vec<u8>> = within(map, &r.start, &r.end)
                         .map(|(k, _)| k.clone())
-                        .collect(),
-                ),
+                        .collect();
+                    if keep_start
+                        && let Some(i) = keys.iter().position(|k| {
+                            map.get(k)
+                                .is_some_and(|v| visible(v, state.version).is_some())
+                        })
+                    {
+                        keys.remove(i);
+                    }
+                    (*ks, keys)
+                }
             };
             let map = &mut state.maps[ks];
             for k in keys {
@@ -493,8 +520,12 @@ impl Engine for MemEngine {
     }
 
     fn sync(&self) -> Result<u64, EngineError> {
+        let drop_last = self.planted("sync-drops-last-pending");
         self.seq.sync(|| {
-            sync_state(&mut self.write());
+            let mut state = self.write();
+            let last = if drop_last { state.pending.pop() } else { None };
+            sync_state(&mut state);
+            state.pending.extend(last);
             Ok(())
         })
     }
@@ -616,15 +647,25 @@ impl Snapshot for MemSnapshot<'_> {
     fn get(&self, ks: Keyspace, key: &[u8]) -> Result<Option<Vec<u8>>, ReadError> {
         let ks = self.ks(ks)?;
         let state = self.engine.read();
+        let at = if self.engine.planted("snapshot-sees-later-commits") {
+            state.version
+        } else {
+            self.version
+        };
         Ok(state.maps[ks]
             .get(key)
-            .and_then(|v| visible(v, self.version))
+            .and_then(|v| visible(v, at))
             .map(|v| v.to_vec()))
     }
 
-    fn range(&self, ks: Keyspace, range: RangeSpec) -> Result<MemRange<'_>, ReadError> {
+    fn range(&self, ks: Keyspace, mut range: RangeSpec) -> Result<MemRange<'_>, ReadError> {
         let ks = self.ks(ks)?;
         range.validate()?;
+        if self.engine.planted("range-end-inclusive")
+            && let Bound::Excluded(end) = &range.end
+        {
+            range.end = Bound::Included(end.clone());
+        }
         Ok(MemRange {
             snapshot: self,
             ks,

@@ -79,6 +79,28 @@ impl Run {
                 "a snapshot taken before a commit sees a different state".to_owned(),
             ));
         }
+        // Point reads through the old snapshot, of every key either side
+        // holds: a get must not see the commit either.
+        let keys: std::collections::BTreeSet<&Vec<u8>> = before.maps[0]
+            .keys()
+            .chain(self.model.maps[0].keys())
+            .collect();
+        for key in keys {
+            self.checks += 1;
+            let got = snap
+                .get(self.ks[0], key)
+                .map_err(|err| fail(step, format!("a fault-free read failed: {err}")))?;
+            if got.as_ref() != before.maps[0].get(key) {
+                return Err(fail(
+                    step,
+                    format!(
+                        "a snapshot taken before a commit reads key {} as {:?}, not as before it",
+                        crate::run::show_bytes(key),
+                        got.as_deref().map(crate::run::show_bytes)
+                    ),
+                ));
+            }
+        }
         Ok(())
     }
 

@@ -20,6 +20,8 @@
 mod engine_oracle;
 mod engine_workload;
 pub mod faults;
+#[cfg(feature = "planted-bugs")]
+pub mod planted;
 pub mod run;
 pub mod store;
 pub mod targets;

@@ -7,7 +7,9 @@
 //! --ops K             steps per seed (default 400)
 //! --faults LIST       fault classes, comma-separated, or `all` / `none`
 //!                     (crash,commit,sticky,unknown,read,sync,clock)
-//! --plant NAME        enable a planted bug (build with `planted-bugs`)
+//! --plant NAME        enable a planted bug (build with `planted-bugs`);
+//!                     `--plant all` searches every planted bug (up to 100
+//!                     seeds each, or the `--seeds` range) and prints a table
 //! --engine mem|redb|rocks  the engine under test (default mem; redb runs on
 //!                     a disk that loses power at every crash; rocks is
 //!                     killed and reopened)
@@ -160,13 +162,12 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    if args.engine == EngineKind::Rocks && !cfg!(feature = "rocks") {
-        eprintln!("strata-sim: --engine rocks needs the rocks feature (cargo xtask sim adds it)");
-        return ExitCode::from(2);
+    if let Some(code) = unsupported(&args) {
+        return code;
     }
-    if args.plant.is_some() && !cfg!(feature = "planted-bugs") {
-        eprintln!("strata-sim: --plant needs the planted-bugs feature (cargo xtask sim adds it)");
-        return ExitCode::from(2);
+    #[cfg(feature = "planted-bugs")]
+    if args.plant.as_deref() == Some("all") {
+        return plant_all(&args);
     }
     let started = Instant::now();
     // A progress bar only on a terminal; logs get the summary alone.
@@ -247,6 +248,58 @@ fn main() -> ExitCode {
     );
     println!("sim: {seeds} passed, 0 failed");
     ExitCode::SUCCESS
+}
+
+/// An exit code when the options need a feature this build lacks.
+fn unsupported(args: &Args) -> Option<ExitCode> {
+    if args.engine == EngineKind::Rocks && !cfg!(feature = "rocks") {
+        eprintln!("strata-sim: --engine rocks needs the rocks feature (cargo xtask sim adds it)");
+        return Some(ExitCode::from(2));
+    }
+    if args.plant.is_some() && !cfg!(feature = "planted-bugs") {
+        eprintln!("strata-sim: --plant needs the planted-bugs feature (cargo xtask sim adds it)");
+        return Some(ExitCode::from(2));
+    }
+    None
+}
+
+/// `--plant all`: searches each planted bug from the first seed of
+/// `--seeds` for up to 100 seeds (or the range given), and prints a table.
+#[cfg(feature = "planted-bugs")]
+#[allow(clippy::disallowed_methods)] // the command line times itself; runs do not
+fn plant_all(args: &Args) -> ExitCode {
+    use strata_sim::planted::{PLANTED, hunt};
+    let within = args.seeds.end.saturating_sub(args.seeds.start).max(100);
+    println!("| bug | workload | caught | first seed | seeds run | seconds |");
+    println!("|---|---|---|---|---|---|");
+    let mut missed = 0;
+    for bug in PLANTED {
+        let started = Instant::now();
+        let h = hunt(*bug, args.seeds.start, within, args.ops);
+        let secs = started.elapsed().as_secs_f64();
+        if h.caught_at.is_none() {
+            missed += 1;
+        }
+        println!(
+            "| `{}` | {:?} | {} | {} | {} | {secs:.2} |",
+            bug.name,
+            bug.workload,
+            if h.caught_at.is_some() { "yes" } else { "NO" },
+            h.caught_at
+                .map_or_else(|| "-".to_owned(), |s| s.to_string()),
+            h.seeds
+        );
+    }
+    println!(
+        "planted bugs: {} caught, {missed} missed (within {within} seeds of {} steps)",
+        PLANTED.len() - missed,
+        args.ops
+    );
+    if missed == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
 }
 
 /// The closing table.

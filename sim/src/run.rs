@@ -213,7 +213,15 @@ pub(crate) fn fail(step: usize, message: String) -> Violation {
 /// Runs one seed to the end or to its first violation, on the engine and
 /// with the workloads the options name.
 pub fn run_seed(options: &RunOptions) -> SeedReport {
-    match options.engine {
+    // The codec's planted bugs hold for the thread running this seed.
+    #[cfg(feature = "planted-bugs")]
+    strata_codec::planted::plant(
+        options
+            .plant
+            .as_deref()
+            .and_then(strata_codec::planted::PlantedBug::from_name),
+    );
+    let report = match options.engine {
         EngineKind::Mem => run_workloads::<MemEngine>(options),
         EngineKind::Redb => run_workloads::<crate::targets::RedbTarget>(options),
         #[cfg(feature = "rocks")]
@@ -231,7 +239,10 @@ pub fn run_seed(options: &RunOptions) -> SeedReport {
                 step: 0,
             }),
         },
-    }
+    };
+    #[cfg(feature = "planted-bugs")]
+    strata_codec::planted::plant(None);
+    report
 }
 
 /// Runs the workloads of one seed on engine `E`.

@@ -117,12 +117,14 @@ pub enum PlantedBug {
     ScanGapsNotPinned,
     /// `compare_and_set` writes the new value without the old one's expiry.
     CasDropsExpiry,
+    /// A counter row created by `add` is not charged to its quota scope.
+    CounterAddNotCharged,
 }
 
 #[cfg(feature = "planted-bugs")]
 impl PlantedBug {
     /// Every planted bug.
-    pub const ALL: [Self; 7] = [
+    pub const ALL: [Self; 8] = [
         Self::QuotaIgnoresOverwrite,
         Self::StaleChunksSurvive,
         Self::ExpiredStillVisible,
@@ -130,6 +132,7 @@ impl PlantedBug {
         Self::BatchLimitUnchecked,
         Self::ScanGapsNotPinned,
         Self::CasDropsExpiry,
+        Self::CounterAddNotCharged,
     ];
 
     /// Its name on the command line.
@@ -142,6 +145,7 @@ impl PlantedBug {
             Self::BatchLimitUnchecked => "batch-limit-unchecked",
             Self::ScanGapsNotPinned => "scan-gaps-not-pinned",
             Self::CasDropsExpiry => "cas-drops-expiry",
+            Self::CounterAddNotCharged => "counter-add-not-charged",
         }
     }
 

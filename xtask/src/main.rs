@@ -27,7 +27,8 @@ commands:
           determinism check; on redb too); ends with `summary: N passed, M failed`
   sim     the deterministic simulation (release build); options are passed on:
           --seed S | --seeds N|A..B, --time T, --ops K, --faults LIST,
-          --plant NAME, --engine mem|redb|rocks, --workload engine|store|both,
+          --plant NAME|all (all: every planted bug, a table), --engine mem|redb|rocks,
+          --workload engine|store|both,
           --check-determinism, --quiet
           (`--engine rocks` builds RocksDB in release mode once: ~15 minutes)
   tidy    the architecture's rules: dependency layering of the crates, doc links and

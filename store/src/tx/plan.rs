@@ -192,7 +192,17 @@ impl<'s, E: Engine + 's> Tx<'s, E> {
                     Some(Pending::Put { .. }) => true,
                     None => self.read_pinned(self.store.data, key)?.is_some(),
                 };
-                if !exists {
+                #[allow(unused_mut)]
+                let mut charged = !exists;
+                #[cfg(feature = "planted-bugs")]
+                if self
+                    .store
+                    .options
+                    .bug(crate::PlantedBug::CounterAddNotCharged)
+                {
+                    charged = false;
+                }
+                if charged {
                     out.charge(scope, stored_size(key.len(), 8), 0, (Some(key_type), key));
                 }
             }

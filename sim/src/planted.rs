@@ -1,0 +1,83 @@
+//! The planted bugs of every crate, in one catalogue: what `cargo xtask sim
+//! --plant all` searches, and the seeds recorded to catch each, which the
+//! default test run replays (cheap) instead of searching.
+
+use crate::run::{RunOptions, Workload, run_seed};
+
+/// A planted bug: its name, the workload that must catch it, and the seed
+/// recorded to catch it (with the default options and 400 steps).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Planted {
+    /// The name `--plant` takes.
+    pub name: &'static str,
+    /// The workload whose oracles must catch it.
+    pub workload: Workload,
+    /// A seed known to catch it.
+    pub seed: u64,
+}
+
+/// Every planted bug, with its recorded seed.
+pub const PLANTED: &[Planted] = &[
+    p("crash-keeps-half-commit", Workload::Engine, 0),
+    p("stamp-reused-after-restart", Workload::Engine, 0),
+    p("predicate-after-mutations", Workload::Engine, 0),
+    p("durable-version-ahead", Workload::Engine, 0),
+    p("durable-version-behind", Workload::Engine, 0),
+    p("immediate-not-durable", Workload::Engine, 0),
+    p("quota-ignores-overwrite", Workload::Store, 0),
+    p("stale-chunks-survive", Workload::Store, 0),
+    p("expired-still-visible", Workload::Store, 0),
+    p("reads-not-pinned", Workload::Store, 0),
+    p("batch-limit-unchecked", Workload::Store, 0),
+    p("scan-gaps-not-pinned", Workload::Store, 0),
+    p("cas-drops-expiry", Workload::Store, 1),
+    p("range-end-inclusive", Workload::Engine, 0),
+    p("snapshot-sees-later-commits", Workload::Engine, 0),
+    p("delete-range-keeps-start", Workload::Engine, 0),
+    p("sync-drops-last-pending", Workload::Engine, 0),
+    p("counter-add-not-charged", Workload::Store, 0),
+    p("expiry-not-encoded", Workload::Store, 0),
+    p("last-chunk-dropped", Workload::Store, 0),
+];
+
+const fn p(name: &'static str, workload: Workload, seed: u64) -> Planted {
+    Planted {
+        name,
+        workload,
+        seed,
+    }
+}
+
+/// How a search for one planted bug went.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Hunt {
+    /// The bug searched for.
+    pub bug: Planted,
+    /// The first seed whose run caught it, if any.
+    pub caught_at: Option<u64>,
+    /// Seeds run.
+    pub seeds: u64,
+}
+
+/// Runs `bug` on seeds `from..from + within` until one catches it.
+pub fn hunt(bug: Planted, from: u64, within: u64, ops: usize) -> Hunt {
+    let mut seeds = 0;
+    let mut caught_at = None;
+    for seed in from..from.saturating_add(within) {
+        seeds += 1;
+        let options = RunOptions {
+            plant: Some(bug.name.to_owned()),
+            workload: bug.workload,
+            ..RunOptions::new(seed, ops)
+        };
+        if run_seed(&options).violation.is_some() {
+            caught_at = Some(seed);
+            break;
+        }
+    }
+    Hunt {
+        bug,
+        caught_at,
+        seeds,
+    }
+}
