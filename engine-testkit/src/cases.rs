@@ -332,7 +332,20 @@ pub fn snapshot_isolation_under_concurrent_commits<H: Harness>(mut h: H) {
     }
     commit(&e, c);
     let snap = e.snapshot().expect("snapshot");
-    let expected = scan(&snap, a, RangeSpec::all());
+    // Written out independently: 200 rows, more than any engine reads in
+    // one internal batch, in key order.
+    let expected: Vec<(Vec<u8>, Vec<u8>)> = (0..200u32)
+        .map(|i| (i.to_be_bytes().to_vec(), b"0".to_vec()))
+        .collect();
+    assert_eq!(scan(&snap, a, RangeSpec::all()), expected);
+    let mut backwards = expected.clone();
+    backwards.reverse();
+    assert_eq!(scan(&snap, a, RangeSpec::all().reversed()), backwards);
+    assert_eq!(
+        scan(&snap, a, RangeSpec::all().limit(150)),
+        expected[..150].to_vec(),
+        "a limit past one internal batch"
+    );
     std::thread::scope(|s| {
         s.spawn(|| {
             for round in 1..=50u32 {

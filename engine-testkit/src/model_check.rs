@@ -23,6 +23,9 @@ enum Step {
     Commit(Commit),
     Get(Keyspace, Vec<u8>),
     Range(Keyspace, RangeSpec),
+    /// A clean shutdown and reopen: everything committed is still there,
+    /// and versions go on from where they were.
+    Reopen,
 }
 
 /// Steps name keyspaces by handles of a template set; they are remapped
@@ -68,6 +71,7 @@ fn step_strategy(template: &Keyspaces) -> impl Strategy<Value = Step> {
         1 => (ks.clone(), range.clone()).prop_map(|(ks, range)| Mutation::DeleteRange { ks, range }),
         2 => (ks.clone(), key.clone(), -3i64..3).prop_map(|(ks, key, delta)| Mutation::Add { ks, key, delta }),
         1 => (ks.clone(), prop::collection::vec(any::<u8>(), 0..14), 0usize..6).prop_map(|(ks, key, o)| Mutation::PutVersionstamped { ks, value: Vec::new(), at: StampAt::Key(o), key }),
+        1 => (ks.clone(), key.clone(), prop::collection::vec(any::<u8>(), 0..14), 0usize..6).prop_map(|(ks, key, value, o)| Mutation::PutVersionstamped { ks, key, value, at: StampAt::Value(o) }),
     ];
     let commit = (
         prop::collection::vec(predicate, 0..2),
@@ -87,7 +91,14 @@ fn step_strategy(template: &Keyspaces) -> impl Strategy<Value = Step> {
         3 => commit.prop_map(Step::Commit),
         1 => (ks.clone(), key).prop_map(|(ks, k)| Step::Get(ks, k)),
         1 => (ks, range).prop_map(|(ks, r)| Step::Range(ks, r)),
+        1 => Just(Step::Reopen),
     ]
+}
+
+/// `e`'s handle at the position of `ks`: handles change at a reopen, so
+/// they are looked up each time.
+fn own<E: Engine>(e: &E, ks: &Keyspace) -> Keyspace {
+    e.keyspaces().at(ks.index()).expect("declared")
 }
 
 /// Random sequences of commits (with predicates, counters, range deletes and
@@ -103,8 +114,7 @@ pub fn model_check<H: Harness>(h: H) {
     let template = Keyspaces::new(specs()).expect("template keyspaces");
     let steps = prop::collection::vec(step_strategy(&template), 1..40);
     let result = runner.run(&steps, |steps| {
-        let e = h.borrow_mut().open(&specs());
-        let own = |ks: &Keyspace| e.keyspaces().at(ks.index()).expect("declared");
+        let mut e = h.borrow_mut().open(&specs());
         let mut model = Model::new(2);
         for (i, step) in steps.iter().enumerate() {
             match step {
@@ -125,7 +135,7 @@ pub fn model_check<H: Harness>(h: H) {
                     let got = e
                         .snapshot()
                         .map_err(|e| TestCaseError::fail(e.to_string()))?
-                        .get(own(ks), key)
+                        .get(own(&e, ks), key)
                         .map_err(|e| TestCaseError::fail(e.to_string()))?;
                     prop_assert_eq!(got.as_ref(), model.maps[ks.index()].get(key), "step {}", i);
                 }
@@ -133,7 +143,7 @@ pub fn model_check<H: Harness>(h: H) {
                     let snap = e
                         .snapshot()
                         .map_err(|e| TestCaseError::fail(e.to_string()))?;
-                    match snap.range(own(ks), r.clone()) {
+                    match snap.range(own(&e, ks), r.clone()) {
                         Ok(iter) => {
                             let got: Vec<_> = iter
                                 .collect::<Result<_, _>>()
@@ -144,6 +154,29 @@ pub fn model_check<H: Harness>(h: H) {
                             prop_assert!(r.validate().is_err(), "step {}", i);
                         }
                         Err(other) => prop_assert!(false, "step {}: {}", i, other),
+                    }
+                }
+                Step::Reopen => {
+                    e = h.borrow_mut().reopen(e);
+                    prop_assert_eq!(
+                        e.last_version(),
+                        model.version,
+                        "step {}: version after reopen",
+                        i
+                    );
+                    for (index, map) in model.maps.iter().enumerate() {
+                        let snap = e
+                            .snapshot()
+                            .map_err(|e| TestCaseError::fail(e.to_string()))?;
+                        let ks = e.keyspaces().at(index).expect("declared");
+                        let got: Vec<_> = snap
+                            .range(ks, RangeSpec::all())
+                            .map_err(|e| TestCaseError::fail(e.to_string()))?
+                            .collect::<Result<_, _>>()
+                            .map_err(|e| TestCaseError::fail(e.to_string()))?;
+                        let want: Vec<_> =
+                            map.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+                        prop_assert_eq!(got, want, "step {}: keyspace {} after reopen", i, index);
                     }
                 }
             }
