@@ -7,6 +7,8 @@
 //! --ops K             steps per seed (default 400)
 //! --faults LIST       fault classes, comma-separated, or `all` / `none`
 //!                     (crash,commit,sticky,unknown,read,sync,clock)
+//! --soak MINUTES      new seeds for MINUTES on each embedded engine, until a
+//!                     violation; prints seeds, commits and faults per engine
 //! --plant NAME        enable a planted bug (build with `planted-bugs`);
 //!                     `--plant all` searches every planted bug (up to 100
 //!                     seeds each, or the `--seeds` range) and prints a table
@@ -31,6 +33,7 @@ use std::time::{Duration, Instant};
 
 use strata_sim::{EngineKind, FaultClass, FaultCounters, RunOptions, Workload, run_seed};
 
+#[derive(Clone)]
 struct Args {
     seeds: Range<u64>,
     time: Option<Duration>,
@@ -42,6 +45,7 @@ struct Args {
     workload: Workload,
     check: bool,
     quiet: bool,
+    soak: Option<Duration>,
 }
 
 fn parse() -> Result<Args, String> {
@@ -56,6 +60,7 @@ fn parse() -> Result<Args, String> {
         workload: Workload::Both,
         check: false,
         quiet: false,
+        soak: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -118,6 +123,13 @@ fn parse() -> Result<Args, String> {
                 };
             }
             "--check-determinism" => args.check = true,
+            "--soak" => {
+                let minutes: f64 = value()?.parse().map_err(|e| format!("--soak: {e}"))?;
+                if minutes.is_nan() || minutes <= 0.0 || minutes.is_infinite() {
+                    return Err("--soak takes a positive number of minutes".to_owned());
+                }
+                args.soak = Some(Duration::from_secs_f64(minutes * 60.0));
+            }
             "--quiet" => args.quiet = true,
             "-h" | "--help" => return Err(String::new()),
             other => return Err(format!("unknown option {other}")),
@@ -157,7 +169,7 @@ fn main() -> ExitCode {
                 eprintln!("strata-sim: {msg}");
             }
             eprintln!(
-                "usage: cargo xtask sim [--seed S | --seeds N|A..B] [--time T] [--ops K] [--faults LIST] [--plant NAME] [--engine mem|redb|rocks] [--workload engine|store|both] [--check-determinism] [--quiet]"
+                "usage: cargo xtask sim [--seed S | --seeds N|A..B] [--time T] [--ops K] [--faults LIST] [--plant NAME] [--engine mem|redb|rocks] [--workload engine|store|both] [--check-determinism] [--soak MINUTES] [--quiet]"
             );
             return ExitCode::from(2);
         }
@@ -168,6 +180,9 @@ fn main() -> ExitCode {
     #[cfg(feature = "planted-bugs")]
     if args.plant.as_deref() == Some("all") {
         return plant_all(&args);
+    }
+    if let Some(length) = args.soak {
+        return soak(&args, length);
     }
     let started = Instant::now();
     // A progress bar only on a terminal; logs get the summary alone.
@@ -247,6 +262,58 @@ fn main() -> ExitCode {
         started.elapsed().as_secs_f64(),
     );
     println!("sim: {seeds} passed, 0 failed");
+    ExitCode::SUCCESS
+}
+
+/// `--soak MINUTES`: new seeds (from a base drawn from the wall clock, so
+/// each soak covers seeds no earlier one did) on every embedded engine of
+/// this build, MINUTES each, stopping at the first violation.
+#[allow(clippy::disallowed_methods, clippy::disallowed_types)] // the command line times itself
+fn soak(args: &Args, length: Duration) -> ExitCode {
+    let base = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+        .wrapping_mul(1_000_003);
+    let mut engines = vec![EngineKind::Mem, EngineKind::Redb];
+    if cfg!(feature = "rocks") {
+        engines.push(EngineKind::Rocks);
+    }
+    for engine in engines {
+        let started = Instant::now();
+        let (mut seeds, mut commits, mut faults) = (0u64, 0u64, FaultCounters::default());
+        let mut seed = base;
+        while started.elapsed() < length {
+            let options = RunOptions {
+                seed,
+                ops: args.ops,
+                faults: args.faults.clone(),
+                plant: args.plant.clone(),
+                engine,
+                workload: args.workload,
+            };
+            let report = run_seed(&options);
+            seeds += 1;
+            commits += report.commits;
+            faults.add(&report.faults);
+            if let Some(v) = &report.violation {
+                println!("VIOLATION at seed {seed}, step {}: {}", v.step, v.message);
+                let mut replay_args = Args {
+                    engine,
+                    ..args.clone()
+                };
+                replay_args.soak = None;
+                println!("replay: {}", replay(&replay_args, seed));
+                return ExitCode::FAILURE;
+            }
+            seed = seed.wrapping_add(1);
+        }
+        let total: u64 = FaultClass::ALL.iter().map(|c| faults.get(*c)).sum();
+        println!(
+            "soak {engine:?}: {seeds} seeds from {base}, {commits} commits, {total} faults, 0 violations in {:.0} s",
+            started.elapsed().as_secs_f64()
+        );
+    }
+    println!("sim: soak passed, 0 failed");
     ExitCode::SUCCESS
 }
 

@@ -29,7 +29,7 @@ commands:
           --seed S | --seeds N|A..B, --time T, --ops K, --faults LIST,
           --plant NAME|all (all: every planted bug, a table), --engine mem|redb|rocks,
           --workload engine|store|both,
-          --check-determinism, --quiet
+          --check-determinism, --soak MINUTES, --quiet
           (`--engine rocks` builds RocksDB in release mode once: ~15 minutes)
   tidy    the architecture's rules: dependency layering of the crates, doc links and
           paths that exist inside the repository, no doc comment that only repeats
