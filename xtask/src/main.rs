@@ -23,7 +23,8 @@ usage: cargo xtask <command>
 
 commands:
   test    fmt check, clippy -D warnings (all targets), cargo nextest run --workspace,
-          doctests, the planted-bug tests, and short fixed-seed simulations (with a
+          doctests, the planted-bug tests, a short decoder fuzz, and short fixed-seed
+          simulations (with a
           determinism check; on redb too); ends with `summary: N passed, M failed`
   sim     the deterministic simulation (release build); options are passed on:
           --seed S | --seeds N|A..B, --time T, --ops K, --faults LIST,
@@ -31,6 +32,9 @@ commands:
           --workload engine|store|both,
           --check-determinism, --soak MINUTES, --quiet
           (`--engine rocks` builds RocksDB in release mode once: ~15 minutes)
+  fuzz    the decoders (tuple, raw and text keys, envelopes, chunked values) against
+          mutated valid encodings and random bytes, release build, on stable Rust:
+          --iterations N (per decoder, default 1,000,000), --seed S
   tidy    the architecture's rules: dependency layering of the crates, doc links and
           paths that exist inside the repository, no doc comment that only repeats
           its item's name (also the first step of `test`)
@@ -51,6 +55,7 @@ fn main() -> ExitCode {
             }
         },
         Some("sim") => sim(&args[1..]),
+        Some("fuzz") => fuzz(&args[1..]),
         Some("tidy") => match tidy_step() {
             Ok(()) => ExitCode::SUCCESS,
             Err(why) => {
@@ -164,6 +169,22 @@ const STEPS: &[(&str, &[&str], Parser)] = &[
         no_counts,
     ),
     (
+        "fuzz",
+        &[
+            "run",
+            "--quiet",
+            "--locked",
+            "-p",
+            "strata-sim",
+            "--bin",
+            "strata-fuzz",
+            "--",
+            "--iterations",
+            "20000",
+        ],
+        no_counts,
+    ),
+    (
         "sim redb",
         &[
             "run",
@@ -241,6 +262,31 @@ fn test(args: &[String]) -> Result<(), String> {
     );
     println!("summary: {} passed, {} failed", total.passed, total.failed);
     Ok(())
+}
+
+/// `cargo xtask fuzz ARGS`: the decoder fuzzer, in a release build.
+fn fuzz(args: &[String]) -> ExitCode {
+    let mut cmd = vec![
+        "run",
+        "--release",
+        "--quiet",
+        "-p",
+        "strata-sim",
+        "--bin",
+        "strata-fuzz",
+        "--",
+    ];
+    cmd.extend(args.iter().map(String::as_str));
+    println!("$ cargo {}", cmd.join(" "));
+    let _ = std::io::stdout().flush();
+    match Command::new(cargo()).args(&cmd).status() {
+        Ok(status) if status.success() => ExitCode::SUCCESS,
+        Ok(_) => ExitCode::FAILURE,
+        Err(e) => {
+            eprintln!("xtask: could not start cargo: {e}");
+            ExitCode::FAILURE
+        }
+    }
 }
 
 /// `cargo xtask tidy`: every rule of [`tidy`] over the repository.
