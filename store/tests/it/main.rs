@@ -3,6 +3,7 @@
 mod collections;
 mod common;
 mod families;
+mod golden;
 mod limits;
 mod reads;
 mod ttl;
