@@ -36,6 +36,7 @@ pub const PLANTED: &[Planted] = &[
     p("delete-range-keeps-start", Workload::Engine, 0),
     p("sync-drops-last-pending", Workload::Engine, 0),
     p("counter-add-not-charged", Workload::Store, 0),
+    p("sweep-too-early", Workload::Store, 2),
     p("expiry-not-encoded", Workload::Store, 0),
     p("last-chunk-dropped", Workload::Store, 0),
 ];

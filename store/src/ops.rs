@@ -276,6 +276,12 @@ impl<E: Engine> Store<E> {
         max_commits: Option<u64>,
     ) -> Result<SweepReport, StoreError> {
         let now = self.clock.now_ms();
+        #[cfg(feature = "planted-bugs")]
+        let now = if self.options.bug(crate::PlantedBug::SweepTooEarly) {
+            now + 1_000
+        } else {
+            now
+        };
         let mut report = SweepReport::default();
         let mut from = cursor.map(|c| c.0);
         let mut width = self.options.limits.max_batch_entries.clamp(1, 256);

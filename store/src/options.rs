@@ -119,12 +119,14 @@ pub enum PlantedBug {
     CasDropsExpiry,
     /// A counter row created by `add` is not charged to its quota scope.
     CounterAddNotCharged,
+    /// The sweeper removes values that expire within the next second.
+    SweepTooEarly,
 }
 
 #[cfg(feature = "planted-bugs")]
 impl PlantedBug {
     /// Every planted bug.
-    pub const ALL: [Self; 8] = [
+    pub const ALL: [Self; 9] = [
         Self::QuotaIgnoresOverwrite,
         Self::StaleChunksSurvive,
         Self::ExpiredStillVisible,
@@ -133,6 +135,7 @@ impl PlantedBug {
         Self::ScanGapsNotPinned,
         Self::CasDropsExpiry,
         Self::CounterAddNotCharged,
+        Self::SweepTooEarly,
     ];
 
     /// Its name on the command line.
@@ -146,6 +149,7 @@ impl PlantedBug {
             Self::ScanGapsNotPinned => "scan-gaps-not-pinned",
             Self::CasDropsExpiry => "cas-drops-expiry",
             Self::CounterAddNotCharged => "counter-add-not-charged",
+            Self::SweepTooEarly => "sweep-too-early",
         }
     }
 

@@ -170,6 +170,13 @@ struct StoreRun {
     commits: u64,
     checks: u64,
     seq: u64,
+    /// TTL values whose write was acknowledged and not since put in doubt
+    /// (by a fault, a refusal or a crash): `(actor, id)` to their expiry
+    /// time and bytes. Each must be readable, unchanged, until it expires.
+    live_ttl: std::collections::BTreeMap<(u64, u64), (u64, Vec<u8>)>,
+    /// The latest clock reading so far. The clock jumps back too: a value
+    /// may have expired (and been swept) at a later reading than now.
+    clock_high: u64,
 }
 
 type Faulty<E> = FaultyEngine<E>;
@@ -394,28 +401,51 @@ impl StoreRun {
             let r = store.transact(|tx| {
                 let key = Ttl { actor, id };
                 let Some(old) = tx.get(&key)? else {
-                    return Ok(false);
+                    return Ok(None);
                 };
                 let mut new = old.clone();
                 if let Some(flag) = new.get_mut(8) {
                     *flag ^= 1;
                 }
-                tx.compare_and_set(&key, Some(&old), Some(&new))
+                Ok(tx
+                    .compare_and_set(&key, Some(&old), Some(&new))?
+                    .then_some(new))
             });
-            self.settle(
+            let done = self.settle(
                 step,
                 &format!("ttl {actor}/{id} finished by compare-and-set"),
                 r,
             )?;
+            match done {
+                // Written: the value changed, its expiry did not.
+                Some(Some(new)) => {
+                    if let Some(live) = self.live_ttl.get_mut(&(actor, id)) {
+                        live.1 = new;
+                    }
+                }
+                // Nothing to finish: nothing changed.
+                Some(None) => {}
+                // A fault: the outcome is in doubt.
+                None => {
+                    self.live_ttl.remove(&(actor, id));
+                }
+            }
             return Ok(());
         }
         let ttl = 1 + self.rng.below(5_000);
-        let r = store.transact(|tx| {
-            let at = tx.now_ms() + ttl;
-            let value = [&at.to_be_bytes()[..], &[0]].concat();
-            tx.put_with_ttl(&Ttl { actor, id }, &value, ttl)
-        });
-        self.settle(step, &format!("ttl {actor}/{id} for {ttl} ms"), r)?;
+        let at = self.clock.now_ms() + ttl;
+        let value = [&at.to_be_bytes()[..], &[0]].concat();
+        // An absolute expiry: the same in every attempt of the transaction,
+        // and the same as the time in the value's bytes.
+        let r = store.transact(|tx| tx.put_expiring_at(&Ttl { actor, id }, &value, at));
+        if self
+            .settle(step, &format!("ttl {actor}/{id} for {ttl} ms"), r)?
+            .is_some()
+        {
+            self.live_ttl.insert((actor, id), (at, value));
+        } else {
+            self.live_ttl.remove(&(actor, id));
+        }
         Ok(())
     }
 
@@ -593,6 +623,8 @@ pub fn run_store_seed_on<E: Target>(options: &RunOptions) -> SeedReport {
         commits: 0,
         checks: 0,
         seq: 0,
+        live_ttl: std::collections::BTreeMap::new(),
+        clock_high: 0,
         rng,
     };
     run.trace.event(
@@ -612,6 +644,8 @@ pub fn run_store_seed_on<E: Target>(options: &RunOptions) -> SeedReport {
         let (next, outcome) = if crash {
             let e = s.into_engine().crash_restart(&mut run.rng);
             run.trace.event(step, "crash and reopen".to_owned());
+            // Buffered commits may be lost: nothing is known live any more.
+            run.live_ttl.clear();
             let s = run.open(e, &store_options);
             let outcome = run.check(&s, step, "after a crash");
             (s, outcome)
@@ -627,6 +661,7 @@ pub fn run_store_seed_on<E: Target>(options: &RunOptions) -> SeedReport {
             } else {
                 run.clock.advance(run.rng.below(100));
             }
+            run.clock_high = run.clock_high.max(run.clock.now_ms());
             let outcome = match run.rng.below(100) {
                 0..=24 => run.transfer(&s, step),
                 25..=34 => run.interleaved(&s, step),

@@ -1,12 +1,12 @@
 //! The store workload's oracles (see the module docs of [`super`]),
 //! checked on the engine without faults.
 
-use strata_engine::SeededRng;
+use strata_engine::{Engine, SeededRng};
 use strata_store::{Store, StoreError};
 
 use super::{
-    ACCOUNTS, ACTORS, Account, BLOBS, Blob, DOCS, Doc, DocCount, Faulty, GROUPS, MAX_MEMBERS,
-    Member, START_BALANCE, StoreRun, Ttl, blob_ok, docs_of, members_of,
+    ACCOUNTS, ACTORS, Account, BLOBS, Blob, DOCS, Doc, DocCount, Faulty, GROUPS, LIMITS,
+    MAX_MEMBERS, Member, START_BALANCE, StoreRun, Ttl, blob_ok, docs_of, members_of,
 };
 use crate::run::{Violation, fail};
 use crate::targets::Target;
@@ -126,6 +126,49 @@ impl StoreRun {
                         ));
                     }
                 }
+            }
+        }
+        self.check_live(&c, step, when)
+    }
+
+    /// Values acknowledged and not yet expired are still there, unchanged;
+    /// no scope holds more than its quota.
+    fn check_live<E: Engine>(
+        &mut self,
+        c: &Store<E>,
+        step: usize,
+        when: &str,
+    ) -> Result<(), Violation> {
+        let err = |e: StoreError| fail(step, format!("{when}: a fault-free read failed: {e}"));
+        let view = c.read().map_err(err)?;
+        let now = view.now_ms();
+        // A value acknowledged and not yet expired is still there, unchanged.
+        // Only a value not expired at the latest reading so far: the clock
+        // jumps back, and a sweep at a later reading may have removed it.
+        let high = self.clock_high.max(now);
+        self.live_ttl.retain(|_, (at, _)| *at > high);
+        for (&(actor, id), (at, value)) in &self.live_ttl {
+            let got = view.get(&Ttl { actor, id }).map_err(err)?;
+            if got.as_ref() != Some(value) {
+                return Err(fail(
+                    step,
+                    format!(
+                        "{when}: ttl {actor}/{id}, acknowledged and expiring at {at}, reads as {:?} at {now}",
+                        got.as_deref().map(crate::run::show_bytes)
+                    ),
+                ));
+            }
+        }
+        // Usage never exceeds the quota.
+        for (scope, usage) in c.audit_quota().map_err(err)? {
+            if usage.actual > LIMITS.quota_bytes {
+                return Err(fail(
+                    step,
+                    format!(
+                        "{when}: scope {scope:02x?} holds {} bytes, over its quota of {}",
+                        usage.actual, LIMITS.quota_bytes
+                    ),
+                ));
             }
         }
         Ok(())
