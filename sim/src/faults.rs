@@ -3,7 +3,8 @@
 //! [`FaultyEngine`] wraps any [`Engine`] and, with probabilities drawn per
 //! seed ([`FaultConfig::swarm`]), makes commits fail before applying
 //! (transient or sticky until restart), makes commits end with an unknown
-//! outcome (applied or not, as the seed decides), and fails syncs and reads.
+//! outcome (applied or not, as the seed decides), and fails syncs and reads
+//! (a range also part-way through).
 //! Crashes and restarts go through [`Restart`], which each engine
 //! implements in its own way (for [`MemEngine`], its crash images).
 
@@ -207,6 +208,17 @@ impl<E> FaultyEngine<E> {
         fired
     }
 
+    /// As [`FaultyEngine::fires`] with the class's probability scaled.
+    fn fires_scaled(&self, class: FaultClass, scale: f64) -> bool {
+        let mut s = self.lock();
+        let p = s.config.p(class) * scale;
+        let fired = p > 0.0 && s.rng.chance(p);
+        if fired {
+            s.counters.hit(class);
+        }
+        fired
+    }
+
     fn coin(&self) -> bool {
         self.lock().rng.chance(0.5)
     }
@@ -346,7 +358,7 @@ pub struct FaultySnapshot<'e, E: Engine> {
 
 impl<'e, E: Engine + 'e> Snapshot for FaultySnapshot<'e, E> {
     type Range<'s>
-        = <E::Snapshot<'e> as Snapshot>::Range<'s>
+        = FaultyRange<'s, E, <E::Snapshot<'e> as Snapshot>::Range<'s>>
     where
         Self: 's;
 
@@ -365,6 +377,39 @@ impl<'e, E: Engine + 'e> Snapshot for FaultySnapshot<'e, E> {
         if self.engine.fires(FaultClass::Read) {
             return Err(ReadError::Backend(injected(FaultClass::Read)));
         }
-        self.inner.range(ks, range)
+        Ok(FaultyRange {
+            inner: self.inner.range(ks, range)?,
+            engine: self.engine,
+            failed: false,
+        })
+    }
+}
+
+/// A range that may fail part-way: a read fault surfaces as an error item
+/// after some rows (a backend error in the middle of an iteration), and the
+/// iteration ends there.
+pub struct FaultyRange<'s, E: Engine, R> {
+    inner: R,
+    engine: &'s FaultyEngine<E>,
+    failed: bool,
+}
+
+impl<E: Engine, R> Iterator for FaultyRange<'_, E, R>
+where
+    R: Iterator<Item = Result<(Vec<u8>, Vec<u8>), ReadError>>,
+{
+    type Item = Result<(Vec<u8>, Vec<u8>), ReadError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.failed {
+            return None;
+        }
+        // A tenth of the point-read rate per row: long scans fail midway
+        // sometimes, short ones rarely.
+        if self.engine.fires_scaled(FaultClass::Read, 0.1) {
+            self.failed = true;
+            return Some(Err(ReadError::Backend(injected(FaultClass::Read))));
+        }
+        self.inner.next()
     }
 }
