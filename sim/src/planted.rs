@@ -29,7 +29,7 @@ pub const PLANTED: &[Planted] = &[
     p("expired-still-visible", Workload::Store, 0),
     p("reads-not-pinned", Workload::Store, 0),
     p("batch-limit-unchecked", Workload::Store, 0),
-    p("scan-gaps-not-pinned", Workload::Store, 0),
+    p("scan-gaps-not-pinned", Workload::Store, 3),
     p("cas-drops-expiry", Workload::Store, 1),
     p("range-end-inclusive", Workload::Engine, 0),
     p("snapshot-sees-later-commits", Workload::Engine, 0),
@@ -37,6 +37,7 @@ pub const PLANTED: &[Planted] = &[
     p("sync-drops-last-pending", Workload::Engine, 0),
     p("counter-add-not-charged", Workload::Store, 0),
     p("sweep-too-early", Workload::Store, 2),
+    p("cursor-after-first-row", Workload::Store, 0),
     p("expiry-not-encoded", Workload::Store, 0),
     p("last-chunk-dropped", Workload::Store, 0),
 ];

@@ -121,12 +121,15 @@ pub enum PlantedBug {
     CounterAddNotCharged,
     /// The sweeper removes values that expire within the next second.
     SweepTooEarly,
+    /// A page's cursor points after its first row, not its last: the next
+    /// page repeats rows.
+    CursorAfterFirstRow,
 }
 
 #[cfg(feature = "planted-bugs")]
 impl PlantedBug {
     /// Every planted bug.
-    pub const ALL: [Self; 9] = [
+    pub const ALL: [Self; 10] = [
         Self::QuotaIgnoresOverwrite,
         Self::StaleChunksSurvive,
         Self::ExpiredStillVisible,
@@ -136,6 +139,7 @@ impl PlantedBug {
         Self::CasDropsExpiry,
         Self::CounterAddNotCharged,
         Self::SweepTooEarly,
+        Self::CursorAfterFirstRow,
     ];
 
     /// Its name on the command line.
@@ -150,6 +154,7 @@ impl PlantedBug {
             Self::CasDropsExpiry => "cas-drops-expiry",
             Self::CounterAddNotCharged => "counter-add-not-charged",
             Self::SweepTooEarly => "sweep-too-early",
+            Self::CursorAfterFirstRow => "cursor-after-first-row",
         }
     }
 

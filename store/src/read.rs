@@ -358,7 +358,14 @@ where
                 Ok(None) => {}
                 Ok(Some(value)) => {
                     self.left -= 1;
-                    self.last = Some(key);
+                    #[cfg(feature = "planted-bugs")]
+                    let keep_first = store.options.bug(crate::PlantedBug::CursorAfterFirstRow)
+                        && self.last.is_some();
+                    #[cfg(not(feature = "planted-bugs"))]
+                    let keep_first = false;
+                    if !keep_first {
+                        self.last = Some(key);
+                    }
                     return Some(Ok((typed, value)));
                 }
                 Err(e) => return Some(Err(e)),

@@ -1,7 +1,7 @@
 //! The store workload's oracles (see the module docs of [`super`]),
 //! checked on the engine without faults.
 
-use strata_engine::{Engine, SeededRng};
+use strata_engine::{Engine, Rng, SeededRng};
 use strata_store::{Store, StoreError};
 
 use super::{
@@ -128,7 +128,70 @@ impl StoreRun {
                 }
             }
         }
-        self.check_live(&c, step, when)
+        self.check_live(&c, step, when)?;
+        self.check_paging(&c, step, when)
+    }
+
+    /// Paging through a scan with cursors, forward and reverse, in pages
+    /// of a random size, gives exactly the rows of one unlimited scan of
+    /// the same snapshot, and the last page says there is no more.
+    fn check_paging<E: Engine>(
+        &mut self,
+        c: &Store<E>,
+        step: usize,
+        when: &str,
+    ) -> Result<(), Violation> {
+        let err = |e: StoreError| fail(step, format!("{when}: a fault-free read failed: {e}"));
+        let view = c.read().map_err(err)?;
+        for actor in 0..ACTORS {
+            for reverse in [false, true] {
+                let mut whole = docs_of(actor);
+                if reverse {
+                    whole = whole.reverse();
+                }
+                let want: Vec<Doc> = view
+                    .scan_page::<Doc>(&whole)
+                    .map_err(err)?
+                    .items
+                    .into_iter()
+                    .map(|(k, _)| k)
+                    .collect();
+                let size = 1 + usize::try_from(self.rng.below(3)).unwrap_or(0);
+                let mut got: Vec<Doc> = Vec::new();
+                let mut next = Some(whole.clone().limit(size));
+                while let Some(scan) = next {
+                    self.checks += 1;
+                    let page = view.scan_page::<Doc>(&scan).map_err(err)?;
+                    if page.items.len() > size || (page.more && page.items.len() < size) {
+                        return Err(fail(
+                            step,
+                            format!(
+                                "{when}: a page of {} rows (limit {size}) says more = {}",
+                                page.items.len(),
+                                page.more
+                            ),
+                        ));
+                    }
+                    next = page.next(&scan);
+                    got.extend(page.items.into_iter().map(|(k, _)| k));
+                    if got.len() > want.len() {
+                        break;
+                    }
+                }
+                if got != want {
+                    return Err(fail(
+                        step,
+                        format!(
+                            "{when}: paging actor {actor}'s documents ({}, pages of {size}) gave {} rows, one scan {}",
+                            if reverse { "reverse" } else { "forward" },
+                            got.len(),
+                            want.len()
+                        ),
+                    ));
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Values acknowledged and not yet expired are still there, unchanged;
