@@ -350,9 +350,15 @@ impl Run {
                             return Err(fail(
                                 step,
                                 format!(
-                                    "range {range:?} returned {} rows, the model {} ({rows:?} vs {want:?})",
+                                    "range {} returned {} rows, the model {}; first difference: {}",
+                                    crate::run::show_range(&range),
                                     rows.len(),
-                                    want.len()
+                                    want.len(),
+                                    crate::run::first_difference(
+                                        &vec![rows.clone()],
+                                        &vec![want.clone()]
+                                    )
+                                    .unwrap_or_else(|| "none".to_owned())
                                 ),
                             ));
                         }

@@ -157,6 +157,29 @@ pub(crate) fn show_bytes(bytes: &[u8]) -> String {
     }
 }
 
+/// A range for a message: its bounds as bytes, its direction and limit.
+pub(crate) fn show_range(range: &strata_engine::RangeSpec) -> String {
+    use std::ops::Bound;
+    let start = match &range.start {
+        Bound::Included(k) => format!("[{}", show_bytes(k)),
+        Bound::Excluded(k) => format!("({}", show_bytes(k)),
+        Bound::Unbounded => "(unbounded".to_owned(),
+    };
+    let end = match &range.end {
+        Bound::Included(k) => format!("{}]", show_bytes(k)),
+        Bound::Excluded(k) => format!("{})", show_bytes(k)),
+        Bound::Unbounded => "unbounded)".to_owned(),
+    };
+    format!(
+        "{start}, {end}{}{}",
+        if range.reverse { " reverse" } else { "" },
+        range
+            .limit
+            .map(|l| format!(" limit {l}"))
+            .unwrap_or_default()
+    )
+}
+
 /// The first difference between what an engine holds and what it should
 /// hold: the keyspace, the first key that differs, and both sides there.
 pub(crate) fn first_difference(got: &Contents, want: &Contents) -> Option<String> {
