@@ -112,6 +112,11 @@ impl Run {
         } else {
             Durability::Buffered
         });
+        // Now and then an empty commit: it takes a version and changes
+        // nothing (the client's reads stay for its next commit).
+        if self.rng.chance(0.02) {
+            return c;
+        }
         // The client's earlier reads become predicates: serialisable writes.
         for (at, k, v) in std::mem::take(&mut self.clients[client].reads) {
             c = c.require(Predicate::ValueEquals {
