@@ -32,7 +32,7 @@ impl StoreRun {
     ) -> Result<(), Violation> {
         self.checks += 1;
         let c = self.checker(store);
-        let err = |e: StoreError| fail(step, format!("{when}: a fault-free read failed: {e}"));
+        let err = read_failed(step, when);
         // Quota.
         for (scope, usage) in c.audit_quota().map_err(err)? {
             if i64::try_from(usage.actual).ok() != Some(usage.counted) {
@@ -141,7 +141,7 @@ impl StoreRun {
         step: usize,
         when: &str,
     ) -> Result<(), Violation> {
-        let err = |e: StoreError| fail(step, format!("{when}: a fault-free read failed: {e}"));
+        let err = read_failed(step, when);
         let view = c.read().map_err(err)?;
         for actor in 0..ACTORS {
             for reverse in [false, true] {
@@ -202,7 +202,7 @@ impl StoreRun {
         step: usize,
         when: &str,
     ) -> Result<(), Violation> {
-        let err = |e: StoreError| fail(step, format!("{when}: a fault-free read failed: {e}"));
+        let err = read_failed(step, when);
         let view = c.read().map_err(err)?;
         let now = view.now_ms();
         // A value acknowledged and not yet expired is still there, unchanged.
@@ -236,4 +236,10 @@ impl StoreRun {
         }
         Ok(())
     }
+}
+
+/// The violation of a read without faults that failed: the oracle cannot
+/// check, and that is a finding, never a pass.
+fn read_failed(step: usize, when: &str) -> impl Fn(StoreError) -> Violation + Copy + '_ {
+    move |e| fail(step, format!("{when}: a fault-free read failed: {e}"))
 }
