@@ -7,7 +7,7 @@
 //! --ops K             steps per seed (default 400)
 //! --faults LIST       fault classes, comma-separated, or `all` / `none`
 //!                     (crash,commit,sticky,unknown,read,sync,clock)
-//! --soak MINUTES      new seeds for MINUTES on each embedded engine, until a
+//! --soak MINUTES      new seeds for MINUTES on each engine (or the --engine one), until a
 //!                     violation; prints seeds, commits and faults per engine
 //! --plant NAME        enable a planted bug (build with `planted-bugs`);
 //!                     `--plant all` searches every planted bug (up to 100
@@ -42,6 +42,8 @@ struct Args {
     faults_text: String,
     plant: Option<String>,
     engine: EngineKind,
+    /// Whether `--engine` was given (a soak then runs on that engine only).
+    engine_given: bool,
     workload: Workload,
     check: bool,
     quiet: bool,
@@ -57,6 +59,7 @@ fn parse() -> Result<Args, String> {
         faults_text: "all".to_owned(),
         plant: None,
         engine: EngineKind::Mem,
+        engine_given: false,
         workload: Workload::Both,
         check: false,
         quiet: false,
@@ -111,6 +114,7 @@ fn parse() -> Result<Args, String> {
                     "rocks" => EngineKind::Rocks,
                     other => return Err(format!("unknown engine {other:?} (mem, redb, rocks)")),
                 };
+                args.engine_given = true;
             }
             "--workload" => {
                 args.workload = match value()?.as_str() {
@@ -267,7 +271,8 @@ fn main() -> ExitCode {
 
 /// `--soak MINUTES`: new seeds (from a base drawn from the wall clock, so
 /// each soak covers seeds no earlier one did) on every embedded engine of
-/// this build, MINUTES each, stopping at the first violation.
+/// this build (or the one `--engine` names), MINUTES each, stopping at the
+/// first violation.
 #[allow(clippy::disallowed_methods, clippy::disallowed_types)] // the command line times itself
 fn soak(args: &Args, length: Duration) -> ExitCode {
     let base = std::time::SystemTime::now()
@@ -277,6 +282,9 @@ fn soak(args: &Args, length: Duration) -> ExitCode {
     let mut engines = vec![EngineKind::Mem, EngineKind::Redb];
     if cfg!(feature = "rocks") {
         engines.push(EngineKind::Rocks);
+    }
+    if args.engine_given {
+        engines = vec![args.engine];
     }
     for engine in engines {
         let started = Instant::now();

@@ -314,10 +314,12 @@ fn sim(args: &[String]) -> ExitCode {
     if args.iter().any(|a| a == "--plant") {
         cmd.extend(["--features", "planted-bugs"]);
     }
-    if args
+    let rocks_named = args
         .windows(2)
-        .any(|w| w[0] == "--engine" && w[1] == "rocks")
-    {
+        .any(|w| w[0] == "--engine" && w[1] == "rocks");
+    let soak_everywhere =
+        args.iter().any(|a| a == "--soak") && !args.iter().any(|a| a == "--engine");
+    if rocks_named || soak_everywhere {
         if let Err(why) = prereq::ensure(&prereq::LIBCLANG) {
             eprintln!("xtask: {why}");
             return ExitCode::FAILURE;
