@@ -11,8 +11,19 @@
 //! - **Counts match.** A document is inserted only if absent, with +1 to its
 //!   actor's counter in the same transaction, and deleted with -1: the
 //!   counter always equals the actor's documents.
-//! - **Quota is exact.** Every scope's counter equals the recount of its
-//!   rows, after every recovery and at random steps.
+//! - **Every key holds what was written.** An independent [`model`] of the
+//!   workload's own writes (acknowledged: certain; outcome unknown: either;
+//!   not durable at a crash: possibly lost) says what each key may hold; a
+//!   read through the store must be one of those, a value not yet expired
+//!   included, a blind counter add of unknown outcome included.
+//! - **Quota is exact.** Every scope's counter equals a recount of its rows
+//!   made from the raw rows by the documented formats (not through the
+//!   store), never exceeds the quota, and the store's own audit agrees; a
+//!   quota refusal is checked against the same recount.
+//! - **The layout holds.** Every row parses, every chunked value's chunks
+//!   are whole and no chunk row is left over, every expiring row is in the
+//!   expiry index, and after a complete sweep at the end no expired row
+//!   remains.
 //! - **Chunks never mix.** Every blob is self-describing (its writer's
 //!   sequence number and length, then a pattern derived from them); any
 //!   read must decode and match whole.
@@ -22,6 +33,7 @@
 //! - **Refusals leave no trace.** A commit over a limit is refused with the
 //!   limit's error, and the engine's contents are unchanged.
 
+use std::cell::RefCell;
 use std::sync::Arc;
 
 use strata_codec::Limits;
@@ -35,7 +47,10 @@ use crate::faults::{FaultClass, FaultConfig, FaultyEngine};
 use crate::run::{RunOptions, SeedReport, Trace, Violation, fail};
 use crate::targets::Target;
 
+mod model;
 mod oracle;
+
+use model::{Applied, Model, Seen, Write};
 
 use crate::run::contents as state;
 
@@ -104,6 +119,110 @@ tuple_key! {
     Pad -> Vec<u8> = (ACTOR, {actor}, "pad", {name});
 }
 
+/// A key of the workload, for the [`Model`].
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+enum Slot {
+    Account(u64),
+    Doc(u64, u64),
+    Count(u64),
+    Blob(u64, u64),
+    Ttl(u64, u64),
+    Member(u64, u64),
+    Pad(u64, String),
+}
+
+impl Slot {
+    /// Every key the workload may write but pads (whose names vary): a
+    /// key the model never saw written must read as absent.
+    fn fixed() -> Vec<Self> {
+        let mut all: Vec<Self> = (0..ACCOUNTS).map(Self::Account).collect();
+        for actor in 0..ACTORS {
+            all.push(Self::Count(actor));
+            all.extend((0..DOCS).map(|id| Self::Doc(actor, id)));
+            all.extend((0..DOCS).map(|id| Self::Ttl(actor, id)));
+            all.extend((0..BLOBS).map(|id| Self::Blob(actor, id)));
+        }
+        for group in 0..GROUPS {
+            all.extend((0..8).map(|id| Self::Member(group, id)));
+        }
+        all
+    }
+
+    /// Reads the key through the store.
+    fn read<E: Engine>(&self, store: &Store<E>) -> Result<Seen, StoreError> {
+        let v = match self {
+            Self::Account(id) => store.get(&Account { id: *id })?,
+            Self::Doc(actor, id) => store.get(&Doc {
+                actor: *actor,
+                id: *id,
+            })?,
+            Self::Count(actor) => {
+                return store
+                    .counter(&DocCount { actor: *actor })
+                    .map(Seen::Counter);
+            }
+            Self::Blob(actor, id) => store.get(&Blob {
+                actor: *actor,
+                id: *id,
+            })?,
+            Self::Ttl(actor, id) => store.get(&Ttl {
+                actor: *actor,
+                id: *id,
+            })?,
+            Self::Member(group, id) => store.get(&Member {
+                group: *group,
+                id: *id,
+            })?,
+            Self::Pad(actor, name) => store.get(&Pad {
+                actor: *actor,
+                name: name.clone(),
+            })?,
+        };
+        Ok(Seen::Value(v))
+    }
+}
+
+/// The writes of a transaction's latest attempt, as the workload made them.
+#[derive(Default)]
+struct Rec(RefCell<Vec<(Slot, Write)>>);
+
+impl Rec {
+    /// A new attempt: the previous one's writes were not committed.
+    fn start(&self) {
+        self.0.borrow_mut().clear();
+    }
+
+    fn put(&self, slot: Slot, value: &[u8]) {
+        self.write(
+            slot,
+            Write::Put {
+                value: value.to_vec(),
+                expires: None,
+            },
+        );
+    }
+
+    fn write(&self, slot: Slot, write: Write) {
+        self.0.borrow_mut().push((slot, write));
+    }
+
+    fn take(&self) -> Vec<(Slot, Write)> {
+        std::mem::take(&mut self.0.borrow_mut())
+    }
+}
+
+/// Whether a transaction that ended with `r` took effect.
+fn applied<T>(r: &Result<T, StoreError>) -> Applied {
+    fn of(e: &StoreError) -> Applied {
+        match e {
+            StoreError::Commit(CommitError::OutcomeUnknown(_)) => Applied::Maybe,
+            StoreError::RetriesExhausted { last, .. } => of(last),
+            _ => Applied::No,
+        }
+    }
+    r.as_ref().map_or_else(of, |_| Applied::Yes)
+}
+
 /// The limits of the run: small, so that every one of them is met often.
 const LIMITS: Limits = Limits {
     max_key_bytes: 40,
@@ -170,16 +289,20 @@ struct StoreRun {
     commits: u64,
     checks: u64,
     seq: u64,
-    /// TTL values whose write was acknowledged and not since put in doubt
-    /// (by a fault, a refusal or a crash): `(actor, id)` to their expiry
-    /// time and bytes. Each must be readable, unchanged, until it expires.
-    live_ttl: std::collections::BTreeMap<(u64, u64), (u64, Vec<u8>)>,
+    /// What each key may hold, from the workload's own writes.
+    model: Model<Slot>,
+    /// Whether commits are `Immediate` (each acknowledged one is durable).
+    immediate: bool,
     /// The latest clock reading so far. The clock jumps back too: a value
     /// may have expired (and been swept) at a later reading than now.
     clock_high: u64,
 }
 
 type Faulty<E> = FaultyEngine<E>;
+
+/// A transaction of [`StoreRun::interleaved`] not yet committed: the
+/// transaction, its two ids, its amount and its writes.
+type Pending<'s, E> = (Tx<'s, Faulty<E>>, u64, u64, i64, Rec);
 
 /// An error a fault may cause: not a violation.
 fn faulted(e: &StoreError) -> bool {
@@ -207,23 +330,68 @@ impl StoreRun {
 
     /// Outcome of a transaction: counted, traced, and a violation for an
     /// error that no fault explains.
-    fn settle<T>(
+    /// The model applies `writes` (the transaction's latest attempt) as the
+    /// outcome says; a quota refusal is checked against the recount.
+    fn settle<T, E: Target>(
         &mut self,
+        store: &Store<Faulty<E>>,
         step: usize,
         what: &str,
         r: Result<T, StoreError>,
+        writes: &[(Slot, Write)],
     ) -> Result<Option<T>, Violation> {
+        let applied = applied(&r);
+        self.model.commit(writes, applied);
+        if applied == Applied::Yes && self.immediate {
+            self.model.durable();
+        }
         match r {
             Ok(v) => {
                 self.commits += 1;
                 self.trace.event(step, format!("{what}: ok"));
                 Ok(Some(v))
             }
-            Err(e) if faulted(&e) || matches!(e, StoreError::Quota { .. }) => {
+            Err(StoreError::Quota {
+                scope,
+                used,
+                requested,
+                limit,
+                ..
+            }) => {
+                self.check_refusal(store, step, &scope, used, requested, limit)?;
+                self.trace.event(
+                    step,
+                    format!("{what}: refused by the quota ({used} used, {requested} more)"),
+                );
+                Ok(None)
+            }
+            Err(e) if faulted(&e) => {
                 self.trace.event(step, format!("{what}: {e}"));
                 Ok(None)
             }
             Err(e) => Err(fail(step, format!("{what} failed: {e}"))),
+        }
+    }
+
+    /// One random step of the workload.
+    fn step<E: Target>(&mut self, store: &Store<Faulty<E>>, step: usize) -> Result<(), Violation> {
+        match self.rng.below(100) {
+            0..=24 => self.transfer(store, step),
+            25..=34 => self.interleaved(store, step),
+            35..=54 => self.doc(store, step),
+            55..=69 => self.blob(store, step),
+            70..=79 => self.ttl(store, step),
+            80..=86 => self.pressure(store, step),
+            87..=90 => self.sweep(store, step),
+            91..=94 => {
+                let r = store.engine().sync();
+                if r.is_ok() {
+                    self.model.durable();
+                }
+                self.trace.event(step, format!("sync: {r:?}"));
+                Ok(())
+            }
+            _ => self.check(store, step, "at a random step"),
         }
     }
 
@@ -240,8 +408,18 @@ impl StoreRun {
         step: usize,
     ) -> Result<(), Violation> {
         let (from, to, amount) = self.pick_transfer(300);
-        let r = store.transact(|tx| move_money(tx, from, to, amount));
-        self.settle(step, &format!("transfer {amount} {from}->{to}"), r)?;
+        let rec = Rec::default();
+        let r = store.transact(|tx| {
+            rec.start();
+            move_money(tx, &rec, from, to, amount)
+        });
+        self.settle(
+            store,
+            step,
+            &format!("transfer {amount} {from}->{to}"),
+            r,
+            &rec.take(),
+        )?;
         Ok(())
     }
 
@@ -257,7 +435,7 @@ impl StoreRun {
         // past MAX_MEMBERS together), now and then one leaving.
         let docs = self.rng.chance(0.4);
         let group = self.rng.below(GROUPS);
-        let mut txs: Vec<(Tx<'_, Faulty<E>>, u64, u64, i64)> = Vec::new();
+        let mut txs: Vec<Pending<'_, E>> = Vec::new();
         for k in 0..n {
             let (from, to, amount) = if docs {
                 (
@@ -268,18 +446,19 @@ impl StoreRun {
             } else {
                 self.pick_transfer(100)
             };
-            txs.push((store.begin(), from, to, amount));
+            txs.push((store.begin(), from, to, amount, Rec::default()));
         }
-        for (tx, from, to, amount) in &mut txs {
+        for (tx, from, to, amount, rec) in &mut txs {
             let r = if docs && *amount == 1 {
                 tx.delete(&Member {
                     group: *from,
                     id: *to,
                 })
+                .map(|()| rec.write(Slot::Member(*from, *to), Write::Delete))
             } else if docs {
-                join(tx, *from, *to).map(|_| ())
+                join(tx, rec, *from, *to).map(|_| ())
             } else {
-                move_money(tx, *from, *to, *amount)
+                move_money(tx, rec, *from, *to, *amount)
             };
             if let Err(e) = r
                 && !faulted(&e)
@@ -289,7 +468,7 @@ impl StoreRun {
         }
         while !txs.is_empty() {
             let i = usize::try_from(self.rng.below(txs.len() as u64)).unwrap_or(0);
-            let (tx, from, to, amount) = txs.remove(i);
+            let (tx, from, to, amount, rec) = txs.remove(i);
             let r = tx.commit().map(|_| ());
             match r {
                 Err(e) if e.is_conflict() => self
@@ -301,7 +480,7 @@ impl StoreRun {
                     } else {
                         format!("interleaved transfer {amount} {from}->{to}")
                     };
-                    self.settle(step, &what, r)?;
+                    self.settle(store, step, &what, r, &rec.take())?;
                 }
             }
         }
@@ -320,15 +499,21 @@ impl StoreRun {
             _ => usize::try_from(self.rng.below(100)).unwrap_or(0),
         };
         let value = vec![u8::try_from(id).unwrap_or(0); len];
+        let rec = Rec::default();
         let r = store.transact(|tx| {
+            rec.start();
             let k = Doc { actor, id };
             if insert {
                 if tx.put_if_absent(&k, &value)? {
+                    rec.put(Slot::Doc(actor, id), &value);
                     tx.add(&DocCount { actor }, 1)?;
+                    rec.write(Slot::Count(actor), Write::Add(1));
                 }
             } else if tx.get(&k)?.is_some() {
                 tx.delete(&k)?;
+                rec.write(Slot::Doc(actor, id), Write::Delete);
                 tx.add(&DocCount { actor }, -1)?;
+                rec.write(Slot::Count(actor), Write::Add(-1));
             }
             Ok::<_, StoreError>(())
         });
@@ -345,12 +530,14 @@ impl StoreRun {
             )),
             _ => {
                 self.settle(
+                    store,
                     step,
                     &format!(
                         "doc {} {actor}/{id} ({len} bytes)",
                         if insert { "insert" } else { "delete" }
                     ),
                     r,
+                    &rec.take(),
                 )?;
                 Ok(())
             }
@@ -369,12 +556,17 @@ impl StoreRun {
         };
         let bytes = blob_bytes(self.seq, len);
         let delete = self.rng.chance(0.15);
+        let rec = Rec::default();
         let r = store.transact(|tx| {
+            rec.start();
             if delete {
-                tx.delete(&Blob { actor, id })
+                tx.delete(&Blob { actor, id })?;
+                rec.write(Slot::Blob(actor, id), Write::Delete);
             } else {
-                tx.put(&Blob { actor, id }, &bytes)
+                tx.put(&Blob { actor, id }, &bytes)?;
+                rec.put(Slot::Blob(actor, id), &bytes);
             }
+            Ok::<_, StoreError>(())
         });
         if let Err(StoreError::Limit { source: l, .. }) = &r {
             self.trace.event(
@@ -384,9 +576,11 @@ impl StoreRun {
             return Ok(());
         }
         self.settle(
+            store,
             step,
             &format!("blob {actor}/{id} seq {} ({len} bytes)", self.seq),
             r,
+            &rec.take(),
         )?;
         Ok(())
     }
@@ -398,38 +592,29 @@ impl StoreRun {
             // Finished by compare-and-set, which keeps the expiry: the new
             // value carries the same expiry time in its first 8 bytes and
             // must still expire then.
+            let rec = Rec::default();
             let r = store.transact(|tx| {
+                rec.start();
                 let key = Ttl { actor, id };
                 let Some(old) = tx.get(&key)? else {
-                    return Ok(None);
+                    return Ok(());
                 };
                 let mut new = old.clone();
                 if let Some(flag) = new.get_mut(8) {
                     *flag ^= 1;
                 }
-                Ok(tx
-                    .compare_and_set(&key, Some(&old), Some(&new))?
-                    .then_some(new))
+                if tx.compare_and_set(&key, Some(&old), Some(&new))? {
+                    rec.write(Slot::Ttl(actor, id), Write::PutKeep(new));
+                }
+                Ok(())
             });
-            let done = self.settle(
+            self.settle(
+                store,
                 step,
                 &format!("ttl {actor}/{id} finished by compare-and-set"),
                 r,
+                &rec.take(),
             )?;
-            match done {
-                // Written: the value changed, its expiry did not.
-                Some(Some(new)) => {
-                    if let Some(live) = self.live_ttl.get_mut(&(actor, id)) {
-                        live.1 = new;
-                    }
-                }
-                // Nothing to finish: nothing changed.
-                Some(None) => {}
-                // A fault: the outcome is in doubt.
-                None => {
-                    self.live_ttl.remove(&(actor, id));
-                }
-            }
             return Ok(());
         }
         let ttl = 1 + self.rng.below(5_000);
@@ -438,14 +623,20 @@ impl StoreRun {
         // An absolute expiry: the same in every attempt of the transaction,
         // and the same as the time in the value's bytes.
         let r = store.transact(|tx| tx.put_expiring_at(&Ttl { actor, id }, &value, at));
-        if self
-            .settle(step, &format!("ttl {actor}/{id} for {ttl} ms"), r)?
-            .is_some()
-        {
-            self.live_ttl.insert((actor, id), (at, value));
-        } else {
-            self.live_ttl.remove(&(actor, id));
-        }
+        let writes = [(
+            Slot::Ttl(actor, id),
+            Write::Put {
+                value,
+                expires: Some(at),
+            },
+        )];
+        self.settle(
+            store,
+            step,
+            &format!("ttl {actor}/{id} for {ttl} ms"),
+            r,
+            &writes,
+        )?;
         Ok(())
     }
 
@@ -462,18 +653,22 @@ impl StoreRun {
         let before = state(store.engine().inner()).map_err(|why| fail(step, why))?;
         // Entries (max - 1, max, max + 1 puts of tiny pads), or key length
         // (max - 1, max, max + 1).
+        let rec = Rec::default();
         let r = if kind == 0 {
             {
                 let n = LIMITS.max_batch_entries - 1 + usize::try_from(excess).unwrap_or(0);
                 store.transact(|tx| {
+                    rec.start();
                     for i in 0..n {
+                        let name = format!("e{i}");
                         tx.put(
                             &Pad {
                                 actor,
-                                name: format!("e{i}"),
+                                name: name.clone(),
                             },
                             &Vec::new(),
                         )?;
+                        rec.put(Slot::Pad(actor, name), &[]);
                     }
                     Ok::<_, StoreError>(())
                 })
@@ -488,13 +683,17 @@ impl StoreRun {
                 let name_len = (LIMITS.max_key_bytes - 1 + usize::try_from(excess).unwrap_or(0))
                     .saturating_sub(base);
                 store.transact(|tx| {
+                    rec.start();
+                    let name = "k".repeat(name_len);
                     tx.put(
                         &Pad {
                             actor,
-                            name: "k".repeat(name_len),
+                            name: name.clone(),
                         },
                         &Vec::new(),
-                    )
+                    )?;
+                    rec.put(Slot::Pad(actor, name), &[]);
+                    Ok::<_, StoreError>(())
                 })
             }
         };
@@ -522,7 +721,13 @@ impl StoreRun {
                 format!("a commit over the limit (kind {kind}) was accepted"),
             )),
             r => {
-                self.settle(step, &format!("pressure {kind} at the limit"), r)?;
+                self.settle(
+                    store,
+                    step,
+                    &format!("pressure {kind} at the limit"),
+                    r,
+                    &rec.take(),
+                )?;
                 Ok(())
             }
         }
@@ -563,25 +768,31 @@ fn members_of(group: u64) -> Scan {
 
 /// Adds member `id` to `group` if the group has fewer than
 /// [`MAX_MEMBERS`]; returns whether it did.
-fn join<E: Engine>(tx: &mut Tx<'_, E>, group: u64, id: u64) -> Result<bool, StoreError> {
+fn join<E: Engine>(tx: &mut Tx<'_, E>, rec: &Rec, group: u64, id: u64) -> Result<bool, StoreError> {
     if tx.scan::<Member>(&members_of(group))?.items.len() >= MAX_MEMBERS {
         return Ok(false);
     }
     tx.put(&Member { group, id }, &Vec::new())?;
+    rec.put(Slot::Member(group, id), &[]);
     Ok(true)
 }
 
 /// Moves `amount` from one account to another: two reads, two writes.
 fn move_money<E: Engine>(
     tx: &mut Tx<'_, E>,
+    rec: &Rec,
     from: u64,
     to: u64,
     amount: i64,
 ) -> Result<(), StoreError> {
     let a = balance(tx, from)?;
     let b = balance(tx, to)?;
-    tx.put(&Account { id: from }, &(a - amount).to_be_bytes().to_vec())?;
-    tx.put(&Account { id: to }, &(b + amount).to_be_bytes().to_vec())
+    for (id, value) in [(from, a - amount), (to, b + amount)] {
+        let bytes = value.to_be_bytes().to_vec();
+        tx.put(&Account { id }, &bytes)?;
+        rec.put(Slot::Account(id), &bytes);
+    }
+    Ok(())
 }
 
 fn balance<E: Engine>(tx: &mut Tx<'_, E>, id: u64) -> Result<i64, StoreError> {
@@ -623,7 +834,8 @@ pub fn run_store_seed_on<E: Target>(options: &RunOptions) -> SeedReport {
         commits: 0,
         checks: 0,
         seq: 0,
-        live_ttl: std::collections::BTreeMap::new(),
+        model: Model::default(),
+        immediate: store_options.durability == strata_engine::Durability::Immediate,
         clock_high: 0,
         rng,
     };
@@ -644,8 +856,8 @@ pub fn run_store_seed_on<E: Target>(options: &RunOptions) -> SeedReport {
         let (next, outcome) = if crash {
             let e = s.into_engine().crash_restart(&mut run.rng);
             run.trace.event(step, "crash and reopen".to_owned());
-            // Buffered commits may be lost: nothing is known live any more.
-            run.live_ttl.clear();
+            // Commits not yet durable may be lost.
+            run.model.crash();
             let s = run.open(e, &store_options);
             let outcome = run.check(&s, step, "after a crash");
             (s, outcome)
@@ -662,21 +874,7 @@ pub fn run_store_seed_on<E: Target>(options: &RunOptions) -> SeedReport {
                 run.clock.advance(run.rng.below(100));
             }
             run.clock_high = run.clock_high.max(run.clock.now_ms());
-            let outcome = match run.rng.below(100) {
-                0..=24 => run.transfer(&s, step),
-                25..=34 => run.interleaved(&s, step),
-                35..=54 => run.doc(&s, step),
-                55..=69 => run.blob(&s, step),
-                70..=79 => run.ttl(&s, step),
-                80..=86 => run.pressure(&s, step),
-                87..=90 => run.sweep(&s, step),
-                91..=94 => {
-                    let r = s.engine().sync();
-                    run.trace.event(step, format!("sync: {r:?}"));
-                    Ok(())
-                }
-                _ => run.check(&s, step, "at a random step"),
-            };
+            let outcome = run.step(&s, step);
             (s, outcome)
         };
         store = Some(next);
@@ -687,7 +885,7 @@ pub fn run_store_seed_on<E: Target>(options: &RunOptions) -> SeedReport {
     }
     if violation.is_none()
         && let Some(s) = &store
-        && let Err(v) = run.check(s, options.ops, "at the end")
+        && let Err(v) = run.check_after_sweep(s, options.ops)
     {
         violation = Some(v);
     }

@@ -1,14 +1,18 @@
 //! The store workload's oracles (see the module docs of [`super`]),
 //! checked on the engine without faults.
 
-use strata_engine::{Engine, Rng, SeededRng};
+use std::collections::{BTreeMap, BTreeSet};
+
+use strata_engine::{Clock, Engine, Rng, SeededRng};
+use strata_keys::{Key, tuple};
 use strata_store::{Store, StoreError};
 
+use super::model::{self, Raw};
 use super::{
-    ACCOUNTS, ACTORS, Account, BLOBS, Blob, DOCS, Doc, DocCount, Faulty, GROUPS, LIMITS,
-    MAX_MEMBERS, Member, START_BALANCE, StoreRun, Ttl, blob_ok, docs_of, members_of,
+    ACCOUNTS, ACTOR, ACTORS, Account, BLOBS, Blob, DOCS, Doc, DocCount, Faulty, GROUPS, LIMITS,
+    MAX_MEMBERS, Member, START_BALANCE, Slot, StoreRun, Ttl, blob_ok, docs_of, members_of,
 };
-use crate::run::{Violation, fail};
+use crate::run::{Violation, fail, show_bytes};
 use crate::targets::Target;
 
 impl StoreRun {
@@ -33,18 +37,22 @@ impl StoreRun {
         self.checks += 1;
         let c = self.checker(store);
         let err = read_failed(step, when);
-        // Quota.
-        for (scope, usage) in c.audit_quota().map_err(err)? {
-            if i64::try_from(usage.actual).ok() != Some(usage.counted) {
+        // The raw rows: layout, chunks, expiry index, quota counters.
+        let usage = recount(&c, None).map_err(|why| fail(step, format!("{when}: {why}")))?;
+        // The store's own audit agrees with the recount.
+        for (scope, audit) in c.audit_quota().map_err(err)? {
+            let want = usage.get(&scope).copied().unwrap_or(0);
+            if audit.actual != want || i64::try_from(want).ok() != Some(audit.counted) {
                 return Err(fail(
                     step,
                     format!(
-                        "{when}: quota of scope {scope:02x?} says {} but its rows take {}",
-                        usage.counted, usage.actual
+                        "{when}: the store's audit of scope {scope:02x?} says {} counted, {} actual; the rows take {want}",
+                        audit.counted, audit.actual
                     ),
                 ));
             }
         }
+        self.check_model(&c, step, when)?;
         let view = c.read().map_err(err)?;
         // Money.
         let mut total = 0;
@@ -128,8 +136,75 @@ impl StoreRun {
                 }
             }
         }
-        self.check_live(&c, step, when)?;
         self.check_paging(&c, step, when)
+    }
+
+    /// Every key against the model of the workload's writes.
+    fn check_model<E: Engine>(
+        &mut self,
+        c: &Store<E>,
+        step: usize,
+        when: &str,
+    ) -> Result<(), Violation> {
+        let now = c.read().map_err(read_failed(step, when))?.now_ms();
+        let high = self.clock_high.max(now);
+        let mut slots: BTreeSet<Slot> = Slot::fixed().into_iter().collect();
+        slots.extend(self.model.keys());
+        for slot in &slots {
+            let seen = slot.read(c).map_err(read_failed(step, when))?;
+            self.model
+                .observe(slot, &seen, now, high)
+                .map_err(|why| fail(step, format!("{when}: {why}")))?;
+        }
+        Ok(())
+    }
+
+    /// The last check of a run: a complete sweep, then no row that expired
+    /// before it may remain, and every other oracle.
+    pub(super) fn check_after_sweep<E: Target>(
+        &mut self,
+        store: &Store<Faulty<E>>,
+        step: usize,
+    ) -> Result<(), Violation> {
+        let when = "at the end, after a complete sweep";
+        let c = self.checker(store);
+        c.sweep_expired(None).map_err(read_failed(step, when))?;
+        let now = self.clock.now_ms();
+        recount(&c, Some(now)).map_err(|why| fail(step, format!("{when}: {why}")))?;
+        self.check(store, step, when)
+    }
+
+    /// A quota refusal must be true: the scope's rows (recounted from the
+    /// raw rows) plus the growth asked for exceed the quota.
+    pub(super) fn check_refusal<E: Target>(
+        &mut self,
+        store: &Store<Faulty<E>>,
+        step: usize,
+        scope: &[u8],
+        used: u64,
+        requested: u64,
+        limit: u64,
+    ) -> Result<(), Violation> {
+        self.checks += 1;
+        let c = self.checker(store);
+        let usage = recount(&c, None).map_err(|why| fail(step, why))?;
+        let Some(&actual) = usage.get(scope) else {
+            return Err(fail(
+                step,
+                format!("a quota refusal names scope {scope:02x?}, no actor's"),
+            ));
+        };
+        if limit != LIMITS.quota_bytes || used != actual || used.saturating_add(requested) <= limit
+        {
+            return Err(fail(
+                step,
+                format!(
+                    "a quota refusal says {used} used + {requested} asked > {limit}; the scope's rows take {actual} and its quota is {}",
+                    LIMITS.quota_bytes
+                ),
+            ));
+        }
+        Ok(())
     }
 
     /// Paging through a scan with cursors, forward and reverse, in pages
@@ -193,53 +268,94 @@ impl StoreRun {
         }
         Ok(())
     }
-
-    /// Values acknowledged and not yet expired are still there, unchanged;
-    /// no scope holds more than its quota.
-    fn check_live<E: Engine>(
-        &mut self,
-        c: &Store<E>,
-        step: usize,
-        when: &str,
-    ) -> Result<(), Violation> {
-        let err = read_failed(step, when);
-        let view = c.read().map_err(err)?;
-        let now = view.now_ms();
-        // A value acknowledged and not yet expired is still there, unchanged.
-        // Only a value not expired at the latest reading so far: the clock
-        // jumps back, and a sweep at a later reading may have removed it.
-        let high = self.clock_high.max(now);
-        self.live_ttl.retain(|_, (at, _)| *at > high);
-        for (&(actor, id), (at, value)) in &self.live_ttl {
-            let got = view.get(&Ttl { actor, id }).map_err(err)?;
-            if got.as_ref() != Some(value) {
-                return Err(fail(
-                    step,
-                    format!(
-                        "{when}: ttl {actor}/{id}, acknowledged and expiring at {at}, reads as {:?} at {now}",
-                        got.as_deref().map(crate::run::show_bytes)
-                    ),
-                ));
-            }
-        }
-        // Usage never exceeds the quota.
-        for (scope, usage) in c.audit_quota().map_err(err)? {
-            if usage.actual > LIMITS.quota_bytes {
-                return Err(fail(
-                    step,
-                    format!(
-                        "{when}: scope {scope:02x?} holds {} bytes, over its quota of {}",
-                        usage.actual, LIMITS.quota_bytes
-                    ),
-                ));
-            }
-        }
-        Ok(())
-    }
 }
 
 /// The violation of a read without faults that failed: the oracle cannot
 /// check, and that is a finding, never a pass.
 fn read_failed(step: usize, when: &str) -> impl Fn(StoreError) -> Violation + Copy + '_ {
     move |e| fail(step, format!("{when}: a fault-free read failed: {e}"))
+}
+
+/// Recounts every actor scope's bytes from the raw rows, by the documented
+/// layouts, never through the store; checks on the way that every row
+/// parses and its chunks are whole, that no chunk row is left over, that
+/// every expiring row is in the expiry index (and, with `swept_at`, that
+/// none expired at or before it), and that each quota counter equals its
+/// recount and stays within the quota.
+fn recount<E: Engine>(
+    c: &Store<E>,
+    swept_at: Option<u64>,
+) -> Result<BTreeMap<Vec<u8>, u64>, String> {
+    let o = c.options();
+    let raw = Raw::read(c.engine(), &o.data_keyspace, &o.system_keyspace)?;
+    let scopes: Vec<Vec<u8>> = (0..ACTORS).map(|a| tuple::pack(&(ACTOR, a))).collect();
+    let counters: Vec<Vec<u8>> = (0..ACTORS)
+        .filter_map(|actor| DocCount { actor }.pack().ok())
+        .collect();
+    let mut usage: BTreeMap<Vec<u8>, u64> = scopes.iter().map(|s| (s.clone(), 0)).collect();
+    let mut chunks = BTreeSet::new();
+    for (k, v) in &raw.data {
+        let size = if counters.contains(k) {
+            if v.len() != 8 {
+                return Err(format!("counter {} holds {} bytes", show_bytes(k), v.len()));
+            }
+            (k.len() + v.len()) as u64
+        } else {
+            let row = model::parse_row(&raw, k, v, &mut chunks)
+                .map_err(|why| format!("row {}: {why}", show_bytes(k)))?;
+            if let Some(at) = row.expires {
+                if !raw.system.contains_key(&model::expiry_key(at, k)) {
+                    return Err(format!(
+                        "row {} expires at {at} but the expiry index does not list it: no sweep would remove it",
+                        show_bytes(k)
+                    ));
+                }
+                if let Some(now) = swept_at
+                    && at <= now
+                {
+                    return Err(format!(
+                        "row {} expired at {at} and is still there after a complete sweep at {now}",
+                        show_bytes(k)
+                    ));
+                }
+            }
+            row.size
+        };
+        if let Some(s) = scopes.iter().find(|s| k.starts_with(s)) {
+            *usage.entry(s.clone()).or_default() += size;
+        }
+    }
+    let chunk_rows = tuple::pack(&("c",));
+    let quota_rows = tuple::pack(&("q",));
+    for k in raw.system.keys() {
+        if k.starts_with(&chunk_rows) && !chunks.contains(k) {
+            return Err(format!("chunk row {} belongs to no value", show_bytes(k)));
+        }
+        if k.starts_with(&quota_rows) && !scopes.iter().any(|s| model::quota_key(s) == *k) {
+            return Err(format!(
+                "quota counter {} counts no actor's scope",
+                show_bytes(k)
+            ));
+        }
+    }
+    for (scope, &bytes) in &usage {
+        let counted = match raw.system.get(&model::quota_key(scope)) {
+            None => 0,
+            Some(v) => <[u8; 8]>::try_from(v.as_slice())
+                .map(i64::from_le_bytes)
+                .map_err(|_| format!("quota counter of {scope:02x?} holds {} bytes", v.len()))?,
+        };
+        if u64::try_from(counted).ok() != Some(bytes) {
+            return Err(format!(
+                "quota of scope {scope:02x?} says {counted} but its rows take {bytes}"
+            ));
+        }
+        if bytes > LIMITS.quota_bytes {
+            return Err(format!(
+                "scope {scope:02x?} holds {bytes} bytes, over its quota of {}",
+                LIMITS.quota_bytes
+            ));
+        }
+    }
+    Ok(usage)
 }
