@@ -30,7 +30,9 @@ pub struct SweepReport {
 pub struct SweepCursor(Vec<u8>);
 
 /// Resume point of a [`BulkNonAtomic`] write: the entries before
-/// `next` are committed, those from `next` on are not.
+/// `next` are committed, those from `next` on are not (unless the error
+/// was an unknown commit outcome: then the commit that started at `next`
+/// may have been applied; resuming writes those entries again).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct BulkCursor {
     /// Index of the first entry not committed.
@@ -60,7 +62,10 @@ pub struct BulkReport {
 /// A writer of many entries that is **not atomic**: it splits them into
 /// consecutive commits that each respect the store's limits, in order.
 /// After a failure, the entries before [`BulkError::cursor`] are written
-/// and the rest are not; [`BulkNonAtomic::apply_from`] resumes. Each
+/// and the rest are not, or, when the error is
+/// [`CommitError::OutcomeUnknown`](strata_engine::CommitError::OutcomeUnknown),
+/// perhaps some of them; [`BulkNonAtomic::apply_from`] resumes (puts and
+/// deletes written twice end the same). Each
 /// entry's rows (value, chunks, index, quota) are always in one commit.
 pub struct BulkNonAtomic<'s, E: Engine> {
     store: &'s Store<E>,
@@ -183,6 +188,13 @@ impl<E: Engine> BulkNonAtomic<'_, E> {
                         }));
                     }
                     store.clock.sleep_ms(store.backoff_ms(attempt));
+                }
+                #[cfg(feature = "planted-bugs")]
+                Err(e) if store.options.bug(crate::PlantedBug::BulkCursorPastFailure) => {
+                    return Err(BulkError {
+                        cursor: BulkCursor { next: end },
+                        source: e,
+                    });
                 }
                 Err(e) => return Err(fail(e)),
             }

@@ -124,12 +124,19 @@ pub enum PlantedBug {
     /// A page's cursor points after its first row, not its last: the next
     /// page repeats rows.
     CursorAfterFirstRow,
+    /// A failed bulk write's cursor points after the commit that failed,
+    /// so resuming skips its entries.
+    BulkCursorPastFailure,
+    /// A put with an expiry whose old row was not read (outside every
+    /// quota scope, not chunked) writes no expiry index entry: the value is
+    /// never swept.
+    UnreadRowNotIndexed,
 }
 
 #[cfg(feature = "planted-bugs")]
 impl PlantedBug {
     /// Every planted bug.
-    pub const ALL: [Self; 10] = [
+    pub const ALL: [Self; 12] = [
         Self::QuotaIgnoresOverwrite,
         Self::StaleChunksSurvive,
         Self::ExpiredStillVisible,
@@ -140,6 +147,8 @@ impl PlantedBug {
         Self::CounterAddNotCharged,
         Self::SweepTooEarly,
         Self::CursorAfterFirstRow,
+        Self::BulkCursorPastFailure,
+        Self::UnreadRowNotIndexed,
     ];
 
     /// Its name on the command line.
@@ -155,6 +164,8 @@ impl PlantedBug {
             Self::CounterAddNotCharged => "counter-add-not-charged",
             Self::SweepTooEarly => "sweep-too-early",
             Self::CursorAfterFirstRow => "cursor-after-first-row",
+            Self::BulkCursorPastFailure => "bulk-cursor-past-failure",
+            Self::UnreadRowNotIndexed => "unread-row-not-indexed",
         }
     }
 

@@ -67,6 +67,8 @@ const GROUPS: u64 = 2;
 /// quota scope, so nothing else serializes the inserts.
 const MAX_MEMBERS: usize = 4;
 const BLOBS: u64 = 3;
+const NOTE: i64 = 4;
+const NOTES: u64 = 8;
 
 /// A bank account's balance (8 bytes, big-endian `i64`).
 #[derive(Debug, Clone, PartialEq)]
@@ -103,6 +105,13 @@ struct Member {
     group: u64,
     id: u64,
 }
+/// A note of an actor, written by the bulk writer, often with a time to
+/// live: outside every quota scope.
+#[derive(Debug, Clone, PartialEq)]
+struct Note {
+    actor: u64,
+    id: u64,
+}
 /// A key of chosen length, for the key limit.
 #[derive(Debug, Clone, PartialEq)]
 struct Pad {
@@ -117,6 +126,7 @@ tuple_key! {
     Ttl -> Vec<u8> = (ACTOR, {actor}, "ttl", {id});
     Member -> Vec<u8> = (GROUP, {group}, {id});
     Pad -> Vec<u8> = (ACTOR, {actor}, "pad", {name});
+    Note -> Vec<u8> = (NOTE, {actor}, {id});
 }
 
 /// A key of the workload, for the [`Model`].
@@ -129,6 +139,7 @@ enum Slot {
     Ttl(u64, u64),
     Member(u64, u64),
     Pad(u64, String),
+    Note(u64, u64),
 }
 
 impl Slot {
@@ -144,6 +155,9 @@ impl Slot {
         }
         for group in 0..GROUPS {
             all.extend((0..8).map(|id| Self::Member(group, id)));
+        }
+        for actor in 0..ACTORS {
+            all.extend((0..NOTES).map(|id| Self::Note(actor, id)));
         }
         all
     }
@@ -176,6 +190,10 @@ impl Slot {
             Self::Pad(actor, name) => store.get(&Pad {
                 actor: *actor,
                 name: name.clone(),
+            })?,
+            Self::Note(actor, id) => store.get(&Note {
+                actor: *actor,
+                id: *id,
             })?,
         };
         Ok(Seen::Value(v))
@@ -213,14 +231,16 @@ impl Rec {
 
 /// Whether a transaction that ended with `r` took effect.
 fn applied<T>(r: &Result<T, StoreError>) -> Applied {
-    fn of(e: &StoreError) -> Applied {
-        match e {
-            StoreError::Commit(CommitError::OutcomeUnknown(_)) => Applied::Maybe,
-            StoreError::RetriesExhausted { last, .. } => of(last),
-            _ => Applied::No,
-        }
+    r.as_ref().map_or_else(applied_despite, |_| Applied::Yes)
+}
+
+/// Whether a transaction that failed with `e` may have taken effect.
+fn applied_despite(e: &StoreError) -> Applied {
+    match e {
+        StoreError::Commit(CommitError::OutcomeUnknown(_)) => Applied::Maybe,
+        StoreError::RetriesExhausted { last, .. } => applied_despite(last),
+        _ => Applied::No,
     }
-    r.as_ref().map_or_else(of, |_| Applied::Yes)
 }
 
 /// The limits of the run: small, so that every one of them is met often.
@@ -376,14 +396,17 @@ impl StoreRun {
     /// One random step of the workload.
     fn step<E: Target>(&mut self, store: &Store<Faulty<E>>, step: usize) -> Result<(), Violation> {
         match self.rng.below(100) {
-            0..=24 => self.transfer(store, step),
-            25..=34 => self.interleaved(store, step),
-            35..=54 => self.doc(store, step),
-            55..=69 => self.blob(store, step),
-            70..=79 => self.ttl(store, step),
-            80..=86 => self.pressure(store, step),
-            87..=90 => self.sweep(store, step),
-            91..=94 => {
+            0..=19 => self.transfer(store, step),
+            20..=29 => self.interleaved(store, step),
+            30..=34 => self.race(store, step),
+            35..=49 => self.doc(store, step),
+            50..=61 => self.blob(store, step),
+            62..=71 => self.ttl(store, step),
+            72..=77 => self.pressure(store, step),
+            78..=80 => self.bulk(store, step),
+            81..=85 => self.reader(store, step),
+            86..=89 => self.sweep(store, step),
+            90..=94 => {
                 let r = store.engine().sync();
                 if r.is_ok() {
                     self.model.durable();
@@ -556,15 +579,25 @@ impl StoreRun {
         };
         let bytes = blob_bytes(self.seq, len);
         let delete = self.rng.chance(0.15);
+        // Now and then a chunked value with a time to live.
+        let expires = self
+            .rng
+            .chance(0.2)
+            .then(|| self.clock.now_ms() + 1 + self.rng.below(3_000));
         let rec = Rec::default();
         let r = store.transact(|tx| {
             rec.start();
+            let key = Blob { actor, id };
             if delete {
-                tx.delete(&Blob { actor, id })?;
+                tx.delete(&key)?;
                 rec.write(Slot::Blob(actor, id), Write::Delete);
             } else {
-                tx.put(&Blob { actor, id }, &bytes)?;
-                rec.put(Slot::Blob(actor, id), &bytes);
+                match expires {
+                    Some(at) => tx.put_expiring_at(&key, &bytes, at)?,
+                    None => tx.put(&key, &bytes)?,
+                }
+                let value = bytes.clone();
+                rec.write(Slot::Blob(actor, id), Write::Put { value, expires });
             }
             Ok::<_, StoreError>(())
         });
@@ -638,6 +671,281 @@ impl StoreRun {
             &writes,
         )?;
         Ok(())
+    }
+
+    /// Transactions racing on one chunked value, one quota scope or one
+    /// TTL key, committed in a random order: each commits whole or
+    /// conflicts, and the model and the recount see the result.
+    fn race<E: Target>(&mut self, store: &Store<Faulty<E>>, step: usize) -> Result<(), Violation> {
+        let actor = self.rng.below(ACTORS);
+        let kind = self.rng.below(3);
+        let n = 2 + self.rng.below(2);
+        let mut txs: Vec<(Tx<'_, Faulty<E>>, Rec, String)> = Vec::new();
+        for _ in 0..n {
+            let mut tx = store.begin();
+            let rec = Rec::default();
+            self.seq += 1;
+            let (what, r) = match kind {
+                0 => {
+                    let id = 0;
+                    let len = 150 + usize::try_from(self.rng.below(900)).unwrap_or(0);
+                    let bytes = blob_bytes(self.seq, len);
+                    let r = tx.put(&Blob { actor, id }, &bytes);
+                    if r.is_ok() {
+                        rec.put(Slot::Blob(actor, id), &bytes);
+                    }
+                    (
+                        format!("race on blob {actor}/{id} seq {} ({len} bytes)", self.seq),
+                        r,
+                    )
+                }
+                1 => {
+                    // Rows of one scope, each alone within the quota.
+                    let name = format!("r{}", self.rng.below(4));
+                    let value = vec![7; 100 + usize::try_from(self.rng.below(40)).unwrap_or(0)];
+                    let key = Pad {
+                        actor,
+                        name: name.clone(),
+                    };
+                    let r = tx.put(&key, &value);
+                    if r.is_ok() {
+                        rec.put(Slot::Pad(actor, name.clone()), &value);
+                    }
+                    (format!("race on the scope of actor {actor}: pad {name}"), r)
+                }
+                _ => {
+                    let id = 0;
+                    let at = self.clock.now_ms() + 1 + self.rng.below(4_000);
+                    let value = [&at.to_be_bytes()[..], &[1]].concat();
+                    let key = Ttl { actor, id };
+                    // Read first, so that the racers conflict.
+                    let r = tx
+                        .get(&key)
+                        .and_then(|_| tx.put_expiring_at(&key, &value, at));
+                    if r.is_ok() {
+                        rec.write(
+                            Slot::Ttl(actor, id),
+                            Write::Put {
+                                value,
+                                expires: Some(at),
+                            },
+                        );
+                    }
+                    (format!("race on ttl {actor}/{id} until {at}"), r)
+                }
+            };
+            match r {
+                Err(e) if !faulted(&e) && !matches!(e, StoreError::Limit { .. }) => {
+                    return Err(fail(step, format!("{what}: {e}")));
+                }
+                _ => txs.push((tx, rec, what)),
+            }
+        }
+        while !txs.is_empty() {
+            let i = usize::try_from(self.rng.below(txs.len() as u64)).unwrap_or(0);
+            let (tx, rec, what) = txs.remove(i);
+            match tx.commit() {
+                Err(e) if e.is_conflict() => self.trace.event(step, format!("{what}: conflict")),
+                Err(StoreError::Limit { source, .. }) => {
+                    self.trace
+                        .event(step, format!("{what}: refused ({source})"));
+                }
+                r => {
+                    self.settle(store, step, &what, r, &rec.take())?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// A bulk write of notes (many with a time to live, outside every
+    /// quota scope), resumed once from its cursor after a failure: the
+    /// entries before the cursor are written, the rest not (or, after an
+    /// unknown outcome, perhaps).
+    fn bulk<E: Target>(&mut self, store: &Store<Faulty<E>>, step: usize) -> Result<(), Violation> {
+        let mut bulk = store.bulk_non_atomic();
+        let mut writes = Vec::new();
+        let n = 1 + self.rng.below(30);
+        for _ in 0..n {
+            let (actor, id) = (self.rng.below(ACTORS), self.rng.below(NOTES));
+            let key = Note { actor, id };
+            self.seq += 1;
+            let r = match self.rng.below(4) {
+                0 => bulk.delete(&key).map(|_| Write::Delete),
+                1 => {
+                    let value = self.seq.to_be_bytes().to_vec();
+                    bulk.put(&key, &value).map(|_| Write::Put {
+                        value,
+                        expires: None,
+                    })
+                }
+                _ => {
+                    let ttl = 1 + self.rng.below(3_000);
+                    let value = self.seq.to_be_bytes().to_vec();
+                    let at = self.clock.now_ms() + ttl;
+                    bulk.put_with_ttl(&key, &value, ttl).map(|_| Write::Put {
+                        value,
+                        expires: Some(at),
+                    })
+                }
+            };
+            match r {
+                Ok(w) => writes.push((Slot::Note(actor, id), w)),
+                Err(e) => return Err(fail(step, format!("queueing a bulk entry failed: {e}"))),
+            }
+        }
+        let mut from = 0;
+        for attempt in 0..2 {
+            let r = bulk.apply_from(strata_store::BulkCursor { next: from });
+            let (done, error) = match r {
+                Ok(report) => {
+                    self.commits += report.commits;
+                    (writes.len(), None)
+                }
+                Err(e) => (e.cursor.next, Some(e.source)),
+            };
+            if done < from || done > writes.len() {
+                return Err(fail(
+                    step,
+                    format!(
+                        "a bulk write from entry {from} of {} stopped at {done}",
+                        writes.len()
+                    ),
+                ));
+            }
+            // One entry at a time: the entries span several commits, and a
+            // crash may keep any prefix of those not yet durable.
+            for w in &writes[from..done] {
+                self.model.commit(std::slice::from_ref(w), Applied::Yes);
+            }
+            if self.immediate {
+                self.model.durable();
+            }
+            let Some(e) = error else {
+                self.trace
+                    .event(step, format!("bulk of {n} notes: written"));
+                return Ok(());
+            };
+            for w in &writes[done..] {
+                self.model
+                    .commit(std::slice::from_ref(w), applied_despite(&e));
+            }
+            self.trace.event(
+                step,
+                format!("bulk of {n} notes, attempt {attempt}: stopped at {done}: {e}"),
+            );
+            if !faulted(&e) {
+                return Err(fail(step, format!("a bulk write of notes failed: {e}")));
+            }
+            from = done;
+        }
+        Ok(())
+    }
+
+    /// A read-only transaction: an actor's documents paged with cursors in
+    /// either direction, a byte-prefix scan of them, and snapshot reads,
+    /// each compared with the model.
+    fn reader<E: Target>(
+        &mut self,
+        store: &Store<Faulty<E>>,
+        step: usize,
+    ) -> Result<(), Violation> {
+        let actor = self.rng.below(ACTORS);
+        let reverse = self.rng.chance(0.5);
+        let size = 1 + usize::try_from(self.rng.below(4)).unwrap_or(0);
+        let mut tx = store.begin();
+        let now = tx.now_ms();
+        let high = self.clock_high.max(now);
+        let mut paged: Vec<(u64, Vec<u8>)> = Vec::new();
+        let whole = if reverse {
+            docs_of(actor).reverse()
+        } else {
+            docs_of(actor)
+        };
+        let mut next = Some(whole.clone().limit(size));
+        while let Some(scan) = next {
+            let page = match tx.scan::<Doc>(&scan) {
+                Ok(page) => page,
+                Err(e) if faulted(&e) => return Ok(()),
+                Err(e) => {
+                    return Err(fail(
+                        step,
+                        format!("paging documents in a transaction: {e}"),
+                    ));
+                }
+            };
+            next = page.next(&scan);
+            paged.extend(page.items.into_iter().map(|(k, v)| (k.id, v)));
+            if paged.len() > usize::try_from(DOCS).unwrap_or(0) {
+                return Err(fail(step, "paging documents never ends".to_owned()));
+            }
+        }
+        if reverse {
+            paged.reverse();
+        }
+        // A byte prefix that is not a tuple boundary: the packed
+        // `(ACTOR, actor)` then the string code and "d".
+        let mut prefix = tuple::pack(&(ACTOR, actor));
+        prefix.extend_from_slice(&[0x02, b'd']);
+        let by_prefix = match tx.scan::<Doc>(&Scan::prefix(&prefix)) {
+            Ok(page) => page
+                .items
+                .into_iter()
+                .map(|(k, v)| (k.id, v))
+                .collect::<Vec<_>>(),
+            Err(e) if faulted(&e) => return Ok(()),
+            Err(e) => return Err(fail(step, format!("a byte-prefix scan: {e}"))),
+        };
+        if by_prefix != paged {
+            return Err(fail(
+                step,
+                format!(
+                    "actor {actor}'s documents: paged ({}, pages of {size}) {:?}, by byte prefix {:?}",
+                    if reverse { "reverse" } else { "forward" },
+                    paged.iter().map(|(id, _)| id).collect::<Vec<_>>(),
+                    by_prefix.iter().map(|(id, _)| id).collect::<Vec<_>>()
+                ),
+            ));
+        }
+        for id in 0..DOCS {
+            self.checks += 1;
+            let listed = paged.iter().find(|(i, _)| *i == id).map(|(_, v)| v.clone());
+            let seen = if self.rng.chance(0.5) {
+                match tx.snapshot_get(&Doc { actor, id }) {
+                    Ok(v) if v != listed => {
+                        return Err(fail(
+                            step,
+                            format!(
+                                "doc {actor}/{id}: the scan and a snapshot read of one transaction disagree"
+                            ),
+                        ));
+                    }
+                    Ok(v) => v,
+                    Err(e) if faulted(&e) => return Ok(()),
+                    Err(e) => return Err(fail(step, format!("a snapshot read: {e}"))),
+                }
+            } else {
+                listed
+            };
+            self.model
+                .observe(&Slot::Doc(actor, id), &Seen::Value(seen), now, high)
+                .map_err(|why| fail(step, format!("in a read-only transaction: {why}")))?;
+        }
+        match tx.commit() {
+            Ok(None) => Ok(()),
+            Ok(Some(info)) => Err(fail(
+                step,
+                format!(
+                    "a read-only transaction committed at version {}",
+                    info.version
+                ),
+            )),
+            Err(e) if faulted(&e) => Ok(()),
+            Err(e) => Err(fail(
+                step,
+                format!("committing a read-only transaction: {e}"),
+            )),
+        }
     }
 
     /// A commit at or just over a limit: refused exactly when over, with

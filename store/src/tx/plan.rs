@@ -169,7 +169,15 @@ impl<'s, E: Engine + 's> Tx<'s, E> {
                 (0, None)
             }
         };
-        out.reindex(system, key, old.as_ref(), new_expiry);
+        // Planted: the index entry is written only on the path that read
+        // the old row.
+        #[cfg(feature = "planted-bugs")]
+        let index = !(store.options.bug(crate::PlantedBug::UnreadRowNotIndexed) && old.is_none());
+        #[cfg(not(feature = "planted-bugs"))]
+        let index = true;
+        if index {
+            out.reindex(system, key, old.as_ref(), new_expiry);
+        }
         #[allow(unused_mut)]
         let mut old_size = old.as_ref().map_or(0, |o| o.size);
         #[cfg(feature = "planted-bugs")]
