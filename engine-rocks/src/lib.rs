@@ -46,6 +46,7 @@
 //! |---|---|---|---|
 //! | `Immediate` | WAL write with `sync = true` | kept | kept |
 //! | `Buffered` | WAL write without sync | kept (the WAL is in the OS's buffers) | a suffix may be lost |
+//! | `Buffered`, [`RocksOptions::manual_wal_flush`] | WAL record kept in the process until a sync | a suffix may be lost | a suffix may be lost |
 //! | `sync()` | `flush_wal(true)`: syncs the WAL | every earlier commit kept | every earlier commit kept |
 //!
 //! RocksDB recovers its WAL in order and stops at the first damaged record,
@@ -84,6 +85,13 @@ pub struct RocksOptions {
     pub block_cache_bytes: usize,
     /// Memtable size per column family, in bytes (default 64 MiB).
     pub write_buffer_bytes: usize,
+    /// Keep the WAL records of `Buffered` commits in RocksDB's in-process
+    /// buffer until a `sync()` or an `Immediate` commit writes them out
+    /// (RocksDB's `manual_wal_flush`; the buffer also goes out when full or
+    /// at a clean close). Buffered commits cost no system call, and a
+    /// process kill, not only a power loss, may lose a suffix of them.
+    /// Default `false`: a process kill loses nothing acknowledged.
+    pub manual_wal_flush: bool,
 }
 
 impl Default for RocksOptions {
@@ -91,6 +99,7 @@ impl Default for RocksOptions {
         Self {
             block_cache_bytes: 64 << 20,
             write_buffer_bytes: 64 << 20,
+            manual_wal_flush: false,
         }
     }
 }
@@ -198,6 +207,7 @@ impl RocksEngine {
         let mut db_options = Options::default();
         db_options.create_if_missing(true);
         db_options.create_missing_column_families(true);
+        db_options.set_manual_wal_flush(options.manual_wal_flush);
         let families: Vec<String> = (0..keyspaces.len())
             .filter_map(|i| keyspaces.storage_name(i))
             .collect();

@@ -28,6 +28,48 @@ pub fn sigkill_rounds<E: Engine>(
     rounds: u64,
     open: impl Fn(&std::path::Path, Vec<KeyspaceSpec>) -> E,
 ) {
+    let lost = kill_rounds(test, Kept::Acknowledged(durability), rounds, open);
+    assert_eq!(lost, 0, "acknowledged commits were lost");
+}
+
+/// The process-kill test for an engine whose buffered commits a process
+/// kill may lose: the child commits with `Buffered` durability and calls
+/// `sync()` after every `sync_every`-th commit, printing each
+/// acknowledgement and each sync. After each kill the parent checks the
+/// lost-suffix half of the contract: the commits there are exactly the
+/// first `m` (no hole, none by half), `m` reaches at least the last commit
+/// a sync acknowledged, and the version is `m`. Returns how many
+/// acknowledged commits the kills lost in all, so that the caller can
+/// check the engine really loses them (else the test proves nothing about
+/// the suffix).
+///
+/// # Panics
+/// On a broken promise, naming the round.
+pub fn sigkill_rounds_losing_unsynced<E: Engine>(
+    test: &str,
+    sync_every: u64,
+    rounds: u64,
+    open: impl Fn(&std::path::Path, Vec<KeyspaceSpec>) -> E,
+) -> u64 {
+    kill_rounds(test, Kept::Synced { sync_every }, rounds, open)
+}
+
+/// What a kill must keep.
+#[derive(Debug, Clone, Copy)]
+enum Kept {
+    /// Every acknowledged commit, committed with this durability.
+    Acknowledged(Durability),
+    /// Every commit up to the last acknowledged sync (commits buffered,
+    /// a sync after every `sync_every`-th).
+    Synced { sync_every: u64 },
+}
+
+fn kill_rounds<E: Engine>(
+    test: &str,
+    kept: Kept,
+    rounds: u64,
+    open: impl Fn(&std::path::Path, Vec<KeyspaceSpec>) -> E,
+) -> u64 {
     use std::io::{BufRead, BufReader};
     use std::process::{Command, Stdio};
 
@@ -42,6 +84,10 @@ pub fn sigkill_rounds<E: Engine>(
         // The child: commit forever, printing each acknowledgement.
         let e = open(std::path::Path::new(&path), specs());
         let (a, b) = (e.keyspace("a").unwrap(), e.keyspace("b").unwrap());
+        let durability = match kept {
+            Kept::Acknowledged(d) => d,
+            Kept::Synced { .. } => Durability::Buffered,
+        };
         let start = e.last_version();
         for i in start + 1..start + 1_000_000 {
             let v = i.to_be_bytes().to_vec();
@@ -51,8 +97,14 @@ pub fn sigkill_rounds<E: Engine>(
                 .durability(durability);
             e.commit(c).expect("child commit");
             println!("ack {i}");
+            if let Kept::Synced { sync_every } = kept
+                && i % sync_every.max(1) == 0
+            {
+                let synced = e.sync().expect("child sync");
+                println!("synced {synced}");
+            }
         }
-        return;
+        return 0;
     }
     let rounds = std::env::var("STRATA_KILL_ROUNDS")
         .ok()
@@ -67,7 +119,7 @@ pub fn sigkill_rounds<E: Engine>(
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("db");
     let mut rng = SeededRng::new(0x00C0_FFEE);
-    let mut acked_total = 0;
+    let (mut acked_total, mut lost_total) = (0, 0);
     for round in 0..rounds {
         let mut child = Command::new(std::env::current_exe().unwrap())
             .args(["--exact", test, "--nocapture"])
@@ -78,31 +130,31 @@ pub fn sigkill_rounds<E: Engine>(
             .expect("spawn writer");
         let wanted = 1 + rng.below(60);
         let mut acked: Vec<u64> = Vec::new();
+        let mut synced = 0;
         let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-        let ack = |line: &str| {
-            line.strip_prefix("ack ")
-                .and_then(|n| n.parse::<u64>().ok())
+        let mut read = |line: &str, acked: &mut Vec<u64>| {
+            let number = |prefix: &str| {
+                line.strip_prefix(prefix)
+                    .and_then(|n| n.parse::<u64>().ok())
+            };
+            acked.extend(number("ack "));
+            synced = synced.max(number("synced ").unwrap_or(0));
         };
         while acked.len() < usize::try_from(wanted).unwrap() {
             let Some(Ok(line)) = lines.next() else { break };
-            acked.extend(ack(&line));
+            read(&line, &mut acked);
         }
         // A random moment: right away, or after a short while of writing.
         std::thread::sleep(std::time::Duration::from_micros(rng.below(3_000)));
         child.kill().expect("SIGKILL");
         let _ = child.wait();
-        // Acknowledgements printed before the kill count too.
-        acked.extend(lines.map_while(Result::ok).filter_map(|l| ack(&l)));
+        // Lines printed before the kill count too.
+        for line in lines.map_while(Result::ok) {
+            read(&line, &mut acked);
+        }
         let e = open(&path, specs());
         let (a, b) = (e.keyspace("a").unwrap(), e.keyspace("b").unwrap());
         let snap = e.snapshot().unwrap();
-        for i in &acked {
-            let k = i.to_be_bytes();
-            assert!(
-                snap.get(a, &k).unwrap().is_some() && snap.get(b, &k).unwrap().is_some(),
-                "round {round}: acknowledged commit {i} lost"
-            );
-        }
         let keys = |ks| -> Vec<Vec<u8>> {
             snap.range(ks, RangeSpec::all())
                 .unwrap()
@@ -111,13 +163,38 @@ pub fn sigkill_rounds<E: Engine>(
         };
         let (ka, kb) = (keys(a), keys(b));
         assert_eq!(ka, kb, "round {round}: a commit is there by half");
-        assert_eq!(
-            e.last_version(),
-            ka.len() as u64,
-            "round {round}: versions count commits"
-        );
+        // Commits 1..=m, in order, with no hole.
+        let m = ka.len() as u64;
+        for (j, k) in ka.iter().enumerate() {
+            assert_eq!(
+                k.as_slice(),
+                (j as u64 + 1).to_be_bytes(),
+                "round {round}: commit {} is missing while later ones are there (a hole)",
+                j + 1
+            );
+        }
+        assert_eq!(e.last_version(), m, "round {round}: versions count commits");
+        let newest = acked.iter().copied().max().unwrap_or(0);
+        match kept {
+            Kept::Acknowledged(_) => {
+                assert!(
+                    newest <= m,
+                    "round {round}: acknowledged commit {newest} lost (only {m} there)"
+                );
+            }
+            Kept::Synced { .. } => {
+                assert!(
+                    synced <= m,
+                    "round {round}: commit {synced}, made durable by an acknowledged sync, lost (only {m} there)"
+                );
+                lost_total += newest.saturating_sub(m);
+            }
+        }
         acked_total += acked.len();
     }
     let _ = std::fs::remove_dir_all(&dir);
-    println!("{rounds} kills, {acked_total} acknowledged commits checked");
+    println!(
+        "{rounds} kills, {acked_total} acknowledged commits checked, {lost_total} unsynced ones lost"
+    );
+    lost_total
 }

@@ -24,7 +24,7 @@ mod model_check;
 
 use strata_engine::{Commit, Engine, KeyspaceSpec, Keyspaces, Mutation, Predicate, Rng};
 
-pub use crate::kill::sigkill_rounds;
+pub use crate::kill::{sigkill_rounds, sigkill_rounds_losing_unsynced};
 pub use crate::model::{Model, ModelError};
 
 /// The cases by name, as [`conformance_tests!`] calls them.

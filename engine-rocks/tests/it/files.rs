@@ -81,6 +81,7 @@ fn checkpoint_backup_compaction_and_stats() {
     let options = RocksOptions {
         block_cache_bytes: 8 << 20,
         write_buffer_bytes: 4 << 20,
+        ..RocksOptions::default()
     };
     let e = RocksEngine::open(
         dir.0.join("db"),

@@ -1,13 +1,15 @@
 //! Process kill (the shared test of the conformance module): SIGKILL at
 //! random moments; every acknowledged commit must survive, none by half.
 //! With `Immediate` durability (synced WAL) and with `Buffered` (WAL
-//! written, not synced: a process kill must lose nothing either).
+//! written, not synced: a process kill must lose nothing either); and with
+//! `manual_wal_flush`, where a kill loses the buffered commits since the
+//! last sync: only a suffix, never a synced one, and really some.
 
 use std::path::Path;
 
 use strata_engine::{Durability, KeyspaceSpec};
 use strata_engine_rocks::{RocksEngine, RocksOptions};
-use strata_engine_testkit::sigkill_rounds;
+use strata_engine_testkit::{sigkill_rounds, sigkill_rounds_losing_unsynced};
 
 /// Kill rounds per durability level in the default suite; more with
 /// `STRATA_KILL_ROUNDS`.
@@ -35,4 +37,23 @@ fn sigkill_loses_no_acknowledged_buffered_commit() {
         ROUNDS,
         open,
     );
+}
+
+#[test]
+fn sigkill_with_manual_wal_flush_loses_only_an_unsynced_suffix() {
+    let lost = sigkill_rounds_losing_unsynced(
+        "kill::sigkill_with_manual_wal_flush_loses_only_an_unsynced_suffix",
+        7,
+        ROUNDS,
+        |path: &Path, specs| {
+            let options = RocksOptions {
+                manual_wal_flush: true,
+                ..RocksOptions::default()
+            };
+            RocksEngine::open(path, specs, options).expect("open")
+        },
+    );
+    // The buffered commits after the last sync are in the process only, so
+    // kills lose some: else this test would not exercise the suffix.
+    assert!(lost > 0, "{ROUNDS} kills lost no unsynced buffered commit");
 }
