@@ -81,29 +81,7 @@ fn kill_rounds<E: Engine>(
         ]
     };
     if let Ok(path) = std::env::var(WRITER) {
-        // The child: commit forever, printing each acknowledgement.
-        let e = open(std::path::Path::new(&path), specs());
-        let (a, b) = (e.keyspace("a").unwrap(), e.keyspace("b").unwrap());
-        let durability = match kept {
-            Kept::Acknowledged(d) => d,
-            Kept::Synced { .. } => Durability::Buffered,
-        };
-        let start = e.last_version();
-        for i in start + 1..start + 1_000_000 {
-            let v = i.to_be_bytes().to_vec();
-            let c = Commit::new()
-                .put(a, v.clone(), vec![1; 700])
-                .put(b, v, vec![2; 700])
-                .durability(durability);
-            e.commit(c).expect("child commit");
-            println!("ack {i}");
-            if let Kept::Synced { sync_every } = kept
-                && i % sync_every.max(1) == 0
-            {
-                let synced = e.sync().expect("child sync");
-                println!("synced {synced}");
-            }
-        }
+        write_until_killed(&open(std::path::Path::new(&path), specs()), kept);
         return 0;
     }
     let rounds = std::env::var("STRATA_KILL_ROUNDS")
@@ -161,19 +139,7 @@ fn kill_rounds<E: Engine>(
                 .map(|r| r.unwrap().0)
                 .collect()
         };
-        let (ka, kb) = (keys(a), keys(b));
-        assert_eq!(ka, kb, "round {round}: a commit is there by half");
-        // Commits 1..=m, in order, with no hole.
-        let m = ka.len() as u64;
-        for (j, k) in ka.iter().enumerate() {
-            assert_eq!(
-                k.as_slice(),
-                (j as u64 + 1).to_be_bytes(),
-                "round {round}: commit {} is missing while later ones are there (a hole)",
-                j + 1
-            );
-        }
-        assert_eq!(e.last_version(), m, "round {round}: versions count commits");
+        let m = check_prefix(round, &keys(a), &keys(b), e.last_version());
         let newest = acked.iter().copied().max().unwrap_or(0);
         match kept {
             Kept::Acknowledged(_) => {
@@ -197,4 +163,46 @@ fn kill_rounds<E: Engine>(
         "{rounds} kills, {acked_total} acknowledged commits checked, {lost_total} unsynced ones lost"
     );
     lost_total
+}
+
+/// The child: commits forever, printing each acknowledgement and sync.
+fn write_until_killed<E: Engine>(e: &E, kept: Kept) {
+    let (a, b) = (e.keyspace("a").unwrap(), e.keyspace("b").unwrap());
+    let durability = match kept {
+        Kept::Acknowledged(d) => d,
+        Kept::Synced { .. } => Durability::Buffered,
+    };
+    let start = e.last_version();
+    for i in start + 1..start + 1_000_000 {
+        let v = i.to_be_bytes().to_vec();
+        let c = Commit::new()
+            .put(a, v.clone(), vec![1; 700])
+            .put(b, v, vec![2; 700])
+            .durability(durability);
+        e.commit(c).expect("child commit");
+        println!("ack {i}");
+        if let Kept::Synced { sync_every } = kept
+            && i % sync_every.max(1) == 0
+        {
+            let synced = e.sync().expect("child sync");
+            println!("synced {synced}");
+        }
+    }
+}
+
+/// Checks that keyspaces `a` and `b` hold exactly commits `1..=m` (no
+/// hole, none by half) and that the version is `m`; returns `m`.
+fn check_prefix(round: u64, ka: &[Vec<u8>], kb: &[Vec<u8>], version: u64) -> u64 {
+    assert_eq!(ka, kb, "round {round}: a commit is there by half");
+    let m = ka.len() as u64;
+    for (j, k) in ka.iter().enumerate() {
+        assert_eq!(
+            k.as_slice(),
+            (j as u64 + 1).to_be_bytes(),
+            "round {round}: commit {} is missing while later ones are there (a hole)",
+            j + 1
+        );
+    }
+    assert_eq!(version, m, "round {round}: versions count commits");
+    m
 }
