@@ -18,12 +18,14 @@
 //! independent of `MemEngine`'s code and of the shared resolver.
 
 mod cases;
+mod disk_full;
 mod kill;
 mod model;
 mod model_check;
 
 use strata_engine::{Commit, Engine, KeyspaceSpec, Keyspaces, Mutation, Predicate, Rng};
 
+pub use crate::disk_full::{DiskFullReport, disk_full};
 pub use crate::kill::{sigkill_rounds, sigkill_rounds_losing_unsynced};
 pub use crate::model::{Model, ModelError};
 

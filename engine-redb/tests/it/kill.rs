@@ -24,3 +24,13 @@ fn sigkill_loses_no_acknowledged_immediate_commit() {
         open,
     );
 }
+
+/// A full disk (a filled tmpfs; skipped, saying so, without root): typed
+/// errors, nothing acknowledged lost, commits again once space returns.
+#[test]
+fn a_full_disk_refuses_typed_and_loses_nothing() {
+    let report = strata_engine_testkit::disk_full("redb", |path, specs| {
+        RedbEngine::open(path, specs, RedbOptions::default())
+    });
+    println!("{report:?}");
+}

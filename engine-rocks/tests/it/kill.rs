@@ -57,3 +57,23 @@ fn sigkill_with_manual_wal_flush_loses_only_an_unsynced_suffix() {
     // kills lose some: else this test would not exercise the suffix.
     assert!(lost > 0, "{ROUNDS} kills lost no unsynced buffered commit");
 }
+
+/// A full disk (a filled tmpfs; skipped, saying so, without root): typed
+/// errors, nothing acknowledged lost, commits again once space returns.
+#[test]
+fn a_full_disk_refuses_typed_and_loses_nothing() {
+    let report = strata_engine_testkit::disk_full("rocks", |path, specs| {
+        let options = RocksOptions {
+            block_cache_bytes: 8 << 20,
+            write_buffer_bytes: 1 << 20,
+            ..RocksOptions::default()
+        };
+        RocksEngine::open(path, specs, options)
+    });
+    println!("{report:?}");
+    // The WAL of a buffered commit is in the OS before it is acknowledged:
+    // a full disk loses none.
+    if let Some(r) = report {
+        assert_eq!(r.buffered_lost, 0, "{r:?}");
+    }
+}
