@@ -1,5 +1,8 @@
 //! The full-disk test shared by engines that persist to files.
 
+// Test code: short names read better in the assertions.
+#![allow(clippy::many_single_char_names)]
+
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -116,7 +119,7 @@ pub fn disk_full<E: Engine>(
     let failure = loop {
         i += 1;
         assert!(i < 1_000_000, "4 MiB took a million 4 KiB commits");
-        let durability = if i % 2 == 0 {
+        let durability = if i.is_multiple_of(2) {
             Durability::Immediate
         } else {
             Durability::Buffered
@@ -165,13 +168,30 @@ pub fn disk_full<E: Engine>(
     let error_in_place = in_place.err().map(|e| e.to_string());
     drop(e);
     let e = open(&db, specs()).expect("reopen once space returned");
-    let a = e.keyspace("a").unwrap();
     if !resumed_in_place {
         retry(&e, i).expect("a commit once space returned and the engine reopened");
     }
-    // Commits 1..=p for some p reaching every acknowledged immediate
-    // commit (the buffered ones after it may go, as in a crash: a full
-    // disk may leave the engine only a reopen), then the retried one.
+    let p = check_prefix(&e, &row, i, last_immediate);
+    let buffered_lost = acked - p.min(acked);
+    Some(DiskFullReport {
+        acknowledged: acked,
+        buffered_lost,
+        resumed_in_place,
+        error_in_place,
+    })
+}
+
+/// After the reopen: commits `1..=p` for some `p` reaching every
+/// acknowledged immediate commit (the buffered ones after it may go, as in
+/// a crash: a full disk may leave the engine only a reopen), then the
+/// retried commit `i`, every row unchanged. Returns `p`.
+fn check_prefix<E: Engine>(
+    e: &E,
+    row: &impl Fn(u64) -> Vec<u8>,
+    i: u64,
+    last_immediate: u64,
+) -> u64 {
+    let a = e.keyspace("a").unwrap();
     let snap = e.snapshot().unwrap();
     let mut ids: Vec<u64> = Vec::new();
     for r in snap.range(a, RangeSpec::all()).unwrap() {
@@ -196,11 +216,5 @@ pub fn disk_full<E: Engine>(
         p >= last_immediate,
         "immediate commit {last_immediate} lost: only commits up to {p} are there"
     );
-    let buffered_lost = acked - p.min(acked);
-    Some(DiskFullReport {
-        acknowledged: acked,
-        buffered_lost,
-        resumed_in_place,
-        error_in_place,
-    })
+    p
 }
