@@ -74,6 +74,7 @@ fn kill_rounds<E: Engine>(
     use std::process::{Command, Stdio};
 
     const WRITER: &str = "STRATA_KILL_WRITER";
+    const PAUSE: &str = "STRATA_KILL_PAUSE_AT";
     let specs = || {
         vec![
             KeyspaceSpec::new("a", Profile::General),
@@ -81,7 +82,8 @@ fn kill_rounds<E: Engine>(
         ]
     };
     if let Ok(path) = std::env::var(WRITER) {
-        write_until_killed(&open(std::path::Path::new(&path), specs()), kept);
+        let pause_at = std::env::var(PAUSE).ok().and_then(|n| n.parse().ok());
+        write_until_killed(&open(std::path::Path::new(&path), specs()), kept, pause_at);
         return 0;
     }
     let rounds = std::env::var("STRATA_KILL_ROUNDS")
@@ -99,14 +101,24 @@ fn kill_rounds<E: Engine>(
     let mut rng = SeededRng::new(0x00C0_FFEE);
     let (mut acked_total, mut lost_total) = (0, 0);
     for round in 0..rounds {
-        let mut child = Command::new(std::env::current_exe().unwrap())
+        let wanted = 1 + rng.below(60);
+        // With buffered commits, every other round the child stops after
+        // `wanted` commits and waits to be killed, its commits since the
+        // last sync still in the process: a kill at a random moment mostly
+        // lands in a sync, which writes them out.
+        let pause = matches!(kept, Kept::Synced { .. }) && round % 2 == 0;
+        let mut command = Command::new(std::env::current_exe().unwrap());
+        command
             .args(["--exact", test, "--nocapture"])
-            .env(WRITER, &path)
+            .env(WRITER, &path);
+        if pause {
+            command.env(PAUSE, wanted.to_string());
+        }
+        let mut child = command
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
             .expect("spawn writer");
-        let wanted = 1 + rng.below(60);
         let mut acked: Vec<u64> = Vec::new();
         let mut synced = 0;
         let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
@@ -122,8 +134,17 @@ fn kill_rounds<E: Engine>(
             let Some(Ok(line)) = lines.next() else { break };
             read(&line, &mut acked);
         }
-        // A random moment: right away, or after a short while of writing.
-        std::thread::sleep(std::time::Duration::from_micros(rng.below(3_000)));
+        if pause {
+            while let Some(Ok(line)) = lines.next() {
+                if line == "paused" {
+                    break;
+                }
+                read(&line, &mut acked);
+            }
+        } else {
+            // A random moment: right away, or after a short while of writing.
+            std::thread::sleep(std::time::Duration::from_micros(rng.below(3_000)));
+        }
         child.kill().expect("SIGKILL");
         let _ = child.wait();
         // Lines printed before the kill count too.
@@ -131,15 +152,7 @@ fn kill_rounds<E: Engine>(
             read(&line, &mut acked);
         }
         let e = open(&path, specs());
-        let (a, b) = (e.keyspace("a").unwrap(), e.keyspace("b").unwrap());
-        let snap = e.snapshot().unwrap();
-        let keys = |ks| -> Vec<Vec<u8>> {
-            snap.range(ks, RangeSpec::all())
-                .unwrap()
-                .map(|r| r.unwrap().0)
-                .collect()
-        };
-        let m = check_prefix(round, &keys(a), &keys(b), e.last_version());
+        let m = check_prefix(round, &e);
         let newest = acked.iter().copied().max().unwrap_or(0);
         match kept {
             Kept::Acknowledged(_) => {
@@ -166,7 +179,7 @@ fn kill_rounds<E: Engine>(
 }
 
 /// The child: commits forever, printing each acknowledgement and sync.
-fn write_until_killed<E: Engine>(e: &E, kept: Kept) {
+fn write_until_killed<E: Engine>(e: &E, kept: Kept, pause_at: Option<u64>) {
     let (a, b) = (e.keyspace("a").unwrap(), e.keyspace("b").unwrap());
     let durability = match kept {
         Kept::Acknowledged(d) => d,
@@ -187,12 +200,27 @@ fn write_until_killed<E: Engine>(e: &E, kept: Kept) {
             let synced = e.sync().expect("child sync");
             println!("synced {synced}");
         }
+        if pause_at == Some(i - start) {
+            println!("paused");
+            loop {
+                std::thread::sleep(std::time::Duration::from_secs(1));
+            }
+        }
     }
 }
 
-/// Checks that keyspaces `a` and `b` hold exactly commits `1..=m` (no
-/// hole, none by half) and that the version is `m`; returns `m`.
-fn check_prefix(round: u64, ka: &[Vec<u8>], kb: &[Vec<u8>], version: u64) -> u64 {
+/// Checks that keyspaces `a` and `b` of `e` hold exactly commits `1..=m`
+/// (no hole, none by half) and that the version is `m`; returns `m`.
+fn check_prefix<E: Engine>(round: u64, e: &E) -> u64 {
+    let snap = e.snapshot().unwrap();
+    let keys = |name| -> Vec<Vec<u8>> {
+        snap.range(e.keyspace(name).unwrap(), RangeSpec::all())
+            .unwrap()
+            .map(|r| r.unwrap().0)
+            .collect()
+    };
+    let (ka, kb) = (keys("a"), keys("b"));
+    let version = e.last_version();
     assert_eq!(ka, kb, "round {round}: a commit is there by half");
     let m = ka.len() as u64;
     for (j, k) in ka.iter().enumerate() {
