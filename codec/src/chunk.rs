@@ -491,7 +491,7 @@ impl<L: ChunkLayout> ChunkPlanner<L> {
             expires_at,
         };
         // Appending a fixed array to a Vec cannot fail.
-        let _ = envelope::encode_parts(Codec::Raw, 1, true, key, options, &mut out, |out| {
+        let _ = envelope::encode_parts(Codec::Raw, 1, true, Some(key), options, &mut out, |out| {
             out.extend_from_slice(&manifest.to_bytes());
             Ok(())
         });

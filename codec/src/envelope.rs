@@ -13,7 +13,11 @@ pub const FLAG_EXPIRES: u8 = 0b0000_0001;
 pub const FLAG_CHECKSUM: u8 = 0b0000_0010;
 /// Flag bit: the body is a chunk manifest; the value is in chunk rows.
 pub const FLAG_CHUNKED: u8 = 0b0000_0100;
-const KNOWN_FLAGS: u8 = FLAG_EXPIRES | FLAG_CHECKSUM | FLAG_CHUNKED;
+/// Flag bit, only with [`FLAG_CHECKSUM`]: the checksum leaves out the key
+/// (the value of a versionstamped key, unknown when the value is encoded;
+/// see [`encode_keyless`]).
+pub const FLAG_KEYLESS: u8 = 0b0000_1000;
+const KNOWN_FLAGS: u8 = FLAG_EXPIRES | FLAG_CHECKSUM | FLAG_CHUNKED | FLAG_KEYLESS;
 
 /// Length of the fixed part of the header: format, codec, version, flags.
 pub const FIXED_HEADER_LEN: usize = 5;
@@ -387,6 +391,8 @@ pub struct Header {
     pub checksum: Option<u32>,
     /// Whether the body is a chunk manifest.
     pub chunked: bool,
+    /// Whether the checksum leaves out the key ([`FLAG_KEYLESS`]).
+    pub keyless: bool,
     /// Length of the header; the body starts here.
     pub len: usize,
 }
@@ -416,7 +422,8 @@ impl Header {
             return Err(DecodeError::UnknownFormat { byte: format });
         }
         let codec = Codec::from_id(codec).ok_or(DecodeError::UnknownCodec { id: codec })?;
-        if flags & !KNOWN_FLAGS != 0 {
+        // A keyless checksum without a checksum is no known combination.
+        if flags & !KNOWN_FLAGS != 0 || (flags & FLAG_KEYLESS != 0 && flags & FLAG_CHECKSUM == 0) {
             return Err(DecodeError::UnknownFlags { flags });
         }
         let expires = flags & FLAG_EXPIRES != 0;
@@ -440,6 +447,7 @@ impl Header {
             expires_at,
             checksum,
             chunked: flags & FLAG_CHUNKED != 0,
+            keyless: flags & FLAG_KEYLESS != 0,
             len,
         })
     }
@@ -496,7 +504,35 @@ pub fn encode<T: Value>(
     options: EncodeOptions,
     out: &mut Vec<u8>,
 ) -> Result<(), EncodeError> {
-    encode_parts(T::CODEC, T::VERSION, false, key, options, out, |out| {
+    encode_parts(
+        T::CODEC,
+        T::VERSION,
+        false,
+        Some(key),
+        options,
+        out,
+        |out| value.encode_body(out),
+    )
+}
+
+/// Appends the envelope of `value` for a key not known yet (a
+/// versionstamped key, completed by the engine at commit): with a checksum
+/// over the header and body only ([`FLAG_KEYLESS`]), so that damage is
+/// still caught, though not a copy under another key. On error `out` is
+/// unchanged.
+///
+/// # Errors
+/// The codec's [`EncodeError`].
+pub fn encode_keyless<T: Value>(
+    value: &T,
+    expires_at: Option<u64>,
+    out: &mut Vec<u8>,
+) -> Result<(), EncodeError> {
+    let options = EncodeOptions {
+        checksum: true,
+        expires_at,
+    };
+    encode_parts(T::CODEC, T::VERSION, false, None, options, out, |out| {
         value.encode_body(out)
     })
 }
@@ -506,7 +542,7 @@ pub(crate) fn encode_parts(
     codec: Codec,
     version: u16,
     chunked: bool,
-    key: &[u8],
+    key: Option<&[u8]>,
     options: EncodeOptions,
     out: &mut Vec<u8>,
     body: impl FnOnce(&mut Vec<u8>) -> Result<(), EncodeError>,
@@ -531,6 +567,9 @@ pub(crate) fn encode_parts(
     if chunked {
         flags |= FLAG_CHUNKED;
     }
+    if options.checksum && key.is_none() {
+        flags |= FLAG_KEYLESS;
+    }
     let crc_at = write_header(out, codec, version, flags, options.expires_at);
     let body_start = out.len();
     if let Err(e) = body(out) {
@@ -538,14 +577,15 @@ pub(crate) fn encode_parts(
         return Err(e);
     }
     if let Some(at) = crc_at {
-        let crc = checksum_of(key, &out[start..at], &out[body_start..]);
+        let crc = checksum_of(key.unwrap_or_default(), &out[start..at], &out[body_start..]);
         out[at..at + 4].copy_from_slice(&crc.to_be_bytes());
     }
     Ok(())
 }
 
 /// Parses the header and verifies the checksum, if the envelope has one,
-/// against `key`. Returns the header and the body.
+/// against `key` (or without it, for a [`FLAG_KEYLESS`] checksum). Returns
+/// the header and the body.
 ///
 /// # Errors
 /// Any header error, or [`DecodeError::ChecksumMismatch`].
@@ -553,7 +593,8 @@ pub fn verify<'b>(key: &[u8], bytes: &'b [u8]) -> Result<(Header, &'b [u8]), Dec
     let header = Header::read(bytes)?;
     let body = &bytes[header.len..];
     if let Some(stored) = header.checksum {
-        let computed = checksum_of(key, &bytes[..header.len - 4], body);
+        let covered = if header.keyless { &[][..] } else { key };
+        let computed = checksum_of(covered, &bytes[..header.len - 4], body);
         if stored != computed {
             return Err(DecodeError::ChecksumMismatch { stored, computed });
         }

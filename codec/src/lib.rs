@@ -30,7 +30,7 @@
 //! | 0 | 1 | format | `0xE1` ([`FORMAT_V1`]); anything else is [`DecodeError::UnknownFormat`] |
 //! | 1 | 1 | codec | `0` raw bytes, `1` postcard, `2` JSON ([`Codec`]) |
 //! | 2 | 2 | schema version | `u16` big-endian, the value type's [`Value::VERSION`] when written |
-//! | 4 | 1 | flags | bit 0 `expires`, bit 1 `checksum`, bit 2 `chunked`; other bits must be 0 |
+//! | 4 | 1 | flags | bit 0 `expires`, bit 1 `checksum`, bit 2 `chunked`, bit 3 `keyless` (only with `checksum`); other bits must be 0 |
 //! | 5 | 8 | `expires_at` | only with `expires`: Unix milliseconds, `u64` big-endian |
 //! | 5 or 13 | 4 | checksum | only with `checksum`: CRC-32, big-endian, see below |
 //! | header end | rest | body | the value in its codec; with `chunked`, a chunk [`Manifest`] |
@@ -41,6 +41,11 @@
 //! value copied under another key, fails with
 //! [`DecodeError::ChecksumMismatch`], whichever engine stored it. The key
 //! itself is not stored.
+//!
+//! With `keyless` ([`FLAG_KEYLESS`], written by [`encode_keyless`] for a
+//! value whose key is versionstamped, so not known when it is encoded) the
+//! checksum leaves out the key: damage is caught, a copy under another key
+//! is not. A `keyless` flag without `checksum` is [`DecodeError::UnknownFlags`].
 //!
 //! Decoding checks, in order: header, checksum, `chunked`, codec
 //! ([`DecodeError::WrongCodec`]), schema version (newer is
@@ -86,8 +91,9 @@ pub use chunk::{
     TupleChunkLayout, WritePlan,
 };
 pub use envelope::{
-    ChecksumCheck, Codec, DecodeError, DecodeOptions, EncodeError, EncodeOptions, FORMAT_V1,
-    Header, Value, decode, decode_with, decode_with_header, encode, verify,
+    ChecksumCheck, Codec, DecodeError, DecodeOptions, EncodeError, EncodeOptions, FLAG_KEYLESS,
+    FORMAT_V1, Header, Value, decode, decode_with, decode_with_header, encode, encode_keyless,
+    verify,
 };
 pub use limits::{BatchSize, Limit, LimitExceeded, Limits, RowSize, stored_size};
 

@@ -85,7 +85,9 @@ pub struct StoreOptions {
     /// 0, or more than `u32::MAX`, fails [`Store::open`](crate::Store::open)
     /// with [`StoreError::InvalidOptions`](crate::StoreError::InvalidOptions).
     pub chunk_size: Option<usize>,
-    /// Verify each value's CRC-32 on read (default: yes). Turning it off
+    /// Verify each value's CRC-32 on read, and refuse a value without one
+    /// (the store writes one on every value, so its absence is damage; by
+    /// default, yes). Turning it off
     /// trusts the engine's own checksums and gives a value copied under
     /// another key no chance of being noticed; it makes scans cheaper (see
     /// the README's performance section). Chunked values are always
@@ -291,8 +293,11 @@ impl StoreOptions {
     }
 
     pub(crate) fn decode_options(&self) -> strata_codec::DecodeOptions {
+        // The store writes a checksum on every envelope, so one without is
+        // damaged (a flipped `checksum` flag bit would otherwise turn the
+        // checksum into body bytes).
         strata_codec::DecodeOptions::checksum(if self.verify_checksums {
-            strata_codec::ChecksumCheck::Verify
+            strata_codec::ChecksumCheck::Require
         } else {
             strata_codec::ChecksumCheck::Skip
         })

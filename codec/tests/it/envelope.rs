@@ -148,8 +148,13 @@ fn each_malformed_input_has_its_own_error() {
         Err(DecodeError::UnknownCodec { id: 9 })
     ));
     assert!(matches!(
-        decode::<User>(b"k", &with(4, 0b1010)),
-        Err(DecodeError::UnknownFlags { flags: 0b1010 })
+        decode::<User>(b"k", &with(4, 0b1_0010)),
+        Err(DecodeError::UnknownFlags { flags: 0b1_0010 })
+    ));
+    // `keyless` without `checksum`.
+    assert!(matches!(
+        decode::<User>(b"k", &with(4, 0b1000)),
+        Err(DecodeError::UnknownFlags { flags: 0b1000 })
     ));
     let last = good.len() - 1;
     assert!(matches!(
@@ -306,4 +311,31 @@ fn skipping_the_checksum_still_checks_the_header() {
         decode_with::<Vec<u8>>(b"k", &good[..4], skip),
         Err(DecodeError::Truncated { .. })
     ));
+}
+
+/// A keyless checksum (a value under a versionstamped key): flag bits 1
+/// and 3, a CRC-32 over the header and body only; it reads under any key,
+/// and damage anywhere still fails.
+#[test]
+fn a_keyless_checksum_covers_header_and_body_only() {
+    let mut bytes = Vec::new();
+    strata_codec::encode_keyless(&b"event".to_vec(), None, &mut bytes).unwrap();
+    // format, raw codec, version 1, flags checksum|keyless.
+    assert_eq!(&bytes[..5], &[0xE1, 0, 0, 1, 0b1010]);
+    let mut crc = crc32fast::Hasher::new();
+    crc.update(&bytes[..5]);
+    crc.update(b"event");
+    assert_eq!(bytes[5..9], crc.finalize().to_be_bytes());
+    assert_eq!(&bytes[9..], b"event");
+    for key in [&b"a"[..], b"another key"] {
+        assert_eq!(decode::<Vec<u8>>(key, &bytes).unwrap(), b"event");
+    }
+    for bit in 0..bytes.len() * 8 {
+        let mut bad = bytes.clone();
+        bad[bit / 8] ^= 1 << (bit % 8);
+        assert!(
+            decode::<Vec<u8>>(b"a", &bad).is_err(),
+            "bit {bit} flipped still decodes"
+        );
+    }
 }

@@ -306,7 +306,13 @@ fn fuzz_envelope(rng: &mut SeededRng, n: u64) -> Result<Tally, String> {
             expires_at: rng.chance(0.3).then(|| rng.next_u64() >> 20),
         };
         let (mut a, mut b) = (Vec::new(), Vec::new());
-        encode(&doc(rng), key, options, &mut a).map_err(|e| e.to_string())?;
+        if rng.chance(0.2) {
+            // A keyless checksum, as under a versionstamped key.
+            strata_codec::encode_keyless(&doc(rng), options.expires_at, &mut a)
+                .map_err(|e| e.to_string())?;
+        } else {
+            encode(&doc(rng), key, options, &mut a).map_err(|e| e.to_string())?;
+        }
         encode(&doc(rng), key, EncodeOptions::default(), &mut b).map_err(|e| e.to_string())?;
         let input = mutate(rng, &a, &b);
         t.inputs += 1;
@@ -317,7 +323,12 @@ fn fuzz_envelope(rng: &mut SeededRng, n: u64) -> Result<Tally, String> {
                 checksum: header.checksum.is_some(),
                 expires_at: header.expires_at,
             };
-            encode(&value, key, same, &mut again).map_err(|e| e.to_string())?;
+            if header.keyless {
+                strata_codec::encode_keyless(&value, header.expires_at, &mut again)
+                    .map_err(|e| e.to_string())?;
+            } else {
+                encode(&value, key, same, &mut again).map_err(|e| e.to_string())?;
+            }
             if again != input {
                 // postcard reads non-minimal varints: without a checksum an
                 // envelope may be another encoding of the same value. It

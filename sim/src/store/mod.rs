@@ -40,7 +40,7 @@ use strata_codec::Limits;
 use strata_engine::{
     Clock, CommitError, Engine, EngineError, KeyspaceSpec, ManualClock, ReadError, Rng, SeededRng,
 };
-use strata_keys::{KeyRange, tuple, tuple_key};
+use strata_keys::{Key, KeyRange, tuple, tuple_key};
 use strata_store::{Scan, Store, StoreError, StoreOptions, Tx};
 
 use crate::faults::{FaultClass, FaultConfig, FaultyEngine};
@@ -160,6 +160,45 @@ impl Slot {
             all.extend((0..NOTES).map(|id| Self::Note(actor, id)));
         }
         all
+    }
+
+    /// The key's bytes.
+    fn pack(&self) -> Vec<u8> {
+        let packed = match self {
+            Self::Account(id) => Account { id: *id }.pack(),
+            Self::Doc(actor, id) => Doc {
+                actor: *actor,
+                id: *id,
+            }
+            .pack(),
+            Self::Count(actor) => DocCount { actor: *actor }.pack(),
+            Self::Blob(actor, id) => Blob {
+                actor: *actor,
+                id: *id,
+            }
+            .pack(),
+            Self::Ttl(actor, id) => Ttl {
+                actor: *actor,
+                id: *id,
+            }
+            .pack(),
+            Self::Member(group, id) => Member {
+                group: *group,
+                id: *id,
+            }
+            .pack(),
+            Self::Pad(actor, name) => Pad {
+                actor: *actor,
+                name: name.clone(),
+            }
+            .pack(),
+            Self::Note(actor, id) => Note {
+                actor: *actor,
+                id: *id,
+            }
+            .pack(),
+        };
+        packed.unwrap_or_default()
     }
 
     /// Reads the key through the store.

@@ -309,6 +309,7 @@ const FORMAT_V1: u8 = 0xE1;
 const EXPIRES: u8 = 1;
 const CHECKSUM: u8 = 2;
 const CHUNKED: u8 = 4;
+const KEYLESS: u8 = 8;
 
 /// Header fields of an envelope, by the table in `strata-codec`'s docs.
 struct Envelope<'a> {
@@ -324,8 +325,14 @@ fn envelope<'a>(key: &[u8], bytes: &'a [u8]) -> Result<Envelope<'a>, String> {
     if format != FORMAT_V1 {
         return Err(format!("format byte {format:#04x}"));
     }
-    if flags & !(EXPIRES | CHECKSUM | CHUNKED) != 0 {
+    if flags & !(EXPIRES | CHECKSUM | CHUNKED | KEYLESS) != 0
+        || (flags & KEYLESS != 0 && flags & CHECKSUM == 0)
+    {
         return Err(format!("unknown flags {flags:#04x}"));
+    }
+    // The store writes a checksum on every value.
+    if flags & CHECKSUM == 0 {
+        return Err("no checksum".to_owned());
     }
     let mut rest = rest;
     let mut expires = None;
@@ -338,7 +345,9 @@ fn envelope<'a>(key: &[u8], bytes: &'a [u8]) -> Result<Envelope<'a>, String> {
         let header_len = bytes.len() - rest.len();
         let (sum, body) = rest.split_first_chunk::<4>().ok_or("checksum cut short")?;
         let mut h = crc32fast::Hasher::new();
-        h.update(key);
+        if flags & KEYLESS == 0 {
+            h.update(key);
+        }
         h.update(&bytes[..header_len]);
         h.update(body);
         if h.finalize() != u32::from_be_bytes(*sum) {

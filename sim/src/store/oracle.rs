@@ -7,7 +7,7 @@ use strata_engine::{Clock, Engine, Rng, SeededRng};
 use strata_keys::{Key, tuple};
 use strata_store::{Store, StoreError};
 
-use super::model::{self, Raw};
+use super::model::{self, Raw, Seen};
 use super::{
     ACCOUNTS, ACTOR, ACTORS, Account, BLOBS, Blob, DOCS, Doc, DocCount, Faulty, GROUPS, LIMITS,
     MAX_MEMBERS, Member, START_BALANCE, Slot, StoreRun, Ttl, blob_ok, docs_of, members_of,
@@ -53,6 +53,9 @@ impl StoreRun {
             }
         }
         self.check_model(&c, step, when)?;
+        if self.rng.chance(0.3) {
+            self.check_corruption(&c, step, when)?;
+        }
         let view = c.read().map_err(err)?;
         // Money.
         let mut total = 0;
@@ -157,6 +160,88 @@ impl StoreRun {
                 .map_err(|why| fail(step, format!("{when}: {why}")))?;
         }
         Ok(())
+    }
+
+    /// Corrupted bytes never read as a value: one bit of a row (a value's
+    /// data row or one of its chunk rows) is flipped under the store; a
+    /// read of the key must fail with a decode or chunk error, never
+    /// return a value or absence; then the row is put back. Counter rows
+    /// are bare 8-byte engine counters, with no checksum, and are left
+    /// out.
+    fn check_corruption<E: Engine>(
+        &mut self,
+        c: &Store<E>,
+        step: usize,
+        when: &str,
+    ) -> Result<(), Violation> {
+        use strata_engine::Commit;
+        let o = c.options();
+        let raw = Raw::read(c.engine(), &o.data_keyspace, &o.system_keyspace)
+            .map_err(|why| fail(step, format!("{when}: {why}")))?;
+        let mut slots: BTreeSet<Slot> = Slot::fixed().into_iter().collect();
+        slots.extend(self.model.keys());
+        let present: Vec<Slot> = slots
+            .into_iter()
+            .filter(|s| !matches!(s, Slot::Count(_)) && raw.data.contains_key(&s.pack()))
+            .collect();
+        if present.is_empty() {
+            return Ok(());
+        }
+        let slot = &present[usize::try_from(self.rng.below(present.len() as u64)).unwrap_or(0)];
+        // A row that reads as absent has expired: its value is not read.
+        if !matches!(slot.read(c), Ok(Seen::Value(Some(_)))) {
+            return Ok(());
+        }
+        let key = slot.pack();
+        let mut rows = vec![(o.data_keyspace.clone(), key.clone())];
+        for i in 0.. {
+            let ck = model::chunk_key(&key, i);
+            if !raw.system.contains_key(&ck) {
+                break;
+            }
+            rows.push((o.system_keyspace.clone(), ck));
+        }
+        let (ks_name, row) = &rows[usize::try_from(self.rng.below(rows.len() as u64)).unwrap_or(0)];
+        let ks = c
+            .engine()
+            .keyspace(ks_name)
+            .map_err(|e| fail(step, format!("{when}: {e}")))?;
+        let original = if ks_name == &o.data_keyspace {
+            raw.data.get(row)
+        } else {
+            raw.system.get(row)
+        }
+        .cloned()
+        .unwrap_or_default();
+        if original.is_empty() {
+            return Ok(());
+        }
+        let bit = self.rng.below(original.len() as u64 * 8);
+        let mut corrupted = original.clone();
+        corrupted[usize::try_from(bit / 8).unwrap_or(0)] ^= 1 << (bit % 8);
+        let put = |value: Vec<u8>| {
+            c.engine()
+                .commit(Commit::new().put(ks, row.clone(), value))
+                .map_err(|e| fail(step, format!("{when}: a fault-free raw write failed: {e}")))
+        };
+        put(corrupted)?;
+        self.checks += 1;
+        let read = slot.read(c);
+        put(original)?;
+        match read {
+            Err(StoreError::Decode { .. } | StoreError::Chunk { .. }) => Ok(()),
+            other => Err(fail(
+                step,
+                format!(
+                    "{when}: with bit {bit} of row {} flipped, {slot:?} reads as {}",
+                    show_bytes(row),
+                    match other {
+                        Ok(seen) => seen.to_string(),
+                        Err(e) => format!("the error {e}"),
+                    }
+                ),
+            )),
+        }
     }
 
     /// The last check of a run: a complete sweep, then no row that expired

@@ -1,6 +1,6 @@
 //! Writes: buffered until commit.
 
-use strata_codec::{EncodeOptions, Value, encode};
+use strata_codec::{Value, encode_keyless};
 use strata_engine::{Engine, Mutation};
 use strata_keys::Key;
 
@@ -252,9 +252,9 @@ impl<'s, E: Engine + 's> Tx<'s, E> {
     /// Writes `value` at `key`, whose incomplete
     /// [`Versionstamp`](strata_keys::tuple::Versionstamp) the engine fills
     /// with the commit's versionstamp: keys written this way sort in commit
-    /// order. The envelope carries no checksum (the key it would cover is
-    /// not known until commit); the value is not readable in this
-    /// transaction.
+    /// order. The envelope's checksum leaves out the key, which is not
+    /// known until commit ([`strata_codec::encode_keyless`]); the value is
+    /// not readable in this transaction.
     ///
     /// # Errors
     /// [`StoreError::Key`] when the key has no incomplete versionstamp (or
@@ -274,11 +274,7 @@ impl<'s, E: Engine + 's> Tx<'s, E> {
             StoreError::row_limit(e, Some(K::NAME), crate::RowKind::Versionstamped, &bytes)
         })?;
         let mut envelope = Vec::new();
-        let options = EncodeOptions {
-            checksum: false,
-            expires_at: None,
-        };
-        encode(value, &bytes, options, &mut envelope).map_err(|source| StoreError::Encode {
+        encode_keyless(value, None, &mut envelope).map_err(|source| StoreError::Encode {
             key_type: K::NAME,
             source,
         })?;
