@@ -647,6 +647,69 @@ pub fn durability_across_reopen<H: Harness>(mut h: H) {
     assert_eq!(all(&e, ks(&e, "a")).len(), 3);
 }
 
+/// Keyspaces added and dropped across a clean reopen: a kept keyspace keeps
+/// its data under its name, whatever its new position; an added one starts
+/// empty and takes commits; a dropped one is no longer named; versions
+/// carry on.
+pub fn keyspaces_across_reopen<H: Harness>(mut h: H) {
+    let e = h.open(&specs());
+    let (a, b) = (ks(&e, "a"), ks(&e, "b"));
+    commit(&e, Commit::new().put(a, b"x".to_vec(), b"1".to_vec()));
+    let v = commit(&e, Commit::new().put(b, b"y".to_vec(), b"2".to_vec()));
+    let mut with_c = specs();
+    with_c.push(KeyspaceSpec::new("c", Profile::Queue));
+    let Some(e) = h.reopen_with(e, &with_c) else {
+        println!(
+            "keyspaces_across_reopen: skipped, this harness cannot reopen with other keyspaces"
+        );
+        return;
+    };
+    assert_eq!(e.keyspaces().len(), 3);
+    let (a, b, c) = (ks(&e, "a"), ks(&e, "b"), ks(&e, "c"));
+    assert_eq!(
+        get(&e, a, b"x").as_deref(),
+        Some(&b"1"[..]),
+        "a kept its row"
+    );
+    assert_eq!(
+        get(&e, b, b"y").as_deref(),
+        Some(&b"2"[..]),
+        "b kept its row"
+    );
+    assert!(all(&e, c).is_empty(), "an added keyspace starts empty");
+    assert_eq!(
+        e.last_version(),
+        v,
+        "the version survives a reopen with a keyspace added"
+    );
+    let w = commit(&e, Commit::new().put(c, b"z".to_vec(), b"3".to_vec()));
+    assert!(w > v, "versions carry on in an added keyspace");
+    // Drop b; c comes first now.
+    let c_spec = with_c[2].clone();
+    let a_spec = with_c[0].clone();
+    let Some(e) = h.reopen_with(e, &[c_spec, a_spec]) else {
+        println!("keyspaces_across_reopen: skipped the second reopen, the harness cannot");
+        return;
+    };
+    assert_eq!(e.keyspaces().len(), 2);
+    assert!(
+        matches!(e.keyspace("b"), Err(EngineError::UnknownKeyspaceName(_))),
+        "a dropped keyspace is no longer named"
+    );
+    let (a, c) = (ks(&e, "a"), ks(&e, "c"));
+    assert_eq!(
+        all(&e, a),
+        vec![(b"x".to_vec(), b"1".to_vec())],
+        "a by name, at a new position"
+    );
+    assert_eq!(
+        all(&e, c),
+        vec![(b"z".to_vec(), b"3".to_vec())],
+        "c by name, at a new position"
+    );
+    assert_eq!(e.last_version(), w);
+}
+
 /// The crash contract, over many seeds: after a crash the state is the
 /// state after some commit at or after the last one acknowledged durable.
 pub fn crash_contract<H: Harness>(mut h: H) {

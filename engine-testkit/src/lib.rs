@@ -33,9 +33,9 @@ pub use crate::model::{Model, ModelError};
 pub mod suite {
     pub use crate::cases::{
         bounds_and_limits, counters, crash_contract, delete_range, durability_across_reopen,
-        foreign_handles_are_refused, point_ops, predicates_are_the_atomicity_fence,
-        range_order_is_byte_order, reverse_ranges, snapshot_isolation,
-        snapshot_isolation_under_concurrent_commits, stats, typed_errors,
+        foreign_handles_are_refused, keyspaces_across_reopen, point_ops,
+        predicates_are_the_atomicity_fence, range_order_is_byte_order, reverse_ranges,
+        snapshot_isolation, snapshot_isolation_under_concurrent_commits, stats, typed_errors,
         versionstamps_order_commits,
     };
     pub use crate::model_check::model_check;
@@ -57,6 +57,17 @@ pub trait Harness {
         let _ = (engine, rng);
         None
     }
+    /// A clean shutdown, then a reopen with other keyspaces (some added,
+    /// some dropped, in another order), where the harness can: `None`
+    /// when unsupported (the case then checks nothing and says so).
+    fn reopen_with(
+        &mut self,
+        engine: Self::Engine,
+        keyspaces: &[KeyspaceSpec],
+    ) -> Option<Self::Engine> {
+        let _ = (engine, keyspaces);
+        None
+    }
 }
 
 /// Expands the whole suite into `#[test]` functions, one per case, named
@@ -68,8 +79,8 @@ macro_rules! conformance_tests {
             point_ops, range_order_is_byte_order, reverse_ranges, bounds_and_limits,
             delete_range, snapshot_isolation, snapshot_isolation_under_concurrent_commits,
             predicates_are_the_atomicity_fence, versionstamps_order_commits, counters,
-            durability_across_reopen, crash_contract, typed_errors, foreign_handles_are_refused,
-            stats, model_check);
+            durability_across_reopen, keyspaces_across_reopen, crash_contract, typed_errors,
+            foreign_handles_are_refused, stats, model_check);
     };
     (@tests $harness:expr; $($name:ident),*) => {
         $(

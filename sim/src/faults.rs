@@ -29,7 +29,7 @@ pub enum FaultClass {
     Unknown,
     /// A snapshot read fails.
     Read,
-    /// A sync fails.
+    /// A sync fails: before syncing, or after making everything durable.
     Sync,
     /// The simulated clock jumps (forward or back).
     Clock,
@@ -336,6 +336,12 @@ impl<E: Engine> Engine for FaultyEngine<E> {
 
     fn sync(&self) -> Result<u64, EngineError> {
         if self.fires(FaultClass::Sync) {
+            // Half the time the sync fails before doing anything, half the
+            // time after making everything durable: an error says nothing
+            // about what is durable.
+            if self.coin() {
+                let _ = self.inner.sync();
+            }
             return Err(EngineError::Backend(injected(FaultClass::Sync)));
         }
         self.inner.sync()

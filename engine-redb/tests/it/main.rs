@@ -42,6 +42,15 @@ impl Harness for RedbHarness {
         .expect("reopen")
     }
 
+    fn reopen_with(
+        &mut self,
+        engine: RedbEngine,
+        keyspaces: &[KeyspaceSpec],
+    ) -> Option<RedbEngine> {
+        self.specs = keyspaces.to_vec();
+        Some(self.reopen(engine))
+    }
+
     fn crash(&mut self, engine: RedbEngine, rng: &mut dyn Rng) -> Option<RedbEngine> {
         // The disk as power loss leaves it, taken before the engine can
         // shut down cleanly.

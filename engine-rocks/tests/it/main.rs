@@ -64,6 +64,15 @@ impl Harness for RocksHarness {
         RocksEngine::open(self.path(), self.specs.clone(), RocksOptions::default()).expect("reopen")
     }
 
+    fn reopen_with(
+        &mut self,
+        engine: RocksEngine,
+        keyspaces: &[KeyspaceSpec],
+    ) -> Option<RocksEngine> {
+        self.specs = keyspaces.to_vec();
+        Some(self.reopen(engine))
+    }
+
     /// A process kill: the engine goes without a sync; what RocksDB wrote
     /// to its WAL survives (power loss is not simulated here).
     fn crash(&mut self, engine: RocksEngine, _rng: &mut dyn Rng) -> Option<RocksEngine> {

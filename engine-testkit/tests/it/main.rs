@@ -24,6 +24,13 @@ impl Harness for MemHarness {
     fn crash(&mut self, engine: MemEngine, rng: &mut dyn Rng) -> Option<MemEngine> {
         Some(MemEngine::from_image(engine.crash(rng)).expect("restart"))
     }
+
+    fn reopen_with(&mut self, engine: MemEngine, keyspaces: &[KeyspaceSpec]) -> Option<MemEngine> {
+        Some(
+            MemEngine::from_image(engine.close().with_keyspaces(keyspaces.to_vec()))
+                .expect("reopen"),
+        )
+    }
 }
 
 strata_engine_testkit::conformance_tests!(MemHarness);
