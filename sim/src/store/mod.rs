@@ -69,6 +69,7 @@ const MAX_MEMBERS: usize = 4;
 const BLOBS: u64 = 3;
 const NOTE: i64 = 4;
 const NOTES: u64 = 8;
+const EVENT: i64 = 5;
 
 /// A bank account's balance (8 bytes, big-endian `i64`).
 #[derive(Debug, Clone, PartialEq)]
@@ -112,6 +113,12 @@ struct Note {
     actor: u64,
     id: u64,
 }
+/// An event whose key carries its commit's versionstamp; its value is the
+/// workload's sequence number of the event.
+#[derive(Debug, Clone, PartialEq)]
+struct Event {
+    stamp: strata_keys::tuple::Versionstamp,
+}
 /// A key of chosen length, for the key limit.
 #[derive(Debug, Clone, PartialEq)]
 struct Pad {
@@ -127,6 +134,7 @@ tuple_key! {
     Member -> Vec<u8> = (GROUP, {group}, {id});
     Pad -> Vec<u8> = (ACTOR, {actor}, "pad", {name});
     Note -> Vec<u8> = (NOTE, {actor}, {id});
+    Event -> Vec<u8> = (EVENT, {stamp});
 }
 
 /// A key of the workload, for the [`Model`].
@@ -268,6 +276,62 @@ impl Rec {
     }
 }
 
+/// The events the workload wrote: sequence numbers acknowledged (in commit
+/// order, the durable ones first) and of unknown outcome.
+#[derive(Debug, Default)]
+struct Events {
+    /// The next sequence number.
+    next: u64,
+    /// Acknowledged, in commit order.
+    acked: Vec<u64>,
+    /// How many of `acked` are durable.
+    durable: usize,
+    /// Written by a commit of unknown outcome, or acknowledged and then
+    /// perhaps lost in a crash: may be there or not.
+    maybe: std::collections::BTreeSet<u64>,
+}
+
+impl Events {
+    fn commit(&mut self, seqs: std::ops::Range<u64>, applied: Applied) {
+        match applied {
+            Applied::Yes => self.acked.extend(seqs),
+            Applied::Maybe => self.maybe.extend(seqs),
+            Applied::No => {}
+        }
+    }
+
+    fn durable(&mut self) {
+        self.durable = self.acked.len();
+    }
+
+    fn crash(&mut self) {
+        self.maybe.extend(self.acked.drain(self.durable..));
+    }
+
+    /// Checks the events read in key order: sequence numbers strictly
+    /// increasing (key order is commit order), every acknowledged one
+    /// there, nothing that was never written.
+    fn check(&self, seen: &[u64]) -> Result<(), String> {
+        if let Some(w) = seen.windows(2).find(|w| w[0] >= w[1]) {
+            return Err(format!(
+                "event {} sorts before event {}: versionstamps out of commit order",
+                w[0], w[1]
+            ));
+        }
+        let there: std::collections::BTreeSet<u64> = seen.iter().copied().collect();
+        if let Some(lost) = self.acked.iter().find(|s| !there.contains(s)) {
+            return Err(format!("acknowledged event {lost} is missing"));
+        }
+        if let Some(extra) = seen
+            .iter()
+            .find(|s| !self.maybe.contains(s) && !self.acked.contains(s))
+        {
+            return Err(format!("event {extra} was never acknowledged or attempted"));
+        }
+        Ok(())
+    }
+}
+
 /// Whether a transaction that ended with `r` took effect.
 fn applied<T>(r: &Result<T, StoreError>) -> Applied {
     r.as_ref().map_or_else(applied_despite, |_| Applied::Yes)
@@ -352,6 +416,8 @@ struct StoreRun {
     model: Model<Slot>,
     /// Whether commits are `Immediate` (each acknowledged one is durable).
     immediate: bool,
+    /// Events written with versionstamped keys.
+    events: Events,
     /// The latest clock reading so far. The clock jumps back too: a value
     /// may have expired (and been swept) at a later reading than now.
     clock_high: u64,
@@ -403,6 +469,7 @@ impl StoreRun {
         self.model.commit(writes, applied);
         if applied == Applied::Yes && self.immediate {
             self.model.durable();
+            self.events.durable();
         }
         match r {
             Ok(v) => {
@@ -435,7 +502,8 @@ impl StoreRun {
     /// One random step of the workload.
     fn step<E: Target>(&mut self, store: &Store<Faulty<E>>, step: usize) -> Result<(), Violation> {
         match self.rng.below(100) {
-            0..=19 => self.transfer(store, step),
+            0..=16 => self.transfer(store, step),
+            17..=19 => self.event(store, step),
             20..=29 => self.interleaved(store, step),
             30..=34 => self.race(store, step),
             35..=49 => self.doc(store, step),
@@ -449,6 +517,7 @@ impl StoreRun {
                 let r = store.engine().sync();
                 if r.is_ok() {
                     self.model.durable();
+                    self.events.durable();
                 }
                 self.trace.event(step, format!("sync: {r:?}"));
                 Ok(())
@@ -797,6 +866,30 @@ impl StoreRun {
         Ok(())
     }
 
+    /// One to three events in one transaction, their keys versionstamped.
+    fn event<E: Target>(&mut self, store: &Store<Faulty<E>>, step: usize) -> Result<(), Violation> {
+        let n = 1 + self.rng.below(3);
+        let first = self.events.next;
+        self.events.next += n;
+        let r = store.transact(|tx| {
+            for i in 0..n {
+                let stamp =
+                    strata_keys::tuple::Versionstamp::incomplete(u16::try_from(i).unwrap_or(0));
+                tx.put_versionstamped(&Event { stamp }, &(first + i).to_be_bytes().to_vec())?;
+            }
+            Ok::<_, StoreError>(())
+        });
+        self.events.commit(first..first + n, applied(&r));
+        self.settle(
+            store,
+            step,
+            &format!("events {first}..{}", first + n),
+            r,
+            &[],
+        )?;
+        Ok(())
+    }
+
     /// A bulk write of notes (many with a time to live, outside every
     /// quota scope), resumed once from its cursor after a failure: the
     /// entries before the cursor are written, the rest not (or, after an
@@ -859,6 +952,7 @@ impl StoreRun {
             }
             if self.immediate {
                 self.model.durable();
+                self.events.durable();
             }
             let Some(e) = error else {
                 self.trace
@@ -1182,6 +1276,7 @@ pub fn run_store_seed_on<E: Target>(options: &RunOptions) -> SeedReport {
         checks: 0,
         seq: 0,
         model: Model::default(),
+        events: Events::default(),
         immediate: store_options.durability == strata_engine::Durability::Immediate,
         clock_high: 0,
         rng,
@@ -1205,6 +1300,7 @@ pub fn run_store_seed_on<E: Target>(options: &RunOptions) -> SeedReport {
             run.trace.event(step, "crash and reopen".to_owned());
             // Commits not yet durable may be lost.
             run.model.crash();
+            run.events.crash();
             let s = run.open(e, &store_options);
             let outcome = run.check(&s, step, "after a crash");
             (s, outcome)

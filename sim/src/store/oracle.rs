@@ -53,6 +53,17 @@ impl StoreRun {
             }
         }
         self.check_model(&c, step, when)?;
+        let events: Vec<u64> = c
+            .scan::<super::Event>(&strata_store::Scan::prefix(&tuple::pack(&(super::EVENT,))))
+            .map_err(err)?
+            .items
+            .into_iter()
+            .map(|(_, v)| <[u8; 8]>::try_from(v.as_slice()).map_or(u64::MAX, u64::from_be_bytes))
+            .collect();
+        self.checks += 1;
+        self.events
+            .check(&events)
+            .map_err(|why| fail(step, format!("{when}: {why}")))?;
         if self.rng.chance(0.3) {
             self.check_corruption(&c, step, when)?;
         }
