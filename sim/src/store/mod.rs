@@ -312,10 +312,9 @@ impl Events {
     /// increasing (key order is commit order), every acknowledged one
     /// there, nothing that was never written.
     fn check(&self, seen: &[u64]) -> Result<(), String> {
-        if let Some(w) = seen.windows(2).find(|w| w[0] >= w[1]) {
+        if let Some([a, b]) = seen.windows(2).find(|w| w[0] >= w[1]) {
             return Err(format!(
-                "event {} sorts before event {}: versionstamps out of commit order",
-                w[0], w[1]
+                "event {a} sorts before event {b}: versionstamps out of commit order"
             ));
         }
         let there: std::collections::BTreeSet<u64> = seen.iter().copied().collect();

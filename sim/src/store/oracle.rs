@@ -53,17 +53,7 @@ impl StoreRun {
             }
         }
         self.check_model(&c, step, when)?;
-        let events: Vec<u64> = c
-            .scan::<super::Event>(&strata_store::Scan::prefix(&tuple::pack(&(super::EVENT,))))
-            .map_err(err)?
-            .items
-            .into_iter()
-            .map(|(_, v)| <[u8; 8]>::try_from(v.as_slice()).map_or(u64::MAX, u64::from_be_bytes))
-            .collect();
-        self.checks += 1;
-        self.events
-            .check(&events)
-            .map_err(|why| fail(step, format!("{when}: {why}")))?;
+        self.check_events(&c, step, when)?;
         if self.rng.chance(0.3) {
             self.check_corruption(&c, step, when)?;
         }
@@ -151,6 +141,26 @@ impl StoreRun {
             }
         }
         self.check_paging(&c, step, when)
+    }
+
+    /// The events, in key order, against what was written.
+    fn check_events<E: Engine>(
+        &mut self,
+        c: &Store<E>,
+        step: usize,
+        when: &str,
+    ) -> Result<(), Violation> {
+        let events: Vec<u64> = c
+            .scan::<super::Event>(&strata_store::Scan::prefix(&tuple::pack(&(super::EVENT,))))
+            .map_err(read_failed(step, when))?
+            .items
+            .into_iter()
+            .map(|(_, v)| <[u8; 8]>::try_from(v.as_slice()).map_or(u64::MAX, u64::from_be_bytes))
+            .collect();
+        self.checks += 1;
+        self.events
+            .check(&events)
+            .map_err(|why| fail(step, format!("{when}: {why}")))
     }
 
     /// Every key against the model of the workload's writes.
