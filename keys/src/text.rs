@@ -86,25 +86,6 @@ pub enum TextPart {
     },
 }
 
-/// Reads a field width written in a layout (`013` or `13`). Evaluated at
-/// compile time; anything but decimal digits fails the build.
-#[doc(hidden)]
-pub const fn parse_width(text: &str) -> usize {
-    let bytes = text.as_bytes();
-    assert!(!bytes.is_empty(), "a field width is a decimal number");
-    let mut width = 0;
-    let mut i = 0;
-    while i < bytes.len() {
-        assert!(
-            bytes[i].is_ascii_digit(),
-            "a field width is a decimal number"
-        );
-        width = width * 10 + (bytes[i] - b'0') as usize;
-        i += 1;
-    }
-    width
-}
-
 /// A set of bytes: a layout's delimiters.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct ByteSet([u64; 4]);

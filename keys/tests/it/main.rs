@@ -16,6 +16,7 @@ mod errors;
 mod nokv;
 mod props;
 mod seeds_text;
+mod segments;
 mod subspace;
 mod tuple_vectors;
 mod ui;
