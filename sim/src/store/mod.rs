@@ -1374,6 +1374,26 @@ mod tests {
     }
 
     #[test]
+    fn events_must_be_in_order_and_acknowledged_ones_kept_until_a_crash() {
+        let mut ev = Events::default();
+        ev.commit(0..2, Applied::Yes);
+        ev.durable();
+        ev.commit(2..3, Applied::Yes);
+        ev.commit(3..4, Applied::Maybe);
+        ev.commit(4..5, Applied::No);
+        assert!(ev.check(&[0, 1, 2]).is_ok());
+        assert!(ev.check(&[0, 1, 2, 3]).is_ok());
+        assert!(ev.check(&[0, 2]).is_err(), "1 acknowledged, missing");
+        assert!(ev.check(&[0, 1, 2, 4]).is_err(), "4 was refused");
+        assert!(ev.check(&[1, 0, 2]).is_err(), "out of order");
+        // A crash may lose 2 (not durable), never 0 or 1.
+        ev.crash();
+        assert!(ev.check(&[0, 1]).is_ok());
+        assert!(ev.check(&[0, 1, 2]).is_ok());
+        assert!(ev.check(&[0]).is_err());
+    }
+
+    #[test]
     fn blobs_check_themselves() {
         let b = blob_bytes(7, 500);
         assert!(blob_ok(&b));
