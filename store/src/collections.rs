@@ -219,6 +219,8 @@ where
     ) -> Result<(), StoreError> {
         match self.score(tx, member)? {
             Some(old) if old == score => return Ok(()),
+            #[cfg(feature = "planted-bugs")]
+            Some(_) if tx.bug(crate::PlantedBug::SortedSetMoveKeepsOldScore) => {}
             Some(old) => tx.delete(&self.score_row(old, member))?,
             None => {}
         }

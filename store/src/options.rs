@@ -133,12 +133,15 @@ pub enum PlantedBug {
     /// quota scope, not chunked) writes no expiry index entry: the value is
     /// never swept.
     UnreadRowNotIndexed,
+    /// Moving a sorted-set member to a new score leaves its old score row,
+    /// so the member is listed twice.
+    SortedSetMoveKeepsOldScore,
 }
 
 #[cfg(feature = "planted-bugs")]
 impl PlantedBug {
     /// Every planted bug.
-    pub const ALL: [Self; 12] = [
+    pub const ALL: [Self; 13] = [
         Self::QuotaIgnoresOverwrite,
         Self::StaleChunksSurvive,
         Self::ExpiredStillVisible,
@@ -151,6 +154,7 @@ impl PlantedBug {
         Self::CursorAfterFirstRow,
         Self::BulkCursorPastFailure,
         Self::UnreadRowNotIndexed,
+        Self::SortedSetMoveKeepsOldScore,
     ];
 
     /// Its name on the command line.
@@ -168,6 +172,7 @@ impl PlantedBug {
             Self::CursorAfterFirstRow => "cursor-after-first-row",
             Self::BulkCursorPastFailure => "bulk-cursor-past-failure",
             Self::UnreadRowNotIndexed => "unread-row-not-indexed",
+            Self::SortedSetMoveKeepsOldScore => "sorted-set-move-keeps-old-score",
         }
     }
 

@@ -148,7 +148,9 @@ fn an_incomplete_versionstamp_is_found_at_its_offset() {
     assert_eq!(at, Some(7));
     assert_eq!(
         hex(&out),
-        hex(&unhex("aa bb 02 65 76 00 33 ff ff ff ff ff ff ff ff ff ff 00 03"))
+        hex(&unhex(
+            "aa bb 02 65 76 00 33 ff ff ff ff ff ff ff ff ff ff 00 03"
+        ))
     );
     // A complete one is not an offset to fill.
     let mut out = Vec::new();

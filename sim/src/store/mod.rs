@@ -70,6 +70,14 @@ const BLOBS: u64 = 3;
 const NOTE: i64 = 4;
 const NOTES: u64 = 8;
 const EVENT: i64 = 5;
+const LEADERS: i64 = 6;
+/// Members of the sorted set.
+const RANKED: u64 = 6;
+
+/// A sorted set of members `0..RANKED` by score.
+fn leaders() -> strata_store::SortedSet<u64> {
+    strata_store::SortedSet::new(strata_keys::Subspace::new(&(LEADERS,)))
+}
 
 /// A bank account's balance (8 bytes, big-endian `i64`).
 #[derive(Debug, Clone, PartialEq)]
@@ -148,6 +156,8 @@ enum Slot {
     Member(u64, u64),
     Pad(u64, String),
     Note(u64, u64),
+    /// A member of the sorted set, holding its score.
+    Ranked(u64),
 }
 
 impl Slot {
@@ -167,6 +177,7 @@ impl Slot {
         for actor in 0..ACTORS {
             all.extend((0..NOTES).map(|id| Self::Note(actor, id)));
         }
+        all.extend((0..RANKED).map(Self::Ranked));
         all
     }
 
@@ -205,6 +216,7 @@ impl Slot {
                 id: *id,
             }
             .pack(),
+            Self::Ranked(m) => Ok(tuple::pack(&(LEADERS, "m", *m))),
         };
         packed.unwrap_or_default()
     }
@@ -242,6 +254,12 @@ impl Slot {
                 actor: *actor,
                 id: *id,
             })?,
+            Self::Ranked(m) => {
+                let mut tx = store.begin();
+                leaders()
+                    .score(&mut tx, m)?
+                    .map(|s| s.to_be_bytes().to_vec())
+            }
         };
         Ok(Seen::Value(v))
     }
@@ -510,7 +528,8 @@ impl StoreRun {
             62..=71 => self.ttl(store, step),
             72..=77 => self.pressure(store, step),
             78..=80 => self.bulk(store, step),
-            81..=85 => self.reader(store, step),
+            81..=83 => self.reader(store, step),
+            84..=85 => self.rank(store, step),
             86..=89 => self.sweep(store, step),
             90..=94 => {
                 let r = store.engine().sync();
@@ -862,6 +881,33 @@ impl StoreRun {
                 }
             }
         }
+        Ok(())
+    }
+
+    /// A member of the sorted set added with a score, moved, or removed.
+    fn rank<E: Target>(&mut self, store: &Store<Faulty<E>>, step: usize) -> Result<(), Violation> {
+        let m = self.rng.below(RANKED);
+        let score = i64::try_from(self.rng.below(20)).unwrap_or(0) - 10;
+        let remove = self.rng.chance(0.3);
+        let rec = Rec::default();
+        let r = store.transact(|tx| {
+            rec.start();
+            if remove {
+                if leaders().remove(tx, &m)? {
+                    rec.write(Slot::Ranked(m), Write::Delete);
+                }
+            } else {
+                leaders().add(tx, &m, score)?;
+                rec.put(Slot::Ranked(m), &score.to_be_bytes());
+            }
+            Ok::<_, StoreError>(())
+        });
+        let what = if remove {
+            format!("unrank {m}")
+        } else {
+            format!("rank {m} at {score}")
+        };
+        self.settle(store, step, &what, r, &rec.take())?;
         Ok(())
     }
 

@@ -54,6 +54,7 @@ impl StoreRun {
         }
         self.check_model(&c, step, when)?;
         self.check_events(&c, step, when)?;
+        self.check_ranking(&c, step, when)?;
         if self.rng.chance(0.3) {
             self.check_corruption(&c, step, when)?;
         }
@@ -141,6 +142,40 @@ impl StoreRun {
             }
         }
         self.check_paging(&c, step, when)
+    }
+
+    /// The sorted set's two rows per member agree: listing by score gives
+    /// exactly the members that have a score, with it, ordered by score
+    /// then member.
+    fn check_ranking<E: Engine>(
+        &mut self,
+        c: &Store<E>,
+        step: usize,
+        when: &str,
+    ) -> Result<(), Violation> {
+        let err = read_failed(step, when);
+        let mut tx = c.begin();
+        let listed = super::leaders()
+            .range_by_score(&mut tx, .., 1_000)
+            .map_err(err)?
+            .items;
+        let mut want = Vec::new();
+        for m in 0..super::RANKED {
+            if let Some(score) = super::leaders().score(&mut tx, &m).map_err(err)? {
+                want.push((m, score));
+            }
+        }
+        want.sort_by_key(|&(m, score)| (score, m));
+        self.checks += 1;
+        if listed != want {
+            return Err(fail(
+                step,
+                format!(
+                    "{when}: the sorted set lists {listed:?} by score; its members' scores are {want:?}"
+                ),
+            ));
+        }
+        Ok(())
     }
 
     /// The events, in key order, against what was written.
