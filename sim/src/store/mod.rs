@@ -887,7 +887,7 @@ impl StoreRun {
     /// A member of the sorted set added with a score, moved, or removed.
     fn rank<E: Target>(&mut self, store: &Store<Faulty<E>>, step: usize) -> Result<(), Violation> {
         let m = self.rng.below(RANKED);
-        let score = i64::try_from(self.rng.below(20)).unwrap_or(0) - 10;
+        let points = i64::try_from(self.rng.below(20)).unwrap_or(0) - 10;
         let remove = self.rng.chance(0.3);
         let rec = Rec::default();
         let r = store.transact(|tx| {
@@ -897,15 +897,15 @@ impl StoreRun {
                     rec.write(Slot::Ranked(m), Write::Delete);
                 }
             } else {
-                leaders().add(tx, &m, score)?;
-                rec.put(Slot::Ranked(m), &score.to_be_bytes());
+                leaders().add(tx, &m, points)?;
+                rec.put(Slot::Ranked(m), &points.to_be_bytes());
             }
             Ok::<_, StoreError>(())
         });
         let what = if remove {
             format!("unrank {m}")
         } else {
-            format!("rank {m} at {score}")
+            format!("rank {m} at {points}")
         };
         self.settle(store, step, &what, r, &rec.take())?;
         Ok(())
