@@ -161,3 +161,103 @@ fn an_incomplete_versionstamp_is_found_at_its_offset() {
     .unwrap();
     assert_eq!(at, None);
 }
+
+/// `ev:{n:04}:{kind}` and a prefix whose last literal stops inside the key's.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Evt {
+    pub n: u32,
+    pub kind: String,
+}
+/// Every `Evt`: `"ev"`, a strict start of the key's first literal.
+pub struct AllEvt;
+text_key! {
+    Evt -> () = ("ev:", {n:04}, ":", {kind});
+}
+strata_keys::text_prefix! {
+    AllEvt of Evt = ("ev");
+}
+
+#[test]
+fn a_prefix_may_stop_inside_the_keys_last_literal() {
+    assert_eq!(AllEvt.pack().unwrap(), b"ev");
+    let key = Evt {
+        n: 12,
+        kind: "a".into(),
+    }
+    .pack()
+    .unwrap();
+    assert_eq!(key, b"ev:0012:a");
+    assert!(AllEvt.range().unwrap().contains(&key));
+    assert!(!AllEvt.range().unwrap().contains(b"eu:0012:a"));
+}
+
+/// A user field type that claims a fixed width and writes another.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Liar(pub u8);
+
+impl strata_keys::text::TextField for Liar {
+    fn extent(_: &strata_keys::text::FieldContext) -> strata_keys::text::Extent {
+        strata_keys::text::Extent::Fixed(4)
+    }
+    fn write_text(
+        &self,
+        out: &mut Vec<u8>,
+        _: &strata_keys::text::FieldContext,
+    ) -> Result<(), strata_keys::TextProblem> {
+        // Three bytes where four were promised.
+        out.extend_from_slice(&[b'0' + self.0 % 10; 3]);
+        Ok(())
+    }
+    fn read_text(
+        text: &[u8],
+        _: &strata_keys::text::FieldContext,
+    ) -> Result<Self, strata_keys::TextProblem> {
+        Ok(Self(text.first().map_or(0, |b| b - b'0')))
+    }
+}
+
+/// `l{v}!`, its field a [`Liar`].
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Lied {
+    pub v: Liar,
+}
+text_key! {
+    Lied -> () = ("l", {v}, "!");
+}
+
+#[test]
+fn a_fixed_width_field_that_writes_another_width_is_refused() {
+    let mut out = b"keep".to_vec();
+    let err = Lied { v: Liar(3) }.pack_into(&mut out).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            KeyError::TextField {
+                problem: strata_keys::TextProblem::TooWide {
+                    digits: 3,
+                    width: 4
+                },
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    assert_eq!(out, b"keep", "nothing written");
+}
+
+#[test]
+fn ulid_timestamps_stop_at_48_bits() {
+    let max = (1u64 << 48) - 1;
+    assert_eq!(strata_keys::ulid::MAX_TIMESTAMP_MS, max);
+    let at_max = Ulid::from_parts(max, 5).unwrap();
+    assert_eq!(at_max.timestamp_ms(), max);
+    assert_eq!(at_max.random(), 5);
+    assert!(Ulid::from_parts(max + 1, 5).is_err());
+    // Timestamp and random part occupy their own bits.
+    let all = Ulid::from_parts(max, u128::MAX).unwrap();
+    assert_eq!(all.to_bytes(), [0xFF; 16]);
+    let mut g = strata_keys::UlidGenerator::default();
+    assert_eq!(g.generate(max, || 9).unwrap().timestamp_ms(), max);
+    let mut g = strata_keys::UlidGenerator::default();
+    assert!(g.generate(max + 1, || 9).is_err());
+}
