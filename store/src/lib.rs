@@ -58,8 +58,9 @@
 //!
 //! - A transaction's reads of counters see its own adds, but its scans do
 //!   not see its counters or versionstamped puts.
-//! - Versionstamped values carry no checksum (the key is not known when
-//!   the envelope is written).
+//! - Versionstamped values carry a keyless checksum (the key is not known
+//!   when the envelope is written): damage is caught, a copy of the value
+//!   under another key is not.
 
 mod collections;
 mod error;
