@@ -109,6 +109,22 @@ pub enum StoreError {
         /// That write's key.
         key: Vec<u8>,
     },
+    /// [`Store::space`](crate::Store::space) names a space the options did
+    /// not declare.
+    #[error("space {name:?} was not declared on the store's options")]
+    UnknownSpace {
+        /// The name asked for.
+        name: String,
+    },
+    /// A versionstamp offset does not leave room for the 10-byte stamp in
+    /// the key.
+    #[error("versionstamp offset {offset} does not fit a {len}-byte key")]
+    BadStampOffset {
+        /// The offset given.
+        offset: usize,
+        /// The key's length.
+        len: usize,
+    },
     /// A quota counter or a counter row holds something other than an
     /// 8-byte counter.
     #[error("counter row is {len} bytes, not 8")]
@@ -151,6 +167,8 @@ pub enum RowKind {
     Counter,
     /// A row whose key receives the commit's versionstamp.
     Versionstamped,
+    /// A row of a declared space, or of the catalog.
+    Space,
 }
 
 impl std::fmt::Display for RowKind {
@@ -161,6 +179,7 @@ impl std::fmt::Display for RowKind {
             Self::Chunk => "chunk row",
             Self::Counter => "counter row",
             Self::Versionstamped => "versionstamped row",
+            Self::Space => "space row",
         })
     }
 }

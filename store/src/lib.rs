@@ -43,6 +43,11 @@
 //! **system** keyspace holds chunk rows, quota counters and the expiry
 //! index (layout in the `layout` module source).
 //!
+//! Crates above the store declare their own keyspaces (**spaces**) and
+//! write raw rows there in the same transactions, under the same limits
+//! and quota, and record what they declared in a **catalog**: see
+//! [`Space`].
+//!
 //! # Limits and quota
 //!
 //! Every commit is checked against the store's [`Limits`](strata_codec::Limits)
@@ -68,6 +73,7 @@ mod layout;
 mod ops;
 mod options;
 mod read;
+mod space;
 mod store;
 mod tx;
 
@@ -80,8 +86,9 @@ pub use ops::{
 pub use options::PlantedBug;
 pub use options::{RetryPolicy, ScopeFn, StoreOptions};
 pub use read::{Cursor, Expiring, Page, ReadView, Scan, ScanIter};
+pub use space::{CatalogEntry, Space};
 pub use store::Store;
-pub use tx::{Expiry, Tx};
+pub use tx::{Expiry, RawPage, Tx};
 
 /// This crate's README example, compiled and run as a doctest.
 #[cfg(doctest)]

@@ -233,7 +233,7 @@ impl<E: Engine> Store<E> {
     }
 
     /// Every quota scope's counter next to a recount of its rows (data
-    /// rows and chunk rows), at one snapshot. Reads everything: for tests,
+    /// rows, chunk rows and rows of charged spaces), at one snapshot. Reads everything: for tests,
     /// audits and the simulation's oracle.
     ///
     /// # Errors
@@ -245,6 +245,14 @@ impl<E: Engine> Store<E> {
             let (k, v) = row?;
             if let Some(scope) = self.options.scope_of(&k) {
                 usage.entry(scope).or_default().actual += stored_size(k.len(), v.len());
+            }
+        }
+        for space in self.charged_spaces() {
+            for row in snap.range(space, RangeSpec::all())? {
+                let (k, v) = row?;
+                if let Some(scope) = self.options.scope_of(&k) {
+                    usage.entry(scope).or_default().actual += stored_size(k.len(), v.len());
+                }
             }
         }
         let chunks = layout::chunk_rows_range();

@@ -95,6 +95,7 @@ pub struct StoreOptions {
     pub verify_checksums: bool,
     pub(crate) chunked: Vec<TypeId>,
     pub(crate) scope: Option<ScopeFn>,
+    pub(crate) spaces: Vec<crate::space::SpaceSpec>,
     #[cfg(feature = "planted-bugs")]
     pub(crate) planted: Option<PlantedBug>,
 }
@@ -194,6 +195,7 @@ impl fmt::Debug for StoreOptions {
             .field("verify_checksums", &self.verify_checksums)
             .field("chunked_types", &self.chunked.len())
             .field("quota_scopes", &self.scope.is_some())
+            .field("spaces", &self.spaces)
             .finish_non_exhaustive()
     }
 }
@@ -217,6 +219,7 @@ impl StoreOptions {
             verify_checksums: true,
             chunked: Vec::new(),
             scope: None,
+            spaces: Vec::new(),
             #[cfg(feature = "planted-bugs")]
             planted: None,
         }
@@ -288,13 +291,46 @@ impl StoreOptions {
         self
     }
 
-    /// The two keyspaces to open the engine with: the data keyspace
-    /// (`PointLookup`) and the system keyspace (`General`).
+    /// Declares a space: an engine keyspace named `name` with `profile`
+    /// for an extension's own rows, not charged to quota scopes (see
+    /// [`Space`](crate::Space)). Its handle is [`Store::space`](crate::Store::space).
+    #[must_use]
+    pub fn space(mut self, name: impl Into<String>, profile: Profile) -> Self {
+        self.declare_space(name.into(), profile, false);
+        self
+    }
+
+    /// As [`StoreOptions::space`], with each row's bytes charged to the
+    /// quota scope the scope function gives its key, like a data row.
+    #[must_use]
+    pub fn charged_space(mut self, name: impl Into<String>, profile: Profile) -> Self {
+        self.declare_space(name.into(), profile, true);
+        self
+    }
+
+    fn declare_space(&mut self, name: String, profile: Profile, charged: bool) {
+        self.spaces.retain(|s| s.name != name);
+        self.spaces.push(crate::space::SpaceSpec {
+            name,
+            profile,
+            charged,
+        });
+    }
+
+    /// The keyspaces to open the engine with: the data keyspace
+    /// (`PointLookup`), the system keyspace (`General`), then every
+    /// declared space.
     pub fn keyspace_specs(&self) -> Vec<KeyspaceSpec> {
-        vec![
+        let mut specs = vec![
             KeyspaceSpec::new(self.data_keyspace.clone(), Profile::PointLookup),
             KeyspaceSpec::new(self.system_keyspace.clone(), Profile::General),
-        ]
+        ];
+        specs.extend(
+            self.spaces
+                .iter()
+                .map(|s| KeyspaceSpec::new(s.name.clone(), s.profile)),
+        );
+        specs
     }
 
     pub(crate) fn decode_options(&self) -> strata_codec::DecodeOptions {

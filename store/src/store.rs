@@ -7,6 +7,10 @@ use strata_engine::{Clock, CommitInfo, Engine, Keyspace, Rng, SystemClock, Syste
 use strata_keys::Key;
 
 use crate::layout::SystemChunks;
+use crate::space::{CatalogEntry, Space};
+
+/// The format version of the store's own catalog rows.
+const CATALOG_FORMAT: u64 = 1;
 use crate::read::{Expiring, Page, ReadView, Scan};
 use crate::{Expiry, StoreError, StoreOptions, Tx};
 
@@ -19,6 +23,8 @@ pub struct Store<E: Engine> {
     pub(crate) planner: ChunkPlanner<SystemChunks>,
     pub(crate) clock: Arc<dyn Clock>,
     rng: Mutex<Box<dyn Rng>>,
+    /// The declared spaces, by name.
+    spaces: Vec<(String, Space)>,
 }
 
 impl<E: Engine> std::fmt::Debug for Store<E> {
@@ -67,7 +73,22 @@ impl<E: Engine> Store<E> {
                 source,
             })?
             .inline_up_to(options.limits.max_value_bytes);
+        let spaces = options
+            .spaces
+            .iter()
+            .map(|s| {
+                let ks = engine.keyspace(&s.name)?;
+                Ok((
+                    s.name.clone(),
+                    Space {
+                        ks,
+                        charged: s.charged,
+                    },
+                ))
+            })
+            .collect::<Result<Vec<_>, StoreError>>()?;
         Ok(Self {
+            spaces,
             engine,
             data,
             system,
@@ -96,6 +117,93 @@ impl<E: Engine> Store<E> {
     /// The data and system keyspaces.
     pub fn keyspaces(&self) -> (Keyspace, Keyspace) {
         (self.data, self.system)
+    }
+
+    /// The handle of the space declared as `name` (see [`Space`]).
+    ///
+    /// # Errors
+    /// [`StoreError::UnknownSpace`] when the options did not declare it.
+    pub fn space(&self, name: &str) -> Result<Space, StoreError> {
+        self.spaces
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, s)| *s)
+            .ok_or_else(|| StoreError::UnknownSpace {
+                name: name.to_owned(),
+            })
+    }
+
+    /// The keyspaces of the charged spaces.
+    pub(crate) fn charged_spaces(&self) -> impl Iterator<Item = Keyspace> + '_ {
+        self.spaces
+            .iter()
+            .filter(|(_, s)| s.charged)
+            .map(|(_, s)| s.ks)
+    }
+
+    /// Every catalog entry, in key order (kind, then name). See [`Space`].
+    ///
+    /// # Errors
+    /// An engine failure. (A row in the catalog's range that does not read
+    /// as a catalog row, which the store never writes, is left out.)
+    pub fn catalog(&self) -> Result<Vec<CatalogEntry>, StoreError> {
+        use strata_engine::Snapshot;
+        let snap = self.engine.snapshot()?;
+        let range = crate::space::catalog_range();
+        let spec = strata_engine::RangeSpec {
+            start: std::ops::Bound::Included(range.start),
+            end: range
+                .end
+                .map_or(std::ops::Bound::Unbounded, std::ops::Bound::Excluded),
+            reverse: false,
+            limit: None,
+        };
+        let mut out = Vec::new();
+        for row in snap.range(self.system, spec)? {
+            let (k, v) = row?;
+            if let Some(entry) = crate::space::read_catalog(&k, &v) {
+                out.push(entry);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Records the store's keyspaces in the catalog: the data and system
+    /// keyspaces and every declared space, kind `"keyspace"`, detail the
+    /// tuple `(role, profile)`. One commit, only when something differs;
+    /// returns whether it wrote.
+    ///
+    /// # Errors
+    /// As [`Store::transact`].
+    pub fn publish_catalog(&self) -> Result<bool, StoreError> {
+        let mut wanted: Vec<(String, Vec<u8>)> = vec![
+            (
+                self.options.data_keyspace.clone(),
+                strata_keys::tuple::pack(&("data", "point-lookup")),
+            ),
+            (
+                self.options.system_keyspace.clone(),
+                strata_keys::tuple::pack(&("system", "general")),
+            ),
+        ];
+        for s in &self.options.spaces {
+            wanted.push((
+                s.name.clone(),
+                strata_keys::tuple::pack(&("space", crate::space::profile_name(s.profile))),
+            ));
+        }
+        self.transact(|tx| {
+            let mut wrote = false;
+            for (name, detail) in &wanted {
+                let key = crate::space::catalog_key("keyspace", name);
+                let want = crate::space::catalog_value(CATALOG_FORMAT, detail);
+                if tx.read_system_row(&key)?.as_deref() != Some(want.as_slice()) {
+                    tx.catalog_put("keyspace", name, CATALOG_FORMAT, detail)?;
+                    wrote = true;
+                }
+            }
+            Ok(wrote)
+        })
     }
 
     /// A consistent read view at the engine's latest version, with the

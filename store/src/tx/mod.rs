@@ -42,10 +42,23 @@ impl Pending {
 /// A put whose key receives the commit's versionstamp.
 #[derive(Debug, Clone)]
 struct Stamped {
+    ks: Keyspace,
+    /// Charged to the key's quota scope (the data keyspace, or a charged
+    /// space).
+    charged: bool,
     key: Vec<u8>,
     offset: usize,
     value: Vec<u8>,
-    key_type: &'static str,
+    key_type: Option<&'static str>,
+}
+
+/// A pending write of a row in a declared space (or of a catalog row).
+#[derive(Debug, Clone)]
+struct SpaceWrite {
+    /// `None`: delete.
+    value: Option<Vec<u8>>,
+    /// Charged to the key's quota scope.
+    charged: bool,
 }
 
 /// An open transaction: reads at one snapshot, writes buffered until
@@ -68,6 +81,8 @@ pub struct Tx<'s, E: Engine> {
     /// Counter adds: the sum and the key type.
     adds: BTreeMap<Vec<u8>, (i64, &'static str)>,
     stamped: Vec<Stamped>,
+    /// Writes of rows in declared spaces, and catalog rows.
+    space_writes: BTreeMap<(Keyspace, Vec<u8>), SpaceWrite>,
     /// System-row deletes that need no planning.
     raw: Vec<Mutation>,
     durability: Durability,
@@ -90,6 +105,7 @@ impl<'s, E: Engine + 's> Tx<'s, E> {
             writes: BTreeMap::new(),
             adds: BTreeMap::new(),
             stamped: Vec::new(),
+            space_writes: BTreeMap::new(),
             raw: Vec::new(),
             durability: store.options.durability,
         }
@@ -121,6 +137,7 @@ impl<'s, E: Engine + 's> Tx<'s, E> {
         self.writes.is_empty()
             && self.adds.is_empty()
             && self.stamped.is_empty()
+            && self.space_writes.is_empty()
             && self.raw.is_empty()
     }
 
@@ -152,7 +169,9 @@ impl<'s, E: Engine + 's> Tx<'s, E> {
 
 mod plan;
 mod read;
+mod space;
 mod write;
 
 pub(crate) use plan::counter_value;
+pub use space::RawPage;
 pub use write::Expiry;

@@ -27,20 +27,23 @@ impl<'s, E: Engine + 's> Tx<'s, E> {
         self.plan_counters(&mut out)?;
         let store = self.store;
         let limits = store.options.limits;
+        self.plan_space_writes(&mut out)?;
         for s in &self.stamped {
             out.row(
                 &limits,
                 RowSize::put(&s.key, &s.value),
-                (Some(s.key_type), RowKind::Versionstamped, &s.key),
+                (s.key_type, RowKind::Versionstamped, &s.key),
             )?;
-            out.charge(
-                store.options.scope_of(&s.key),
-                stored_size(s.key.len(), s.value.len()),
-                0,
-                (Some(s.key_type), &s.key),
-            );
+            if s.charged {
+                out.charge(
+                    store.options.scope_of(&s.key),
+                    stored_size(s.key.len(), s.value.len()),
+                    0,
+                    (s.key_type, &s.key),
+                );
+            }
             out.mutations.push(Mutation::PutVersionstamped {
-                ks: store.data,
+                ks: s.ks,
                 key: s.key.clone(),
                 value: s.value.clone(),
                 at: StampAt::Key(s.offset),
@@ -86,6 +89,50 @@ impl<'s, E: Engine + 's> Tx<'s, E> {
             mutations: out.mutations,
             durability: self.durability,
         })
+    }
+
+    /// The rows written in declared spaces (and catalog rows): checked
+    /// against the row and batch limits; in a charged space, the net growth
+    /// charged to the key's scope (the old row read under a predicate).
+    fn plan_space_writes(&mut self, out: &mut Planned) -> Result<(), StoreError> {
+        let store = self.store;
+        let limits = store.options.limits;
+        let writes = std::mem::take(&mut self.space_writes);
+        for ((ks, key), w) in &writes {
+            let size = match &w.value {
+                Some(v) => RowSize::put(key, v),
+                None => RowSize::delete(key),
+            };
+            out.row(&limits, size, (None, RowKind::Space, key))?;
+            let scope = if w.charged {
+                store.options.scope_of(key)
+            } else {
+                None
+            };
+            if scope.is_some() {
+                let old = self
+                    .read_pinned(*ks, key)?
+                    .map_or(0, |v| stored_size(key.len(), v.len()));
+                let new = w
+                    .value
+                    .as_ref()
+                    .map_or(0, |v| stored_size(key.len(), v.len()));
+                out.charge(scope, new, old, (None, key));
+            }
+            out.mutations.push(match &w.value {
+                Some(v) => Mutation::Put {
+                    ks: *ks,
+                    key: key.clone(),
+                    value: v.clone(),
+                },
+                None => Mutation::Delete {
+                    ks: *ks,
+                    key: key.clone(),
+                },
+            });
+        }
+        self.space_writes = writes;
+        Ok(())
     }
 
     /// The rows of one put or delete: the data row, chunk rows and stale

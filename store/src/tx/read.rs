@@ -276,9 +276,20 @@ impl<'s, E: Engine + 's> Tx<'s, E> {
         &mut self,
         lo: Bound<Vec<u8>>,
         hi: Bound<Vec<u8>>,
+        seen: Vec<(Vec<u8>, Vec<u8>)>,
+    ) {
+        self.pin_range(self.store.data, lo, hi, seen);
+    }
+
+    /// Pins the part `[lo, hi]` of keyspace `ks` a scan examined: each row
+    /// seen keeps its value, and every gap between them stays empty.
+    pub(super) fn pin_range(
+        &mut self,
+        data: Keyspace,
+        lo: Bound<Vec<u8>>,
+        hi: Bound<Vec<u8>>,
         mut seen: Vec<(Vec<u8>, Vec<u8>)>,
     ) {
-        let data = self.store.data;
         let empty = |start, end| Predicate::RangeEmpty {
             ks: data,
             range: RangeSpec {

@@ -286,10 +286,12 @@ impl<'s, E: Engine + 's> Tx<'s, E> {
             });
         }
         self.stamped.push(Stamped {
+            ks: self.store.data,
+            charged: true,
             key: bytes,
             offset,
             value: envelope,
-            key_type: K::NAME,
+            key_type: Some(K::NAME),
         });
         Ok(())
     }

@@ -6,6 +6,7 @@ mod families;
 mod golden;
 mod limits;
 mod reads;
+mod spaces;
 mod ttl;
 mod txn;
 

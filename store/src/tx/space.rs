@@ -1,0 +1,265 @@
+//! Reads and writes of rows in declared spaces, and catalog rows: the
+//! transaction side of the extension seam (see [`crate::Space`]).
+
+use std::ops::Bound;
+
+use strata_engine::{Engine, RangeSpec, Snapshot};
+use strata_keys::KeyRange;
+
+use super::{SpaceWrite, Stamped, Tx};
+use crate::{RowKind, Space, StoreError, space};
+
+/// Rows of a space read by [`Tx::scan_in`], in scan order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RawPage {
+    /// Key and value of each row.
+    pub rows: Vec<(Vec<u8>, Vec<u8>)>,
+    /// Whether rows remain after the last one (the limit stopped it).
+    pub more: bool,
+}
+
+impl<'s, E: Engine + 's> Tx<'s, E> {
+    /// The row at `key` in `space`, seeing this transaction's writes. The
+    /// commit fails with a conflict if the row changes before it.
+    ///
+    /// # Errors
+    /// An engine failure.
+    pub fn get_in(&mut self, space: &Space, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
+        if let Some(w) = self.space_writes.get(&(space.ks, key.to_vec())) {
+            return Ok(w.value.clone());
+        }
+        self.read_pinned(space.ks, key)
+    }
+
+    /// As [`Tx::get_in`] without a predicate: the row may change before the
+    /// commit.
+    ///
+    /// # Errors
+    /// An engine failure.
+    pub fn snapshot_get_in(
+        &mut self,
+        space: &Space,
+        key: &[u8],
+    ) -> Result<Option<Vec<u8>>, StoreError> {
+        if let Some(w) = self.space_writes.get(&(space.ks, key.to_vec())) {
+            return Ok(w.value.clone());
+        }
+        if let Some(v) = self.pinned.get(&(space.ks, key.to_vec())) {
+            return Ok(v.clone());
+        }
+        Ok(self.snap()?.get(space.ks, key)?)
+    }
+
+    /// Up to `limit` rows of `space` in `range` (all without a limit),
+    /// forward or `reverse`, seeing this transaction's writes. The part of
+    /// the range examined is pinned: the commit fails with a conflict if a
+    /// row in it is added, changed or removed before it.
+    ///
+    /// # Errors
+    /// A range with its start above its end, or an engine failure.
+    pub fn scan_in(
+        &mut self,
+        space: &Space,
+        range: &KeyRange,
+        limit: Option<usize>,
+        reverse: bool,
+    ) -> Result<RawPage, StoreError> {
+        let ks = space.ks;
+        let spec = RangeSpec {
+            start: Bound::Included(range.start.clone()),
+            end: range.end.clone().map_or(Bound::Unbounded, Bound::Excluded),
+            reverse,
+            limit: None,
+        };
+        spec.validate()?;
+        let mut pending: Vec<(Vec<u8>, Option<Vec<u8>>)> = self
+            .space_writes
+            .range((
+                Bound::Included((ks, range.start.clone())),
+                range
+                    .end
+                    .clone()
+                    .map_or(Bound::Unbounded, |e| Bound::Excluded((ks, e))),
+            ))
+            .filter(|((k, _), _)| *k == ks)
+            .map(|((_, key), w)| (key.clone(), w.value.clone()))
+            .collect();
+        if reverse {
+            pending.reverse();
+        }
+        let max = limit.unwrap_or(usize::MAX);
+        let snap = self.snap()?;
+        let mut stored = snap.range(ks, spec.clone())?.peekable();
+        let mut pending = pending.into_iter().peekable();
+        let before = |a: &[u8], b: &[u8]| if reverse { a > b } else { a < b };
+        let mut seen = Vec::new();
+        let mut rows = Vec::new();
+        let mut more = false;
+        let mut last: Option<Vec<u8>> = None;
+        loop {
+            let take_pending = match (stored.peek(), pending.peek()) {
+                (None, None) => break,
+                (Some(Ok((sk, _))), Some((pk, _))) => !before(sk, pk),
+                (None, Some(_)) => true,
+                (Some(_), _) => false,
+            };
+            let (key, value) = if take_pending {
+                let Some((pk, pv)) = pending.next() else {
+                    break;
+                };
+                // The pending write shadows the stored row; both examined.
+                if let Some(Ok((sk, _))) = stored.peek()
+                    && *sk == pk
+                    && let Some(Ok(row)) = stored.next()
+                {
+                    seen.push(row);
+                }
+                (pk, pv)
+            } else {
+                let Some(row) = stored.next() else { break };
+                let (k, v) = row?;
+                seen.push((k.clone(), v.clone()));
+                (k, Some(v))
+            };
+            // Every entry examined is inside the pinned part, the one that
+            // shows there is more included.
+            last = Some(key.clone());
+            let Some(value) = value else { continue };
+            if rows.len() == max {
+                more = true;
+                break;
+            }
+            rows.push((key, value));
+        }
+        drop(stored);
+        let (lo, hi) = match (last, more) {
+            (Some(last), true) if reverse => (Bound::Included(last), spec.end),
+            (Some(last), true) => (spec.start, Bound::Included(last)),
+            _ => (spec.start, spec.end),
+        };
+        self.pin_range(ks, lo, hi, seen);
+        Ok(RawPage { rows, more })
+    }
+
+    /// Puts `value` at `key` in `space`, in this transaction's commit.
+    ///
+    /// # Errors
+    /// [`StoreError::Limit`] when the row alone breaks the key or value
+    /// limit; nothing is buffered then. The batch limits and the quota are
+    /// checked at commit.
+    pub fn put_in(
+        &mut self,
+        space: &Space,
+        key: Vec<u8>,
+        value: Vec<u8>,
+    ) -> Result<(), StoreError> {
+        self.check_space_row(&key, Some(&value))?;
+        self.space_writes.insert(
+            (space.ks, key),
+            SpaceWrite {
+                value: Some(value),
+                charged: space.charged,
+            },
+        );
+        Ok(())
+    }
+
+    /// Deletes the row at `key` in `space`, in this transaction's commit.
+    ///
+    /// # Errors
+    /// [`StoreError::Limit`] when the key breaks the key limit.
+    pub fn delete_in(&mut self, space: &Space, key: Vec<u8>) -> Result<(), StoreError> {
+        self.check_space_row(&key, None)?;
+        self.space_writes.insert(
+            (space.ks, key),
+            SpaceWrite {
+                value: None,
+                charged: space.charged,
+            },
+        );
+        Ok(())
+    }
+
+    /// Puts `value` at `key` in `space` with the commit's 10-byte
+    /// versionstamp written into the key at `offset` (where a packed
+    /// incomplete [`Versionstamp`](strata_keys::tuple::Versionstamp) has its
+    /// transaction version, as [`Key::pack_into_versionstamped`](strata_keys::Key::pack_into_versionstamped)
+    /// returns it): such keys sort in commit order, with no counter and no
+    /// read. Not readable in this transaction.
+    ///
+    /// # Errors
+    /// [`StoreError::BadStampOffset`] when the stamp does not fit the key;
+    /// [`StoreError::Limit`] when the row breaks the key or value limit.
+    pub fn put_versionstamped_in(
+        &mut self,
+        space: &Space,
+        key: Vec<u8>,
+        offset: usize,
+        value: Vec<u8>,
+    ) -> Result<(), StoreError> {
+        if offset.checked_add(10).is_none_or(|end| end > key.len()) {
+            return Err(StoreError::BadStampOffset {
+                offset,
+                len: key.len(),
+            });
+        }
+        self.check_space_row(&key, Some(&value))?;
+        self.stamped.push(Stamped {
+            ks: space.ks,
+            charged: space.charged,
+            key,
+            offset,
+            value,
+            key_type: None,
+        });
+        Ok(())
+    }
+
+    /// Records `(kind, name)` in the store's catalog with a format version
+    /// and `detail` bytes, in this transaction's commit (see
+    /// [`crate::Space`]).
+    ///
+    /// # Errors
+    /// [`StoreError::Limit`] when the row breaks the key or value limit.
+    pub fn catalog_put(
+        &mut self,
+        kind: &str,
+        name: &str,
+        version: u64,
+        detail: &[u8],
+    ) -> Result<(), StoreError> {
+        let key = space::catalog_key(kind, name);
+        let value = space::catalog_value(version, detail);
+        self.check_space_row(&key, Some(&value))?;
+        self.space_writes.insert(
+            (self.store.system, key),
+            SpaceWrite {
+                value: Some(value),
+                charged: false,
+            },
+        );
+        Ok(())
+    }
+
+    /// Checks one row against the key and value limits.
+    fn check_space_row(&self, key: &[u8], value: Option<&[u8]>) -> Result<(), StoreError> {
+        let size = match value {
+            Some(v) => strata_codec::RowSize::put(key, v),
+            None => strata_codec::RowSize::delete(key),
+        };
+        self.store
+            .options
+            .limits
+            .check_row(size)
+            .map_err(|e| StoreError::row_limit(e, None, RowKind::Space, key))
+    }
+
+    /// A system-keyspace row, pinned.
+    pub(crate) fn read_system_row(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
+        if let Some(w) = self.space_writes.get(&(self.store.system, key.to_vec())) {
+            return Ok(w.value.clone());
+        }
+        self.read_pinned(self.store.system, key)
+    }
+}
