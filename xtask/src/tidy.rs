@@ -27,6 +27,7 @@ pub const LAYERS: &[(&str, &[&str])] = &[
     ("engine-redb", &["engine"]),
     ("engine-rocks", &["engine"]),
     ("store", &["keys", "codec", "engine"]),
+    ("outbox", &["keys", "codec", "engine", "store"]),
     (
         "sim",
         &[

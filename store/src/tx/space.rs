@@ -65,6 +65,32 @@ impl<'s, E: Engine + 's> Tx<'s, E> {
         limit: Option<usize>,
         reverse: bool,
     ) -> Result<RawPage, StoreError> {
+        self.scan_space(space, range, limit, reverse, true)
+    }
+
+    /// As [`Tx::scan_in`] without predicates: rows added, changed or
+    /// removed in the range before the commit do not make it fail.
+    ///
+    /// # Errors
+    /// As [`Tx::scan_in`].
+    pub fn snapshot_scan_in(
+        &mut self,
+        space: &Space,
+        range: &KeyRange,
+        limit: Option<usize>,
+        reverse: bool,
+    ) -> Result<RawPage, StoreError> {
+        self.scan_space(space, range, limit, reverse, false)
+    }
+
+    fn scan_space(
+        &mut self,
+        space: &Space,
+        range: &KeyRange,
+        limit: Option<usize>,
+        reverse: bool,
+        pin: bool,
+    ) -> Result<RawPage, StoreError> {
         let ks = space.ks;
         let spec = RangeSpec {
             start: Bound::Included(range.start.clone()),
@@ -138,7 +164,9 @@ impl<'s, E: Engine + 's> Tx<'s, E> {
             (Some(last), true) => (spec.start, Bound::Included(last)),
             _ => (spec.start, spec.end),
         };
-        self.pin_range(ks, lo, hi, seen);
+        if pin {
+            self.pin_range(ks, lo, hi, seen);
+        }
         Ok(RawPage { rows, more })
     }
 

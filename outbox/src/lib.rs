@@ -1,0 +1,1068 @@
+//! A transactional outbox on [`strata_store`]: an entry is written in the
+//! same atomic commit as the change it describes, and delivered to named
+//! consumers in commit order, never skipped, never lost.
+//!
+//! **Status: in progress** (issue 16). Built: topics, pushes in the
+//! producer's transaction with versionstamped keys, consumers with
+//! checkpoints (a low-water mark plus the entries finished above it),
+//! polling bounded by the engine's durable version, per-key holding back,
+//! acknowledgement in the handler's own transaction, retries with backoff
+//! and jitter, dead letters (list, re-drive, purge), leases with fencing
+//! tokens, trimming below the slowest consumer, lag. Not built yet: the
+//! worker thread with wake-ups, the catalog entries for topics and
+//! consumers, the simulation workload, the benchmark.
+//!
+//! # Layout
+//!
+//! All topics share one entries keyspace (`Queue` profile) with the topic
+//! as key prefix, not one keyspace each: a keyspace is fixed when the engine
+//! opens (a RocksDB column family each, with its own memtables), while
+//! topics come and go with the application; a topic's entries are one
+//! contiguous prefix, so reading or trimming one topic never touches
+//! another's rows. Consumer state and dead letters have their own
+//! keyspaces. The rows are listed in the `layout` module source.
+//!
+//! # Delivery guarantees
+//!
+//! - An entry is delivered only once its commit is durable: polling reads
+//!   up to [`Engine::durable_version`](strata_engine::Engine::durable_version),
+//!   and syncs the engine when buffered commits have waited longer than
+//!   [`OutboxConfig::sync_interval_ms`].
+//! - Entries sort by their commit's versionstamp: gap-free, in commit order,
+//!   with no counter and no read, so concurrent producers never commit out
+//!   of order and a consumer never skips one.
+//! - The checkpoint never passes an entry that is not finished (acknowledged
+//!   or dead-lettered). First deliveries are in commit order per ordering
+//!   key (globally for entries without one); a failed entry holds back the
+//!   later entries of its key, not the others.
+//! - At least once: an entry is delivered again only if it was not
+//!   acknowledged (a crash, a lost acknowledgement, a failure). An
+//!   acknowledgement made in the handler's own store transaction commits
+//!   with its effects: exactly once for effects kept in the same store.
+
+mod error;
+mod layout;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::marker::PhantomData;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use strata_codec::{Value, decode, encode_keyless};
+use strata_engine::{Clock, Engine, Profile, Rng};
+use strata_keys::tuple;
+use strata_store::{Space, Store, StoreOptions, Tx};
+
+pub use crate::error::OutboxError;
+
+/// This crate's README example, compiled and run as a doctest.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
+
+/// Name of the entries keyspace.
+pub const ENTRIES: &str = "strata.outbox";
+/// Name of the consumer-state keyspace.
+pub const STATE: &str = "strata.outbox.state";
+/// Name of the dead-letter keyspace.
+pub const DEAD: &str = "strata.outbox.dead";
+
+/// Where an entry sits: its commit's version and its order in the commit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct Position {
+    /// The version of the commit that wrote the entry.
+    pub version: u64,
+    /// The entry's order among the versionstamped rows of that commit.
+    pub order: u16,
+}
+
+impl Position {
+    /// Before every entry.
+    pub const START: Self = Self {
+        version: 0,
+        order: 0,
+    };
+
+    fn stamp_bytes(self) -> [u8; 10] {
+        let mut b = [0; 10];
+        b[..8].copy_from_slice(&self.version.to_be_bytes());
+        b[8..].copy_from_slice(&self.order.to_be_bytes());
+        b
+    }
+
+    fn from_stamp_bytes(b: [u8; 10]) -> Self {
+        let mut v = [0; 8];
+        v.copy_from_slice(&b[..8]);
+        Self {
+            version: u64::from_be_bytes(v),
+            order: u16::from_be_bytes([b[8], b[9]]),
+        }
+    }
+
+    /// The last position of commit `version`.
+    pub fn end_of(version: u64) -> Self {
+        Self {
+            version,
+            order: u16::MAX,
+        }
+    }
+}
+
+impl fmt::Display for Position {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}.{}", self.version, self.order)
+    }
+}
+
+/// A topic of entries of type `T`.
+pub struct Topic<T> {
+    name: String,
+    _entry: PhantomData<fn() -> T>,
+}
+
+impl<T> Clone for Topic<T> {
+    fn clone(&self) -> Self {
+        Self {
+            name: self.name.clone(),
+            _entry: PhantomData,
+        }
+    }
+}
+
+impl<T> fmt::Debug for Topic<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Topic").field("name", &self.name).finish()
+    }
+}
+
+impl<T: Value> Topic<T> {
+    /// The topic named `name` (1 to 64 bytes).
+    ///
+    /// # Errors
+    /// [`OutboxError::BadName`].
+    pub fn new(name: &str) -> Result<Self, OutboxError> {
+        check_name("topic", name)?;
+        Ok(Self {
+            name: name.to_owned(),
+            _entry: PhantomData,
+        })
+    }
+
+    /// Its name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+}
+
+fn check_name(what: &'static str, name: &str) -> Result<(), OutboxError> {
+    if name.is_empty() || name.len() > 64 {
+        return Err(OutboxError::BadName {
+            what,
+            name: name.to_owned(),
+        });
+    }
+    Ok(())
+}
+
+/// Where a new consumer starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Start {
+    /// With the first entry still in the topic.
+    Beginning,
+    /// After every entry committed so far.
+    End,
+    /// With the entries of commits after `version`.
+    AfterVersion(u64),
+}
+
+/// How consumers retry and poll.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct OutboxConfig {
+    /// Attempts before an entry is dead-lettered (at least 1; default 5).
+    pub max_attempts: u32,
+    /// Backoff after the first failure, in ms (default 100).
+    pub base_backoff_ms: u64,
+    /// Largest backoff, in ms (default 60,000).
+    pub max_backoff_ms: u64,
+    /// How long a lease lasts without renewal, in ms (default 30,000).
+    pub lease_ms: u64,
+    /// Under buffered durability, a poll syncs the engine when the oldest
+    /// entry not yet durable has waited this long (default 50 ms).
+    pub sync_interval_ms: u64,
+}
+
+impl Default for OutboxConfig {
+    fn default() -> Self {
+        Self {
+            max_attempts: 5,
+            base_backoff_ms: 100,
+            max_backoff_ms: 60_000,
+            lease_ms: 30_000,
+            sync_interval_ms: 50,
+        }
+    }
+}
+
+/// A worker's hold on a consumer: acknowledgements and failures under it
+/// are refused once another worker has taken the consumer over.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Lease {
+    topic: String,
+    consumer: String,
+    token: u64,
+    holder: String,
+    expires_ms: u64,
+}
+
+impl Lease {
+    /// The fencing token: larger for every new holder.
+    pub fn token(&self) -> u64 {
+        self.token
+    }
+
+    /// Until when it holds without renewal (clock milliseconds).
+    pub fn expires_ms(&self) -> u64 {
+        self.expires_ms
+    }
+
+    /// The topic.
+    pub fn topic(&self) -> &str {
+        &self.topic
+    }
+
+    /// The consumer it holds.
+    pub fn consumer(&self) -> &str {
+        &self.consumer
+    }
+}
+
+/// An entry handed to a consumer.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Delivery<T> {
+    /// Where it sits.
+    pub position: Position,
+    /// Its ordering key, if it was pushed with one.
+    pub ordering_key: Option<Vec<u8>>,
+    /// The entry.
+    pub entry: T,
+    /// 1 for a first delivery, then one more for each failure before.
+    pub attempt: u32,
+    /// When it was pushed (clock milliseconds).
+    pub pushed_ms: u64,
+}
+
+/// What [`Outbox::fail`] did with a failed entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Failed {
+    /// It will be delivered again from `at_ms` on.
+    Retry {
+        /// When, in clock milliseconds.
+        at_ms: u64,
+        /// Failures so far.
+        attempts: u32,
+    },
+    /// It reached the attempt limit and is now a dead letter; the
+    /// checkpoint may pass it.
+    DeadLettered,
+}
+
+/// An entry a consumer gave up on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeadLetter {
+    /// Where it sat in the topic.
+    pub position: Position,
+    /// Its ordering key.
+    pub ordering_key: Option<Vec<u8>>,
+    /// The entry's envelope (decode with the topic's type).
+    pub envelope: Vec<u8>,
+    /// The last failure's text.
+    pub error: String,
+    /// Failures.
+    pub attempts: u32,
+    /// First and last failure (clock milliseconds).
+    pub first_failure_ms: u64,
+    /// The last failure.
+    pub last_failure_ms: u64,
+}
+
+/// How far a consumer is behind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Lag {
+    /// Durable entries not finished.
+    pub entries: u64,
+    /// Age of the oldest of them (clock milliseconds; 0 without any).
+    pub oldest_age_ms: u64,
+}
+
+/// What [`Outbox::trim`] removed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Trimmed {
+    /// Entries deleted.
+    pub entries: u64,
+    /// Commits made.
+    pub commits: u64,
+    /// Whether entries below the cut remain (`max_commits` reached).
+    pub more: bool,
+}
+
+/// The outbox over a store. See the [crate docs](crate).
+pub struct Outbox<'s, E: Engine> {
+    store: &'s Store<E>,
+    entries: Space,
+    state: Space,
+    dead: Space,
+    config: OutboxConfig,
+    clock: Arc<dyn Clock>,
+    rng: Mutex<Box<dyn Rng>>,
+    /// When this outbox last synced the engine.
+    last_sync: Mutex<u64>,
+}
+
+impl<E: Engine> fmt::Debug for Outbox<'_, E> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Outbox")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A consumer's state in one snapshot.
+struct ConsumerState {
+    low_water: Position,
+    done: BTreeSet<Position>,
+    tries: BTreeMap<Position, TryRecord>,
+}
+
+/// What the poll needs of a failed entry's record.
+#[derive(Debug, Clone)]
+struct TryRecord {
+    attempts: u32,
+    next_ms: u64,
+}
+
+type TryRow = (u32, u64, u64, u64, String);
+
+impl<'s, E: Engine> Outbox<'s, E> {
+    /// `options` with the outbox's three spaces declared: call it before
+    /// opening the engine with [`StoreOptions::keyspace_specs`].
+    #[must_use]
+    pub fn declare(options: StoreOptions) -> StoreOptions {
+        options
+            .space(ENTRIES, Profile::Queue)
+            .space(STATE, Profile::General)
+            .space(DEAD, Profile::General)
+    }
+
+    /// The outbox of `store`, with its clock (backoff, leases, ages) and rng
+    /// (jitter).
+    ///
+    /// # Errors
+    /// [`OutboxError::NotDeclared`] when the store's options lack the
+    /// outbox's spaces.
+    pub fn new(
+        store: &'s Store<E>,
+        config: OutboxConfig,
+        clock: Arc<dyn Clock>,
+        rng: Box<dyn Rng>,
+    ) -> Result<Self, OutboxError> {
+        let space = |name| store.space(name).map_err(|_| OutboxError::NotDeclared);
+        Ok(Self {
+            store,
+            entries: space(ENTRIES)?,
+            state: space(STATE)?,
+            dead: space(DEAD)?,
+            config,
+            clock,
+            rng: Mutex::new(rng),
+            last_sync: Mutex::new(0),
+        })
+    }
+
+    /// The store underneath.
+    pub fn store(&self) -> &'s Store<E> {
+        self.store
+    }
+
+    /// Adds `entry` to `topic` in `tx`'s commit. Its key receives the
+    /// commit's versionstamp, so it is ordered by commit with no read.
+    ///
+    /// # Errors
+    /// [`OutboxError::Store`] with a limit error when the entry does not fit
+    /// a row (the commit's batch limits are checked at commit); an encoding
+    /// error. Nothing is added then.
+    pub fn push<T: Value>(
+        &self,
+        tx: &mut Tx<'_, E>,
+        topic: &Topic<T>,
+        entry: &T,
+    ) -> Result<(), OutboxError> {
+        self.push_inner(tx, topic, None, entry)
+    }
+
+    /// As [`Outbox::push`], with an ordering key: first deliveries of the
+    /// entries of one key are in commit order, and a failing entry holds
+    /// back the later entries of its key only.
+    ///
+    /// # Errors
+    /// As [`Outbox::push`].
+    pub fn push_keyed<T: Value>(
+        &self,
+        tx: &mut Tx<'_, E>,
+        topic: &Topic<T>,
+        ordering_key: &[u8],
+        entry: &T,
+    ) -> Result<(), OutboxError> {
+        self.push_inner(tx, topic, Some(ordering_key), entry)
+    }
+
+    fn push_inner<T: Value>(
+        &self,
+        tx: &mut Tx<'_, E>,
+        topic: &Topic<T>,
+        ordering_key: Option<&[u8]>,
+        entry: &T,
+    ) -> Result<(), OutboxError> {
+        let mut envelope = Vec::new();
+        encode_keyless(entry, None, &mut envelope)
+            .map_err(|e| OutboxError::Corrupt(format!("entry does not encode: {e}")))?;
+        let (key, offset) = layout::new_entry_key(&topic.name);
+        let value = layout::entry_value(self.clock.now_ms(), ordering_key, &envelope);
+        tx.put_versionstamped_in(&self.entries, key, offset, value)?;
+        Ok(())
+    }
+
+    /// Registers `consumer` on `topic`, starting as `start` says. Does
+    /// nothing for a consumer already registered (see [`Outbox::reset`]).
+    ///
+    /// # Errors
+    /// [`OutboxError::BadName`]; a store failure.
+    pub fn register(&self, topic: &str, consumer: &str, start: Start) -> Result<(), OutboxError> {
+        check_name("topic", topic)?;
+        check_name("consumer", consumer)?;
+        let from = self.start_position(topic, start)?;
+        self.store.transact(|tx| {
+            let key = layout::checkpoint_key(topic, consumer);
+            if tx.get_in(&self.state, &key)?.is_none() {
+                tx.put_in(&self.state, key, pack_position(from))?;
+            }
+            Ok::<_, OutboxError>(())
+        })
+    }
+
+    /// Moves `consumer`'s checkpoint to `start` and forgets its finished
+    /// marks and failures: a replay from there (or a skip ahead).
+    ///
+    /// # Errors
+    /// [`OutboxError::UnknownConsumer`]; a store failure.
+    pub fn reset(&self, topic: &str, consumer: &str, start: Start) -> Result<(), OutboxError> {
+        let from = self.start_position(topic, start)?;
+        self.store.transact(|tx| {
+            let key = layout::checkpoint_key(topic, consumer);
+            if tx.get_in(&self.state, &key)?.is_none() {
+                return Err(unknown(topic, consumer));
+            }
+            tx.put_in(&self.state, key, pack_position(from))?;
+            for range in [
+                layout::done_rows(topic, consumer),
+                layout::try_rows(topic, consumer),
+            ] {
+                for (k, _) in tx.scan_in(&self.state, &range, None, false)?.rows {
+                    tx.delete_in(&self.state, k)?;
+                }
+            }
+            Ok(())
+        })
+    }
+
+    fn start_position(&self, topic: &str, start: Start) -> Result<Position, OutboxError> {
+        Ok(match start {
+            Start::Beginning => Position::START,
+            Start::AfterVersion(v) => Position::end_of(v),
+            Start::End => {
+                let last = self.store.transact(|tx| {
+                    let page = tx.snapshot_scan_in(
+                        &self.entries,
+                        &layout::all_entries(topic),
+                        Some(1),
+                        true,
+                    )?;
+                    Ok::<_, OutboxError>(
+                        page.rows
+                            .first()
+                            .and_then(|(k, _)| layout::entry_position(k)),
+                    )
+                })?;
+                last.unwrap_or(Position::START)
+                    .max(Position::end_of(self.store.engine().last_version()))
+            }
+        })
+    }
+
+    /// Takes `consumer`'s lease for `holder` if it is free, expired, or
+    /// already `holder`'s: a new fencing token each time it changes hands.
+    ///
+    /// # Errors
+    /// [`OutboxError::LeaseHeld`] while another holder's lease runs;
+    /// [`OutboxError::UnknownConsumer`].
+    pub fn acquire(&self, topic: &str, consumer: &str, holder: &str) -> Result<Lease, OutboxError> {
+        let now = self.clock.now_ms();
+        self.store.transact(|tx| {
+            if tx
+                .get_in(&self.state, &layout::checkpoint_key(topic, consumer))?
+                .is_none()
+            {
+                return Err(unknown(topic, consumer));
+            }
+            let key = layout::lease_key(topic, consumer);
+            let current = tx
+                .get_in(&self.state, &key)?
+                .map(|v| read_lease(&v))
+                .transpose()?;
+            let token = match current {
+                Some((_, h, until)) if h != holder && until > now => {
+                    return Err(OutboxError::LeaseHeld {
+                        topic: topic.to_owned(),
+                        consumer: consumer.to_owned(),
+                        holder: h,
+                        until_ms: until,
+                    });
+                }
+                Some((token, h, _)) if h == holder => token,
+                Some((token, ..)) => token + 1,
+                None => 1,
+            };
+            let expires_ms = now.saturating_add(self.config.lease_ms);
+            tx.put_in(&self.state, key, tuple::pack(&(token, holder, expires_ms)))?;
+            Ok(Lease {
+                topic: topic.to_owned(),
+                consumer: consumer.to_owned(),
+                token,
+                holder: holder.to_owned(),
+                expires_ms,
+            })
+        })
+    }
+
+    /// Checks in `tx` that `lease` still holds (pinned: a take-over before
+    /// the commit makes it fail).
+    fn check_lease(&self, tx: &mut Tx<'_, E>, lease: &Lease) -> Result<(), OutboxError> {
+        let now = self.clock.now_ms();
+        let row = tx.get_in(
+            &self.state,
+            &layout::lease_key(&lease.topic, &lease.consumer),
+        )?;
+        match row.map(|v| read_lease(&v)).transpose()? {
+            Some((token, _, until)) if token == lease.token && until > now => Ok(()),
+            _ => Err(OutboxError::StaleLease { token: lease.token }),
+        }
+    }
+
+    /// The consumer's checkpoint, finished marks and failures.
+    fn consumer_state(
+        &self,
+        tx: &mut Tx<'_, E>,
+        topic: &str,
+        consumer: &str,
+    ) -> Result<ConsumerState, OutboxError> {
+        let low_water = tx
+            .get_in(&self.state, &layout::checkpoint_key(topic, consumer))?
+            .ok_or_else(|| unknown(topic, consumer))
+            .and_then(|v| read_position(&v))?;
+        let done_prefix = tuple::pack(&("d", topic, consumer)).len();
+        let done = tx
+            .scan_in(
+                &self.state,
+                &layout::done_rows(topic, consumer),
+                None,
+                false,
+            )?
+            .rows
+            .iter()
+            .map(|(k, _)| {
+                layout::trailing_position(k, done_prefix).ok_or_else(|| corrupt("done mark"))
+            })
+            .collect::<Result<_, _>>()?;
+        let try_prefix = tuple::pack(&("t", topic, consumer)).len();
+        let tries = tx
+            .scan_in(&self.state, &layout::try_rows(topic, consumer), None, false)?
+            .rows
+            .iter()
+            .map(|(k, v)| {
+                let pos = layout::trailing_position(k, try_prefix)
+                    .ok_or_else(|| corrupt("attempt record"))?;
+                let (attempts, _first, _last, next_ms, _error) =
+                    tuple::unpack::<TryRow>(v).map_err(|_| corrupt("attempt record"))?;
+                Ok((pos, TryRecord { attempts, next_ms }))
+            })
+            .collect::<Result<_, OutboxError>>()?;
+        Ok(ConsumerState {
+            low_water,
+            done,
+            tries,
+        })
+    }
+
+    /// Syncs the engine when commits are waiting only for durability and
+    /// the last sync of this outbox is at least the interval ago.
+    fn sync_if_due(&self, now: u64) -> Result<(), OutboxError> {
+        let engine = self.store.engine();
+        if engine.durable_version() >= engine.last_version() {
+            return Ok(());
+        }
+        let mut last = self
+            .last_sync
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if now.saturating_sub(*last) >= self.config.sync_interval_ms {
+            engine.sync().map_err(strata_store::StoreError::from)?;
+            *last = now;
+        }
+        Ok(())
+    }
+
+    /// Up to `max` entries for `lease`'s consumer, in commit order: durable
+    /// ones only, none finished, none waiting for a retry, and none after
+    /// an unfinished failed entry of the same ordering key. Entries that no
+    /// longer decode as `T` are dead-lettered on the way.
+    ///
+    /// # Errors
+    /// [`OutboxError::StaleLease`]; a store failure.
+    pub fn poll<T: Value>(
+        &self,
+        lease: &Lease,
+        topic: &Topic<T>,
+        max: usize,
+    ) -> Result<Vec<Delivery<T>>, OutboxError> {
+        let now = self.clock.now_ms();
+        self.sync_if_due(now)?;
+        let durable = self.store.engine().durable_version();
+        let mut tx = self.store.begin();
+        self.check_lease(&mut tx, lease)?;
+        let st = self.consumer_state(&mut tx, &topic.name, &lease.consumer)?;
+        if durable <= st.low_water.version && st.low_water != Position::START {
+            return Ok(Vec::new());
+        }
+        let range = layout::entries_between(&topic.name, st.low_water, Position::end_of(durable));
+        let rows = tx
+            .snapshot_scan_in(&self.entries, &range, None, false)?
+            .rows;
+        let mut held: BTreeSet<Option<Vec<u8>>> = BTreeSet::new();
+        let mut out = Vec::new();
+        let mut poison = Vec::new();
+        for (k, v) in rows {
+            if out.len() >= max {
+                break;
+            }
+            let pos = layout::entry_position(&k).ok_or_else(|| corrupt("entry key"))?;
+            if st.done.contains(&pos) {
+                continue;
+            }
+            let (pushed_ms, ordering_key, envelope) =
+                layout::read_entry_value(&v).ok_or_else(|| corrupt("entry value"))?;
+            if held.contains(&ordering_key) {
+                continue;
+            }
+            let tried = st.tries.get(&pos);
+            if tried.is_some_and(|t| t.next_ms > now) {
+                held.insert(ordering_key);
+                continue;
+            }
+            match decode::<T>(&[], &envelope) {
+                Ok(entry) => out.push(Delivery {
+                    position: pos,
+                    ordering_key,
+                    entry,
+                    attempt: tried.map_or(1, |t| t.attempts + 1),
+                    pushed_ms,
+                }),
+                Err(e) => {
+                    held.insert(ordering_key);
+                    poison.push((pos, e.to_string()));
+                }
+            }
+        }
+        drop(tx);
+        for (pos, why) in poison {
+            tracing::warn!(%pos, topic = topic.name, "an entry does not decode: dead-lettered");
+            self.dead_letter_now(lease, pos, &format!("does not decode: {why}"))?;
+        }
+        Ok(out)
+    }
+
+    /// Acknowledges the entry at `position` in `tx`, the handler's own
+    /// transaction: it commits with the handler's writes (exactly once for
+    /// effects in this store) or not at all. Moves the checkpoint past every
+    /// finished entry in order. Acknowledging an entry already finished
+    /// does nothing.
+    ///
+    /// # Errors
+    /// [`OutboxError::StaleLease`] when another worker took the consumer
+    /// over; a store failure.
+    pub fn ack(
+        &self,
+        tx: &mut Tx<'_, E>,
+        lease: &Lease,
+        position: Position,
+    ) -> Result<(), OutboxError> {
+        self.check_lease(tx, lease)?;
+        self.finish(tx, &lease.topic, &lease.consumer, position)
+    }
+
+    /// Marks `position` finished and advances the checkpoint over every
+    /// finished entry that follows it in order.
+    fn finish(
+        &self,
+        tx: &mut Tx<'_, E>,
+        topic: &str,
+        consumer: &str,
+        position: Position,
+    ) -> Result<(), OutboxError> {
+        let ck_key = layout::checkpoint_key(topic, consumer);
+        let low_water = tx
+            .get_in(&self.state, &ck_key)?
+            .ok_or_else(|| unknown(topic, consumer))
+            .and_then(|v| read_position(&v))?;
+        if position <= low_water {
+            return Ok(());
+        }
+        let done_key = layout::done_key(topic, consumer, position);
+        if tx.get_in(&self.state, &done_key)?.is_some() {
+            return Ok(());
+        }
+        if tx
+            .snapshot_get_in(&self.entries, &layout::entry_key(topic, position))?
+            .is_none()
+        {
+            return Err(OutboxError::NoEntry(position));
+        }
+        tx.delete_in(&self.state, layout::try_key(topic, consumer, position))?;
+        // The entries after the checkpoint, in order: passed while each is
+        // this one or already finished.
+        let done_prefix = tuple::pack(&("d", topic, consumer)).len();
+        let done: BTreeSet<Position> = tx
+            .scan_in(
+                &self.state,
+                &layout::done_rows(topic, consumer),
+                None,
+                false,
+            )?
+            .rows
+            .iter()
+            .filter_map(|(k, _)| layout::trailing_position(k, done_prefix))
+            .collect();
+        let range = layout::entries_between(topic, low_water, Position::end_of(u64::MAX));
+        let mut new_low = low_water;
+        let mut page_from = range;
+        'scan: loop {
+            let page = tx.snapshot_scan_in(&self.entries, &page_from, Some(256), false)?;
+            for (k, _) in &page.rows {
+                let pos = layout::entry_position(k).ok_or_else(|| corrupt("entry key"))?;
+                if pos == position || done.contains(&pos) {
+                    new_low = pos;
+                } else {
+                    break 'scan;
+                }
+            }
+            match page.rows.last() {
+                Some((k, _)) if page.more => {
+                    let mut start = k.clone();
+                    start.push(0);
+                    page_from.start = start;
+                }
+                _ => break,
+            }
+        }
+        if new_low >= position {
+            // Passed: the finished marks at or below the new checkpoint go.
+            for pos in done.range(..=new_low) {
+                tx.delete_in(&self.state, layout::done_key(topic, consumer, *pos))?;
+            }
+            tx.put_in(&self.state, ck_key, pack_position(new_low))?;
+        } else {
+            tx.put_in(&self.state, done_key, Vec::new())?;
+        }
+        Ok(())
+    }
+
+    /// Records a failure of the entry at `position`: it is retried after a
+    /// backoff (exponential, with jitter), or, at the attempt limit, moved
+    /// to the dead letters in one commit, after which the checkpoint may
+    /// pass it.
+    ///
+    /// # Errors
+    /// [`OutboxError::StaleLease`]; [`OutboxError::NoEntry`]; a store
+    /// failure.
+    pub fn fail(
+        &self,
+        lease: &Lease,
+        position: Position,
+        error: &str,
+    ) -> Result<Failed, OutboxError> {
+        let now = self.clock.now_ms();
+        let jitter = self
+            .rng
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .next_u64();
+        self.store.transact(|tx| {
+            self.check_lease(tx, lease)?;
+            let (topic, consumer) = (&lease.topic, &lease.consumer);
+            let key = layout::try_key(topic, consumer, position);
+            let before = tx
+                .get_in(&self.state, &key)?
+                .map(|v| tuple::unpack::<TryRow>(&v).map_err(|_| corrupt("attempt record")))
+                .transpose()?;
+            let attempts = before.as_ref().map_or(0, |t| t.0) + 1;
+            let first_ms = before.as_ref().map_or(now, |t| t.1);
+            if attempts >= self.config.max_attempts.max(1) {
+                self.move_to_dead(tx, lease, position, error, attempts, first_ms, now)?;
+                return Ok(Failed::DeadLettered);
+            }
+            let ceiling = self
+                .config
+                .base_backoff_ms
+                .saturating_mul(1u64 << (attempts - 1).min(40))
+                .min(self.config.max_backoff_ms);
+            let wait = ceiling / 2 + jitter % (ceiling - ceiling / 2 + 1);
+            let at_ms = now.saturating_add(wait);
+            tx.put_in(
+                &self.state,
+                key,
+                tuple::pack(&(attempts, first_ms, now, at_ms, error)),
+            )?;
+            Ok(Failed::Retry { at_ms, attempts })
+        })
+    }
+
+    fn dead_letter_now(
+        &self,
+        lease: &Lease,
+        position: Position,
+        error: &str,
+    ) -> Result<(), OutboxError> {
+        let now = self.clock.now_ms();
+        self.store.transact(|tx| {
+            self.check_lease(tx, lease)?;
+            self.move_to_dead(tx, lease, position, error, 1, now, now)
+        })
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn move_to_dead(
+        &self,
+        tx: &mut Tx<'_, E>,
+        lease: &Lease,
+        position: Position,
+        error: &str,
+        attempts: u32,
+        first_ms: u64,
+        now: u64,
+    ) -> Result<(), OutboxError> {
+        let (topic, consumer) = (&lease.topic, &lease.consumer);
+        let entry = tx
+            .get_in(&self.entries, &layout::entry_key(topic, position))?
+            .ok_or(OutboxError::NoEntry(position))?;
+        tx.put_in(
+            &self.dead,
+            layout::dead_key(topic, consumer, position),
+            tuple::pack(&(entry.as_slice(), error, attempts, first_ms, now)),
+        )?;
+        tx.delete_in(&self.state, layout::try_key(topic, consumer, position))?;
+        self.finish(tx, topic, consumer, position)
+    }
+
+    /// `consumer`'s dead letters on `topic`, in position order.
+    ///
+    /// # Errors
+    /// A store failure or a corrupt row.
+    pub fn dead_letters(
+        &self,
+        topic: &str,
+        consumer: &str,
+    ) -> Result<Vec<DeadLetter>, OutboxError> {
+        let prefix = tuple::pack(&("x", topic, consumer)).len();
+        self.store.transact(|tx| {
+            tx.snapshot_scan_in(&self.dead, &layout::dead_rows(topic, consumer), None, false)?
+                .rows
+                .iter()
+                .map(|(k, v)| read_dead(k, v, prefix))
+                .collect()
+        })
+    }
+
+    /// Pushes a dead letter's entry into `topic` again (a new entry, with
+    /// its ordering key, delivered to every consumer of the topic) and
+    /// removes the dead letter, in one commit.
+    ///
+    /// # Errors
+    /// [`OutboxError::NoEntry`] when there is no such dead letter; a store
+    /// failure.
+    pub fn redrive(
+        &self,
+        topic: &str,
+        consumer: &str,
+        position: Position,
+    ) -> Result<(), OutboxError> {
+        let prefix = tuple::pack(&("x", topic, consumer)).len();
+        let now = self.clock.now_ms();
+        self.store.transact(|tx| {
+            let key = layout::dead_key(topic, consumer, position);
+            let row = tx
+                .get_in(&self.dead, &key)?
+                .ok_or(OutboxError::NoEntry(position))?;
+            let dead = read_dead(&key, &row, prefix)?;
+            let (entry_key, offset) = layout::new_entry_key(topic);
+            let value = layout::entry_value(now, dead.ordering_key.as_deref(), &dead.envelope);
+            tx.put_versionstamped_in(&self.entries, entry_key, offset, value)?;
+            tx.delete_in(&self.dead, key)?;
+            Ok(())
+        })
+    }
+
+    /// Deletes a dead letter for good.
+    ///
+    /// # Errors
+    /// A store failure.
+    pub fn purge(
+        &self,
+        topic: &str,
+        consumer: &str,
+        position: Position,
+    ) -> Result<(), OutboxError> {
+        self.store.transact(|tx| {
+            tx.delete_in(&self.dead, layout::dead_key(topic, consumer, position))?;
+            Ok(())
+        })
+    }
+
+    /// Deletes `topic`'s entries that every registered consumer has passed
+    /// (at or below the lowest checkpoint) and that were pushed at least
+    /// `retention_ms` ago, in commits of at most the batch entry limit, up
+    /// to `max_commits` of them (`None`: until done). Never deletes an entry
+    /// a registered consumer has not passed; a topic without consumers keeps
+    /// everything.
+    ///
+    /// # Errors
+    /// A store failure; trimming can resume by calling again.
+    pub fn trim(
+        &self,
+        topic: &str,
+        retention_ms: u64,
+        max_commits: Option<u64>,
+    ) -> Result<Trimmed, OutboxError> {
+        let now = self.clock.now_ms();
+        let batch = self.store.options().limits.max_batch_entries.clamp(1, 1024);
+        let mut report = Trimmed::default();
+        loop {
+            if max_commits.is_some_and(|m| report.commits >= m) {
+                report.more = true;
+                return Ok(report);
+            }
+            let deleted = self.store.transact(|tx| {
+                // Pinned: a consumer moving back (a reset) conflicts.
+                let checkpoints =
+                    tx.scan_in(&self.state, &layout::checkpoints(topic), None, false)?;
+                let Some(lowest) = checkpoints
+                    .rows
+                    .iter()
+                    .map(|(_, v)| read_position(v))
+                    .collect::<Result<Vec<_>, _>>()?
+                    .into_iter()
+                    .min()
+                else {
+                    return Ok(0);
+                };
+                let range = layout::entries_between(topic, Position::START, lowest);
+                let page = tx.snapshot_scan_in(&self.entries, &range, Some(batch), false)?;
+                let mut n = 0;
+                for (k, v) in page.rows {
+                    let (pushed_ms, _, _) =
+                        layout::read_entry_value(&v).ok_or_else(|| corrupt("entry value"))?;
+                    if now.saturating_sub(pushed_ms) < retention_ms {
+                        break;
+                    }
+                    tx.delete_in(&self.entries, k)?;
+                    n += 1;
+                }
+                Ok::<_, OutboxError>(n)
+            })?;
+            if deleted == 0 {
+                return Ok(report);
+            }
+            report.entries += deleted;
+            report.commits += 1;
+        }
+    }
+
+    /// How far `consumer` is behind on `topic`: durable entries not finished,
+    /// and the age of the oldest.
+    ///
+    /// # Errors
+    /// [`OutboxError::UnknownConsumer`]; a store failure.
+    pub fn lag(&self, topic: &str, consumer: &str) -> Result<Lag, OutboxError> {
+        let now = self.clock.now_ms();
+        let durable = self.store.engine().durable_version();
+        let mut tx = self.store.begin();
+        let st = self.consumer_state(&mut tx, topic, consumer)?;
+        let range = layout::entries_between(topic, st.low_water, Position::end_of(durable));
+        let mut lag = Lag::default();
+        for (k, v) in tx
+            .snapshot_scan_in(&self.entries, &range, None, false)?
+            .rows
+        {
+            let pos = layout::entry_position(&k).ok_or_else(|| corrupt("entry key"))?;
+            if st.done.contains(&pos) {
+                continue;
+            }
+            let (pushed_ms, _, _) =
+                layout::read_entry_value(&v).ok_or_else(|| corrupt("entry value"))?;
+            lag.entries += 1;
+            lag.oldest_age_ms = lag.oldest_age_ms.max(now.saturating_sub(pushed_ms));
+        }
+        Ok(lag)
+    }
+}
+
+fn unknown(topic: &str, consumer: &str) -> OutboxError {
+    OutboxError::UnknownConsumer {
+        topic: topic.to_owned(),
+        consumer: consumer.to_owned(),
+    }
+}
+
+fn corrupt(what: &str) -> OutboxError {
+    OutboxError::Corrupt(format!("a {what} does not read"))
+}
+
+fn pack_position(p: Position) -> Vec<u8> {
+    tuple::pack(&(p.version, p.order))
+}
+
+fn read_position(bytes: &[u8]) -> Result<Position, OutboxError> {
+    let (version, order) = tuple::unpack::<(u64, u16)>(bytes).map_err(|_| corrupt("checkpoint"))?;
+    Ok(Position { version, order })
+}
+
+fn read_lease(bytes: &[u8]) -> Result<(u64, String, u64), OutboxError> {
+    tuple::unpack::<(u64, String, u64)>(bytes).map_err(|_| corrupt("lease"))
+}
+
+fn read_dead(key: &[u8], value: &[u8], prefix: usize) -> Result<DeadLetter, OutboxError> {
+    let position =
+        layout::trailing_position(key, prefix).ok_or_else(|| corrupt("dead letter key"))?;
+    let (entry, error, attempts, first_failure_ms, last_failure_ms) =
+        tuple::unpack::<(Vec<u8>, String, u32, u64, u64)>(value)
+            .map_err(|_| corrupt("dead letter"))?;
+    let (_, ordering_key, envelope) =
+        layout::read_entry_value(&entry).ok_or_else(|| corrupt("dead letter entry"))?;
+    Ok(DeadLetter {
+        position,
+        ordering_key,
+        envelope,
+        error,
+        attempts,
+        first_failure_ms,
+        last_failure_ms,
+    })
+}

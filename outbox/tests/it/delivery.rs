@@ -1,0 +1,196 @@
+//! Delivery: commit order, durability, checkpoints, consumers, trimming.
+
+use strata_engine::{Durability, Engine};
+use strata_outbox::{OutboxError, Position, Start};
+use strata_store::StoreError;
+
+use crate::{OrderKey, ack_all, event, on_every_engine, orders, place, topic};
+
+#[test]
+fn entries_are_delivered_in_commit_order_with_their_data() {
+    on_every_engine!(Durability::Immediate, |store, outbox, _clock| {
+        outbox
+            .register("orders", "mailer", Start::Beginning)
+            .unwrap();
+        // Two producers: the one that began first commits last. Its entry
+        // comes after: order is by commit, not by who started.
+        let mut early = store.begin();
+        outbox.push(&mut early, &topic(), &event(1)).unwrap();
+        early.put(&OrderKey { id: 1 }, &"one".to_owned()).unwrap();
+        let mut late = store.begin();
+        outbox.push(&mut late, &topic(), &event(2)).unwrap();
+        late.commit().unwrap();
+        early.commit().unwrap();
+        // Two entries in one commit keep their push order.
+        store
+            .transact(|tx| {
+                outbox.push(tx, &topic(), &event(3))?;
+                outbox.push(tx, &topic(), &event(4))?;
+                Ok::<_, OutboxError>(())
+            })
+            .unwrap();
+        // A transaction that fails leaves no entry.
+        let refused = store.transact(|tx| {
+            outbox.push(tx, &topic(), &event(99))?;
+            tx.put(&OrderKey { id: 99 }, &"x".repeat(600))?;
+            Ok::<_, OutboxError>(())
+        });
+        assert!(matches!(
+            refused,
+            Err(OutboxError::Store(StoreError::ValueTooLarge { .. }))
+        ));
+        let lease = outbox.acquire("orders", "mailer", "w1").unwrap();
+        let got = outbox.poll(&lease, &topic(), 10).unwrap();
+        assert_eq!(orders(&got), [2, 1, 3, 4]);
+        assert!(got.windows(2).all(|w| w[0].position < w[1].position));
+        assert_eq!(got[2].position.version, got[3].position.version);
+        assert_eq!(got[0].attempt, 1);
+        // The data of entry 1 committed with it.
+        assert_eq!(
+            store.get(&OrderKey { id: 1 }).unwrap().as_deref(),
+            Some("one")
+        );
+        // Acknowledged: nothing more; the limit of a poll is respected.
+        assert_eq!(orders(&outbox.poll(&lease, &topic(), 2).unwrap()), [2, 1]);
+        ack_all(&outbox, &lease, &got);
+        assert!(outbox.poll(&lease, &topic(), 10).unwrap().is_empty());
+        assert_eq!(outbox.lag("orders", "mailer").unwrap().entries, 0);
+    });
+}
+
+#[test]
+fn buffered_entries_wait_for_durability() {
+    on_every_engine!(Durability::Buffered, |store, outbox, _clock| {
+        outbox.register("orders", "c", Start::Beginning).unwrap();
+        place(&outbox, 1, None);
+        let engine = store.engine();
+        assert!(engine.durable_version() < engine.last_version());
+        // Polling syncs (interval 0 in these tests) before reading, then
+        // delivers: never beyond the durable version.
+        let lease = outbox.acquire("orders", "c", "w").unwrap();
+        let got = outbox.poll(&lease, &topic(), 10).unwrap();
+        assert_eq!(orders(&got), [1]);
+        assert!(got[0].position.version <= store.engine().durable_version());
+    });
+}
+
+#[test]
+fn the_checkpoint_passes_only_finished_entries_in_order() {
+    on_every_engine!(Durability::Immediate, |store, outbox, _clock| {
+        outbox.register("orders", "c", Start::Beginning).unwrap();
+        for id in 1..=4 {
+            place(&outbox, id, None);
+        }
+        let lease = outbox.acquire("orders", "c", "w").unwrap();
+        let got = outbox.poll(&lease, &topic(), 10).unwrap();
+        // Finish 2 and 4 only: 1 and 3 are still owed.
+        ack_all(&outbox, &lease, &[got[1].clone(), got[3].clone()]);
+        assert_eq!(orders(&outbox.poll(&lease, &topic(), 10).unwrap()), [1, 3]);
+        assert_eq!(outbox.lag("orders", "c").unwrap().entries, 2);
+        // The handler's own write and the acknowledgement, one commit.
+        store
+            .transact(|tx| {
+                tx.put(&OrderKey { id: 100 }, &"mailed 1".to_owned())?;
+                outbox.ack(tx, &lease, got[0].position)
+            })
+            .unwrap();
+        assert_eq!(orders(&outbox.poll(&lease, &topic(), 10).unwrap()), [3]);
+        // An acknowledgement whose transaction fails leaves the entry owed.
+        let failed = store.transact(|tx| {
+            outbox.ack(tx, &lease, got[2].position)?;
+            tx.put(&OrderKey { id: 101 }, &"x".repeat(600))?;
+            Ok::<_, OutboxError>(())
+        });
+        assert!(failed.is_err());
+        assert_eq!(orders(&outbox.poll(&lease, &topic(), 10).unwrap()), [3]);
+        ack_all(&outbox, &lease, &[got[2].clone()]);
+        assert!(outbox.poll(&lease, &topic(), 10).unwrap().is_empty());
+        // A second acknowledgement of a finished entry changes nothing; one
+        // of a position with no entry is refused.
+        ack_all(&outbox, &lease, &got);
+        let nowhere = Position {
+            version: got[3].position.version + 1_000,
+            order: 0,
+        };
+        assert!(matches!(
+            store.transact(|tx| outbox.ack(tx, &lease, nowhere)),
+            Err(OutboxError::NoEntry(p)) if p == nowhere
+        ));
+        assert!(outbox.poll(&lease, &topic(), 10).unwrap().is_empty());
+    });
+}
+
+#[test]
+fn consumers_are_independent_and_start_where_asked() {
+    on_every_engine!(Durability::Immediate, |store, outbox, _clock| {
+        place(&outbox, 1, None);
+        place(&outbox, 2, None);
+        let v2 = store.engine().last_version();
+        place(&outbox, 3, None);
+        outbox.register("orders", "all", Start::Beginning).unwrap();
+        outbox.register("late", "x", Start::End).unwrap_or(());
+        outbox.register("orders", "new", Start::End).unwrap();
+        outbox
+            .register("orders", "after2", Start::AfterVersion(v2))
+            .unwrap();
+        // Registering again changes nothing.
+        outbox.register("orders", "all", Start::End).unwrap();
+        let poll = |c: &str| {
+            let lease = outbox.acquire("orders", c, "w").unwrap();
+            orders(&outbox.poll(&lease, &topic(), 10).unwrap())
+        };
+        assert_eq!(poll("all"), [1, 2, 3]);
+        assert!(poll("new").is_empty());
+        assert_eq!(poll("after2"), [3]);
+        place(&outbox, 4, None);
+        assert_eq!(poll("new"), [4]);
+        // Finishing everything for one consumer does not finish it for
+        // the others.
+        let lease = outbox.acquire("orders", "all", "w").unwrap();
+        let got = outbox.poll(&lease, &topic(), 10).unwrap();
+        ack_all(&outbox, &lease, &got);
+        assert!(poll("all").is_empty());
+        assert_eq!(poll("after2"), [3, 4]);
+        // A reset replays.
+        outbox.reset("orders", "all", Start::Beginning).unwrap();
+        assert_eq!(poll("all"), [1, 2, 3, 4]);
+        assert!(matches!(
+            outbox.reset("orders", "nobody", Start::Beginning),
+            Err(OutboxError::UnknownConsumer { .. })
+        ));
+    });
+}
+
+#[test]
+fn trimming_never_removes_what_a_consumer_still_needs() {
+    on_every_engine!(Durability::Immediate, |store, outbox, clock| {
+        // No consumer: nothing is trimmed.
+        for id in 1..=40 {
+            place(&outbox, id, None);
+        }
+        assert_eq!(outbox.trim("orders", 0, None).unwrap().entries, 0);
+        outbox.register("orders", "fast", Start::Beginning).unwrap();
+        outbox.register("orders", "slow", Start::Beginning).unwrap();
+        let fast = outbox.acquire("orders", "fast", "w").unwrap();
+        let got = outbox.poll(&fast, &topic(), 100).unwrap();
+        assert_eq!(got.len(), 40);
+        ack_all(&outbox, &fast, &got);
+        let slow = outbox.acquire("orders", "slow", "w").unwrap();
+        let slow_got = outbox.poll(&slow, &topic(), 100).unwrap();
+        ack_all(&outbox, &slow, &slow_got[..25]);
+        // Retention keeps entries younger than 1 s: none is old enough.
+        assert_eq!(outbox.trim("orders", 1_000, None).unwrap().entries, 0);
+        clock.advance(2_000);
+        // In commits of at most the batch entry limit (16), resumable.
+        let first = outbox.trim("orders", 1_000, Some(1)).unwrap();
+        assert_eq!((first.entries, first.commits, first.more), (16, 1, true));
+        let rest = outbox.trim("orders", 1_000, None).unwrap();
+        assert_eq!(rest.entries, 9, "only what the slow consumer passed");
+        // The slow consumer still gets the rest.
+        assert_eq!(
+            orders(&outbox.poll(&slow, &topic(), 100).unwrap()),
+            (26..=40).collect::<Vec<_>>()
+        );
+        let _ = (store.engine(), Position::START);
+    });
+}

@@ -1,0 +1,219 @@
+//! Integration tests of strata-outbox, on `MemEngine`, `RedbEngine` and
+//! `RocksEngine`.
+
+#![allow(clippy::too_many_lines)]
+
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use strata_codec::{Limits, value};
+use strata_engine::{Durability, Engine, ManualClock, MemEngine, SeededRng};
+use strata_engine_redb::{RedbEngine, RedbOptions};
+use strata_engine_rocks::{RocksEngine, RocksOptions};
+use strata_keys::tuple_key;
+use strata_outbox::{Delivery, Failed, Outbox, OutboxConfig, OutboxError, Position, Start, Topic};
+use strata_store::{Store, StoreError, StoreOptions};
+
+mod delivery;
+mod failures;
+
+/// An order event.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct Event {
+    pub(crate) order: u64,
+    pub(crate) note: String,
+}
+value!(Event: postcard, version = 1);
+
+/// The data an event describes: `("order", id)`.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct OrderKey {
+    pub(crate) id: u64,
+}
+tuple_key! {
+    OrderKey -> String = ("order", {id});
+}
+
+pub(crate) const T0: u64 = 1_700_000_000_000;
+
+pub(crate) fn limits() -> Limits {
+    Limits {
+        max_key_bytes: 128,
+        max_value_bytes: 512,
+        max_batch_entries: 16,
+        max_batch_bytes: 16_384,
+        quota_bytes: 1 << 20,
+    }
+}
+
+pub(crate) fn options(durability: Durability) -> StoreOptions {
+    Outbox::<MemEngine>::declare(StoreOptions::new(limits())).durability(durability)
+}
+
+pub(crate) fn config() -> OutboxConfig {
+    let mut c = OutboxConfig::default();
+    c.max_attempts = 3;
+    c.base_backoff_ms = 100;
+    c.max_backoff_ms = 1_000;
+    c.lease_ms = 5_000;
+    c.sync_interval_ms = 0;
+    c
+}
+
+pub(crate) struct Dir(pub(crate) std::path::PathBuf);
+
+impl Dir {
+    pub(crate) fn new() -> Self {
+        use std::sync::atomic::{AtomicU64, Ordering};
+        static N: AtomicU64 = AtomicU64::new(0);
+        let p = std::env::temp_dir().join(format!(
+            "strata-outbox-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        ));
+        std::fs::create_dir_all(&p).unwrap();
+        Self(p)
+    }
+}
+
+impl Drop for Dir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+pub(crate) fn store_on<E: Engine>(
+    engine: E,
+    options: StoreOptions,
+) -> (Store<E>, Arc<ManualClock>) {
+    let clock = Arc::new(ManualClock::new(T0));
+    let store =
+        Store::open_with(engine, options, clock.clone(), Box::new(SeededRng::new(1))).unwrap();
+    (store, clock)
+}
+
+pub(crate) fn mem(options: StoreOptions) -> (Store<MemEngine>, Arc<ManualClock>, Dir) {
+    let engine = MemEngine::open(options.keyspace_specs()).unwrap();
+    let (s, c) = store_on(engine, options);
+    (s, c, Dir::new())
+}
+
+pub(crate) fn redb(options: StoreOptions) -> (Store<RedbEngine>, Arc<ManualClock>, Dir) {
+    let dir = Dir::new();
+    let engine = RedbEngine::open(
+        dir.0.join("db.redb"),
+        options.keyspace_specs(),
+        RedbOptions::default(),
+    )
+    .unwrap();
+    let (s, c) = store_on(engine, options);
+    (s, c, dir)
+}
+
+pub(crate) fn rocks(options: StoreOptions) -> (Store<RocksEngine>, Arc<ManualClock>, Dir) {
+    let dir = Dir::new();
+    let engine = RocksEngine::open(
+        dir.0.join("rocks"),
+        options.keyspace_specs(),
+        RocksOptions::default(),
+    )
+    .unwrap();
+    let (s, c) = store_on(engine, options);
+    (s, c, dir)
+}
+
+/// Runs the body on a fresh store of each engine, with an outbox.
+#[macro_export]
+macro_rules! on_every_engine {
+    ($durability:expr, |$store:ident, $outbox:ident, $clock:ident| $body:block) => {{
+        {
+            let ($store, $clock, _dir) = $crate::mem($crate::options($durability));
+            let $outbox = $crate::outbox(&$store, &$clock);
+            $body
+        }
+        {
+            let ($store, $clock, _dir) = $crate::redb($crate::options($durability));
+            let $outbox = $crate::outbox(&$store, &$clock);
+            $body
+        }
+        {
+            let ($store, $clock, _dir) = $crate::rocks($crate::options($durability));
+            let $outbox = $crate::outbox(&$store, &$clock);
+            $body
+        }
+    }};
+}
+
+pub(crate) fn outbox<'s, E: Engine>(
+    store: &'s Store<E>,
+    clock: &Arc<ManualClock>,
+) -> Outbox<'s, E> {
+    Outbox::new(store, config(), clock.clone(), Box::new(SeededRng::new(7))).unwrap()
+}
+
+pub(crate) fn topic() -> Topic<Event> {
+    Topic::new("orders").unwrap()
+}
+
+pub(crate) fn event(order: u64) -> Event {
+    Event {
+        order,
+        note: format!("order {order}"),
+    }
+}
+
+/// Writes order `id` and pushes its event in one transaction.
+pub(crate) fn place<E: Engine>(outbox: &Outbox<'_, E>, id: u64, key: Option<&[u8]>) {
+    let store = outbox.store();
+    store
+        .transact(|tx| {
+            tx.put(&OrderKey { id }, &format!("order {id}"))?;
+            match key {
+                Some(k) => outbox.push_keyed(tx, &topic(), k, &event(id))?,
+                None => outbox.push(tx, &topic(), &event(id))?,
+            }
+            Ok::<_, OutboxError>(())
+        })
+        .unwrap();
+}
+
+/// The order numbers of deliveries.
+pub(crate) fn orders(d: &[Delivery<Event>]) -> Vec<u64> {
+    d.iter().map(|d| d.entry.order).collect()
+}
+
+/// Acknowledges every delivery, each in its own transaction.
+pub(crate) fn ack_all<E: Engine>(
+    outbox: &Outbox<'_, E>,
+    lease: &strata_outbox::Lease,
+    d: &[Delivery<Event>],
+) {
+    for d in d {
+        outbox
+            .store()
+            .transact(|tx| outbox.ack(tx, lease, d.position))
+            .unwrap();
+    }
+}
+
+#[test]
+fn the_outbox_needs_its_spaces() {
+    let options = StoreOptions::new(limits());
+    let (store, clock, _d) = mem(options);
+    assert!(matches!(
+        Outbox::new(&store, config(), clock, Box::new(SeededRng::new(1))),
+        Err(OutboxError::NotDeclared)
+    ));
+    assert!(matches!(
+        Topic::<Event>::new(""),
+        Err(OutboxError::BadName { what: "topic", .. })
+    ));
+    let _ = (
+        Position::START,
+        Failed::DeadLettered,
+        StoreError::UnknownSpace {
+            name: String::new(),
+        },
+    );
+    let _ = Start::Beginning;
+}
