@@ -31,17 +31,17 @@ pub enum OutboxError {
     /// The consumer is not registered on the topic.
     #[error("consumer {consumer:?} is not registered on topic {topic:?}")]
     UnknownConsumer {
-        /// The topic.
+        /// The topic named.
         topic: String,
-        /// The consumer.
+        /// The consumer named, not registered on it.
         consumer: String,
     },
     /// Another worker holds the consumer's lease.
     #[error("the lease of {consumer:?} on {topic:?} is held by {holder:?} until {until_ms}")]
     LeaseHeld {
-        /// The topic.
+        /// The topic of the consumer asked for.
         topic: String,
-        /// The consumer.
+        /// The consumer whose lease is held.
         consumer: String,
         /// Who holds it.
         holder: String,

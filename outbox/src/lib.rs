@@ -148,7 +148,7 @@ impl<T: Value> Topic<T> {
         })
     }
 
-    /// Its name.
+    /// The name it was created with, the prefix of its entries' keys.
     pub fn name(&self) -> &str {
         &self.name
     }
@@ -226,7 +226,7 @@ impl Lease {
         self.expires_ms
     }
 
-    /// The topic.
+    /// The topic of the consumer it holds.
     pub fn topic(&self) -> &str {
         &self.topic
     }
@@ -244,7 +244,7 @@ pub struct Delivery<T> {
     pub position: Position,
     /// Its ordering key, if it was pushed with one.
     pub ordering_key: Option<Vec<u8>>,
-    /// The entry.
+    /// The entry as pushed, decoded as the topic's type.
     pub entry: T,
     /// 1 for a first delivery, then one more for each failure before.
     pub attempt: u32,
@@ -272,7 +272,7 @@ pub enum Failed {
 pub struct DeadLetter {
     /// Where it sat in the topic.
     pub position: Position,
-    /// Its ordering key.
+    /// The ordering key it was pushed with, if any.
     pub ordering_key: Option<Vec<u8>>,
     /// The entry's envelope (decode with the topic's type).
     pub envelope: Vec<u8>,
