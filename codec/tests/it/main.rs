@@ -7,6 +7,7 @@
 )]
 
 mod chunk;
+mod edges;
 mod envelope;
 mod limits;
 mod props;
