@@ -8,9 +8,9 @@
 //! polling bounded by the engine's durable version, per-key holding back,
 //! acknowledgement in the handler's own transaction, retries with backoff
 //! and jitter, dead letters (list, re-drive, purge), leases with fencing
-//! tokens, trimming below the slowest consumer, lag. Not built yet: the
-//! worker thread with wake-ups, the catalog entries for topics and
-//! consumers, the simulation workload, the benchmark.
+//! tokens, trimming below the slowest consumer, lag, topics and consumers
+//! described in the store's catalog. Not built yet: the worker thread with
+//! wake-ups, the simulation workload, the benchmark.
 //!
 //! # Layout
 //!
@@ -66,6 +66,14 @@ pub const ENTRIES: &str = "strata.outbox";
 pub const STATE: &str = "strata.outbox.state";
 /// Name of the dead-letter keyspace.
 pub const DEAD: &str = "strata.outbox.dead";
+
+/// The format version of the outbox's rows.
+pub const FORMAT: u64 = 1;
+/// Catalog kind of a topic (detail: the entries keyspace's name).
+pub const CATALOG_TOPIC: &str = "outbox.topic";
+/// Catalog kind of a consumer, named `topic/consumer` (detail: the tuple
+/// `(topic, consumer, version, order)` of its starting checkpoint).
+pub const CATALOG_CONSUMER: &str = "outbox.consumer";
 
 /// Where an entry sits: its commit's version and its order in the commit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
@@ -445,6 +453,14 @@ impl<'s, E: Engine> Outbox<'s, E> {
             let key = layout::checkpoint_key(topic, consumer);
             if tx.get_in(&self.state, &key)?.is_none() {
                 tx.put_in(&self.state, key, pack_position(from))?;
+                // Described in the store's catalog, for tools.
+                tx.catalog_put(CATALOG_TOPIC, topic, FORMAT, ENTRIES.as_bytes())?;
+                tx.catalog_put(
+                    CATALOG_CONSUMER,
+                    &format!("{topic}/{consumer}"),
+                    FORMAT,
+                    &tuple::pack(&(topic, consumer, from.version, from.order)),
+                )?;
             }
             Ok::<_, OutboxError>(())
         })

@@ -135,6 +135,26 @@ fn consumers_are_independent_and_start_where_asked() {
             .unwrap();
         // Registering again changes nothing.
         outbox.register("orders", "all", Start::End).unwrap();
+        // The catalog describes the topics and consumers.
+        let catalog: Vec<(String, String)> = store
+            .catalog()
+            .unwrap()
+            .into_iter()
+            .filter(|e| e.kind.starts_with("outbox."))
+            .map(|e| (e.kind, e.name))
+            .collect();
+        let pair = |k: &str, n: &str| (k.to_owned(), n.to_owned());
+        assert_eq!(
+            catalog,
+            [
+                pair("outbox.consumer", "late/x"),
+                pair("outbox.consumer", "orders/after2"),
+                pair("outbox.consumer", "orders/all"),
+                pair("outbox.consumer", "orders/new"),
+                pair("outbox.topic", "late"),
+                pair("outbox.topic", "orders"),
+            ]
+        );
         let poll = |c: &str| {
             let lease = outbox.acquire("orders", c, "w").unwrap();
             orders(&outbox.poll(&lease, &topic(), 10).unwrap())
