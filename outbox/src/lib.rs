@@ -195,9 +195,60 @@ pub struct OutboxConfig {
     pub max_backoff_ms: u64,
     /// How long a lease lasts without renewal, in ms (default 30,000).
     pub lease_ms: u64,
-    /// Under buffered durability, a poll syncs the engine when the oldest
-    /// entry not yet durable has waited this long (default 50 ms).
+    /// Under buffered durability, a poll syncs the engine when commits
+    /// wait for durability and this outbox's last sync is this old (default
+    /// 50 ms).
     pub sync_interval_ms: u64,
+    /// A deliberate mistake for the simulation to catch (feature
+    /// `planted-bugs` only).
+    #[cfg(feature = "planted-bugs")]
+    pub planted: Option<PlantedBug>,
+}
+
+/// Deliberate mistakes the simulation must catch (feature `planted-bugs`,
+/// which normal builds never enable).
+#[cfg(feature = "planted-bugs")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum PlantedBug {
+    /// The entry's position comes from a counter read (without a
+    /// predicate) before the commit, not from the commit's versionstamp:
+    /// concurrent producers take the same number and one entry replaces
+    /// the other.
+    SequenceFromCounter,
+    /// Acknowledging an entry moves the checkpoint to it even past
+    /// unfinished entries before it.
+    CheckpointPastFailed,
+    /// Polling reads up to the last commit, durable or not, and never
+    /// syncs.
+    PollBeyondDurable,
+    /// Trimming cuts at the highest checkpoint instead of the lowest.
+    TrimIgnoresSlowest,
+}
+
+#[cfg(feature = "planted-bugs")]
+impl PlantedBug {
+    /// Every planted bug.
+    pub const ALL: [Self; 4] = [
+        Self::SequenceFromCounter,
+        Self::CheckpointPastFailed,
+        Self::PollBeyondDurable,
+        Self::TrimIgnoresSlowest,
+    ];
+
+    /// Its name on the command line.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Self::SequenceFromCounter => "sequence-from-counter",
+            Self::CheckpointPastFailed => "checkpoint-past-failed",
+            Self::PollBeyondDurable => "poll-beyond-durable",
+            Self::TrimIgnoresSlowest => "trim-ignores-slowest",
+        }
+    }
+
+    /// The bug with this name.
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|b| b.name() == name)
+    }
 }
 
 impl Default for OutboxConfig {
@@ -208,6 +259,8 @@ impl Default for OutboxConfig {
             max_backoff_ms: 60_000,
             lease_ms: 30_000,
             sync_interval_ms: 50,
+            #[cfg(feature = "planted-bugs")]
+            planted: None,
         }
     }
 }
@@ -392,6 +445,12 @@ impl<'s, E: Engine> Outbox<'s, E> {
         self.store
     }
 
+    /// Whether `bug` is planted.
+    #[cfg(feature = "planted-bugs")]
+    fn bug(&self, bug: PlantedBug) -> bool {
+        self.config.planted == Some(bug)
+    }
+
     /// Adds `entry` to `topic` in `tx`'s commit. Its key receives the
     /// commit's versionstamp, so it is ordered by commit with no read.
     ///
@@ -434,14 +493,31 @@ impl<'s, E: Engine> Outbox<'s, E> {
         let mut envelope = Vec::new();
         encode_keyless(entry, None, &mut envelope)
             .map_err(|e| OutboxError::Corrupt(format!("entry does not encode: {e}")))?;
-        let (key, offset) = layout::new_entry_key(&topic.name);
         let value = layout::entry_value(self.clock.now_ms(), ordering_key, &envelope);
+        #[cfg(feature = "planted-bugs")]
+        if self.bug(PlantedBug::SequenceFromCounter) {
+            let counter = tuple::pack(&("planted-seq", topic.name.as_str()));
+            let n = tx
+                .snapshot_get_in(&self.state, &counter)?
+                .and_then(|v| <[u8; 8]>::try_from(v.as_slice()).ok())
+                .map_or(0, u64::from_be_bytes)
+                + 1;
+            tx.put_in(&self.state, counter, n.to_be_bytes().to_vec())?;
+            let pos = Position {
+                version: n,
+                order: 0,
+            };
+            tx.put_in(&self.entries, layout::entry_key(&topic.name, pos), value)?;
+            return Ok(());
+        }
+        let (key, offset) = layout::new_entry_key(&topic.name);
         tx.put_versionstamped_in(&self.entries, key, offset, value)?;
         Ok(())
     }
 
-    /// Registers `consumer` on `topic`, starting as `start` says. Does
-    /// nothing for a consumer already registered (see [`Outbox::reset`]).
+    /// Registers `consumer` on `topic`, starting as `start` says, durably
+    /// (an `Immediate` commit). Does nothing for a consumer already
+    /// registered (see [`Outbox::reset`]).
     ///
     /// # Errors
     /// [`OutboxError::BadName`]; a store failure.
@@ -450,6 +526,10 @@ impl<'s, E: Engine> Outbox<'s, E> {
         check_name("consumer", consumer)?;
         let from = self.start_position(topic, start)?;
         self.store.transact(|tx| {
+            // Durable on return, whatever the store's durability: a
+            // registration lost in a crash would make trimming forget the
+            // consumer.
+            tx.set_durability(strata_engine::Durability::Immediate);
             let key = layout::checkpoint_key(topic, consumer);
             if tx.get_in(&self.state, &key)?.is_none() {
                 tx.put_in(&self.state, key, pack_position(from))?;
@@ -474,6 +554,7 @@ impl<'s, E: Engine> Outbox<'s, E> {
     pub fn reset(&self, topic: &str, consumer: &str, start: Start) -> Result<(), OutboxError> {
         let from = self.start_position(topic, start)?;
         self.store.transact(|tx| {
+            tx.set_durability(strata_engine::Durability::Immediate);
             let key = layout::checkpoint_key(topic, consumer);
             if tx.get_in(&self.state, &key)?.is_none() {
                 return Err(unknown(topic, consumer));
@@ -651,51 +732,72 @@ impl<'s, E: Engine> Outbox<'s, E> {
         max: usize,
     ) -> Result<Vec<Delivery<T>>, OutboxError> {
         let now = self.clock.now_ms();
-        self.sync_if_due(now)?;
-        let durable = self.store.engine().durable_version();
+        #[cfg(feature = "planted-bugs")]
+        let durable = if self.bug(PlantedBug::PollBeyondDurable) {
+            self.store.engine().last_version()
+        } else {
+            self.sync_if_due(now)?;
+            self.store.engine().durable_version()
+        };
+        #[cfg(not(feature = "planted-bugs"))]
+        let durable = {
+            self.sync_if_due(now)?;
+            self.store.engine().durable_version()
+        };
         let mut tx = self.store.begin();
         self.check_lease(&mut tx, lease)?;
         let st = self.consumer_state(&mut tx, &topic.name, &lease.consumer)?;
         if durable <= st.low_water.version && st.low_water != Position::START {
             return Ok(Vec::new());
         }
-        let range = layout::entries_between(&topic.name, st.low_water, Position::end_of(durable));
-        let rows = tx
-            .snapshot_scan_in(&self.entries, &range, None, false)?
-            .rows;
+        let mut range =
+            layout::entries_between(&topic.name, st.low_water, Position::end_of(durable));
         let mut held: BTreeSet<Option<Vec<u8>>> = BTreeSet::new();
         let mut out = Vec::new();
         let mut poison = Vec::new();
-        for (k, v) in rows {
-            if out.len() >= max {
-                break;
-            }
-            let pos = layout::entry_position(&k).ok_or_else(|| corrupt("entry key"))?;
-            if st.done.contains(&pos) {
-                continue;
-            }
-            let (pushed_ms, ordering_key, envelope) =
-                layout::read_entry_value(&v).ok_or_else(|| corrupt("entry value"))?;
-            if held.contains(&ordering_key) {
-                continue;
-            }
-            let tried = st.tries.get(&pos);
-            if tried.is_some_and(|t| t.next_ms > now) {
-                held.insert(ordering_key);
-                continue;
-            }
-            match decode::<T>(&[], &envelope) {
-                Ok(entry) => out.push(Delivery {
-                    position: pos,
-                    ordering_key,
-                    entry,
-                    attempt: tried.map_or(1, |t| t.attempts + 1),
-                    pushed_ms,
-                }),
-                Err(e) => {
-                    held.insert(ordering_key);
-                    poison.push((pos, e.to_string()));
+        // In pages, until `max` deliveries or the end of the durable part.
+        let page_size = max.saturating_mul(2).clamp(16, 1024);
+        'pages: loop {
+            let page = tx.snapshot_scan_in(&self.entries, &range, Some(page_size), false)?;
+            for (k, v) in &page.rows {
+                if out.len() >= max {
+                    break 'pages;
                 }
+                let pos = layout::entry_position(k).ok_or_else(|| corrupt("entry key"))?;
+                if st.done.contains(&pos) {
+                    continue;
+                }
+                let (pushed_ms, ordering_key, envelope) =
+                    layout::read_entry_value(v).ok_or_else(|| corrupt("entry value"))?;
+                if held.contains(&ordering_key) {
+                    continue;
+                }
+                let tried = st.tries.get(&pos);
+                if tried.is_some_and(|t| t.next_ms > now) {
+                    held.insert(ordering_key);
+                    continue;
+                }
+                match decode::<T>(&[], &envelope) {
+                    Ok(entry) => out.push(Delivery {
+                        position: pos,
+                        ordering_key,
+                        entry,
+                        attempt: tried.map_or(1, |t| t.attempts + 1),
+                        pushed_ms,
+                    }),
+                    Err(e) => {
+                        held.insert(ordering_key);
+                        poison.push((pos, e.to_string()));
+                    }
+                }
+            }
+            match page.rows.last() {
+                Some((k, _)) if page.more => {
+                    let mut next = k.clone();
+                    next.push(0);
+                    range.start = next;
+                }
+                _ => break,
             }
         }
         drop(tx);
@@ -789,14 +891,23 @@ impl<'s, E: Engine> Outbox<'s, E> {
                 _ => break,
             }
         }
+        #[cfg(feature = "planted-bugs")]
+        if self.bug(PlantedBug::CheckpointPastFailed) {
+            new_low = new_low.max(position);
+        }
         if new_low >= position {
-            // Passed: the finished marks at or below the new checkpoint go.
-            for pos in done.range(..=new_low) {
-                tx.delete_in(&self.state, layout::done_key(topic, consumer, *pos))?;
-            }
             tx.put_in(&self.state, ck_key, pack_position(new_low))?;
         } else {
             tx.put_in(&self.state, done_key, Vec::new())?;
+        }
+        // Finished marks at or below the checkpoint are no longer needed:
+        // a few go with each acknowledgement, so that one acknowledgement
+        // never takes more than a quarter of the batch entry limit (the
+        // handler's own writes share the commit). The rest go with later
+        // ones; until then they are ignored.
+        let cap = (self.store.options().limits.max_batch_entries / 4).max(1);
+        for pos in done.range(..=new_low.max(low_water)).take(cap) {
+            tx.delete_in(&self.state, layout::done_key(topic, consumer, *pos))?;
         }
         Ok(())
     }
@@ -979,14 +1090,18 @@ impl<'s, E: Engine> Outbox<'s, E> {
                 // Pinned: a consumer moving back (a reset) conflicts.
                 let checkpoints =
                     tx.scan_in(&self.state, &layout::checkpoints(topic), None, false)?;
-                let Some(lowest) = checkpoints
+                let marks = checkpoints
                     .rows
                     .iter()
                     .map(|(_, v)| read_position(v))
-                    .collect::<Result<Vec<_>, _>>()?
-                    .into_iter()
-                    .min()
-                else {
+                    .collect::<Result<Vec<_>, _>>()?;
+                #[cfg(feature = "planted-bugs")]
+                let marks = if self.bug(PlantedBug::TrimIgnoresSlowest) {
+                    marks.into_iter().max().into_iter().collect()
+                } else {
+                    marks
+                };
+                let Some(lowest) = marks.into_iter().min() else {
                     return Ok(0);
                 };
                 let range = layout::entries_between(topic, Position::START, lowest);

@@ -14,12 +14,15 @@
 //!   after every crash.
 //! - [`store`]: the store workload (transactions, limits, quota, TTL,
 //!   chunks) and its oracles.
+//! - [`outbox`]: the outbox workload (producers, consumers with failing
+//!   handlers, take-overs, trimming) and its ledger.
 //!
 //! The command is `cargo xtask sim`; see the crate README.
 
 mod engine_oracle;
 mod engine_workload;
 pub mod faults;
+pub mod outbox;
 #[cfg(feature = "planted-bugs")]
 pub mod planted;
 pub mod run;

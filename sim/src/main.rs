@@ -15,9 +15,10 @@
 //! --engine mem|redb|rocks  the engine under test (default mem; redb runs on
 //!                     a disk that loses power at every crash; rocks is
 //!                     killed and reopened)
-//! --workload engine|store|both  the workloads of each seed (default both:
-//!                     raw engine commits against the model, then store
-//!                     transactions with limits, quota, TTL and chunks)
+//! --workload engine|store|outbox|both  the workloads of each seed (default both,
+//!                     that is all: raw engine commits against the model,
+//!                     store transactions with limits, quota, TTL and chunks,
+//!                     then outbox producers and consumers)
 //! --check-determinism run every seed twice and compare trace hashes
 //! --quiet             no progress bar
 //! ```
@@ -120,7 +121,8 @@ fn parse() -> Result<Args, String> {
                 args.workload = match value()?.as_str() {
                     "engine" => Workload::Engine,
                     "store" => Workload::Store,
-                    "both" => Workload::Both,
+                    "outbox" => Workload::Outbox,
+                    "both" | "all" => Workload::Both,
                     other => {
                         return Err(format!("unknown workload {other:?} (engine, store, both)"));
                     }
@@ -156,6 +158,7 @@ fn replay(args: &Args, seed: u64) -> String {
         Workload::Both => {}
         Workload::Engine => line.push_str(" --workload engine"),
         Workload::Store => line.push_str(" --workload store"),
+        Workload::Outbox => line.push_str(" --workload outbox"),
     }
     if let Some(p) = &args.plant {
         line.push_str(" --plant ");
@@ -173,7 +176,7 @@ fn main() -> ExitCode {
                 eprintln!("strata-sim: {msg}");
             }
             eprintln!(
-                "usage: cargo xtask sim [--seed S | --seeds N|A..B] [--time T] [--ops K] [--faults LIST] [--plant NAME] [--engine mem|redb|rocks] [--workload engine|store|both] [--check-determinism] [--soak MINUTES] [--quiet]"
+                "usage: cargo xtask sim [--seed S | --seeds N|A..B] [--time T] [--ops K] [--faults LIST] [--plant NAME] [--engine mem|redb|rocks] [--workload engine|store|outbox|both] [--check-determinism] [--soak MINUTES] [--quiet]"
             );
             return ExitCode::from(2);
         }

@@ -43,6 +43,10 @@ pub const PLANTED: &[Planted] = &[
     p("sorted-set-move-keeps-old-score", Workload::Store, 0),
     p("expiry-not-encoded", Workload::Store, 0),
     p("last-chunk-dropped", Workload::Store, 0),
+    p("sequence-from-counter", Workload::Outbox, 0),
+    p("checkpoint-past-failed", Workload::Outbox, 0),
+    p("poll-beyond-durable", Workload::Outbox, 1),
+    p("trim-ignores-slowest", Workload::Outbox, 0),
 ];
 
 const fn p(name: &'static str, workload: Workload, seed: u64) -> Planted {

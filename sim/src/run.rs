@@ -35,7 +35,9 @@ pub enum Workload {
     Engine,
     /// Transactions through the typed store ([`crate::store`]).
     Store,
-    /// The engine workload, then the store workload.
+    /// Producers and consumers through the outbox ([`crate::outbox`]).
+    Outbox,
+    /// Every workload: the engine's, the store's, then the outbox's.
     #[default]
     Both,
 }
@@ -273,24 +275,35 @@ pub fn run_workloads<E: Target>(options: &RunOptions) -> SeedReport {
     match options.workload {
         Workload::Engine => run_seed_on::<E>(options),
         Workload::Store => crate::store::run_store_seed_on::<E>(options),
+        Workload::Outbox => crate::outbox::run_outbox_seed_on::<E>(options),
         Workload::Both => {
             let engine = run_seed_on::<E>(options);
             if engine.violation.is_some() {
                 return engine;
             }
             let store = crate::store::run_store_seed_on::<E>(options);
-            let mut faults = engine.faults;
-            faults.add(&store.faults);
-            SeedReport {
-                seed: options.seed,
-                commits: engine.commits + store.commits,
-                checks: engine.checks + store.checks,
-                faults,
-                trace_hash: engine.trace_hash.rotate_left(17) ^ store.trace_hash,
-                trace_tail: store.trace_tail,
-                violation: store.violation,
+            let both = join(options, &engine, store);
+            if both.violation.is_some() {
+                return both;
             }
+            let outbox = crate::outbox::run_outbox_seed_on::<E>(options);
+            join(options, &both, outbox)
         }
+    }
+}
+
+/// Two workloads' reports as one: the later one's tail and violation.
+fn join(options: &RunOptions, a: &SeedReport, b: SeedReport) -> SeedReport {
+    let mut faults = a.faults;
+    faults.add(&b.faults);
+    SeedReport {
+        seed: options.seed,
+        commits: a.commits + b.commits,
+        checks: a.checks + b.checks,
+        faults,
+        trace_hash: a.trace_hash.rotate_left(17) ^ b.trace_hash,
+        trace_tail: b.trace_tail,
+        violation: b.violation,
     }
 }
 

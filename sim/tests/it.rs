@@ -108,6 +108,7 @@ fn the_catalogue_lists_every_planted_bug() {
         .into_iter()
         .chain(strata_store::PlantedBug::ALL.map(strata_store::PlantedBug::name))
         .chain(strata_codec::planted::PlantedBug::ALL.map(strata_codec::planted::PlantedBug::name))
+        .chain(strata_outbox::PlantedBug::ALL.map(strata_outbox::PlantedBug::name))
         .collect();
     listed.sort_unstable();
     planted.sort_unstable();

@@ -38,6 +38,7 @@ pub const LAYERS: &[(&str, &[&str])] = &[
             "engine-redb",
             "engine-rocks",
             "store",
+            "outbox",
         ],
     ),
     ("xtask", &[]),

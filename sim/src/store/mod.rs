@@ -50,7 +50,8 @@ use crate::targets::Target;
 mod model;
 mod oracle;
 
-use model::{Applied, Model, Seen, Write};
+pub(crate) use model::Applied;
+use model::{Model, Seen, Write};
 
 use crate::run::contents as state;
 
@@ -355,7 +356,7 @@ fn applied<T>(r: &Result<T, StoreError>) -> Applied {
 }
 
 /// Whether a transaction that failed with `e` may have taken effect.
-fn applied_despite(e: &StoreError) -> Applied {
+pub(crate) fn applied_despite(e: &StoreError) -> Applied {
     match e {
         StoreError::Commit(CommitError::OutcomeUnknown(_)) => Applied::Maybe,
         StoreError::RetriesExhausted { last, .. } => applied_despite(last),
@@ -447,7 +448,7 @@ type Faulty<E> = FaultyEngine<E>;
 type Pending<'s, E> = (Tx<'s, Faulty<E>>, u64, u64, i64, Rec);
 
 /// An error a fault may cause: not a violation.
-fn faulted(e: &StoreError) -> bool {
+pub(crate) fn faulted(e: &StoreError) -> bool {
     match e {
         StoreError::Read(ReadError::Backend(_))
         | StoreError::Commit(

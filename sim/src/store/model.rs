@@ -70,7 +70,7 @@ impl fmt::Display for Seen {
 
 /// Whether a transaction's writes took effect.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Applied {
+pub(crate) enum Applied {
     Yes,
     Maybe,
     No,

@@ -1,0 +1,722 @@
+//! The outbox workload: producers commit data with outbox entries (now and
+//! then two producers interleaved), workers of two consumers poll and run
+//! handlers that fail at random, acknowledging in the handler's own
+//! transaction; worker take-overs (a stale worker's acknowledgement must be
+//! refused), trimming, syncs and crashes, on a faulty engine.
+//!
+//! The ledger oracle:
+//!
+//! - nothing is delivered beyond the engine's durable version, and nothing
+//!   that was never pushed (a refused or failed commit leaves no entry);
+//! - per consumer, first deliveries of one ordering key come in commit
+//!   (position) order;
+//! - after a quiet phase that drains every consumer without faults, every
+//!   entry of a commit that surely became durable was handled exactly once
+//!   by every consumer, or dead-lettered for it; every entry that landed at
+//!   all likewise; the handler's effect (a counter added in the
+//!   acknowledging transaction) is exactly 1 for each handled entry,
+//!   whatever crashes and unknown outcomes happened: exactly once for
+//!   effects in the same store.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use strata_codec::Limits;
+use strata_engine::{Engine, ManualClock, Rng, SeededRng, Snapshot};
+use strata_keys::tuple_key;
+use strata_outbox::{Delivery, Lease, Outbox, OutboxConfig, OutboxError, Position, Start, Topic};
+use strata_store::{Store, StoreError, StoreOptions, Tx};
+
+use crate::faults::{FaultClass, FaultConfig, FaultyEngine};
+use crate::run::{RunOptions, SeedReport, Trace, Violation, fail};
+use crate::store::{Applied, applied_despite};
+use crate::targets::Target;
+
+const TOPIC: &str = "jobs";
+const CONSUMERS: [&str; 2] = ["a", "b"];
+const KEYS: u64 = 3;
+
+/// A handler's effect: how many times consumer `c` handled entry `seq`.
+#[derive(Debug, Clone, PartialEq)]
+struct Handled {
+    c: u64,
+    seq: u64,
+}
+/// The data a producer writes with its entry.
+#[derive(Debug, Clone, PartialEq)]
+struct Job {
+    seq: u64,
+}
+tuple_key! {
+    Handled -> i64 = (21, {c}, {seq});
+    Job -> Vec<u8> = (20, {seq});
+}
+
+/// What is known of a pushed entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Known {
+    /// Its commit is acknowledged and durable.
+    Certain,
+    /// Acknowledged, not yet durable: a crash may lose it.
+    Pending,
+    /// Unknown outcome, or lost in a crash perhaps: there or not.
+    Maybe,
+}
+
+type Faulty<E> = FaultyEngine<E>;
+
+struct OutboxRun {
+    rng: SeededRng,
+    clock: Arc<ManualClock>,
+    trace: Trace,
+    commits: u64,
+    checks: u64,
+    next_seq: u64,
+    immediate: bool,
+    config: OutboxConfig,
+    /// Every entry pushed by a commit not refused: its knowledge and key.
+    pushed: BTreeMap<u64, (Known, Option<Vec<u8>>)>,
+    /// Per consumer: entries delivered at least once.
+    delivered: [BTreeSet<u64>; 2],
+    /// Per consumer and key: the position of the latest first delivery.
+    first: [BTreeMap<Option<Vec<u8>>, Position>; 2],
+    /// Per consumer: the worker generation (its holder name).
+    worker: [u64; 2],
+}
+
+fn options(rng: &mut SeededRng) -> StoreOptions {
+    let limits = Limits {
+        max_key_bytes: 128,
+        max_value_bytes: 256,
+        max_batch_entries: 12,
+        max_batch_bytes: 8_192,
+        quota_bytes: 1 << 30,
+    };
+    let mut o = Outbox::<strata_engine::MemEngine>::declare(StoreOptions::new(limits));
+    if rng.chance(0.5) {
+        o = o.durability(strata_engine::Durability::Buffered);
+    }
+    o.retry = strata_store::RetryPolicy {
+        max_attempts: 3,
+        base_backoff_ms: 1,
+        max_backoff_ms: 8,
+    };
+    o
+}
+
+fn faulted(e: &OutboxError) -> bool {
+    match e {
+        OutboxError::Store(s) => crate::store::faulted(s),
+        _ => false,
+    }
+}
+
+fn topic() -> Topic<Vec<u8>> {
+    Topic::new(TOPIC).unwrap_or_else(|e| unreachable!("{e}"))
+}
+
+impl OutboxRun {
+    fn outbox<'s, E: strata_engine::Engine>(&mut self, store: &'s Store<E>) -> Outbox<'s, E> {
+        Outbox::new(
+            store,
+            self.config,
+            self.clock.clone(),
+            Box::new(SeededRng::new(self.rng.next_u64())),
+        )
+        .unwrap_or_else(|e| unreachable!("the outbox's spaces are declared: {e}"))
+    }
+
+    fn open<E: Target>(&mut self, engine: Faulty<E>, options: &StoreOptions) -> Store<Faulty<E>> {
+        Store::open_with(
+            engine,
+            options.clone(),
+            self.clock.clone(),
+            Box::new(SeededRng::new(self.rng.next_u64())),
+        )
+        .unwrap_or_else(|e| unreachable!("the store's keyspaces are declared: {e}"))
+    }
+
+    /// Records the outcome of a producing commit.
+    fn record(&mut self, seqs: &[(u64, Option<Vec<u8>>)], applied: Applied) {
+        let known = match applied {
+            Applied::Yes if self.immediate => Known::Certain,
+            Applied::Yes => Known::Pending,
+            Applied::Maybe => Known::Maybe,
+            Applied::No => return,
+        };
+        for (seq, key) in seqs {
+            self.pushed.insert(*seq, (known, key.clone()));
+        }
+        if applied == Applied::Yes && self.immediate {
+            self.durable();
+        }
+    }
+
+    fn durable(&mut self) {
+        for (k, _) in self.pushed.values_mut() {
+            if *k == Known::Pending {
+                *k = Known::Certain;
+            }
+        }
+    }
+
+    fn crash(&mut self) {
+        for (k, _) in self.pushed.values_mut() {
+            if *k == Known::Pending {
+                *k = Known::Maybe;
+            }
+        }
+    }
+
+    fn new_entry(&mut self) -> (u64, Option<Vec<u8>>) {
+        self.next_seq += 1;
+        let key = (!self.rng.chance(0.3))
+            .then(|| vec![b'k', u8::try_from(self.rng.below(KEYS)).unwrap_or(0)]);
+        (self.next_seq, key)
+    }
+
+    fn push<E: strata_engine::Engine>(
+        outbox: &Outbox<'_, E>,
+        tx: &mut Tx<'_, E>,
+        seq: u64,
+        key: Option<&[u8]>,
+    ) -> Result<(), OutboxError> {
+        tx.put(&Job { seq }, &seq.to_be_bytes().to_vec())?;
+        let entry = seq.to_be_bytes().to_vec();
+        match key {
+            Some(k) => outbox.push_keyed(tx, &topic(), k, &entry),
+            None => outbox.push(tx, &topic(), &entry),
+        }
+    }
+
+    /// One commit of one to three entries, or two producers interleaved.
+    fn produce<E: Target>(
+        &mut self,
+        store: &Store<Faulty<E>>,
+        step: usize,
+    ) -> Result<(), Violation> {
+        let outbox = self.outbox(store);
+        if self.rng.chance(0.3) {
+            // Two producers: both begin, both push, they commit in a random
+            // order.
+            let entries = [self.new_entry(), self.new_entry()];
+            let mut txs = Vec::new();
+            for (seq, key) in &entries {
+                let mut tx = store.begin();
+                let r = Self::push(&outbox, &mut tx, *seq, key.as_deref());
+                txs.push((tx, r, (*seq, key.clone())));
+            }
+            if self.rng.chance(0.5) {
+                txs.reverse();
+            }
+            for (tx, pushed, entry) in txs {
+                let r = match pushed {
+                    Ok(()) => tx.commit().map(|_| ()).map_err(OutboxError::from),
+                    Err(e) => Err(e),
+                };
+                self.settle(step, &format!("producer of {}", entry.0), &r, &[entry])?;
+            }
+            return Ok(());
+        }
+        let n = 1 + self.rng.below(3);
+        let entries: Vec<_> = (0..n).map(|_| self.new_entry()).collect();
+        let r = store.transact(|tx| {
+            for (seq, key) in &entries {
+                Self::push(&outbox, tx, *seq, key.as_deref())?;
+            }
+            Ok::<_, OutboxError>(())
+        });
+        self.settle(step, &format!("push of {n}"), &r, &entries)
+    }
+
+    fn settle(
+        &mut self,
+        step: usize,
+        what: &str,
+        r: &Result<(), OutboxError>,
+        entries: &[(u64, Option<Vec<u8>>)],
+    ) -> Result<(), Violation> {
+        let applied = match r {
+            Ok(()) => Applied::Yes,
+            Err(OutboxError::Store(e)) => applied_despite(e),
+            Err(_) => Applied::No,
+        };
+        self.record(entries, applied);
+        match r {
+            Ok(()) => {
+                self.commits += 1;
+                self.trace.event(step, format!("{what}: ok"));
+                Ok(())
+            }
+            Err(e) if faulted(e) || matches!(e, OutboxError::Store(s) if s.is_conflict()) => {
+                self.trace.event(step, format!("{what}: {e}"));
+                Ok(())
+            }
+            Err(e) => Err(fail(step, format!("{what} failed: {e}"))),
+        }
+    }
+
+    /// A worker of consumer `c` polls and handles a batch.
+    fn consume<E: Target>(
+        &mut self,
+        store: &Store<Faulty<E>>,
+        step: usize,
+        c: usize,
+    ) -> Result<(), Violation> {
+        let outbox = self.outbox(store);
+        let holder = format!("w{}", self.worker[c]);
+        let lease = match outbox.acquire(TOPIC, CONSUMERS[c], &holder) {
+            Ok(l) => l,
+            Err(e) if faulted(&e) || matches!(e, OutboxError::LeaseHeld { .. }) => {
+                self.trace
+                    .event(step, format!("{holder} of {}: {e}", CONSUMERS[c]));
+                return Ok(());
+            }
+            Err(e) => return Err(fail(step, format!("acquire: {e}"))),
+        };
+        let max = 1 + usize::try_from(self.rng.below(6)).unwrap_or(0);
+        let batch = match outbox.poll(&lease, &topic(), max) {
+            Ok(b) => b,
+            Err(e) if faulted(&e) => {
+                self.trace.event(step, format!("poll: {e}"));
+                return Ok(());
+            }
+            Err(e) => return Err(fail(step, format!("poll: {e}"))),
+        };
+        let durable = store.engine().inner().durable_version();
+        self.check_batch(step, c, &batch, durable)?;
+        let mut failed_keys = BTreeSet::new();
+        for d in &batch {
+            if failed_keys.contains(&d.ordering_key) {
+                continue;
+            }
+            let seq = seq_of(d);
+            if self.rng.chance(0.2) {
+                match outbox.fail(&lease, d.position, "handler failed") {
+                    Ok(f) => self
+                        .trace
+                        .event(step, format!("{} failed {seq}: {f:?}", CONSUMERS[c])),
+                    Err(e) if faulted(&e) => {
+                        self.trace.event(step, format!("fail: {e}"));
+                        return Ok(());
+                    }
+                    Err(e) => return Err(fail(step, format!("fail: {e}"))),
+                }
+                failed_keys.insert(d.ordering_key.clone());
+                continue;
+            }
+            let r = store.transact(|tx| {
+                tx.add(&Handled { c: c as u64, seq }, 1)?;
+                outbox.ack(tx, &lease, d.position)
+            });
+            match r {
+                Ok(()) => {
+                    self.commits += 1;
+                    self.trace
+                        .event(step, format!("{} handled {seq}", CONSUMERS[c]));
+                }
+                Err(e) if faulted(&e) || matches!(&e, OutboxError::Store(s) if s.is_conflict()) => {
+                    self.trace.event(step, format!("ack of {seq}: {e}"));
+                    return Ok(());
+                }
+                Err(e) => return Err(fail(step, format!("ack of {seq}: {e}"))),
+            }
+        }
+        Ok(())
+    }
+
+    /// Checks a polled batch: durable, pushed, first deliveries in order.
+    fn check_batch(
+        &mut self,
+        step: usize,
+        c: usize,
+        batch: &[Delivery<Vec<u8>>],
+        durable: u64,
+    ) -> Result<(), Violation> {
+        for d in batch {
+            self.checks += 1;
+            let seq = seq_of(d);
+            if d.position.version > durable {
+                return Err(fail(
+                    step,
+                    format!(
+                        "entry {seq} delivered at {} beyond the durable version {durable}",
+                        d.position
+                    ),
+                ));
+            }
+            if !self.pushed.contains_key(&seq) {
+                return Err(fail(
+                    step,
+                    format!("entry {seq} delivered but never pushed by a commit"),
+                ));
+            }
+            if self.delivered[c].insert(seq) {
+                let last = self.first[c]
+                    .entry(d.ordering_key.clone())
+                    .or_insert(d.position);
+                if d.position < *last {
+                    return Err(fail(
+                        step,
+                        format!(
+                            "consumer {}: entry {seq} first delivered at {} after an entry of its key at {}",
+                            CONSUMERS[c], d.position, last
+                        ),
+                    ));
+                }
+                *last = d.position;
+            }
+        }
+        Ok(())
+    }
+
+    /// A worker stalls: the next one takes the consumer over once the lease
+    /// runs out, and the stale worker's acknowledgement is refused.
+    fn takeover<E: Target>(
+        &mut self,
+        store: &Store<Faulty<E>>,
+        step: usize,
+        c: usize,
+    ) -> Result<(), Violation> {
+        let outbox = self.outbox(store);
+        let old = match outbox.acquire(TOPIC, CONSUMERS[c], &format!("w{}", self.worker[c])) {
+            Ok(l) => l,
+            Err(e) if faulted(&e) || matches!(e, OutboxError::LeaseHeld { .. }) => return Ok(()),
+            Err(e) => return Err(fail(step, format!("acquire: {e}"))),
+        };
+        self.clock.advance(self.config.lease_ms + 1);
+        self.worker[c] += 1;
+        let new_holder = format!("w{}", self.worker[c]);
+        match outbox.acquire(TOPIC, CONSUMERS[c], &new_holder) {
+            Ok(l) if l.token() > old.token() => {}
+            Ok(l) => {
+                return Err(fail(
+                    step,
+                    format!("take-over token {} not above {}", l.token(), old.token()),
+                ));
+            }
+            Err(e) if faulted(&e) => return Ok(()),
+            Err(e) => return Err(fail(step, format!("take-over: {e}"))),
+        }
+        self.trace
+            .event(step, format!("{new_holder} took {} over", CONSUMERS[c]));
+        self.stale_ack(store, &outbox, step, &old)
+    }
+
+    fn stale_ack<E: Target>(
+        &mut self,
+        store: &Store<Faulty<E>>,
+        outbox: &Outbox<'_, Faulty<E>>,
+        step: usize,
+        old: &Lease,
+    ) -> Result<(), Violation> {
+        let r = store.transact(|tx| outbox.ack(tx, old, Position::end_of(0)));
+        self.checks += 1;
+        match r {
+            Err(OutboxError::StaleLease { .. }) => Ok(()),
+            Err(e) if faulted(&e) => Ok(()),
+            other => Err(fail(
+                step,
+                format!("a stale worker's acknowledgement gave {other:?}"),
+            )),
+        }
+    }
+
+    fn trim<E: Target>(&mut self, store: &Store<Faulty<E>>, step: usize) -> Result<(), Violation> {
+        let outbox = self.outbox(store);
+        match outbox.trim(TOPIC, 0, Some(2)) {
+            Ok(t) => {
+                self.commits += t.commits;
+                self.trace
+                    .event(step, format!("trim: {} entries", t.entries));
+                Ok(())
+            }
+            Err(e) if faulted(&e) || matches!(&e, OutboxError::Store(s) if s.is_conflict()) => {
+                Ok(())
+            }
+            Err(e) => Err(fail(step, format!("trim: {e}"))),
+        }
+    }
+
+    /// One random step.
+    fn step<E: Target>(&mut self, s: &Store<Faulty<E>>, step: usize) -> Result<(), Violation> {
+        self.clock.advance(self.rng.below(50));
+        match self.rng.below(100) {
+            0..=39 => self.produce(s, step),
+            40..=79 => {
+                let c = usize::try_from(self.rng.below(2)).unwrap_or(0);
+                self.consume(s, step, c)
+            }
+            80..=84 => {
+                let c = usize::try_from(self.rng.below(2)).unwrap_or(0);
+                self.takeover(s, step, c)
+            }
+            85..=89 => self.trim(s, step),
+            _ => {
+                let r = s.engine().sync();
+                if r.is_ok() {
+                    self.durable();
+                }
+                self.trace.event(step, format!("sync: {r:?}"));
+                Ok(())
+            }
+        }
+    }
+
+    /// The quiet phase: every consumer drained without faults, then the
+    /// ledger.
+    fn drain_and_check<E: Target>(
+        &mut self,
+        store: &Store<Faulty<E>>,
+        step: usize,
+    ) -> Result<(), Violation> {
+        let c_store: Store<&E> = Store::open_with(
+            store.engine().inner(),
+            store.options().clone(),
+            self.clock.clone(),
+            Box::new(SeededRng::new(0)),
+        )
+        .unwrap_or_else(|e| unreachable!("{e}"));
+        let err = |e: OutboxError| fail(step, format!("the quiet phase failed: {e}"));
+        c_store
+            .engine()
+            .sync()
+            .map_err(|e| fail(step, format!("a fault-free sync failed: {e}")))?;
+        self.durable();
+        self.clock.advance(self.config.lease_ms + 1);
+        let outbox = self.outbox(&c_store);
+        for (c, name) in CONSUMERS.iter().enumerate() {
+            let lease = outbox.acquire(TOPIC, name, "drainer").map_err(err)?;
+            for _ in 0..10_000 {
+                let batch = outbox.poll(&lease, &topic(), 64).map_err(err)?;
+                if batch.is_empty() {
+                    // Past every backoff, then once more.
+                    self.clock.advance(self.config.max_backoff_ms + 1);
+                    outbox.acquire(TOPIC, name, "drainer").map_err(err)?;
+                    if outbox.poll(&lease, &topic(), 64).map_err(err)?.is_empty() {
+                        break;
+                    }
+                    continue;
+                }
+                self.check_batch(step, c, &batch, c_store.engine().durable_version())?;
+                for d in &batch {
+                    let seq = seq_of(d);
+                    c_store
+                        .transact(|tx| {
+                            tx.add(&Handled { c: c as u64, seq }, 1)?;
+                            outbox.ack(tx, &lease, d.position)
+                        })
+                        .map_err(err)?;
+                }
+            }
+        }
+        self.check_ledger(&c_store, &outbox, step)
+    }
+
+    fn check_ledger<E: strata_engine::Engine>(
+        &mut self,
+        store: &Store<E>,
+        outbox: &Outbox<'_, E>,
+        step: usize,
+    ) -> Result<(), Violation> {
+        let read = |e: StoreError| fail(step, format!("a fault-free read failed: {e}"));
+        let mut finished: Vec<BTreeSet<u64>> = Vec::new();
+        for (c, name) in CONSUMERS.iter().enumerate() {
+            let dead: BTreeSet<u64> = outbox
+                .dead_letters(TOPIC, name)
+                .map_err(|e| fail(step, format!("dead letters: {e}")))?
+                .iter()
+                .filter_map(|d| strata_codec::decode::<Vec<u8>>(&[], &d.envelope).ok())
+                .filter_map(|b| {
+                    <[u8; 8]>::try_from(b.as_slice())
+                        .ok()
+                        .map(u64::from_be_bytes)
+                })
+                .collect();
+            // The handlers' counters, read raw: `(21, c, seq)` -> i64 LE.
+            let snap = store.engine().snapshot().map_err(|e| read(e.into()))?;
+            let range =
+                strata_keys::KeyRange::tuple_prefix(&strata_keys::tuple::pack(&(21, c as u64)));
+            let spec = strata_engine::RangeSpec {
+                start: std::ops::Bound::Included(range.start),
+                end: range
+                    .end
+                    .map_or(std::ops::Bound::Unbounded, std::ops::Bound::Excluded),
+                reverse: false,
+                limit: None,
+            };
+            let rows: Vec<(Vec<u8>, Vec<u8>)> = snap
+                .range(store.keyspaces().0, spec)
+                .and_then(Iterator::collect)
+                .map_err(|e| read(e.into()))?;
+            let mut done = BTreeSet::new();
+            for (raw_key, raw_value) in &rows {
+                let k = <Handled as strata_keys::Key>::unpack(raw_key)
+                    .map_err(|e| fail(step, format!("a handled counter's key: {e}")))?;
+                let n = <[u8; 8]>::try_from(raw_value.as_slice()).map_or(-1, i64::from_le_bytes);
+                self.checks += 1;
+                if n != 1 {
+                    return Err(fail(
+                        step,
+                        format!("consumer {name} handled entry {} {n} times", k.seq),
+                    ));
+                }
+                if !self.pushed.contains_key(&k.seq) {
+                    return Err(fail(
+                        step,
+                        format!("consumer {name} handled entry {}, never pushed", k.seq),
+                    ));
+                }
+                if dead.contains(&k.seq) {
+                    return Err(fail(
+                        step,
+                        format!("entry {} both handled and dead-lettered by {name}", k.seq),
+                    ));
+                }
+                done.insert(k.seq);
+            }
+            done.extend(dead);
+            for (seq, (known, _)) in &self.pushed {
+                self.checks += 1;
+                if *known == Known::Certain && !done.contains(seq) {
+                    return Err(fail(
+                        step,
+                        format!(
+                            "entry {seq}, acknowledged and durable, was never handled or dead-lettered by consumer {name}"
+                        ),
+                    ));
+                }
+            }
+            finished.push(done);
+        }
+        // An entry that landed (finished by one consumer) was finished by
+        // every consumer: none was trimmed or skipped under another.
+        for (c, done) in finished.iter().enumerate() {
+            for (o, other) in finished.iter().enumerate() {
+                if let Some(seq) = done.difference(other).next() {
+                    return Err(fail(
+                        step,
+                        format!(
+                            "entry {seq} was finished by consumer {} but never by {}",
+                            CONSUMERS[c], CONSUMERS[o]
+                        ),
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+fn seq_of(d: &Delivery<Vec<u8>>) -> u64 {
+    <[u8; 8]>::try_from(d.entry.as_slice()).map_or(u64::MAX, u64::from_be_bytes)
+}
+
+/// Small backoffs and leases, so that retries and take-overs happen often.
+fn outbox_config(options: &RunOptions) -> OutboxConfig {
+    let mut c = OutboxConfig::default();
+    c.max_attempts = 3;
+    c.base_backoff_ms = 10;
+    c.max_backoff_ms = 200;
+    c.lease_ms = 1_000;
+    c.sync_interval_ms = 20;
+    #[cfg(feature = "planted-bugs")]
+    {
+        c.planted = options
+            .plant
+            .as_deref()
+            .and_then(strata_outbox::PlantedBug::from_name);
+    }
+    #[cfg(not(feature = "planted-bugs"))]
+    let _ = options;
+    c
+}
+
+/// Runs the outbox workload of one seed on engine `E`.
+pub fn run_outbox_seed_on<E: Target>(options: &RunOptions) -> SeedReport {
+    let mut rng = SeededRng::new(options.seed ^ 0x0B0C_0000_0000_0000);
+    let config = FaultConfig::swarm(&mut rng, &options.faults);
+    let fault_seed = rng.next_u64();
+    let store_options = self::options(&mut rng);
+    let mut run = OutboxRun {
+        clock: Arc::new(ManualClock::new(1_700_000_000_000)),
+        trace: Trace::new(),
+        commits: 0,
+        checks: 0,
+        next_seq: 0,
+        immediate: store_options.durability == strata_engine::Durability::Immediate,
+        config: outbox_config(options),
+        pushed: BTreeMap::new(),
+        delivered: [BTreeSet::new(), BTreeSet::new()],
+        first: [BTreeMap::new(), BTreeMap::new()],
+        worker: [0, 0],
+        rng,
+    };
+    run.trace.event(
+        0,
+        format!(
+            "outbox seed {} faults {config:?} durability {:?}",
+            options.seed, store_options.durability
+        ),
+    );
+    let engine = FaultyEngine::new(E::fresh(store_options.keyspace_specs()), config, fault_seed);
+    let mut store = Some(run.open(engine, &store_options));
+    // Consumers are registered before the workload, without faults.
+    let mut violation = None;
+    if let Some(s) = &store {
+        let quiet: Store<&E> = Store::open_with(
+            s.engine().inner(),
+            store_options.clone(),
+            run.clock.clone(),
+            Box::new(SeededRng::new(0)),
+        )
+        .unwrap_or_else(|e| unreachable!("{e}"));
+        for name in CONSUMERS {
+            if let Err(e) = run.outbox(&quiet).register(TOPIC, name, Start::Beginning) {
+                violation = Some(fail(
+                    0,
+                    format!("registering {name} without faults failed: {e}"),
+                ));
+            }
+        }
+    }
+    for step in 1..=options.ops {
+        let Some(s) = store.take() else { break };
+        let crash = s.engine().is_stuck()
+            || (config.p(FaultClass::Crash) > 0.0 && run.rng.chance(config.p(FaultClass::Crash)));
+        if crash {
+            let e = s.into_engine().crash_restart(&mut run.rng);
+            run.trace.event(step, "crash and reopen".to_owned());
+            run.crash();
+            store = Some(run.open(e, &store_options));
+            continue;
+        }
+        let outcome = run.step(&s, step);
+        store = Some(s);
+        if let Err(v) = outcome {
+            violation = Some(v);
+            break;
+        }
+    }
+    if violation.is_none()
+        && let Some(s) = &store
+        && let Err(v) = run.drain_and_check(s, options.ops)
+    {
+        violation = Some(v);
+    }
+    if let Some(v) = &violation {
+        run.trace.event(
+            v.step,
+            format!("VIOLATION (outbox workload): {}", v.message),
+        );
+    }
+    SeedReport {
+        seed: options.seed,
+        commits: run.commits,
+        checks: run.checks,
+        faults: store.map(|s| s.engine().counters()).unwrap_or_default(),
+        trace_hash: run.trace.hash,
+        trace_tail: run.trace.tail.into_iter().collect(),
+        violation,
+    }
+}
