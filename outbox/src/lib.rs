@@ -9,8 +9,9 @@
 //! acknowledgement in the handler's own transaction, retries with backoff
 //! and jitter, dead letters (list, re-drive, purge), leases with fencing
 //! tokens, trimming below the slowest consumer, lag, topics and consumers
-//! described in the store's catalog. Not built yet: the worker thread with
-//! wake-ups, the simulation workload, the benchmark.
+//! described in the store's catalog; a simulation workload with a ledger
+//! oracle (`cargo xtask sim`). Not built yet: the worker thread with
+//! wake-ups, the benchmark.
 //!
 //! # Layout
 //!
