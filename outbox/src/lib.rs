@@ -10,8 +10,9 @@
 //! and jitter, dead letters (list, re-drive, purge), leases with fencing
 //! tokens, trimming below the slowest consumer, lag, topics and consumers
 //! described in the store's catalog; a simulation workload with a ledger
-//! oracle (`cargo xtask sim`). Not built yet: the worker thread with
-//! wake-ups, the benchmark.
+//! oracle (`cargo xtask sim`); a [`Worker`] running a handler on its own
+//! thread, woken by commits through the store. Not built yet: the
+//! benchmark.
 //!
 //! # Layout
 //!
@@ -43,6 +44,7 @@
 
 mod error;
 mod layout;
+mod worker;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
@@ -55,6 +57,7 @@ use strata_keys::tuple;
 use strata_store::{Space, Store, StoreOptions, Tx};
 
 pub use crate::error::OutboxError;
+pub use crate::worker::{Handler, Worker, WorkerConfig, WorkerReport};
 
 /// This crate's README example, compiled and run as a doctest.
 #[cfg(doctest)]

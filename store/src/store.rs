@@ -1,6 +1,7 @@
 //! The store: opening, single operations, transactions with retries.
 
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
+use std::time::Duration;
 
 use strata_codec::{ChunkPlanner, Value};
 use strata_engine::{Clock, CommitInfo, Engine, Keyspace, Rng, SystemClock, SystemRng};
@@ -25,6 +26,9 @@ pub struct Store<E: Engine> {
     rng: Mutex<Box<dyn Rng>>,
     /// The declared spaces, by name.
     spaces: Vec<(String, Space)>,
+    /// The version of the latest commit made through this store, and the
+    /// waiters for the next one.
+    commits: (Mutex<u64>, Condvar),
 }
 
 impl<E: Engine> std::fmt::Debug for Store<E> {
@@ -96,6 +100,7 @@ impl<E: Engine> Store<E> {
             planner,
             clock,
             rng: Mutex::new(rng),
+            commits: (Mutex::new(0), Condvar::new()),
         })
     }
 
@@ -117,6 +122,59 @@ impl<E: Engine> Store<E> {
     /// The data and system keyspaces.
     pub fn keyspaces(&self) -> (Keyspace, Keyspace) {
         (self.data, self.system)
+    }
+
+    /// Records a commit made through this store and wakes the waiters.
+    pub(crate) fn signal_commit(&self, version: u64) {
+        let mut last = self
+            .commits
+            .0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        *last = (*last).max(version);
+        self.commits.1.notify_all();
+    }
+
+    /// The version of the latest commit made through this store (0 before
+    /// the first).
+    pub fn last_commit_seen(&self) -> u64 {
+        *self
+            .commits
+            .0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Blocks until a commit through this store (from any thread) has a
+    /// version above `after`, or `timeout` passes, or [`Store::wake_all`]
+    /// is called; returns the latest version seen. For workers that wait
+    /// for new data instead of polling in a loop. Commits made directly on
+    /// the engine are not seen.
+    pub fn wait_for_commit(&self, after: u64, timeout: Duration) -> u64 {
+        let last = self
+            .commits
+            .0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if *last > after {
+            return *last;
+        }
+        let (last, _) = self
+            .commits
+            .1
+            .wait_timeout(last, timeout)
+            .unwrap_or_else(PoisonError::into_inner);
+        *last
+    }
+
+    /// Wakes every thread in [`Store::wait_for_commit`] (a shutdown).
+    pub fn wake_all(&self) {
+        let _guard = self
+            .commits
+            .0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        self.commits.1.notify_all();
     }
 
     /// The handle of the space declared as `name` (see [`Space`]).

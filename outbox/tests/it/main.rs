@@ -16,6 +16,7 @@ use strata_store::{Store, StoreError, StoreOptions};
 
 mod delivery;
 mod failures;
+mod worker;
 
 /// An order event.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -163,6 +163,7 @@ impl<'s, E: Engine + 's> Tx<'s, E> {
         let commit = self.plan()?;
         let info = self.store.engine.commit(commit)?;
         tracing::trace!(version = info.version, "store commit");
+        self.store.signal_commit(info.version);
         Ok(info)
     }
 }

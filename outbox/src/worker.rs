@@ -1,0 +1,228 @@
+//! A worker: one consumer's handler on its own thread, with a lease,
+//! batches, retries, wake-ups on new commits and a graceful shutdown.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use strata_codec::Value;
+use strata_engine::{Clock, Engine, Rng};
+use strata_store::{Store, StoreError, Tx};
+
+use crate::{Delivery, Failed, Outbox, OutboxConfig, OutboxError, Topic};
+
+/// How a [`Worker`] runs.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct WorkerConfig {
+    /// The lease holder's name (unique per worker process).
+    pub holder: String,
+    /// Entries per poll (default 64).
+    pub batch: usize,
+    /// Longest wait for a new commit when there is nothing to do (default
+    /// 1 s); a commit through the store wakes the worker at once.
+    pub idle_wait: Duration,
+    /// Retries, leases and syncs of the worker's outbox.
+    pub outbox: OutboxConfig,
+}
+
+impl WorkerConfig {
+    /// Defaults for holder `holder`.
+    pub fn new(holder: impl Into<String>) -> Self {
+        Self {
+            holder: holder.into(),
+            batch: 64,
+            idle_wait: Duration::from_secs(1),
+            outbox: OutboxConfig::default(),
+        }
+    }
+}
+
+/// What a worker did, returned at shutdown.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct WorkerReport {
+    /// Entries handled and acknowledged.
+    pub handled: u64,
+    /// Handler failures recorded (each retried later or dead-lettered).
+    pub failed: u64,
+    /// Entries moved to the dead letters.
+    pub dead_lettered: u64,
+    /// Polls that returned entries.
+    pub batches: u64,
+}
+
+/// The handler of a worker: called for each delivery in a transaction of
+/// the store; returning `Ok` acknowledges the entry in that transaction,
+/// with the handler's writes (exactly once for them); `Err` rolls the
+/// transaction back and records the failure (retried with backoff, then
+/// dead-lettered). On a conflict the transaction, handler included, runs
+/// again.
+pub type Handler<E, T> = dyn FnMut(&mut Tx<'_, E>, &Delivery<T>) -> Result<(), String> + Send;
+
+/// A running worker. [`Worker::shutdown`] stops it after the entry in hand.
+pub struct Worker {
+    stop: Arc<AtomicBool>,
+    wake: Box<dyn Fn() + Send + Sync>,
+    thread: Option<JoinHandle<Result<WorkerReport, OutboxError>>>,
+}
+
+impl std::fmt::Debug for Worker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Worker")
+            .field("stopping", &self.stop.load(Ordering::Relaxed))
+            .finish_non_exhaustive()
+    }
+}
+
+/// Why one delivery's transaction did not commit.
+enum Attempt {
+    Handler(String),
+    Outbox(OutboxError),
+}
+
+impl From<StoreError> for Attempt {
+    fn from(e: StoreError) -> Self {
+        Self::Outbox(OutboxError::Store(e))
+    }
+}
+
+impl Worker {
+    /// Starts a worker for `consumer` (registered on `topic`) on its own
+    /// thread. It takes the consumer's lease (waiting while another worker
+    /// holds it), polls batches, runs `handler` on each entry in order
+    /// (after a failure, the batch's later entries of the same ordering key
+    /// wait), renews the lease with each poll, and sleeps until a commit
+    /// through the store wakes it when there is nothing to do.
+    ///
+    /// # Errors
+    /// The returned worker's [`Worker::shutdown`] reports an error that
+    /// stopped it (the store failing for good, the consumer unknown).
+    #[allow(clippy::needless_pass_by_value)]
+    pub fn spawn<E, T>(
+        store: Arc<Store<E>>,
+        clock: Arc<dyn Clock>,
+        rng: Box<dyn Rng>,
+        topic: Topic<T>,
+        consumer: &str,
+        worker: WorkerConfig,
+        mut handler: Box<Handler<E, T>>,
+    ) -> Self
+    where
+        E: Engine + Send + Sync + 'static,
+        T: Value + Send + 'static,
+    {
+        let stop = Arc::new(AtomicBool::new(false));
+        let consumer = consumer.to_owned();
+        let waker_store = store.clone();
+        let wake = Box::new(move || waker_store.wake_all());
+        let stopping = stop.clone();
+        let thread = std::thread::spawn(move || {
+            let outbox = Outbox::new(&store, worker.outbox, clock, rng)?;
+            run(
+                &outbox,
+                &store,
+                &topic,
+                &consumer,
+                &worker,
+                &stopping,
+                &mut *handler,
+            )
+        });
+        Self {
+            stop,
+            wake,
+            thread: Some(thread),
+        }
+    }
+
+    /// Stops the worker after the entry in hand and waits for it.
+    ///
+    /// # Errors
+    /// What stopped the worker before, if anything did.
+    pub fn shutdown(mut self) -> Result<WorkerReport, OutboxError> {
+        self.stop.store(true, Ordering::SeqCst);
+        (self.wake)();
+        match self.thread.take().map(JoinHandle::join) {
+            Some(Ok(r)) => r,
+            Some(Err(_)) => Err(OutboxError::Corrupt(
+                "the worker's handler panicked".to_owned(),
+            )),
+            None => Ok(WorkerReport::default()),
+        }
+    }
+}
+
+impl Drop for Worker {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        (self.wake)();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+fn run<E: Engine, T: Value>(
+    outbox: &Outbox<'_, E>,
+    store: &Store<E>,
+    topic: &Topic<T>,
+    consumer: &str,
+    worker: &WorkerConfig,
+    stop: &AtomicBool,
+    handler: &mut Handler<E, T>,
+) -> Result<WorkerReport, OutboxError> {
+    let mut report = WorkerReport::default();
+    while !stop.load(Ordering::SeqCst) {
+        let seen = store.last_commit_seen();
+        let lease = match outbox.acquire(topic.name(), consumer, &worker.holder) {
+            Ok(l) => l,
+            Err(OutboxError::LeaseHeld { .. }) => {
+                store.wait_for_commit(seen, worker.idle_wait);
+                continue;
+            }
+            Err(OutboxError::Store(e)) if e.is_conflict() => continue,
+            Err(e) => return Err(e),
+        };
+        let batch = match outbox.poll(&lease, topic, worker.batch.max(1)) {
+            Ok(b) => b,
+            Err(OutboxError::StaleLease { .. }) => continue,
+            Err(e) => return Err(e),
+        };
+        if batch.is_empty() {
+            // Entries may be waiting for a retry time: wake up by then at
+            // the latest.
+            store.wait_for_commit(seen, worker.idle_wait);
+            continue;
+        }
+        report.batches += 1;
+        let mut failed_keys = BTreeSet::new();
+        for d in &batch {
+            if stop.load(Ordering::SeqCst) {
+                break;
+            }
+            if failed_keys.contains(&d.ordering_key) {
+                continue;
+            }
+            let r = store.transact(|tx| {
+                handler(tx, d).map_err(Attempt::Handler)?;
+                outbox.ack(tx, &lease, d.position).map_err(Attempt::Outbox)
+            });
+            match r {
+                Ok(()) => report.handled += 1,
+                Err(Attempt::Handler(why)) => {
+                    report.failed += 1;
+                    failed_keys.insert(d.ordering_key.clone());
+                    tracing::debug!(position = %d.position, %why, "handler failed");
+                    if outbox.fail(&lease, d.position, &why)? == Failed::DeadLettered {
+                        report.dead_lettered += 1;
+                    }
+                }
+                Err(Attempt::Outbox(OutboxError::StaleLease { .. })) => break,
+                Err(Attempt::Outbox(e)) => return Err(e),
+            }
+        }
+    }
+    Ok(report)
+}

@@ -1,0 +1,93 @@
+//! The worker: a handler on its own thread, woken by commits.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use strata_engine::{ManualClock, MemEngine, SeededRng};
+use strata_outbox::{Delivery, Outbox, OutboxError, Start, Worker, WorkerConfig};
+use strata_store::Store;
+
+use crate::{Event, OrderKey, T0, config, event, options, topic};
+
+#[test]
+fn a_worker_handles_every_entry_once_with_its_writes_and_stops_cleanly() {
+    let opts = options(strata_engine::Durability::Immediate);
+    let clock = Arc::new(ManualClock::new(T0));
+    let store = Arc::new(
+        Store::open_with(
+            MemEngine::open(opts.keyspace_specs()).unwrap(),
+            opts,
+            clock.clone(),
+            Box::new(SeededRng::new(1)),
+        )
+        .unwrap(),
+    );
+    let mut cfg = config();
+    // Retry at once: the test's clock does not move.
+    cfg.base_backoff_ms = 0;
+    cfg.max_backoff_ms = 0;
+    {
+        let outbox = Outbox::new(&store, cfg, clock.clone(), Box::new(SeededRng::new(2))).unwrap();
+        outbox
+            .register("orders", "mailer", Start::Beginning)
+            .unwrap();
+    }
+    let mut tries: BTreeMap<u64, u32> = BTreeMap::new();
+    let mut wc = WorkerConfig::new("w1");
+    wc.outbox = cfg;
+    let worker = Worker::spawn(
+        store.clone(),
+        clock.clone(),
+        Box::new(SeededRng::new(3)),
+        topic(),
+        "mailer",
+        wc,
+        Box::new(move |tx, d: &Delivery<Event>| {
+            let n = tries.entry(d.entry.order).or_default();
+            *n += 1;
+            // Entry 5 fails on its first attempt only.
+            if d.entry.order == 5 && *n == 1 {
+                return Err("first attempt fails".to_owned());
+            }
+            tx.put(
+                &OrderKey {
+                    id: 1_000 + d.entry.order,
+                },
+                &"mailed".to_owned(),
+            )
+            .map_err(|e| e.to_string())
+        }),
+    );
+    // Producers commit after the worker started: it wakes on the commits.
+    {
+        let outbox = Outbox::new(&store, cfg, clock.clone(), Box::new(SeededRng::new(4))).unwrap();
+        for id in 1..=20 {
+            store
+                .transact(|tx| {
+                    outbox.push_keyed(tx, &topic(), &[u8::try_from(id % 3).unwrap()], &event(id))
+                })
+                .map_err(|e: OutboxError| e)
+                .unwrap();
+        }
+    }
+    let mailed = || {
+        (1..=20)
+            .filter(|id| store.get(&OrderKey { id: 1_000 + id }).unwrap().is_some())
+            .count()
+    };
+    for _ in 0..500 {
+        if mailed() == 20 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(mailed(), 20, "every entry handled, with its write");
+    let report = worker.shutdown().unwrap();
+    assert_eq!(report.handled, 20);
+    assert_eq!(report.failed, 1);
+    assert_eq!(report.dead_lettered, 0);
+    // Nothing is owed.
+    let outbox = Outbox::new(&store, cfg, clock, Box::new(SeededRng::new(5))).unwrap();
+    assert_eq!(outbox.lag("orders", "mailer").unwrap().entries, 0);
+}
