@@ -1,0 +1,218 @@
+//! The outbox against the raw engine contract, buffered, on redb and
+//! RocksDB: ingest of 1 KiB events each written with one outbox entry
+//! (about 64 bytes) in the same commit through the store, against the same
+//! events committed alone through the engine; then the drain throughput of
+//! one consumer and the lag a steady producer leaves. Interleaved A/B
+//! first, then criterion.
+
+#![allow(clippy::too_many_lines, clippy::many_single_char_names, clippy::cast_precision_loss)]
+
+use std::hint::black_box;
+use std::sync::Arc;
+
+use criterion::{Criterion, criterion_group};
+use strata_codec::Limits;
+use strata_engine::{Commit, Durability, Engine, Keyspace, SeededRng, SystemClock};
+use strata_engine_redb::{RedbEngine, RedbOptions};
+use strata_engine_rocks::{RocksEngine, RocksOptions};
+use strata_keys::{tuple, tuple_key};
+use strata_outbox::{Outbox, OutboxConfig, OutboxError, Start, Topic};
+use strata_store::{Store, StoreOptions};
+
+#[path = "../../bench-support/ab.rs"]
+mod ab;
+use ab::ab;
+
+/// An event row of the typed side: `("ev", id)`.
+#[derive(Debug, Clone, PartialEq)]
+struct EventKey {
+    id: u64,
+}
+tuple_key! {
+    EventKey -> Vec<u8> = ("ev", {id});
+}
+
+fn options() -> StoreOptions {
+    Outbox::<strata_engine::MemEngine>::declare(StoreOptions::new(Limits::FOUNDATIONDB))
+        .durability(Durability::Buffered)
+        .verify_checksums(true)
+}
+
+fn outbox<E: Engine>(store: &Store<E>) -> Outbox<'_, E> {
+    let mut c = OutboxConfig::default();
+    c.sync_interval_ms = 0;
+    Outbox::new(store, c, Arc::new(SystemClock), Box::new(SeededRng::new(1))).unwrap()
+}
+
+/// The entry: about 64 bytes with its envelope and row overhead.
+fn entry(id: u64) -> Vec<u8> {
+    let mut e = id.to_be_bytes().to_vec();
+    e.resize(40, 0x11);
+    e
+}
+
+fn report<E: Engine>(name: &str, engine: &E) {
+    let store = Store::open(engine, options()).unwrap();
+    let (data, _) = store.keyspaces();
+    let ob = outbox(&store);
+    let topic: Topic<Vec<u8>> = Topic::new("events").unwrap();
+    ob.register("events", "drain", Start::End).unwrap();
+    let event = vec![0xAB; 1024];
+    let (mut i, mut j) = (0u64, 1u64 << 40);
+    println!("== {name}");
+    ab(
+        "ingest: a 1 KiB event with its outbox entry (store) vs the event alone (engine)",
+        7,
+        2_000,
+        1,
+        || {
+            i += 1;
+            engine
+                .commit(
+                    Commit::new()
+                        .put(data, tuple::pack(&("raw", i)), event.clone())
+                        .durability(Durability::Buffered),
+                )
+                .unwrap();
+        },
+        || {
+            j += 1;
+            store
+                .transact(|tx| {
+                    tx.put(&EventKey { id: j }, &event)?;
+                    ob.push(tx, &topic, &entry(j))?;
+                    Ok::<_, OutboxError>(())
+                })
+                .unwrap();
+        },
+    );
+    drain(name, &store, &ob, &topic);
+}
+
+/// One consumer drains everything pushed so far: entries per second, and
+/// the lag left behind a producer of equal pace.
+#[allow(clippy::disallowed_methods)] // a benchmark measures wall time
+fn drain<E: Engine>(name: &str, store: &Store<E>, ob: &Outbox<'_, E>, topic: &Topic<Vec<u8>>) {
+    ob.reset("events", "drain", Start::Beginning).unwrap();
+    let lease = ob.acquire("events", "drain", "bench").unwrap();
+    let start = std::time::Instant::now();
+    let mut n = 0u64;
+    loop {
+        let batch = ob.poll(&lease, topic, 256).unwrap();
+        if batch.is_empty() {
+            break;
+        }
+        store
+            .transact(|tx| {
+                for d in &batch {
+                    ob.ack(tx, &lease, d.position)?;
+                }
+                Ok::<_, OutboxError>(())
+            })
+            .unwrap();
+        n += batch.len() as u64;
+    }
+    let secs = start.elapsed().as_secs_f64();
+    println!(
+        "{name}: drain of {n} entries by one consumer (batches of 256, one acknowledging commit each): {:.0} entries/s",
+        n as f64 / secs
+    );
+    // A steady producer and the consumer taking turns: the lag after each
+    // round of 100 pushes and one poll of 64.
+    let mut worst = 0;
+    for round in 0..50u64 {
+        for k in 0..100u64 {
+            store
+                .transact(|tx| ob.push(tx, topic, &entry(round * 1_000 + k)))
+                .unwrap();
+        }
+        let batch = ob.poll(&lease, topic, 64).unwrap();
+        store
+            .transact(|tx| {
+                for d in &batch {
+                    ob.ack(tx, &lease, d.position)?;
+                }
+                Ok::<_, OutboxError>(())
+            })
+            .unwrap();
+        worst = worst.max(ob.lag("events", "drain").unwrap().entries);
+    }
+    println!("{name}: a producer of 100 entries per consumer poll of 64 leaves a lag of up to {worst} entries after 50 rounds");
+    black_box(worst);
+}
+
+struct Engines {
+    redb: RedbEngine,
+    rocks: RocksEngine,
+    _dir: ab::BenchDir,
+}
+
+fn engines() -> Engines {
+    let dir = ab::BenchDir::new("outbox");
+    let specs = options().keyspace_specs();
+    let redb = RedbEngine::open(dir.join("redb.redb"), specs.clone(), RedbOptions::default()).unwrap();
+    let rocks = RocksEngine::open(dir.join("rocks"), specs, RocksOptions::default()).unwrap();
+    Engines {
+        redb,
+        rocks,
+        _dir: dir,
+    }
+}
+
+fn criterion_benches(c: &mut Criterion) {
+    let e = engines();
+    bench_engine(c, "redb", &e.redb);
+    bench_engine(c, "rocks", &e.rocks);
+}
+
+fn bench_engine<E: Engine>(c: &mut Criterion, name: &str, engine: &E) {
+    let store = Store::open(engine, options()).unwrap();
+    let data: Keyspace = store.keyspaces().0;
+    let ob = outbox(&store);
+    let topic: Topic<Vec<u8>> = Topic::new("events").unwrap();
+    let event = vec![0xAB; 1024];
+    let (mut i, mut j) = (1u64 << 50, 1u64 << 51);
+    let mut g = c.benchmark_group(format!("{name}/ingest_1k"));
+    g.bench_function("raw", |b| {
+        b.iter(|| {
+            i += 1;
+            engine
+                .commit(
+                    Commit::new()
+                        .put(data, tuple::pack(&("raw", i)), event.clone())
+                        .durability(Durability::Buffered),
+                )
+                .unwrap()
+        });
+    });
+    g.bench_function("ours", |b| {
+        b.iter(|| {
+            j += 1;
+            store
+                .transact(|tx| {
+                    tx.put(&EventKey { id: j }, &event)?;
+                    ob.push(tx, &topic, &entry(j))?;
+                    Ok::<_, OutboxError>(())
+                })
+                .unwrap();
+        });
+    });
+    g.finish();
+}
+
+criterion_group! {
+    name = benches;
+    config = ab::criterion_config(30);
+    targets = criterion_benches
+}
+
+fn main() {
+    ab::run(
+        || {
+            let e = engines();
+            report("redb", &e.redb);
+            report("rocks", &e.rocks);
+        },
+        benches,
+    );
+}
