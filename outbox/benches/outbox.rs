@@ -5,7 +5,11 @@
 //! one consumer and the lag a steady producer leaves. Interleaved A/B
 //! first, then criterion.
 
-#![allow(clippy::too_many_lines, clippy::many_single_char_names, clippy::cast_precision_loss)]
+#![allow(
+    clippy::too_many_lines,
+    clippy::many_single_char_names,
+    clippy::cast_precision_loss
+)]
 
 use std::hint::black_box;
 use std::sync::Arc;
@@ -137,7 +141,9 @@ fn drain<E: Engine>(name: &str, store: &Store<E>, ob: &Outbox<'_, E>, topic: &To
             .unwrap();
         worst = worst.max(ob.lag("events", "drain").unwrap().entries);
     }
-    println!("{name}: a producer of 100 entries per consumer poll of 64 leaves a lag of up to {worst} entries after 50 rounds");
+    println!(
+        "{name}: a producer of 100 entries per consumer poll of 64 leaves a lag of up to {worst} entries after 50 rounds"
+    );
     black_box(worst);
 }
 
@@ -150,7 +156,8 @@ struct Engines {
 fn engines() -> Engines {
     let dir = ab::BenchDir::new("outbox");
     let specs = options().keyspace_specs();
-    let redb = RedbEngine::open(dir.join("redb.redb"), specs.clone(), RedbOptions::default()).unwrap();
+    let redb =
+        RedbEngine::open(dir.join("redb.redb"), specs.clone(), RedbOptions::default()).unwrap();
     let rocks = RocksEngine::open(dir.join("rocks"), specs, RocksOptions::default()).unwrap();
     Engines {
         redb,

@@ -38,7 +38,7 @@ pub const PLANTED: &[Planted] = &[
     p("counter-add-not-charged", Workload::Store, 0),
     p("sweep-too-early", Workload::Store, 0),
     p("cursor-after-first-row", Workload::Store, 0),
-    p("bulk-cursor-past-failure", Workload::Store, 8),
+    p("bulk-cursor-past-failure", Workload::Store, 5),
     p("unread-row-not-indexed", Workload::Store, 0),
     p("sorted-set-move-keeps-old-score", Workload::Store, 0),
     p("expiry-not-encoded", Workload::Store, 0),

@@ -369,7 +369,7 @@ const LIMITS: Limits = Limits {
     max_key_bytes: 40,
     max_value_bytes: 160,
     max_batch_entries: 12,
-    max_batch_bytes: 2_400,
+    max_batch_bytes: 1_500,
     quota_bytes: 2_000,
 };
 
@@ -409,6 +409,48 @@ fn blob_bytes(seq: u64, len: usize) -> Vec<u8> {
         out.push(x.to_le_bytes()[0]);
     }
     out
+}
+
+/// Whether the value at data key `key` has chunk rows, read raw without
+/// faults.
+fn has_chunks<E: Target>(store: &Store<Faulty<E>>, key: &[u8]) -> Result<bool, String> {
+    use strata_engine::Snapshot;
+    let e = store.engine().inner();
+    let system = e
+        .keyspaces()
+        .get(&store.options().system_keyspace)
+        .map_err(|err| err.to_string())?;
+    e.snapshot()
+        .and_then(|snap| snap.get(system, &model::chunk_key(key, 0)))
+        .map(|v| v.is_some())
+        .map_err(|err| format!("a fault-free read failed: {err}"))
+}
+
+/// The rows a put of a `len`-byte blob at `key` writes, by the documented
+/// formats (not the store's code): entries, and bytes at least and at most
+/// (the manifest may or may not repeat the expiry). The envelope is a
+/// 5-byte header, 8 bytes of expiry if any, a 4-byte checksum and the
+/// bytes; up to the value limit it is the data row itself, above it chunks
+/// of the value limit at `("c", key, i)` plus a manifest row (header,
+/// checksum, 20 bytes of manifest).
+fn blob_rows(key: &[u8], len: usize, expires: bool) -> (usize, usize, usize) {
+    let whole = 5 + if expires { 8 } else { 0 } + 4 + len;
+    let max = LIMITS.max_value_bytes;
+    if whole <= max {
+        return (1, key.len() + whole, key.len() + whole);
+    }
+    let n = whole.div_ceil(max);
+    let mut bytes = 0;
+    for i in 0..n {
+        let chunk = if i + 1 == n {
+            whole - max * (n - 1)
+        } else {
+            max
+        };
+        bytes += model::chunk_key(key, u32::try_from(i).unwrap_or(u32::MAX)).len() + chunk;
+    }
+    let manifest = key.len() + 5 + 4 + 20;
+    (1 + n, bytes + manifest, bytes + manifest + 8)
 }
 
 /// Whether `bytes` is a whole blob written by [`blob_bytes`].
@@ -701,7 +743,7 @@ impl StoreRun {
         let len = match self.rng.below(5) {
             0 => 12 + usize::try_from(self.rng.below(100)).unwrap_or(0),
             1 => 150 + usize::try_from(self.rng.below(4)).unwrap_or(0), // the inline boundary
-            2 => 1_800 + usize::try_from(self.rng.below(600)).unwrap_or(0), // near the batch limit
+            2 => 1_200 + usize::try_from(self.rng.below(600)).unwrap_or(0), // near the batch limits
             _ => 200 + usize::try_from(self.rng.below(1_200)).unwrap_or(0),
         };
         let bytes = blob_bytes(self.seq, len);
@@ -711,6 +753,12 @@ impl StoreRun {
             .rng
             .chance(0.2)
             .then(|| self.clock.now_ms() + 1 + self.rng.below(3_000));
+        // What the put's own rows take, computed from the documented
+        // formats, and whether an old value has chunk rows (whose deletes
+        // add to the commit), read raw before the transaction.
+        let raw_key = Blob { actor, id }.pack().unwrap_or_default();
+        let old_chunked = has_chunks(store, &raw_key).map_err(|why| fail(step, why))?;
+        let own = (!delete).then(|| blob_rows(&raw_key, len, expires.is_some()));
         let rec = Rec::default();
         let r = store.transact(|tx| {
             rec.start();
@@ -728,11 +776,7 @@ impl StoreRun {
             }
             Ok::<_, StoreError>(())
         });
-        if let Err(StoreError::Limit { source: l, .. }) = &r {
-            self.trace.event(
-                step,
-                format!("blob {actor}/{id} of {len} bytes refused: {l}"),
-            );
+        if self.blob_refusal(step, (actor, id, len), &r, own, old_chunked)? {
             return Ok(());
         }
         self.settle(
@@ -743,6 +787,72 @@ impl StoreRun {
             &rec.take(),
         )?;
         Ok(())
+    }
+
+    /// Checks a blob put's outcome against the limits, from the rows it
+    /// writes (`own`: entries and bytes at least and at most) and whether
+    /// old chunks were deleted too; returns whether it was refused.
+    fn blob_refusal(
+        &mut self,
+        step: usize,
+        (actor, id, len): (u64, u64, usize),
+        r: &Result<(), StoreError>,
+        own: Option<(usize, usize, usize)>,
+        old_chunked: bool,
+    ) -> Result<bool, Violation> {
+        self.checks += 1;
+        let within = |(entries, lo, hi): (usize, usize, usize)| {
+            (
+                entries <= LIMITS.max_batch_entries && hi as u64 <= LIMITS.max_batch_bytes,
+                entries > LIMITS.max_batch_entries || lo as u64 > LIMITS.max_batch_bytes,
+            )
+        };
+        match (&r, own.map(within)) {
+            // Every row is within the row limits by construction (chunks of
+            // the value limit, short keys): a row-limit refusal is wrong.
+            (
+                Err(StoreError::Limit {
+                    row: Some(row),
+                    source,
+                }),
+                _,
+            ) => {
+                return Err(fail(
+                    step,
+                    format!(
+                        "blob {actor}/{id} of {len} bytes refused for its {} ({source}), though every row it writes is within the row limits",
+                        row.kind
+                    ),
+                ));
+            }
+            // Its own rows fit and no old chunk is deleted: nothing else
+            // counts, so the batch limits cannot refuse it.
+            (Err(StoreError::Limit { source, .. }), Some((true, _))) if !old_chunked => {
+                return Err(fail(
+                    step,
+                    format!(
+                        "blob {actor}/{id} of {len} bytes refused ({source}), though its rows fit the batch limits"
+                    ),
+                ));
+            }
+            (Ok(()), Some((_, true))) => {
+                return Err(fail(
+                    step,
+                    format!(
+                        "blob {actor}/{id} of {len} bytes accepted, though its own rows exceed the batch limits"
+                    ),
+                ));
+            }
+            (Err(StoreError::Limit { source: l, .. }), _) => {
+                self.trace.event(
+                    step,
+                    format!("blob {actor}/{id} of {len} bytes refused: {l}"),
+                );
+                return Ok(true);
+            }
+            _ => {}
+        }
+        Ok(false)
     }
 
     fn ttl<E: Target>(&mut self, store: &Store<Faulty<E>>, step: usize) -> Result<(), Violation> {
