@@ -659,6 +659,26 @@ impl<'s, E: Engine> Outbox<'s, E> {
         }
     }
 
+    /// The entries `consumer` finished above its checkpoint (pinned).
+    fn finished_marks(
+        &self,
+        tx: &mut Tx<'_, E>,
+        topic: &str,
+        consumer: &str,
+    ) -> Result<BTreeSet<Position>, OutboxError> {
+        let prefix = tuple::pack(&("d", topic, consumer)).len();
+        tx.scan_in(
+            &self.state,
+            &layout::done_rows(topic, consumer),
+            None,
+            false,
+        )?
+        .rows
+        .iter()
+        .map(|(k, _)| layout::trailing_position(k, prefix).ok_or_else(|| corrupt("done mark")))
+        .collect()
+    }
+
     /// The consumer's checkpoint, finished marks and failures.
     fn consumer_state(
         &self,
@@ -670,20 +690,7 @@ impl<'s, E: Engine> Outbox<'s, E> {
             .get_in(&self.state, &layout::checkpoint_key(topic, consumer))?
             .ok_or_else(|| unknown(topic, consumer))
             .and_then(|v| read_position(&v))?;
-        let done_prefix = tuple::pack(&("d", topic, consumer)).len();
-        let done = tx
-            .scan_in(
-                &self.state,
-                &layout::done_rows(topic, consumer),
-                None,
-                false,
-            )?
-            .rows
-            .iter()
-            .map(|(k, _)| {
-                layout::trailing_position(k, done_prefix).ok_or_else(|| corrupt("done mark"))
-            })
-            .collect::<Result<_, _>>()?;
+        let done = self.finished_marks(tx, topic, consumer)?;
         let try_prefix = tuple::pack(&("t", topic, consumer)).len();
         let tries = tx
             .scan_in(&self.state, &layout::try_rows(topic, consumer), None, false)?
@@ -861,18 +868,7 @@ impl<'s, E: Engine> Outbox<'s, E> {
         tx.delete_in(&self.state, layout::try_key(topic, consumer, position))?;
         // The entries after the checkpoint, in order: passed while each is
         // this one or already finished.
-        let done_prefix = tuple::pack(&("d", topic, consumer)).len();
-        let done: BTreeSet<Position> = tx
-            .scan_in(
-                &self.state,
-                &layout::done_rows(topic, consumer),
-                None,
-                false,
-            )?
-            .rows
-            .iter()
-            .filter_map(|(k, _)| layout::trailing_position(k, done_prefix))
-            .collect();
+        let done = self.finished_marks(tx, topic, consumer)?;
         let range = layout::entries_between(topic, low_water, Position::end_of(u64::MAX));
         let mut new_low = low_water;
         let mut page_from = range;
