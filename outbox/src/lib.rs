@@ -27,7 +27,7 @@
 //! # Delivery guarantees
 //!
 //! - An entry is delivered only once its commit is durable: polling reads
-//!   up to [`Engine::durable_version`](strata_engine::Engine::durable_version),
+//!   up to [`Engine::durable_version`],
 //!   and syncs the engine when buffered commits have waited longer than
 //!   [`OutboxConfig::sync_interval_ms`].
 //! - Entries sort by their commit's versionstamp: gap-free, in commit order,
