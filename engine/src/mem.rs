@@ -301,6 +301,27 @@ impl MemEngine {
         image
     }
 
+    /// Makes the first `keep` unsynced commits durable (all of them if
+    /// `keep` is larger), as a sync interrupted part-way would, and returns
+    /// the durable version: for fault injection, which then reports the
+    /// sync as failed. A later crash keeps at least these.
+    pub fn sync_partially(&self, keep: usize) -> u64 {
+        let version = {
+            let mut state = self.write();
+            let n = keep.min(state.pending.len());
+            let moved: Vec<(u64, Vec<Op>)> = state.pending.drain(..n).collect();
+            for (version, ops) in &moved {
+                for op in ops {
+                    state.durable.apply(op);
+                }
+                state.durable.version = *version;
+            }
+            state.durable.version
+        };
+        self.seq.mark_durable(version);
+        version
+    }
+
     /// Number of commits not yet durable.
     pub fn pending_commits(&self) -> usize {
         self.read().pending.len()

@@ -29,7 +29,8 @@ pub enum FaultClass {
     Unknown,
     /// A snapshot read fails.
     Read,
-    /// A sync fails: before syncing, or after making everything durable.
+    /// A sync fails: before syncing, after making a prefix of the pending
+    /// commits durable, or after making all of them durable.
     Sync,
     /// The simulated clock jumps (forward or back).
     Clock,
@@ -244,6 +245,13 @@ pub trait Restart: Engine + Sized {
     /// A clean shutdown and reopen.
     #[must_use]
     fn clean_restart(self) -> Self;
+    /// A sync interrupted part-way: some prefix of the unsynced commits
+    /// made durable, as `rng` chooses. Engines that cannot do part of a
+    /// sync do all of it.
+    fn sync_partially(&self, rng: &mut dyn Rng) {
+        let _ = rng;
+        let _ = self.sync();
+    }
 }
 
 impl Restart for MemEngine {
@@ -254,6 +262,12 @@ impl Restart for MemEngine {
 
     fn clean_restart(self) -> Self {
         MemEngine::from_image(self.close()).unwrap_or_else(|e| unreachable!("{e}"))
+    }
+
+    fn sync_partially(&self, rng: &mut dyn Rng) {
+        let pending = self.pending_commits();
+        let keep = usize::try_from(rng.below(pending as u64 + 1)).unwrap_or(0);
+        MemEngine::sync_partially(self, keep);
     }
 }
 
@@ -293,7 +307,7 @@ impl<E: Restart> FaultyEngine<E> {
     }
 }
 
-impl<E: Engine> Engine for FaultyEngine<E> {
+impl<E: Restart> Engine for FaultyEngine<E> {
     type Snapshot<'e>
         = FaultySnapshot<'e, E>
     where
@@ -336,11 +350,23 @@ impl<E: Engine> Engine for FaultyEngine<E> {
 
     fn sync(&self) -> Result<u64, EngineError> {
         if self.fires(FaultClass::Sync) {
-            // Half the time the sync fails before doing anything, half the
-            // time after making everything durable: an error says nothing
-            // about what is durable.
-            if self.coin() {
-                let _ = self.inner.sync();
+            // The sync fails before doing anything, after making a prefix
+            // of the pending commits durable, or after making all of them
+            // durable: an error says nothing about what is durable.
+            // (The lock is taken once: the guard of a match scrutinee
+            // would live through the arms.)
+            let (how, seed) = {
+                let mut s = self.lock();
+                (s.rng.below(3), s.rng.next_u64())
+            };
+            match how {
+                0 => {}
+                1 => {
+                    self.inner.sync_partially(&mut SeededRng::new(seed));
+                }
+                _ => {
+                    let _ = self.inner.sync();
+                }
             }
             return Err(EngineError::Backend(injected(FaultClass::Sync)));
         }

@@ -54,6 +54,37 @@ fn a_crash_keeps_exactly_a_prefix_of_the_unsynced_commits() {
 }
 
 #[test]
+fn a_partial_sync_makes_a_prefix_durable_and_a_crash_keeps_it() {
+    let e = engine();
+    let a = e.keyspace("a").unwrap();
+    for i in 0..4u8 {
+        let c = Commit::new()
+            .put(a, vec![b'p', i], vec![i])
+            .durability(Durability::Buffered);
+        e.commit(c).unwrap();
+    }
+    assert_eq!((e.durable_version(), e.pending_commits()), (0, 4));
+    assert_eq!(e.sync_partially(2), 2);
+    assert_eq!((e.durable_version(), e.pending_commits()), (2, 2));
+    // Reads still see every commit.
+    assert_eq!(keys(&e, "a").len(), 4);
+    // A crash keeping no unsynced commit keeps the two synced ones.
+    let e = MemEngine::from_image(e.crash_keeping(0)).unwrap();
+    assert_eq!(keys(&e, "a"), [b"p\x00".to_vec(), b"p\x01".to_vec()]);
+    assert_eq!(e.last_version(), 2);
+    // More than pending: all of them.
+    let a = e.keyspace("a").unwrap();
+    e.commit(
+        Commit::new()
+            .put(a, b"z".to_vec(), b"z".to_vec())
+            .durability(Durability::Buffered),
+    )
+    .unwrap();
+    assert_eq!(e.sync_partially(10), 3);
+    assert_eq!(e.pending_commits(), 0);
+}
+
+#[test]
 fn rng_chosen_crashes_cover_every_allowed_outcome_and_nothing_else() {
     let mut seen = std::collections::BTreeSet::new();
     let mut rng = SeededRng::new(7);
