@@ -11,8 +11,8 @@ use strata_engine::{Durability, Engine, ManualClock, MemEngine, SeededRng};
 use strata_engine_redb::{RedbEngine, RedbOptions};
 use strata_engine_rocks::{RocksEngine, RocksOptions};
 use strata_keys::tuple_key;
-use strata_outbox::{Delivery, Failed, Outbox, OutboxConfig, OutboxError, Position, Start, Topic};
-use strata_store::{Store, StoreError, StoreOptions};
+use strata_outbox::{Delivery, Outbox, OutboxConfig, OutboxError, Topic};
+use strata_store::{Store, StoreOptions};
 
 mod delivery;
 mod failures;
@@ -209,12 +209,4 @@ fn the_outbox_needs_its_spaces() {
         Topic::<Event>::new(""),
         Err(OutboxError::BadName { what: "topic", .. })
     ));
-    let _ = (
-        Position::START,
-        Failed::DeadLettered,
-        StoreError::UnknownSpace {
-            name: String::new(),
-        },
-    );
-    let _ = Start::Beginning;
 }
