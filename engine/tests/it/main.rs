@@ -2,4 +2,5 @@
 //! state), the injected clock and generator, and the capability answers.
 //! `MemEngine` runs the conformance suite in `strata-engine-testkit`.
 
+mod edges;
 mod mem;
