@@ -704,19 +704,12 @@ pub fn run_outbox_seed_on<E: Target>(options: &RunOptions) -> SeedReport {
     {
         violation = Some(v);
     }
-    if let Some(v) = &violation {
-        run.trace.event(
-            v.step,
-            format!("VIOLATION (outbox workload): {}", v.message),
-        );
-    }
-    SeedReport {
-        seed: options.seed,
-        commits: run.commits,
-        checks: run.checks,
-        faults: store.map(|s| s.engine().counters()).unwrap_or_default(),
-        trace_hash: run.trace.hash,
-        trace_tail: run.trace.tail.into_iter().collect(),
+    let faults = store.map(|s| s.engine().counters()).unwrap_or_default();
+    run.trace.report(
+        "outbox",
+        options.seed,
+        (run.commits, run.checks),
+        faults,
         violation,
-    }
+    )
 }

@@ -105,6 +105,33 @@ pub(crate) struct Trace {
 }
 
 impl Trace {
+    /// Closes a workload's run: the violation (if any) traced, then the
+    /// report.
+    pub(crate) fn report(
+        mut self,
+        workload: &str,
+        seed: u64,
+        (commits, checks): (u64, u64),
+        faults: FaultCounters,
+        violation: Option<Violation>,
+    ) -> SeedReport {
+        if let Some(v) = &violation {
+            self.event(
+                v.step,
+                format!("VIOLATION ({workload} workload): {}", v.message),
+            );
+        }
+        SeedReport {
+            seed,
+            commits,
+            checks,
+            faults,
+            trace_hash: self.hash,
+            trace_tail: self.tail.into_iter().collect(),
+            violation,
+        }
+    }
+
     pub(crate) fn new() -> Self {
         Self {
             hash: 0xCBF2_9CE4_8422_2325,
