@@ -214,7 +214,7 @@ impl RedbEngine {
         &self,
         txn: &'t redb::WriteTransaction,
         ks: Keyspace,
-    ) -> Result<redb::Table<'t, &'static [u8], &'static [u8]>, CommitError> {
+    ) -> Result<RedbTable<'t>, CommitError> {
         let name = self
             .table_name(ks)
             .ok_or(CommitError::UnknownKeyspace(ks))?;
@@ -223,7 +223,10 @@ impl RedbEngine {
     }
 
     /// Applies resolved changes inside the write transaction and stores the
-    /// new version.
+    /// new version. Each table is opened once per commit, when first
+    /// touched: opening one looks it up in redb's table tree, and dropping
+    /// it writes its root back, so a commit of many rows would otherwise pay
+    /// that for each row.
     fn apply(
         &self,
         txn: &redb::WriteTransaction,
@@ -231,20 +234,23 @@ impl RedbEngine {
         ops: &[Op],
     ) -> Result<(), CommitError> {
         let io = |e: redb::StorageError| CommitError::Backend(backend(e));
+        let mut open: Vec<Option<RedbTable<'_>>> = std::iter::repeat_with(|| None)
+            .take(self.tables.len())
+            .collect();
         for op in ops {
             match op {
                 Op::Put(ks, key, value) => {
-                    self.open_table(txn, *ks)?
+                    self.table_in(&mut open, txn, *ks)?
                         .insert(key.as_slice(), value.as_slice())
                         .map_err(io)?;
                 }
                 Op::Delete(ks, key) => {
-                    self.open_table(txn, *ks)?
+                    self.table_in(&mut open, txn, *ks)?
                         .remove(key.as_slice())
                         .map_err(io)?;
                 }
                 Op::DeleteRange(ks, range) => {
-                    let mut t = self.open_table(txn, *ks)?;
+                    let t = self.table_in(&mut open, txn, *ks)?;
                     if !is_empty(&range.start, &range.end) {
                         t.retain_in::<&[u8], _>(as_slices(range), |_, _| false)
                             .map_err(io)?;
@@ -258,7 +264,29 @@ impl RedbEngine {
         meta.insert(VERSION, version).map_err(io)?;
         Ok(())
     }
+
+    /// `ks`'s table among those `open` in this commit, opened now if it is
+    /// not yet.
+    fn table_in<'o, 't>(
+        &self,
+        open: &'o mut [Option<RedbTable<'t>>],
+        txn: &'t redb::WriteTransaction,
+        ks: Keyspace,
+    ) -> Result<&'o mut RedbTable<'t>, CommitError> {
+        let slot = self
+            .keyspaces
+            .index_of(ks)
+            .and_then(|i| open.get_mut(i))
+            .ok_or(CommitError::UnknownKeyspace(ks))?;
+        if slot.is_none() {
+            *slot = Some(self.open_table(txn, ks)?);
+        }
+        slot.as_mut().ok_or(CommitError::UnknownKeyspace(ks))
+    }
 }
+
+/// A keyspace's table, open in a write transaction.
+type RedbTable<'t> = redb::Table<'t, &'static [u8], &'static [u8]>;
 
 /// Reads of the latest state inside a write transaction.
 struct TxnReads<'a> {

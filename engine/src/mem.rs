@@ -12,6 +12,11 @@ use crate::keyspace::{Keyspace, KeyspaceSpec, Keyspaces};
 use crate::resolve::{self, Reads};
 use crate::sequence::Sequencer;
 
+mod planted;
+use planted::Overlaid;
+#[cfg(feature = "planted-bugs")]
+pub use planted::PlantedBug;
+
 type Value = Arc<[u8]>;
 /// Versions of one key, oldest first; `None` is a deletion.
 type Versions = Vec<(u64, Option<Value>)>;
@@ -109,74 +114,6 @@ pub struct MemEngine {
     planted: Option<PlantedBug>,
 }
 
-/// Deliberate mistakes the simulation must catch (feature `planted-bugs`,
-/// which normal builds never enable).
-#[cfg(feature = "planted-bugs")]
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum PlantedBug {
-    /// A crash keeps the first half of the first lost commit's changes.
-    CrashKeepsHalfCommit,
-    /// A restart resumes one version too low, so a versionstamp repeats.
-    StampReusedAfterRestart,
-    /// Predicates are checked against the state after the commit's own
-    /// mutations instead of before them.
-    PredicateAfterMutations,
-    /// `durable_version` reports the last commit, durable or not.
-    DurableVersionAhead,
-    /// `durable_version` reports one version less than is durable.
-    DurableVersionBehind,
-    /// An immediate commit is applied but not made durable, and is
-    /// acknowledged as not durable.
-    ImmediateNotDurable,
-    /// A range read includes its excluded end key.
-    RangeEndInclusive,
-    /// A snapshot's point reads see commits made after it.
-    SnapshotSeesLaterCommits,
-    /// A range delete keeps the first key of its range.
-    DeleteRangeKeepsStart,
-    /// `sync` leaves the last pending commit out of the durable image but
-    /// reports it durable.
-    SyncDropsLastPending,
-}
-
-#[cfg(feature = "planted-bugs")]
-impl PlantedBug {
-    /// Every planted bug.
-    pub const ALL: [Self; 10] = [
-        Self::CrashKeepsHalfCommit,
-        Self::StampReusedAfterRestart,
-        Self::PredicateAfterMutations,
-        Self::DurableVersionAhead,
-        Self::DurableVersionBehind,
-        Self::ImmediateNotDurable,
-        Self::RangeEndInclusive,
-        Self::SnapshotSeesLaterCommits,
-        Self::DeleteRangeKeepsStart,
-        Self::SyncDropsLastPending,
-    ];
-
-    /// Its name on the command line.
-    pub const fn name(self) -> &'static str {
-        match self {
-            Self::CrashKeepsHalfCommit => "crash-keeps-half-commit",
-            Self::StampReusedAfterRestart => "stamp-reused-after-restart",
-            Self::PredicateAfterMutations => "predicate-after-mutations",
-            Self::DurableVersionAhead => "durable-version-ahead",
-            Self::DurableVersionBehind => "durable-version-behind",
-            Self::ImmediateNotDurable => "immediate-not-durable",
-            Self::RangeEndInclusive => "range-end-inclusive",
-            Self::SnapshotSeesLaterCommits => "snapshot-sees-later-commits",
-            Self::DeleteRangeKeepsStart => "delete-range-keeps-start",
-            Self::SyncDropsLastPending => "sync-drops-last-pending",
-        }
-    }
-
-    /// The bug with this name.
-    pub fn from_name(name: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|b| b.name() == name)
-    }
-}
-
 impl std::fmt::Debug for MemEngine {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("MemEngine")
@@ -229,34 +166,6 @@ impl MemEngine {
         })
     }
 
-    /// Plants `bug` in this engine (call it again after every restart).
-    #[cfg(feature = "planted-bugs")]
-    pub fn plant(&mut self, bug: Option<PlantedBug>) {
-        self.planted = bug;
-        if bug == Some(PlantedBug::StampReusedAfterRestart) {
-            let state = self.state.get_mut().unwrap_or_else(PoisonError::into_inner);
-            let durable = state.version;
-            state.version = state.version.saturating_sub(1);
-            self.seq = Sequencer::new(state.version);
-            self.seq.mark_durable(durable);
-        }
-    }
-
-    /// Whether the planted bug named `name` is active (never, in normal
-    /// builds).
-    #[allow(clippy::unused_self)]
-    fn planted(&self, name: &str) -> bool {
-        #[cfg(feature = "planted-bugs")]
-        {
-            self.planted.is_some_and(|b| b.name() == name)
-        }
-        #[cfg(not(feature = "planted-bugs"))]
-        {
-            let _ = name;
-            false
-        }
-    }
-
     /// A clean shutdown: everything committed is kept.
     pub fn close(self) -> MemImage {
         let mut state = self
@@ -291,12 +200,8 @@ impl MemEngine {
             }
             image.version = *version;
         }
-        if half && let Some((version, ops)) = state.pending.get(keep).filter(|(_, o)| o.len() >= 2)
-        {
-            for op in &ops[..ops.len() / 2] {
-                image.apply(op);
-            }
-            image.version = *version;
+        if half {
+            planted::keep_half_commit(&mut image, state.pending.get(keep));
         }
         image
     }
@@ -325,6 +230,19 @@ impl MemEngine {
     /// Number of commits not yet durable.
     pub fn pending_commits(&self) -> usize {
         self.read().pending.len()
+    }
+
+    /// Number of key versions held in memory, deletion markers included.
+    /// Old versions are dropped as keys are rewritten once no live
+    /// snapshot can read them, so with no snapshot open each key written
+    /// holds one; this shows that memory is reclaimed.
+    pub fn retained_versions(&self) -> usize {
+        self.read()
+            .maps
+            .iter()
+            .flat_map(BTreeMap::values)
+            .map(Vec::len)
+            .sum()
     }
 
     fn read(&self) -> std::sync::RwLockReadGuard<'_, State> {
@@ -411,23 +329,6 @@ impl Reads for StateReads<'_> {
             within(&self.state.maps[ks.index()], &range.start, &range.end)
                 .any(|(_, v)| visible(v, self.state.version).is_some()),
         )
-    }
-}
-
-/// Reads that see a commit's own resolved mutations: only for the planted
-/// bug that checks predicates too late.
-struct Overlaid<'a> {
-    base: StateReads<'a>,
-    ops: &'a [resolve::Op],
-}
-
-impl Reads for Overlaid<'_> {
-    fn get(&mut self, ks: Keyspace, key: &[u8]) -> Result<Option<Vec<u8>>, CommitError> {
-        resolve::read_through(self.ops, &mut self.base, ks, key)
-    }
-
-    fn any_in(&mut self, ks: Keyspace, range: &RangeSpec) -> Result<bool, CommitError> {
-        self.base.any_in(ks, range)
     }
 }
 

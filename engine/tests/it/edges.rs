@@ -1,10 +1,12 @@
 //! Edges that mutation testing found untested: the generator's stream
-//! against the published SplitMix64 vector, `strinc`, the umbrella error,
-//! keyspace lookups, and the forwarding of `&E` to `E`.
+//! against the published SplitMix64 vector and its bounds, the clocks'
+//! sleeps, `strinc`, the umbrella error, keyspace lookups, the forwarding
+//! of `&E` to `E`, the reference engine's reclaiming of old versions and
+//! its debug output, and `read_through` of the shared commit logic.
 
 use strata_engine::{
     Commit, CommitError, Compact, Durability, Engine, Error, KeyspaceSpec, Keyspaces, MemEngine,
-    Profile, Rng, SeededRng, Statistics, strinc,
+    Profile, Rng, SeededRng, Snapshot, Statistics, strinc,
 };
 
 #[test]
@@ -52,6 +54,25 @@ fn keyspace_lookups() {
     assert!(ks.at(2).is_none());
 }
 
+/// Calls through a generic parameter, so a `&MemEngine` argument goes
+/// through the `impl ... for &E` forwarding (a method call on a reference
+/// would auto-dereference to `MemEngine`'s own impl instead).
+fn versions<E: Engine>(e: &E) -> (u64, u64) {
+    (e.last_version(), e.durable_version())
+}
+
+fn sync<E: Engine>(e: &E) -> u64 {
+    e.sync().unwrap()
+}
+
+fn entries<S: Statistics>(s: &S) -> u64 {
+    s.stats().unwrap()[0].entries
+}
+
+fn compact<C: Compact>(c: &C) -> Result<(), strata_engine::CapabilityError> {
+    c.compact()
+}
+
 #[test]
 fn a_reference_to_an_engine_is_the_engine() {
     let e = MemEngine::open(vec![KeyspaceSpec::new("a", Profile::General)]).unwrap();
@@ -66,17 +87,163 @@ fn a_reference_to_an_engine_is_the_engine() {
             )
             .unwrap();
     }
-    assert_eq!((by_ref.last_version(), by_ref.durable_version()), (3, 0));
-    assert_eq!(by_ref.sync().unwrap(), 3);
-    assert_eq!((e.last_version(), e.durable_version()), (3, 3));
-    assert_eq!(by_ref.stats().unwrap(), e.stats().unwrap());
-    assert_eq!(by_ref.stats().unwrap()[0].entries, 3);
+    assert_eq!(versions(&by_ref), (3, 0));
+    assert_eq!(entries(&by_ref), 3);
+    assert_eq!(sync(&by_ref), 3);
+    assert_eq!(versions(&by_ref), (3, 3));
     // MemEngine has nothing to compact and says so; through a reference too.
     assert!(matches!(
-        by_ref.compact(),
+        compact(&by_ref),
         Err(strata_engine::CapabilityError::Unsupported {
             engine: "MemEngine",
             ..
         })
     ));
+}
+
+#[test]
+fn old_versions_are_reclaimed_once_no_snapshot_reads_them() {
+    let e = MemEngine::open(vec![KeyspaceSpec::new("a", Profile::General)]).unwrap();
+    let a = e.keyspace("a").unwrap();
+    let put = |v: u8| {
+        e.commit(Commit::new().put(a, b"k".to_vec(), vec![v]))
+            .unwrap();
+    };
+    for v in 0..5 {
+        put(v);
+    }
+    assert_eq!(e.retained_versions(), 1, "no snapshot: one version a key");
+
+    // Two snapshots at version 5: every version from the oldest live
+    // snapshot's on is kept until both are gone.
+    let s1 = e.snapshot().unwrap();
+    let s2 = e.snapshot().unwrap();
+    put(10);
+    put(11);
+    assert_eq!(e.retained_versions(), 3, "v5 for the snapshots, v6, v7");
+    assert_eq!(s1.get(a, b"k").unwrap(), Some(vec![4]));
+    drop(s1);
+    put(12);
+    assert_eq!(e.retained_versions(), 4, "s2 still reads v5");
+    assert_eq!(s2.get(a, b"k").unwrap(), Some(vec![4]));
+    drop(s2);
+    put(13);
+    assert_eq!(e.retained_versions(), 1, "both snapshots gone");
+}
+
+#[test]
+fn debug_output_and_image_keyspaces() {
+    let specs = vec![
+        KeyspaceSpec::new("a", Profile::General),
+        KeyspaceSpec::new("q", Profile::Queue),
+    ];
+    let e = MemEngine::open(specs.clone()).unwrap();
+    let a = e.keyspace("a").unwrap();
+    e.commit(Commit::new().put(a, b"k".to_vec(), b"v".to_vec()))
+        .unwrap();
+    let engine_debug = format!("{e:?}");
+    assert!(engine_debug.starts_with("MemEngine"), "{engine_debug}");
+    assert!(engine_debug.contains("\"q\""), "{engine_debug}");
+    let snapshot = e.snapshot().unwrap();
+    assert_eq!(format!("{snapshot:?}"), "MemSnapshot { version: 1 }");
+    drop(snapshot);
+    let image = e.close();
+    assert_eq!(image.keyspaces(), &specs[..]);
+    assert_eq!(image.version(), 1);
+}
+
+/// A generator that always returns one value.
+struct Constant(u64);
+
+impl Rng for Constant {
+    fn next_u64(&mut self) -> u64 {
+        self.0
+    }
+}
+
+#[test]
+fn chance_at_its_bounds() {
+    // The smallest draw never passes probability 0; the largest passes 1.
+    assert!(!Constant(0).chance(0.0));
+    assert!(Constant(0).chance(0.5));
+    assert!(!Constant(u64::MAX).chance(0.5));
+    assert!(Constant(u64::MAX).chance(1.0));
+    // Exactly one half, drawn: not below one half.
+    assert!(!Constant(1 << 63).chance(0.5));
+    assert_eq!(Constant(u64::MAX).below(10), 9);
+    assert_eq!(Constant(0).below(10), 0);
+    assert_eq!(Constant(u64::MAX).below(0), 0);
+}
+
+#[test]
+fn clocks_sleep() {
+    use strata_engine::{Clock, ManualClock, SystemClock};
+    let manual = ManualClock::new(100);
+    manual.sleep_ms(25);
+    assert_eq!(manual.now_ms(), 125);
+    // The system clock's sleep lasts as long as asked (its own readings,
+    // whole milliseconds, may lose one to rounding).
+    let started = SystemClock.now_ms();
+    SystemClock.sleep_ms(30);
+    assert!(SystemClock.now_ms() - started >= 29);
+}
+
+/// The latest state, for the shared commit logic: one stored key.
+struct OneKey(Vec<u8>, Vec<u8>);
+
+impl strata_engine::implement::Reads for OneKey {
+    fn get(
+        &mut self,
+        _ks: strata_engine::Keyspace,
+        key: &[u8],
+    ) -> Result<Option<Vec<u8>>, CommitError> {
+        Ok((key == self.0).then(|| self.1.clone()))
+    }
+
+    fn any_in(
+        &mut self,
+        _ks: strata_engine::Keyspace,
+        range: &strata_engine::RangeSpec,
+    ) -> Result<bool, CommitError> {
+        Ok(range.contains(&self.0))
+    }
+}
+
+#[test]
+fn read_through_lays_a_commits_own_changes_over_the_state() {
+    use strata_engine::RangeSpec;
+    use strata_engine::implement::{Op, read_through};
+    let e = MemEngine::open(vec![
+        KeyspaceSpec::new("a", Profile::General),
+        KeyspaceSpec::new("b", Profile::General),
+    ])
+    .unwrap();
+    let (a, b) = (e.keyspace("a").unwrap(), e.keyspace("b").unwrap());
+    let mut state = OneKey(b"k".to_vec(), b"stored".to_vec());
+    let mut read = |ops: &[Op], ks, key: &[u8]| read_through(ops, &mut state, ks, key).unwrap();
+    assert_eq!(read(&[], a, b"k"), Some(b"stored".to_vec()));
+    assert_eq!(read(&[], a, b"x"), None);
+    let put = Op::Put(a, b"k".to_vec(), b"new".to_vec());
+    let del = Op::Delete(a, b"k".to_vec());
+    let cover = |ks| Op::DeleteRange(ks, RangeSpec::half_open(b"j", b"l"));
+    // The last change of the key wins.
+    assert_eq!(read(std::slice::from_ref(&put), a, b"k"), Some(b"new".to_vec()));
+    assert_eq!(read(&[put.clone(), del.clone()], a, b"k"), None);
+    assert_eq!(read(&[del, put.clone()], a, b"k"), Some(b"new".to_vec()));
+    assert_eq!(read(&[put.clone(), cover(a)], a, b"k"), None);
+    // Changes to other keys or keyspaces do not hide the stored value.
+    assert_eq!(read(&[cover(b)], a, b"k"), Some(b"stored".to_vec()));
+    assert_eq!(
+        read(
+            &[Op::DeleteRange(a, RangeSpec::half_open(b"l", b"m"))],
+            a,
+            b"k"
+        ),
+        Some(b"stored".to_vec())
+    );
+    assert_eq!(
+        read(&[Op::Put(b, b"k".to_vec(), b"other".to_vec())], a, b"k"),
+        Some(b"stored".to_vec())
+    );
+    assert_eq!(read(&[put], b, b"k"), Some(b"stored".to_vec()));
 }
