@@ -227,7 +227,10 @@ fn read_through_lays_a_commits_own_changes_over_the_state() {
     let del = Op::Delete(a, b"k".to_vec());
     let cover = |ks| Op::DeleteRange(ks, RangeSpec::half_open(b"j", b"l"));
     // The last change of the key wins.
-    assert_eq!(read(std::slice::from_ref(&put), a, b"k"), Some(b"new".to_vec()));
+    assert_eq!(
+        read(std::slice::from_ref(&put), a, b"k"),
+        Some(b"new".to_vec())
+    );
     assert_eq!(read(&[put.clone(), del.clone()], a, b"k"), None);
     assert_eq!(read(&[del, put.clone()], a, b"k"), Some(b"new".to_vec()));
     assert_eq!(read(&[put.clone(), cover(a)], a, b"k"), None);
