@@ -166,6 +166,15 @@ pub enum DecodeError {
         /// Length of the valid prefix.
         valid_up_to: usize,
     },
+    /// A body in a hand-written layout (a [`Value`] implemented by hand)
+    /// does not read.
+    #[error("malformed {layout} body: {why}")]
+    Malformed {
+        /// The layout's name.
+        layout: &'static str,
+        /// What is wrong.
+        why: &'static str,
+    },
 }
 
 /// A value type with a stored form.

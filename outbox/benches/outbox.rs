@@ -90,7 +90,65 @@ fn report<E: Engine>(name: &str, engine: &E) {
                 .unwrap();
         },
     );
+    breakdown(engine, &store, &event);
     drain(name, &store, &ob, &topic);
+}
+
+/// Where the ingest time goes: the store's cost for the event alone, and
+/// what a second small row costs the raw engine, in the outbox's keyspace
+/// and in the event's own keyspace far from the events.
+fn breakdown<E: Engine>(engine: &E, store: &Store<&E>, event: &[u8]) {
+    let (data, _) = store.keyspaces();
+    let entries = engine.keyspace(strata_outbox::ENTRIES).unwrap();
+    let raw_event = |i: u64| {
+        Commit::new()
+            .put(data, tuple::pack(&("raw", i)), event.to_vec())
+            .durability(Durability::Buffered)
+    };
+    let (mut i, mut j) = (1u64 << 41, 1u64 << 42);
+    ab(
+        "  the event through the store vs the raw event",
+        7,
+        2_000,
+        1,
+        || {
+            i += 1;
+            engine.commit(raw_event(i)).unwrap();
+        },
+        || {
+            j += 1;
+            store
+                .transact(|tx| tx.put(&EventKey { id: j }, &event.to_vec()))
+                .unwrap();
+        },
+    );
+    for (label, ks) in [
+        (
+            "  raw: the event plus a 64-byte row in the outbox's keyspace vs the event alone",
+            entries,
+        ),
+        (
+            "  raw: the event plus a 64-byte row in the event's keyspace, away from the events, vs the event alone",
+            data,
+        ),
+    ] {
+        let (mut i, mut j) = (1u64 << 43, 1u64 << 44);
+        ab(
+            label,
+            7,
+            2_000,
+            1,
+            || {
+                i += 1;
+                engine.commit(raw_event(i)).unwrap();
+            },
+            || {
+                j += 1;
+                let commit = raw_event(j).put(ks, tuple::pack(&("zz", j)), vec![0x11; 64]);
+                engine.commit(commit).unwrap();
+            },
+        );
+    }
 }
 
 /// One consumer drains everything pushed so far: entries per second, and

@@ -742,6 +742,23 @@ impl<'s, E: Engine> Outbox<'s, E> {
         topic: &Topic<T>,
         max: usize,
     ) -> Result<Vec<Delivery<T>>, OutboxError> {
+        self.poll_after(lease, topic, Position::START, max)
+    }
+
+    /// As [`Outbox::poll`], only entries after `after`: for a consumer
+    /// that handles entries strictly in order and acknowledges them later
+    /// in one step ([`Outbox::ack_through`]), so that it can read ahead of
+    /// its checkpoint without being handed the same entries again.
+    ///
+    /// # Errors
+    /// As [`Outbox::poll`].
+    pub fn poll_after<T: Value>(
+        &self,
+        lease: &Lease,
+        topic: &Topic<T>,
+        after: Position,
+        max: usize,
+    ) -> Result<Vec<Delivery<T>>, OutboxError> {
         let now = self.clock.now_ms();
         #[cfg(feature = "planted-bugs")]
         let durable = if self.bug(PlantedBug::PollBeyondDurable) {
@@ -758,11 +775,11 @@ impl<'s, E: Engine> Outbox<'s, E> {
         let mut tx = self.store.begin();
         self.check_lease(&mut tx, lease)?;
         let st = self.consumer_state(&mut tx, &topic.name, &lease.consumer)?;
-        if durable <= st.low_water.version && st.low_water != Position::START {
+        let from = st.low_water.max(after);
+        if durable <= from.version && from != Position::START {
             return Ok(Vec::new());
         }
-        let mut range =
-            layout::entries_between(&topic.name, st.low_water, Position::end_of(durable));
+        let mut range = layout::entries_between(&topic.name, from, Position::end_of(durable));
         let mut held: BTreeSet<Option<Vec<u8>>> = BTreeSet::new();
         let mut out = Vec::new();
         let mut poison = Vec::new();
@@ -908,6 +925,62 @@ impl<'s, E: Engine> Outbox<'s, E> {
         let cap = (self.store.options().limits.max_batch_entries / 4).max(1);
         for pos in done.range(..=new_low.max(low_water)).take(cap) {
             tx.delete_in(&self.state, layout::done_key(topic, consumer, *pos))?;
+        }
+        Ok(())
+    }
+
+    /// Acknowledges every entry up to and including `position` in `tx`, in
+    /// one step: for a consumer that handles its topic strictly in commit
+    /// order and keeps its own record of progress (a search index commits
+    /// its position with its documents), the way a log consumer commits an
+    /// offset. Entries at or below `position` that wait for a retry are
+    /// acknowledged with the rest. Acknowledging at or below the
+    /// checkpoint does nothing.
+    ///
+    /// # Errors
+    /// [`OutboxError::StaleLease`]; [`OutboxError::NoEntry`] when no entry
+    /// sits at `position`; a store failure.
+    pub fn ack_through(
+        &self,
+        tx: &mut Tx<'_, E>,
+        lease: &Lease,
+        position: Position,
+    ) -> Result<(), OutboxError> {
+        self.check_lease(tx, lease)?;
+        let (topic, consumer) = (lease.topic.as_str(), lease.consumer.as_str());
+        let ck_key = layout::checkpoint_key(topic, consumer);
+        let low_water = tx
+            .get_in(&self.state, &ck_key)?
+            .ok_or_else(|| unknown(topic, consumer))
+            .and_then(|v| read_position(&v))?;
+        if position <= low_water {
+            return Ok(());
+        }
+        if tx
+            .snapshot_get_in(&self.entries, &layout::entry_key(topic, position))?
+            .is_none()
+        {
+            return Err(OutboxError::NoEntry(position));
+        }
+        tx.put_in(&self.state, ck_key, pack_position(position))?;
+        // Marks and attempt records at or below the new checkpoint are
+        // dead weight; as in `finish`, a bounded number go per commit.
+        let cap = (self.store.options().limits.max_batch_entries / 4).max(1);
+        let done = self.finished_marks(tx, topic, consumer)?;
+        let mut left = cap;
+        for pos in done.range(..=position).take(left) {
+            tx.delete_in(&self.state, layout::done_key(topic, consumer, *pos))?;
+            left -= 1;
+        }
+        let try_prefix = tuple::pack(&("t", topic, consumer)).len();
+        let tries = tx.scan_in(&self.state, &layout::try_rows(topic, consumer), None, false)?;
+        for (k, _) in tries.rows.iter().take(left) {
+            let pos = layout::trailing_position(k, try_prefix)
+                .ok_or_else(|| corrupt("attempt record"))?;
+            if pos > position {
+                break;
+            }
+            tx.delete_in(&self.state, k.clone())?;
         }
         Ok(())
     }
@@ -1152,6 +1225,20 @@ impl<'s, E: Engine> Outbox<'s, E> {
             lag.oldest_age_ms = lag.oldest_age_ms.max(now.saturating_sub(pushed_ms));
         }
         Ok(lag)
+    }
+
+    /// The checkpoint of `consumer` on `topic`: every entry at or below it
+    /// is finished (entries above it may be finished too, out of order). A
+    /// consumer that keeps its own record of progress (a search index that
+    /// commits its position with its documents) compares it with this.
+    ///
+    /// # Errors
+    /// [`OutboxError::UnknownConsumer`]; a store failure.
+    pub fn checkpoint(&self, topic: &str, consumer: &str) -> Result<Position, OutboxError> {
+        let mut tx = self.store.begin();
+        tx.snapshot_get_in(&self.state, &layout::checkpoint_key(topic, consumer))?
+            .ok_or_else(|| unknown(topic, consumer))
+            .and_then(|v| read_position(&v))
     }
 }
 

@@ -28,6 +28,7 @@ pub const LAYERS: &[(&str, &[&str])] = &[
     ("engine-rocks", &["engine"]),
     ("store", &["keys", "codec", "engine"]),
     ("outbox", &["keys", "codec", "engine", "store"]),
+    ("search", &["keys", "codec", "engine", "store", "outbox"]),
     (
         "sim",
         &[
@@ -45,7 +46,11 @@ pub const LAYERS: &[(&str, &[&str])] = &[
 ];
 
 /// Third-party crates only one folder may name, in any dependency section.
-pub const OWNED: &[(&str, &str)] = &[("rocksdb", "engine-rocks"), ("redb", "engine-redb")];
+pub const OWNED: &[(&str, &str)] = &[
+    ("rocksdb", "engine-rocks"),
+    ("redb", "engine-redb"),
+    ("tantivy", "search"),
+];
 
 /// Crates that may dev-depend on the simulation, and why.
 pub const SIM_DEV_EXCEPTIONS: &[(&str, &str)] = &[(

@@ -216,3 +216,70 @@ fn trimming_never_removes_what_a_consumer_still_needs() {
         );
     });
 }
+
+#[test]
+fn an_in_order_consumer_reads_ahead_and_acknowledges_through_a_position() {
+    on_every_engine!(Durability::Immediate, |store, outbox, clock| {
+        outbox
+            .register("orders", "indexer", Start::Beginning)
+            .unwrap();
+        for id in 1..=5 {
+            place(&outbox, id, None);
+        }
+        let lease = outbox.acquire("orders", "indexer", "w1").unwrap();
+        let first = outbox.poll(&lease, &topic(), 2).unwrap();
+        assert_eq!(orders(&first), [1, 2]);
+        // Reading on after the last entry in hand, nothing acknowledged.
+        let next = outbox
+            .poll_after(&lease, &topic(), first[1].position, 2)
+            .unwrap();
+        assert_eq!(orders(&next), [3, 4]);
+        assert_eq!(
+            outbox.checkpoint("orders", "indexer").unwrap(),
+            Position::START
+        );
+        // A failed entry below the acknowledged position is acknowledged
+        // with the rest, and its retry record goes.
+        outbox.fail(&lease, first[0].position, "boom").unwrap();
+        store
+            .transact(|tx| outbox.ack_through(tx, &lease, next[1].position))
+            .unwrap();
+        assert_eq!(
+            outbox.checkpoint("orders", "indexer").unwrap(),
+            next[1].position
+        );
+        clock.advance(60_000);
+        let lease = outbox.acquire("orders", "indexer", "w1").unwrap();
+        assert_eq!(orders(&outbox.poll(&lease, &topic(), 10).unwrap()), [5]);
+        assert_eq!(outbox.lag("orders", "indexer").unwrap().entries, 1);
+        // At or below the checkpoint: nothing happens.
+        store
+            .transact(|tx| outbox.ack_through(tx, &lease, first[0].position))
+            .unwrap();
+        assert_eq!(
+            outbox.checkpoint("orders", "indexer").unwrap(),
+            next[1].position
+        );
+        // A position with no entry is refused.
+        let nowhere = Position {
+            version: next[1].position.version,
+            order: 9,
+        };
+        assert!(matches!(
+            store.transact(|tx| outbox.ack_through(tx, &lease, nowhere)),
+            Err(OutboxError::NoEntry(p)) if p == nowhere
+        ));
+        // A stale lease is refused.
+        clock.advance(60_000);
+        let other = outbox.acquire("orders", "indexer", "w2").unwrap();
+        let rest = outbox.poll(&other, &topic(), 10).unwrap();
+        assert!(matches!(
+            store.transact(|tx| outbox.ack_through(tx, &lease, rest[0].position)),
+            Err(OutboxError::StaleLease { .. })
+        ));
+        assert!(matches!(
+            outbox.checkpoint("orders", "nobody"),
+            Err(OutboxError::UnknownConsumer { .. })
+        ));
+    });
+}

@@ -1,0 +1,53 @@
+//! Errors of the search index.
+
+use strata_outbox::{OutboxError, Position};
+use strata_store::StoreError;
+
+/// Why an index operation failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SearchError {
+    /// An index or field name that is empty, longer than 64 bytes, or has
+    /// characters other than ASCII letters, digits, `-`, `_` and `.`.
+    #[error("bad name {0:?}: use 1 to 64 ASCII letters, digits, '-', '_' or '.'")]
+    BadName(String),
+    /// The mapping is inconsistent: a field declared twice, a reserved
+    /// name, an unknown tokenizer, a document naming an undeclared field,
+    /// a time on an index without one.
+    #[error("mapping: {0}")]
+    Mapping(String),
+    /// The index's own checkpoint is behind the outbox consumer's: entries
+    /// the outbox considers delivered are missing from the index (its
+    /// directory was replaced or restored from an older copy). Rebuild it.
+    #[error(
+        "the index is at {index} but its outbox consumer has acknowledged up to {outbox}: rebuild the index"
+    )]
+    Behind {
+        /// The position the index committed.
+        index: Position,
+        /// The consumer's checkpoint in the outbox.
+        outbox: Position,
+    },
+    /// The index directory holds a commit whose payload is not one this
+    /// crate wrote.
+    #[error("the index's commit payload {0:?} is not a strata-search checkpoint")]
+    Payload(String),
+    /// A query that does not parse, or names an unknown field.
+    #[error("query: {0}")]
+    Query(String),
+    /// An entry or a row that does not decode.
+    #[error("decode: {0}")]
+    Decode(String),
+    /// The outbox failed.
+    #[error(transparent)]
+    Outbox(#[from] OutboxError),
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// tantivy failed (I/O in the index directory among others).
+    #[error("tantivy: {0}")]
+    Tantivy(#[from] tantivy::TantivyError),
+    /// A file-system operation on the index directory failed.
+    #[error("index directory: {0}")]
+    Io(#[from] std::io::Error),
+}

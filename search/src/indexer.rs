@@ -1,0 +1,610 @@
+//! The indexer: an outbox consumer that applies changes to a tantivy index
+//! and commits its checkpoint inside the index's own commit.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::ops::Bound;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use strata_codec::Value;
+use strata_engine::{Clock, Engine};
+use strata_keys::Key;
+use strata_outbox::{Lease, Outbox, Position, Start, Topic};
+use tantivy::collector::{DocSetCollector, TopDocs};
+use tantivy::directory::{Directory, MmapDirectory, RamDirectory};
+use tantivy::query::{AllQuery, BooleanQuery, Occur, QueryParser, RangeQuery, TermQuery};
+use tantivy::schema::{IndexRecordOption, Value as _};
+use tantivy::snippet::SnippetGenerator;
+use tantivy::{Index, IndexReader, IndexWriter, ReloadPolicy, TantivyDocument, Term};
+
+use crate::change::{Change, body_hash};
+use crate::spec::{Fields, IndexSpec};
+use crate::{Freshness, Hit, Query, Results, SearchError, Verified};
+
+/// The prefix of the checkpoint this crate writes as a tantivy commit's
+/// payload: `strata-search/1 VERSION.ORDER`.
+const PAYLOAD: &str = "strata-search/1 ";
+
+/// Where an index keeps its files.
+#[derive(Debug, Clone)]
+pub enum Location {
+    /// A directory of its own (created if missing), apart from the
+    /// engine's files.
+    Dir(PathBuf),
+    /// In memory, lost when dropped: for tests and examples.
+    Memory,
+}
+
+/// How an [`Indexer`] runs.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct IndexerConfig {
+    /// The outbox lease holder's name (unique per process).
+    pub holder: String,
+    /// Entries per outbox poll (default 256).
+    pub batch: usize,
+    /// Commit the index after this many changes (default 1,000)...
+    pub commit_docs: usize,
+    /// ...or this many bytes of changed values (default 8 MiB)...
+    pub commit_bytes: usize,
+    /// ...or when the oldest uncommitted change is this old, in clock
+    /// milliseconds (default 1,000).
+    pub commit_interval_ms: u64,
+    /// tantivy indexing threads (default: half the cores, at least one and
+    /// at most four; one on a 2-core machine).
+    pub threads: usize,
+    /// tantivy's memory budget over all threads (default 24 MiB a thread;
+    /// tantivy needs at least 15 MB a thread).
+    pub memory_bytes: usize,
+}
+
+impl IndexerConfig {
+    /// Defaults for lease holder `holder`.
+    pub fn new(holder: impl Into<String>) -> Self {
+        let cores = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
+        let threads = (cores / 2).clamp(1, 4);
+        Self {
+            holder: holder.into(),
+            batch: 256,
+            commit_docs: 1_000,
+            commit_bytes: 8 << 20,
+            commit_interval_ms: 1_000,
+            threads,
+            memory_bytes: threads * (24 << 20),
+        }
+    }
+}
+
+/// What one [`Indexer::step`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Step {
+    /// Entries received from the outbox and applied.
+    pub received: usize,
+    /// Whether the outbox was acknowledged for a commit of the index that
+    /// had not been (a crash or failure came between the two).
+    pub late_ack: bool,
+    /// Whether the index committed (and the outbox was acknowledged).
+    pub committed: bool,
+}
+
+/// An outbox consumer keeping a tantivy index of the rows of `K`.
+///
+/// Every entry is applied in commit order: a put replaces the row's
+/// document (`delete_term` on `_key`, then add), a delete removes it. The
+/// position of the last applied entry is written as the payload of the
+/// index's own commit, so documents and checkpoint are atomic; the index
+/// directory is then synced, and only after that is the outbox consumer
+/// acknowledged. On open, indexing resumes from the payload: entries the
+/// outbox delivers again at or below it are acknowledged without being
+/// applied twice. The index reads nothing but the entries (which only
+/// reach it once their commit is durable), so it is never ahead of the
+/// durable store.
+pub struct Indexer<'o, 's, E: Engine, K: Key> {
+    outbox: &'o Outbox<'s, E>,
+    spec: IndexSpec<K>,
+    topic: Topic<Change>,
+    config: IndexerConfig,
+    clock: Arc<dyn Clock>,
+    index: Index,
+    writer: IndexWriter,
+    reader: IndexReader,
+    fields: Fields,
+    lease: Option<Lease>,
+    /// The position committed in the index.
+    checkpoint: Position,
+    /// The last position applied to the writer (at or after `checkpoint`).
+    applied: Position,
+    pending_docs: usize,
+    pending_bytes: usize,
+    /// Clock reading at the first uncommitted change.
+    pending_since: Option<u64>,
+}
+
+impl<E: Engine, K: Key> std::fmt::Debug for Indexer<'_, '_, E, K> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Indexer")
+            .field("index", &self.spec.name)
+            .field("checkpoint", &self.checkpoint)
+            .field("applied", &self.applied)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<'o, 's, E, K> Indexer<'o, 's, E, K>
+where
+    E: Engine,
+    K: Key + 'static,
+    K::Value: Value,
+{
+    /// Opens (or creates) the index of `spec` at `location` and registers
+    /// its outbox consumer (named after the index, starting at the
+    /// beginning of the topic) if it is new.
+    ///
+    /// # Errors
+    /// [`SearchError::Behind`] when the outbox consumer has acknowledged
+    /// more than the index holds; [`SearchError::Payload`]; tantivy, I/O
+    /// and store failures.
+    pub fn open(
+        outbox: &'o Outbox<'s, E>,
+        spec: IndexSpec<K>,
+        location: &Location,
+        config: IndexerConfig,
+        clock: Arc<dyn Clock>,
+    ) -> Result<Self, SearchError> {
+        let (schema, fields) = spec.schema();
+        let directory: Box<dyn Directory> = match location {
+            Location::Dir(path) => {
+                std::fs::create_dir_all(path)?;
+                Box::new(
+                    MmapDirectory::open(path)
+                        .map_err(|e| SearchError::Tantivy(tantivy::TantivyError::from(e)))?,
+                )
+            }
+            Location::Memory => Box::new(RamDirectory::create()),
+        };
+        let index = Index::open_or_create(directory, schema)?;
+        let writer = index.writer_with_num_threads(
+            config.threads.max(1),
+            config.memory_bytes.max(config.threads.max(1) * 15_000_000),
+        )?;
+        let reader = index
+            .reader_builder()
+            .reload_policy(ReloadPolicy::Manual)
+            .try_into()?;
+        let checkpoint = match index.load_metas()?.payload {
+            None => Position::START,
+            Some(p) => parse_payload(&p)?,
+        };
+        let topic = spec.topic();
+        outbox.register(topic.name(), &spec.name, Start::Beginning)?;
+        let acknowledged = outbox.checkpoint(topic.name(), &spec.name)?;
+        if acknowledged > checkpoint {
+            return Err(SearchError::Behind {
+                index: checkpoint,
+                outbox: acknowledged,
+            });
+        }
+        tracing::debug!(index = spec.name, %checkpoint, "search index opened");
+        Ok(Self {
+            outbox,
+            spec,
+            topic,
+            config,
+            clock,
+            index,
+            writer,
+            reader,
+            fields,
+            lease: None,
+            checkpoint,
+            applied: checkpoint,
+            pending_docs: 0,
+            pending_bytes: 0,
+            pending_since: None,
+        })
+    }
+
+    /// The position committed in the index: every entry at or below it is
+    /// in the index, none above it is visible to searches.
+    pub fn checkpoint(&self) -> Position {
+        self.checkpoint
+    }
+
+    /// The mapping.
+    pub fn spec(&self) -> &IndexSpec<K> {
+        &self.spec
+    }
+
+    fn lease(&mut self) -> Result<Lease, SearchError> {
+        let now = self.clock.now_ms();
+        match &self.lease {
+            // Renewed with a margin: an expired lease is refused at the
+            // acknowledgement, after the index committed.
+            Some(l) if l.expires_ms() > now.saturating_add(1_000) => Ok(l.clone()),
+            _ => {
+                let l =
+                    self.outbox
+                        .acquire(self.topic.name(), &self.spec.name, &self.config.holder)?;
+                self.lease = Some(l.clone());
+                Ok(l)
+            }
+        }
+    }
+
+    /// Polls one batch of durable entries, applies it, and commits when the
+    /// cadence says so.
+    ///
+    /// # Errors
+    /// Outbox, store and tantivy failures; an entry that does not decode
+    /// ([`SearchError::Decode`]) stops indexing at that entry.
+    pub fn step(&mut self) -> Result<Step, SearchError> {
+        let lease = self.lease()?;
+        // Entries up to `applied` are in the writer (committed or not):
+        // read after them. After a restart `applied` is the committed
+        // checkpoint, and entries the outbox has not seen acknowledged come
+        // again only if they are above it.
+        let mut late_ack = false;
+        let acknowledged = self.outbox.checkpoint(self.topic.name(), &self.spec.name)?;
+        if acknowledged < self.checkpoint && self.applied == self.checkpoint {
+            // A crash (or a failure) between the index commit and the
+            // acknowledgement: acknowledge now.
+            self.acknowledge(&lease)?;
+            late_ack = true;
+        }
+        let batch =
+            self.outbox
+                .poll_after(&lease, &self.topic, self.applied, self.config.batch.max(1))?;
+        let mut step = Step {
+            received: batch.len(),
+            late_ack,
+            committed: false,
+        };
+        for d in &batch {
+            self.apply(&d.entry, d.position.version)?;
+            self.applied = d.position;
+        }
+        if self.due() {
+            step.committed = self.commit()?;
+        }
+        Ok(step)
+    }
+
+    /// Steps until the outbox has nothing more to deliver, then commits:
+    /// the index then holds every durable entry.
+    ///
+    /// # Errors
+    /// As [`Indexer::step`].
+    pub fn catch_up(&mut self) -> Result<Position, SearchError> {
+        loop {
+            let step = self.step()?;
+            if step.received == 0 {
+                break;
+            }
+        }
+        self.commit()?;
+        Ok(self.checkpoint)
+    }
+
+    fn due(&self) -> bool {
+        self.pending_docs >= self.config.commit_docs
+            || self.pending_bytes >= self.config.commit_bytes
+            || self.pending_since.is_some_and(|t| {
+                self.clock.now_ms().saturating_sub(t) >= self.config.commit_interval_ms
+            })
+    }
+
+    fn apply(&mut self, change: &Change, version: u64) -> Result<(), SearchError> {
+        let key_term = Term::from_field_bytes(self.fields.key, &change.key);
+        self.writer.delete_term(key_term);
+        if let Some((schema_version, body)) = &change.value {
+            let key = K::unpack(&change.key)
+                .map_err(|e| SearchError::Decode(format!("key of {}: {e}", K::NAME)))?;
+            let value = K::Value::decode_body(*schema_version, body)
+                .map_err(|e| SearchError::Decode(format!("value of {}: {e}", K::NAME)))?;
+            let doc = self.document(&change.key, &key, &value, body, version)?;
+            self.writer.add_document(doc)?;
+            self.pending_bytes += body.len();
+        }
+        self.pending_docs += 1;
+        self.pending_since
+            .get_or_insert_with(|| self.clock.now_ms());
+        Ok(())
+    }
+
+    fn document(
+        &self,
+        key_bytes: &[u8],
+        key: &K,
+        value: &K::Value,
+        body: &[u8],
+        version: u64,
+    ) -> Result<TantivyDocument, SearchError> {
+        let mapped = (self.spec.map)(key, value);
+        let mut doc = TantivyDocument::default();
+        doc.add_bytes(self.fields.key, key_bytes);
+        doc.add_u64(self.fields.hash, body_hash(body));
+        doc.add_u64(self.fields.version, version);
+        for (name, text) in &mapped.text {
+            let i = self
+                .spec
+                .text
+                .iter()
+                .position(|t| &t.name == name)
+                .ok_or_else(|| undeclared("text", name))?;
+            doc.add_text(self.fields.text[i].0, text);
+        }
+        for (name, s) in &mapped.strings {
+            let i = self
+                .spec
+                .strings
+                .iter()
+                .position(|f| f == name)
+                .ok_or_else(|| undeclared("string", name))?;
+            doc.add_text(self.fields.strings[i], s);
+        }
+        match (mapped.time_ms, self.fields.time) {
+            (Some(ms), Some(field)) => doc.add_u64(field, ms),
+            (Some(_), None) => {
+                return Err(SearchError::Mapping(format!(
+                    "a document of index {:?} has a time; declare it with `with_time`",
+                    self.spec.name
+                )));
+            }
+            (None, _) => {}
+        }
+        Ok(doc)
+    }
+
+    /// Commits what was applied: documents and checkpoint in one tantivy
+    /// commit, the directory synced, readers reloaded, then the outbox
+    /// acknowledged. Returns whether there was anything to commit.
+    ///
+    /// # Errors
+    /// tantivy, I/O and outbox failures. A failure after the index commit
+    /// leaves the acknowledgement to the next step.
+    pub fn commit(&mut self) -> Result<bool, SearchError> {
+        if self.applied == self.checkpoint {
+            return Ok(false);
+        }
+        let mut prepared = self.writer.prepare_commit()?;
+        prepared.set_payload(&format!("{PAYLOAD}{}", self.applied));
+        prepared.commit()?;
+        self.index.directory().sync_directory()?;
+        self.checkpoint = self.applied;
+        self.pending_docs = 0;
+        self.pending_bytes = 0;
+        self.pending_since = None;
+        self.reader.reload()?;
+        tracing::debug!(index = self.spec.name, checkpoint = %self.checkpoint, "search index committed");
+        let lease = self.lease()?;
+        self.acknowledge(&lease)?;
+        Ok(true)
+    }
+
+    fn acknowledge(&self, lease: &Lease) -> Result<(), SearchError> {
+        let at = self.checkpoint;
+        if at == Position::START {
+            return Ok(());
+        }
+        self.outbox
+            .store()
+            .transact(|tx| self.outbox.ack_through(tx, lease, at))?;
+        Ok(())
+    }
+
+    /// Searches the committed index. Each hit's row is read from the store
+    /// to report whether the document still matches it.
+    ///
+    /// # Errors
+    /// [`SearchError::Query`]; tantivy and store failures.
+    pub fn search(&self, query: &Query) -> Result<Results<K>, SearchError> {
+        let searcher = self.reader.searcher();
+        if query.limit == 0 {
+            return Ok(Results {
+                checkpoint: self.checkpoint,
+                hits: Vec::new(),
+            });
+        }
+        let mut parts: Vec<(Occur, Box<dyn tantivy::query::Query>)> = Vec::new();
+        let text_fields: Vec<_> = self.fields.text.iter().map(|(f, _)| *f).collect();
+        if !query.text.trim().is_empty() {
+            let mut parser = QueryParser::for_index(&self.index, text_fields.clone());
+            for (field, boost) in &self.fields.text {
+                parser.set_field_boost(*field, *boost);
+            }
+            let parsed = parser
+                .parse_query(&query.text)
+                .map_err(|e| SearchError::Query(e.to_string()))?;
+            parts.push((Occur::Must, parsed));
+        }
+        for (name, value) in &query.filters {
+            let i = self
+                .spec
+                .strings
+                .iter()
+                .position(|f| f == name)
+                .ok_or_else(|| SearchError::Query(format!("no string field {name:?}")))?;
+            let term = Term::from_field_text(self.fields.strings[i], value);
+            parts.push((
+                Occur::Must,
+                Box::new(TermQuery::new(term, IndexRecordOption::Basic)),
+            ));
+        }
+        if let Some((start, end)) = &query.time {
+            let field = self
+                .fields
+                .time
+                .ok_or_else(|| SearchError::Query("this index has no time".into()))?;
+            let bound = |b: &Bound<u64>| match b {
+                Bound::Included(v) => Bound::Included(Term::from_field_u64(field, *v)),
+                Bound::Excluded(v) => Bound::Excluded(Term::from_field_u64(field, *v)),
+                Bound::Unbounded => Bound::Unbounded,
+            };
+            parts.push((
+                Occur::Must,
+                Box::new(RangeQuery::new(bound(start), bound(end))),
+            ));
+        }
+        if parts.is_empty() {
+            parts.push((Occur::Must, Box::new(AllQuery)));
+        }
+        let combined = BooleanQuery::new(parts);
+        let top = searcher.search(
+            &combined,
+            &TopDocs::with_limit(query.limit).order_by_score(),
+        )?;
+        let snippets = match self.fields.text.first() {
+            Some((field, _)) if !query.text.trim().is_empty() => {
+                Some(SnippetGenerator::create(&searcher, &combined, *field)?)
+            }
+            _ => None,
+        };
+        let store = self.outbox.store();
+        let mut hits = Vec::with_capacity(top.len());
+        for (score, address) in top {
+            let doc: TantivyDocument = searcher.doc(address)?;
+            let (key_bytes, hash, version) = self.identity(&doc)?;
+            let key = K::unpack(&key_bytes)
+                .map_err(|e| SearchError::Decode(format!("key of {}: {e}", K::NAME)))?;
+            let freshness = match store.get(&key)? {
+                None => Freshness::Vanished,
+                Some(current) => {
+                    let mut body = Vec::new();
+                    current
+                        .encode_body(&mut body)
+                        .map_err(|e| SearchError::Decode(e.to_string()))?;
+                    if body_hash(&body) == hash {
+                        Freshness::Current
+                    } else {
+                        Freshness::Changed
+                    }
+                }
+            };
+            hits.push(Hit {
+                key,
+                score,
+                snippet: snippets
+                    .as_ref()
+                    .map(|g| g.snippet_from_doc(&doc).fragment().to_owned())
+                    .unwrap_or_default(),
+                version,
+                freshness,
+            });
+        }
+        Ok(Results {
+            checkpoint: self.checkpoint,
+            hits,
+        })
+    }
+
+    fn identity(&self, doc: &TantivyDocument) -> Result<(Vec<u8>, u64, u64), SearchError> {
+        let missing = |what| SearchError::Decode(format!("a document without {what}"));
+        let key = doc
+            .get_first(self.fields.key)
+            .and_then(|v| v.as_bytes())
+            .ok_or_else(|| missing("_key"))?
+            .to_vec();
+        let hash = doc
+            .get_first(self.fields.hash)
+            .and_then(|v| v.as_u64())
+            .ok_or_else(|| missing("_hash"))?;
+        let version = doc
+            .get_first(self.fields.version)
+            .and_then(|v| v.as_u64())
+            .ok_or_else(|| missing("_version"))?;
+        Ok((key, hash, version))
+    }
+
+    /// Compares the index with the store: syncs the engine, catches up with
+    /// every durable entry, then compares the documents with the rows of
+    /// `K` in a snapshot at the same point (retrying while writers move the
+    /// store on): missing, extra and stale documents.
+    ///
+    /// # Errors
+    /// As [`Indexer::catch_up`]; a row that does not decode.
+    pub fn verify(&mut self) -> Result<Verified, SearchError> {
+        let store = self.outbox.store();
+        let mut attempts = 0;
+        loop {
+            attempts += 1;
+            store
+                .engine()
+                .sync()
+                .map_err(strata_store::StoreError::from)?;
+            let durable = store.engine().durable_version();
+            self.catch_up()?;
+            let view = store.read()?;
+            let version = view.version()?;
+            if version > durable && attempts < 5 {
+                continue;
+            }
+            let mut expected: BTreeMap<Vec<u8>, u64> = BTreeMap::new();
+            let scan = strata_store::Scan::all().skip_other_types();
+            for row in view.scan::<K>(&scan)? {
+                let (key, value) = row?;
+                let mut body = Vec::new();
+                value
+                    .encode_body(&mut body)
+                    .map_err(|e| SearchError::Decode(e.to_string()))?;
+                let bytes = key
+                    .pack()
+                    .map_err(|e| SearchError::Decode(format!("key of {}: {e}", K::NAME)))?;
+                expected.insert(bytes, body_hash(&body));
+            }
+            let searcher = self.reader.searcher();
+            let mut indexed: BTreeMap<Vec<u8>, u64> = BTreeMap::new();
+            let mut duplicates = BTreeSet::new();
+            for address in searcher.search(&AllQuery, &DocSetCollector)? {
+                let doc: TantivyDocument = searcher.doc(address)?;
+                let (key, hash, _) = self.identity(&doc)?;
+                if indexed.insert(key.clone(), hash).is_some() {
+                    duplicates.insert(key);
+                }
+            }
+            let mut report = Verified {
+                store_version: version,
+                checkpoint: self.checkpoint,
+                documents: indexed.len(),
+                rows: expected.len(),
+                missing: Vec::new(),
+                extra: Vec::new(),
+                stale: Vec::new(),
+                duplicates: duplicates.into_iter().collect(),
+            };
+            for (key, hash) in &expected {
+                match indexed.get(key) {
+                    None => report.missing.push(key.clone()),
+                    Some(h) if h != hash => report.stale.push(key.clone()),
+                    Some(_) => {}
+                }
+            }
+            report.extra = indexed
+                .keys()
+                .filter(|k| !expected.contains_key(*k))
+                .cloned()
+                .collect();
+            return Ok(report);
+        }
+    }
+
+    /// Number of documents visible to searches.
+    pub fn documents(&self) -> u64 {
+        self.reader.searcher().num_docs()
+    }
+}
+
+fn undeclared(kind: &str, name: &str) -> SearchError {
+    SearchError::Mapping(format!(
+        "a document names the undeclared {kind} field {name:?}"
+    ))
+}
+
+fn parse_payload(payload: &str) -> Result<Position, SearchError> {
+    let bad = || SearchError::Payload(payload.to_owned());
+    let rest = payload.strip_prefix(PAYLOAD).ok_or_else(bad)?;
+    let (version, order) = rest.split_once('.').ok_or_else(bad)?;
+    Ok(Position {
+        version: version.parse().map_err(|_| bad())?,
+        order: order.parse().map_err(|_| bad())?,
+    })
+}

@@ -1,0 +1,230 @@
+//! A tantivy full-text index fed by the transactional outbox of
+//! [`strata-outbox`](strata_outbox): derived state that is always the
+//! projection of durable store data at a known position, never ahead of it,
+//! and checkable against it.
+//!
+//! - [`IndexSpec`] declares, once per indexed key type, how a typed row
+//!   becomes a [`Document`] (text fields with a tokenizer and a boost,
+//!   string fields for filters, a time for ranges).
+//! - [`IndexSpec::put`] and [`IndexSpec::delete`] write a row *and* its
+//!   change entry in the caller's transaction: the change reaches the index
+//!   if and only if the row's commit happened.
+//! - An [`Indexer`] consumes the changes in commit order (durable commits
+//!   only), commits documents and its checkpoint in one tantivy commit,
+//!   syncs the index directory, and only then acknowledges the outbox.
+//! - [`Indexer::search`] runs BM25 queries with filters and time ranges and
+//!   tells, per hit, whether the store row still matches the document;
+//!   [`Indexer::verify`] compares the whole index with the store.
+//!
+//! See the README for an example and what is not built yet.
+
+mod change;
+mod error;
+mod indexer;
+mod spec;
+
+use std::ops::Bound;
+
+use strata_codec::Value;
+use strata_engine::Engine;
+use strata_keys::Key;
+use strata_outbox::{Outbox, Position, Topic};
+use strata_store::Tx;
+
+pub use crate::change::Change;
+pub use crate::error::SearchError;
+pub use crate::indexer::{Indexer, IndexerConfig, Location, Step};
+pub use crate::spec::{Document, IndexSpec};
+
+/// This crate's README example, compiled and run as a doctest.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
+
+/// The outbox topic of index `name` is `search.<name>`.
+pub const TOPIC_PREFIX: &str = "search.";
+
+impl<K> IndexSpec<K>
+where
+    K: Key + 'static,
+    K::Value: Value,
+{
+    /// The outbox topic that feeds this index.
+    pub fn topic(&self) -> Topic<Change> {
+        // The name was checked when the spec was made; a topic name only
+        // needs 1 to 64 bytes, which the prefix keeps within 71.
+        Topic::new(&format!("{TOPIC_PREFIX}{}", self.name)).unwrap_or_else(|_| {
+            unreachable!("index names are at most 64 bytes and topic names at most 64")
+        })
+    }
+
+    /// Writes `value` at `key` in `tx` and the change for the index in the
+    /// same commit.
+    ///
+    /// # Errors
+    /// The store's errors for the put and the entry (limits, encoding);
+    /// nothing is written then.
+    pub fn put<E: Engine>(
+        &self,
+        outbox: &Outbox<'_, E>,
+        tx: &mut Tx<'_, E>,
+        key: &K,
+        value: &K::Value,
+    ) -> Result<(), SearchError> {
+        let mut body = Vec::new();
+        value
+            .encode_body(&mut body)
+            .map_err(|e| SearchError::Decode(format!("value of {}: {e}", K::NAME)))?;
+        let packed = key
+            .pack()
+            .map_err(|e| SearchError::Decode(format!("key of {}: {e}", K::NAME)))?;
+        tx.put(key, value)?;
+        let change = Change {
+            key: packed,
+            value: Some((K::Value::VERSION, body)),
+        };
+        outbox.push(tx, &self.topic(), &change)?;
+        Ok(())
+    }
+
+    /// Deletes `key` in `tx` and records the change for the index in the
+    /// same commit.
+    ///
+    /// # Errors
+    /// As [`IndexSpec::put`].
+    pub fn delete<E: Engine>(
+        &self,
+        outbox: &Outbox<'_, E>,
+        tx: &mut Tx<'_, E>,
+        key: &K,
+    ) -> Result<(), SearchError> {
+        let packed = key
+            .pack()
+            .map_err(|e| SearchError::Decode(format!("key of {}: {e}", K::NAME)))?;
+        tx.delete(key)?;
+        outbox.push(
+            tx,
+            &self.topic(),
+            &Change {
+                key: packed,
+                value: None,
+            },
+        )?;
+        Ok(())
+    }
+}
+
+/// A search: text over the index's text fields (tantivy's query syntax:
+/// terms, `"phrases"`, `field:term`, `+must -not`), exact filters on string
+/// fields, a time range, and a result count.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Query {
+    pub(crate) text: String,
+    pub(crate) filters: Vec<(String, String)>,
+    pub(crate) time: Option<(Bound<u64>, Bound<u64>)>,
+    pub(crate) limit: usize,
+}
+
+impl Query {
+    /// A search for `text` (empty: every document passing the filters),
+    /// returning 10 hits.
+    pub fn new(text: impl Into<String>) -> Self {
+        Self {
+            text: text.into(),
+            filters: Vec::new(),
+            time: None,
+            limit: 10,
+        }
+    }
+
+    /// Only documents whose string field `field` holds `value`.
+    #[must_use]
+    pub fn filter(mut self, field: &str, value: impl Into<String>) -> Self {
+        self.filters.push((field.to_owned(), value.into()));
+        self
+    }
+
+    /// Only documents whose time lies in the range (milliseconds).
+    #[must_use]
+    pub fn time(mut self, range: impl std::ops::RangeBounds<u64>) -> Self {
+        self.time = Some((range.start_bound().cloned(), range.end_bound().cloned()));
+        self
+    }
+
+    /// At most `n` hits (0: none).
+    #[must_use]
+    pub fn limit(mut self, n: usize) -> Self {
+        self.limit = n;
+        self
+    }
+}
+
+/// Whether a hit's document still matches its store row.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Freshness {
+    /// The row holds the value the document was made from.
+    Current,
+    /// The row changed after the index's checkpoint: the document (and its
+    /// snippet) describe an older value. Fetch the row, or wait for the
+    /// indexer.
+    Changed,
+    /// The row is gone (deleted or expired) after the index's checkpoint.
+    Vanished,
+}
+
+/// One search result.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Hit<K> {
+    /// The store key of the row the document was made from.
+    pub key: K,
+    /// BM25 score (with boosts).
+    pub score: f32,
+    /// A fragment of the first text field around the matched terms (empty
+    /// when the query has no text).
+    pub snippet: String,
+    /// The version of the commit that wrote the indexed value.
+    pub version: u64,
+    /// Whether the store row still holds that value.
+    pub freshness: Freshness,
+}
+
+/// The hits of a search, best first, and the index position they come from.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Results<K> {
+    /// The index's checkpoint: the results reflect every change at or
+    /// below it and none after.
+    pub checkpoint: Position,
+    /// The best hits, at most the query's limit.
+    pub hits: Vec<Hit<K>>,
+}
+
+/// What [`Indexer::verify`] found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Verified {
+    /// The store snapshot's version.
+    pub store_version: u64,
+    /// The index's checkpoint.
+    pub checkpoint: Position,
+    /// Documents in the index.
+    pub documents: usize,
+    /// Rows of the key type in the store.
+    pub rows: usize,
+    /// Keys of rows without a document.
+    pub missing: Vec<Vec<u8>>,
+    /// Keys of documents without a row.
+    pub extra: Vec<Vec<u8>>,
+    /// Keys whose document was made from another value than the row's.
+    pub stale: Vec<Vec<u8>>,
+    /// Keys with more than one document.
+    pub duplicates: Vec<Vec<u8>>,
+}
+
+impl Verified {
+    /// Whether the index is exactly the projection of the store.
+    pub fn is_exact(&self) -> bool {
+        self.missing.is_empty()
+            && self.extra.is_empty()
+            && self.stale.is_empty()
+            && self.duplicates.is_empty()
+    }
+}

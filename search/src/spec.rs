@@ -1,0 +1,269 @@
+//! The document mapping of one indexed key type: its tantivy fields and
+//! the function from a typed row to a document.
+
+use std::fmt;
+use std::marker::PhantomData;
+use std::sync::Arc;
+
+use strata_keys::Key;
+use tantivy::schema::{
+    FAST, Field, INDEXED, IndexRecordOption, STORED, STRING, Schema, TextFieldIndexing, TextOptions,
+};
+
+use crate::SearchError;
+
+/// The fields of one document, as a mapping makes it from a row.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Document {
+    pub(crate) text: Vec<(String, String)>,
+    pub(crate) strings: Vec<(String, String)>,
+    pub(crate) time_ms: Option<u64>,
+}
+
+impl Document {
+    /// An empty document.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds `value` to the text field `field` (tokenized, searched).
+    #[must_use]
+    pub fn text(mut self, field: &str, value: impl Into<String>) -> Self {
+        self.text.push((field.to_owned(), value.into()));
+        self
+    }
+
+    /// Adds `value` to the string field `field` (one exact term, for
+    /// filters).
+    #[must_use]
+    pub fn string(mut self, field: &str, value: impl Into<String>) -> Self {
+        self.strings.push((field.to_owned(), value.into()));
+        self
+    }
+
+    /// Sets the document's time (milliseconds), for time ranges.
+    #[must_use]
+    pub fn time_ms(mut self, ms: u64) -> Self {
+        self.time_ms = Some(ms);
+        self
+    }
+}
+
+/// A text field: its tokenizer and its boost in queries.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct TextField {
+    pub(crate) name: String,
+    pub(crate) tokenizer: String,
+    pub(crate) boost: f32,
+}
+
+type MapFn<K> = dyn Fn(&K, &<K as Key>::Value) -> Document + Send + Sync;
+
+/// How rows of key type `K` become documents of the index `name`: declared
+/// once, before the indexer opens.
+///
+/// Fields beyond the ones declared here are built in: `_key` (the store
+/// key's bytes, indexed and stored: it identifies the row), `_hash` (a hash
+/// of the value the document was made from, to detect staleness) and
+/// `_version` (the version of the commit that wrote it). Names starting
+/// with `_` are reserved.
+pub struct IndexSpec<K: Key> {
+    pub(crate) name: String,
+    pub(crate) text: Vec<TextField>,
+    pub(crate) strings: Vec<String>,
+    pub(crate) time: bool,
+    pub(crate) map: Arc<MapFn<K>>,
+    _key: PhantomData<fn() -> K>,
+}
+
+impl<K: Key> Clone for IndexSpec<K> {
+    fn clone(&self) -> Self {
+        Self {
+            name: self.name.clone(),
+            text: self.text.clone(),
+            strings: self.strings.clone(),
+            time: self.time,
+            map: self.map.clone(),
+            _key: PhantomData,
+        }
+    }
+}
+
+impl<K: Key> fmt::Debug for IndexSpec<K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("IndexSpec")
+            .field("name", &self.name)
+            .field("key", &K::NAME)
+            .field("text", &self.text)
+            .field("strings", &self.strings)
+            .field("time", &self.time)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<K: Key> IndexSpec<K> {
+    /// The index `name` (letters, digits, `-`, `_` and `.`; it names the
+    /// outbox topic `search.<name>` and the consumer) of rows of `K`,
+    /// mapped by `map`.
+    ///
+    /// # Errors
+    /// [`SearchError::BadName`].
+    pub fn new(
+        name: &str,
+        map: impl Fn(&K, &K::Value) -> Document + Send + Sync + 'static,
+    ) -> Result<Self, SearchError> {
+        check_name(name)?;
+        Ok(Self {
+            name: name.to_owned(),
+            text: Vec::new(),
+            strings: Vec::new(),
+            time: false,
+            map: Arc::new(map),
+            _key: PhantomData,
+        })
+    }
+
+    /// Declares a text field with tantivy's `default` tokenizer (split on
+    /// non-alphanumerics, lower-cased, very long tokens dropped) and
+    /// `boost` (1.0 for none).
+    ///
+    /// # Errors
+    /// [`SearchError::BadName`]; [`SearchError::Mapping`] for a name
+    /// declared twice.
+    pub fn text(self, field: &str, boost: f32) -> Result<Self, SearchError> {
+        self.text_with(field, "default", boost)
+    }
+
+    /// Declares a text field with one of tantivy's built-in tokenizers
+    /// (`default`, `raw`, `en_stem`, `whitespace`).
+    ///
+    /// # Errors
+    /// As [`IndexSpec::text`], and [`SearchError::Mapping`] for another
+    /// tokenizer.
+    pub fn text_with(
+        mut self,
+        field: &str,
+        tokenizer: &str,
+        boost: f32,
+    ) -> Result<Self, SearchError> {
+        self.check_new_field(field)?;
+        if !["default", "raw", "en_stem", "whitespace"].contains(&tokenizer) {
+            return Err(SearchError::Mapping(format!(
+                "unknown tokenizer {tokenizer:?} for field {field:?}"
+            )));
+        }
+        if !boost.is_finite() || boost <= 0.0 {
+            return Err(SearchError::Mapping(format!(
+                "boost {boost} of field {field:?} is not a positive number"
+            )));
+        }
+        self.text.push(TextField {
+            name: field.to_owned(),
+            tokenizer: tokenizer.to_owned(),
+            boost,
+        });
+        Ok(self)
+    }
+
+    /// Declares a string field: each value one exact term, for filters.
+    ///
+    /// # Errors
+    /// As [`IndexSpec::text`].
+    pub fn string(mut self, field: &str) -> Result<Self, SearchError> {
+        self.check_new_field(field)?;
+        self.strings.push(field.to_owned());
+        Ok(self)
+    }
+
+    /// Gives documents a time (a fast `u64` field of milliseconds), for
+    /// time ranges.
+    #[must_use]
+    pub fn with_time(mut self) -> Self {
+        self.time = true;
+        self
+    }
+
+    /// The index's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn check_new_field(&self, field: &str) -> Result<(), SearchError> {
+        check_name(field)?;
+        if field.starts_with('_') {
+            return Err(SearchError::Mapping(format!(
+                "field names starting with '_' are reserved: {field:?}"
+            )));
+        }
+        if self.text.iter().any(|t| t.name == field) || self.strings.iter().any(|s| s == field) {
+            return Err(SearchError::Mapping(format!(
+                "field {field:?} declared twice"
+            )));
+        }
+        Ok(())
+    }
+
+    /// The tantivy schema and its fields.
+    pub(crate) fn schema(&self) -> (Schema, Fields) {
+        let mut b = Schema::builder();
+        let key = b.add_bytes_field("_key", INDEXED | STORED);
+        let hash = b.add_u64_field("_hash", STORED | FAST);
+        let version = b.add_u64_field("_version", STORED | FAST);
+        let time = self
+            .time
+            .then(|| b.add_u64_field("_time", INDEXED | STORED | FAST));
+        let text = self
+            .text
+            .iter()
+            .map(|t| {
+                let indexing = TextFieldIndexing::default()
+                    .set_tokenizer(&t.tokenizer)
+                    .set_index_option(IndexRecordOption::WithFreqsAndPositions);
+                let options = TextOptions::default()
+                    .set_indexing_options(indexing)
+                    .set_stored();
+                (b.add_text_field(&t.name, options), t.boost)
+            })
+            .collect();
+        let strings = self
+            .strings
+            .iter()
+            .map(|s| b.add_text_field(s, STRING | STORED))
+            .collect();
+        (
+            b.build(),
+            Fields {
+                key,
+                hash,
+                version,
+                time,
+                text,
+                strings,
+            },
+        )
+    }
+}
+
+/// The tantivy fields of an index, in declaration order.
+#[derive(Debug, Clone)]
+pub(crate) struct Fields {
+    pub(crate) key: Field,
+    pub(crate) hash: Field,
+    pub(crate) version: Field,
+    pub(crate) time: Option<Field>,
+    pub(crate) text: Vec<(Field, f32)>,
+    pub(crate) strings: Vec<Field>,
+}
+
+pub(crate) fn check_name(name: &str) -> Result<(), SearchError> {
+    let ok = !name.is_empty()
+        && name.len() <= 64
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'));
+    if ok {
+        Ok(())
+    } else {
+        Err(SearchError::BadName(name.to_owned()))
+    }
+}

@@ -1,0 +1,330 @@
+//! Indexing through the outbox, searching, and verifying against the store.
+
+use std::collections::BTreeSet;
+
+use strata_engine::{Durability, Engine};
+use strata_outbox::Position;
+use strata_search::{
+    Document, Freshness, IndexSpec, Indexer, Location, Query, SearchError, Verified,
+};
+use strata_store::Store;
+
+use crate::{NoteKey, T0, indexer_config, note, on_every_engine, outbox, outbox_config, spec};
+
+fn keys(hits: &strata_search::Results<NoteKey>) -> BTreeSet<u64> {
+    hits.hits.iter().map(|h| h.key.id).collect()
+}
+
+fn put<E: Engine>(
+    store: &Store<E>,
+    ob: &strata_outbox::Outbox<'_, E>,
+    id: u64,
+    n: &crate::Note,
+) -> u64 {
+    let s = spec();
+    store
+        .transact_info(|tx| s.put(ob, tx, &NoteKey { id }, n))
+        .unwrap()
+        .1
+        .unwrap()
+        .version
+}
+
+fn packed(id: u64) -> Vec<u8> {
+    strata_keys::tuple::pack(&("note", id))
+}
+
+#[test]
+fn puts_updates_and_deletes_reach_the_index_in_commit_order() {
+    on_every_engine!(Durability::Immediate, |store, clock, _dir| {
+        let ob = outbox(&store, &clock, outbox_config());
+        let mut ix = Indexer::open(
+            &ob,
+            spec(),
+            &Location::Memory,
+            indexer_config(),
+            clock.clone(),
+        )
+        .unwrap();
+        assert_eq!(ix.checkpoint(), Position::START);
+        put(
+            &store,
+            &ob,
+            1,
+            &note("Rust ownership", "borrowing rules", "info", T0),
+        );
+        put(
+            &store,
+            &ob,
+            2,
+            &note("Tokio", "async runtime in rust", "debug", T0 + 10),
+        );
+        let v3 = put(
+            &store,
+            &ob,
+            3,
+            &note("Gardening", "tomatoes and basil", "info", T0 + 20),
+        );
+        // Nothing is searchable before the indexer runs.
+        assert!(ix.search(&Query::new("rust")).unwrap().hits.is_empty());
+        let at = ix.catch_up().unwrap();
+        assert_eq!(at.version, v3, "the checkpoint is the last entry's commit");
+        assert_eq!(ix.documents(), 3);
+
+        let r = ix.search(&Query::new("rust")).unwrap();
+        assert_eq!(keys(&r), BTreeSet::from([1, 2]));
+        assert_eq!(r.checkpoint, at);
+        // The title is boosted: a title match ranks first.
+        assert_eq!(r.hits[0].key.id, 1);
+        assert!(r.hits[0].score > r.hits[1].score);
+        assert!(r.hits.iter().all(|h| h.freshness == Freshness::Current));
+        assert!(
+            r.hits[0].snippet.to_lowercase().contains("rust"),
+            "{:?}",
+            r.hits[0].snippet
+        );
+        // Filters and time ranges.
+        let info = ix
+            .search(&Query::new("rust").filter("level", "info"))
+            .unwrap();
+        assert_eq!(keys(&info), BTreeSet::from([1]));
+        let all_info = ix.search(&Query::new("").filter("level", "info")).unwrap();
+        assert_eq!(keys(&all_info), BTreeSet::from([1, 3]));
+        let late = ix.search(&Query::new("").time(T0 + 10..)).unwrap();
+        assert_eq!(keys(&late), BTreeSet::from([2, 3]));
+        let window = ix.search(&Query::new("").time(T0 + 5..T0 + 20)).unwrap();
+        assert_eq!(keys(&window), BTreeSet::from([2]));
+        assert_eq!(ix.search(&Query::new("").limit(2)).unwrap().hits.len(), 2);
+        assert!(
+            ix.search(&Query::new("rust").limit(0))
+                .unwrap()
+                .hits
+                .is_empty()
+        );
+
+        // An update replaces the document (no duplicate, the old words
+        // gone); a delete removes it.
+        let v4 = put(
+            &store,
+            &ob,
+            1,
+            &note("Python typing", "gradual types", "info", T0),
+        );
+        store
+            .transact(|tx| spec().delete(&ob, tx, &NoteKey { id: 2 }))
+            .unwrap();
+        ix.catch_up().unwrap();
+        assert_eq!(ix.documents(), 2);
+        assert!(ix.search(&Query::new("rust")).unwrap().hits.is_empty());
+        let py = ix.search(&Query::new("python")).unwrap();
+        assert_eq!(keys(&py), BTreeSet::from([1]));
+        assert_eq!(
+            py.hits[0].version, v4,
+            "the document says which commit made it"
+        );
+        let report = ix.verify().unwrap();
+        assert!(report.is_exact(), "{report:?}");
+        assert_eq!((report.documents, report.rows), (2, 2));
+    });
+}
+
+#[test]
+fn hits_say_when_the_row_changed_or_vanished_and_verify_lists_it() {
+    on_every_engine!(Durability::Immediate, |store, clock, _dir| {
+        let ob = outbox(&store, &clock, outbox_config());
+        let mut ix = Indexer::open(
+            &ob,
+            spec(),
+            &Location::Memory,
+            indexer_config(),
+            clock.clone(),
+        )
+        .unwrap();
+        for id in 1..=3 {
+            put(
+                &store,
+                &ob,
+                id,
+                &note("memory", &format!("note {id}"), "info", T0),
+            );
+        }
+        ix.catch_up().unwrap();
+        // Rows changed behind the index's back (without an entry).
+        store
+            .put(&NoteKey { id: 1 }, &note("memory", "rewritten", "info", T0))
+            .unwrap();
+        store.delete(&NoteKey { id: 2 }).unwrap();
+        store
+            .put(
+                &NoteKey { id: 4 },
+                &note("memory", "never indexed", "info", T0),
+            )
+            .unwrap();
+        let r = ix.search(&Query::new("memory")).unwrap();
+        let by_id: Vec<(u64, Freshness)> = {
+            let mut v: Vec<_> = r.hits.iter().map(|h| (h.key.id, h.freshness)).collect();
+            v.sort_by_key(|(id, _)| *id);
+            v
+        };
+        assert_eq!(
+            by_id,
+            [
+                (1, Freshness::Changed),
+                (2, Freshness::Vanished),
+                (3, Freshness::Current)
+            ]
+        );
+        let report = ix.verify().unwrap();
+        assert_eq!(
+            report,
+            Verified {
+                store_version: report.store_version,
+                checkpoint: ix.checkpoint(),
+                documents: 3,
+                rows: 3,
+                missing: vec![packed(4)],
+                extra: vec![packed(2)],
+                stale: vec![packed(1)],
+                duplicates: Vec::new(),
+            }
+        );
+        assert!(!report.is_exact());
+    });
+}
+
+#[test]
+fn the_index_never_shows_a_commit_that_is_not_durable() {
+    on_every_engine!(Durability::Buffered, |store, clock, _dir| {
+        // The outbox syncs buffered commits at most once a minute here.
+        let mut config = outbox_config();
+        config.sync_interval_ms = 60_000;
+        let ob = outbox(&store, &clock, config);
+        let mut ix = Indexer::open(
+            &ob,
+            spec(),
+            &Location::Memory,
+            indexer_config(),
+            clock.clone(),
+        )
+        .unwrap();
+        // A first poll syncs (the interval has passed since 0) ...
+        put(&store, &ob, 1, &note("first", "durable soon", "info", T0));
+        ix.catch_up().unwrap();
+        assert_eq!(ix.documents(), 1);
+        // ... the next, within the interval, does not: the buffered commit
+        // stays out of the index.
+        let v2 = put(
+            &store,
+            &ob,
+            2,
+            &note("second", "not durable yet", "info", T0),
+        );
+        assert!(store.engine().durable_version() < v2);
+        ix.catch_up().unwrap();
+        assert_eq!(ix.documents(), 1);
+        assert!(ix.checkpoint().version < v2);
+        assert!(ix.search(&Query::new("second")).unwrap().hits.is_empty());
+        store.engine().sync().unwrap();
+        ix.catch_up().unwrap();
+        assert_eq!(ix.checkpoint().version, v2);
+        assert_eq!(
+            keys(&ix.search(&Query::new("second")).unwrap()),
+            BTreeSet::from([2])
+        );
+    });
+}
+
+#[test]
+fn the_commit_cadence_follows_counts_bytes_and_time() {
+    let (store, clock, _dir) = crate::mem(crate::options(Durability::Immediate));
+    let ob = outbox(&store, &clock, outbox_config());
+    let mut config = indexer_config();
+    config.batch = 1;
+    config.commit_docs = 3;
+    config.commit_bytes = usize::MAX;
+    config.commit_interval_ms = 500;
+    let mut ix = Indexer::open(&ob, spec(), &Location::Memory, config, clock.clone()).unwrap();
+    for id in 1..=4 {
+        put(&store, &ob, id, &note("t", "b", "info", T0));
+    }
+    let committed: Vec<bool> = (0..4).map(|_| ix.step().unwrap().committed).collect();
+    assert_eq!(committed, [false, false, true, false], "every third change");
+    assert_eq!(ix.documents(), 3, "searches see committed documents only");
+    clock.advance(499);
+    assert!(!ix.step().unwrap().committed);
+    clock.advance(1);
+    let step = ix.step().unwrap();
+    assert!(step.committed, "the fourth change is 500 ms old");
+    assert_eq!(ix.documents(), 4);
+}
+
+#[test]
+fn mappings_are_checked() {
+    let map = |_: &NoteKey, _: &crate::Note| Document::new();
+    assert!(matches!(
+        IndexSpec::<NoteKey>::new("", map),
+        Err(SearchError::BadName(_))
+    ));
+    assert!(matches!(
+        IndexSpec::<NoteKey>::new("a b", map),
+        Err(SearchError::BadName(_))
+    ));
+    let s = IndexSpec::<NoteKey>::new("ok", map).unwrap();
+    assert!(matches!(
+        s.clone().text("_key", 1.0),
+        Err(SearchError::Mapping(_))
+    ));
+    assert!(matches!(
+        s.clone().text("t", 1.0).unwrap().string("t"),
+        Err(SearchError::Mapping(_))
+    ));
+    assert!(matches!(
+        s.clone().text_with("t", "klingon", 1.0),
+        Err(SearchError::Mapping(_))
+    ));
+    assert!(matches!(
+        s.clone().text("t", 0.0),
+        Err(SearchError::Mapping(_))
+    ));
+    assert!(matches!(
+        s.clone().text("t", f32::NAN),
+        Err(SearchError::Mapping(_))
+    ));
+    assert_eq!(s.topic().name(), "search.ok");
+
+    // A document naming an undeclared field stops indexing with a typed
+    // error, at that entry.
+    let (store, clock, _dir) = crate::mem(crate::options(Durability::Immediate));
+    let ob = outbox(&store, &clock, outbox_config());
+    let sloppy = IndexSpec::new("notes", |_: &NoteKey, n: &crate::Note| {
+        Document::new()
+            .text("title", n.title.clone())
+            .string("nope", "x")
+    })
+    .unwrap()
+    .text("title", 1.0)
+    .unwrap();
+    let mut ix = Indexer::open(
+        &ob,
+        sloppy,
+        &Location::Memory,
+        indexer_config(),
+        clock.clone(),
+    )
+    .unwrap();
+    put(&store, &ob, 1, &note("t", "b", "info", T0));
+    assert!(matches!(ix.catch_up(), Err(SearchError::Mapping(_))));
+    assert_eq!(ix.checkpoint(), Position::START);
+    assert!(matches!(
+        ix.search(&Query::new("").filter("level", "info")),
+        Err(SearchError::Query(_))
+    ));
+    assert!(matches!(
+        ix.search(&Query::new("").time(..5)),
+        Err(SearchError::Query(_))
+    ));
+    assert!(matches!(
+        ix.search(&Query::new("title:(unclosed")),
+        Err(SearchError::Query(_))
+    ));
+}

@@ -1,0 +1,183 @@
+//! Integration tests of strata-search, on `MemEngine`, `RedbEngine` and
+//! `RocksEngine`, with in-memory and on-disk index directories.
+
+#![allow(clippy::too_many_lines)]
+
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use strata_codec::{Limits, value};
+use strata_engine::{Durability, Engine, ManualClock, MemEngine, SeededRng};
+use strata_engine_redb::{RedbEngine, RedbOptions};
+use strata_engine_rocks::{RocksEngine, RocksOptions};
+use strata_keys::tuple_key;
+use strata_outbox::{Outbox, OutboxConfig};
+use strata_search::{Document, IndexSpec, IndexerConfig};
+use strata_store::{Store, StoreOptions};
+
+mod crash;
+mod index;
+
+/// A note of an agent's memory.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct Note {
+    pub(crate) title: String,
+    pub(crate) body: String,
+    pub(crate) level: String,
+    pub(crate) at_ms: u64,
+}
+value!(Note: postcard, version = 1);
+
+/// `("note", id)`.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) struct NoteKey {
+    pub(crate) id: u64,
+}
+tuple_key! {
+    NoteKey -> Note = ("note", {id});
+}
+
+pub(crate) const T0: u64 = 1_700_000_000_000;
+
+pub(crate) fn note(title: &str, body: &str, level: &str, at_ms: u64) -> Note {
+    Note {
+        title: title.into(),
+        body: body.into(),
+        level: level.into(),
+        at_ms,
+    }
+}
+
+/// Notes indexed by title (boost 2) and body, filtered by level, with a time.
+pub(crate) fn spec() -> IndexSpec<NoteKey> {
+    IndexSpec::new("notes", |_k: &NoteKey, n: &Note| {
+        Document::new()
+            .text("title", n.title.clone())
+            .text("body", n.body.clone())
+            .string("level", n.level.clone())
+            .time_ms(n.at_ms)
+    })
+    .unwrap()
+    .text("title", 2.0)
+    .unwrap()
+    .text("body", 1.0)
+    .unwrap()
+    .string("level")
+    .unwrap()
+    .with_time()
+}
+
+pub(crate) fn options(durability: Durability) -> StoreOptions {
+    let limits = Limits {
+        max_key_bytes: 256,
+        max_value_bytes: 4_096,
+        max_batch_entries: 64,
+        max_batch_bytes: 65_536,
+        quota_bytes: 1 << 20,
+    };
+    Outbox::<MemEngine>::declare(StoreOptions::new(limits)).durability(durability)
+}
+
+pub(crate) fn outbox_config() -> OutboxConfig {
+    let mut c = OutboxConfig::default();
+    c.sync_interval_ms = 0;
+    c
+}
+
+pub(crate) fn indexer_config() -> IndexerConfig {
+    let mut c = IndexerConfig::new("test");
+    c.threads = 1;
+    c
+}
+
+pub(crate) fn outbox<'s, E: Engine>(
+    store: &'s Store<E>,
+    clock: &Arc<ManualClock>,
+    config: OutboxConfig,
+) -> Outbox<'s, E> {
+    Outbox::new(store, config, clock.clone(), Box::new(SeededRng::new(2))).unwrap()
+}
+
+pub(crate) struct Dir(pub(crate) std::path::PathBuf);
+
+impl Dir {
+    pub(crate) fn new() -> Self {
+        use std::sync::atomic::{AtomicU64, Ordering};
+        static N: AtomicU64 = AtomicU64::new(0);
+        let p = std::env::temp_dir().join(format!(
+            "strata-search-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        ));
+        std::fs::create_dir_all(&p).unwrap();
+        Self(p)
+    }
+}
+
+impl Drop for Dir {
+    fn drop(&mut self) {
+        if let Err(e) = std::fs::remove_dir_all(&self.0) {
+            eprintln!("could not remove {}: {e}", self.0.display());
+        }
+    }
+}
+
+pub(crate) fn store_on<E: Engine>(
+    engine: E,
+    options: StoreOptions,
+) -> (Store<E>, Arc<ManualClock>) {
+    let clock = Arc::new(ManualClock::new(T0));
+    let store =
+        Store::open_with(engine, options, clock.clone(), Box::new(SeededRng::new(1))).unwrap();
+    (store, clock)
+}
+
+pub(crate) fn mem(options: StoreOptions) -> (Store<MemEngine>, Arc<ManualClock>, Dir) {
+    let engine = MemEngine::open(options.keyspace_specs()).unwrap();
+    let (s, c) = store_on(engine, options);
+    (s, c, Dir::new())
+}
+
+pub(crate) fn redb(options: StoreOptions) -> (Store<RedbEngine>, Arc<ManualClock>, Dir) {
+    let dir = Dir::new();
+    let engine = RedbEngine::open(
+        dir.0.join("db.redb"),
+        options.keyspace_specs(),
+        RedbOptions::default(),
+    )
+    .unwrap();
+    let (s, c) = store_on(engine, options);
+    (s, c, dir)
+}
+
+pub(crate) fn rocks(options: StoreOptions) -> (Store<RocksEngine>, Arc<ManualClock>, Dir) {
+    let dir = Dir::new();
+    let engine = RocksEngine::open(
+        dir.0.join("rocks"),
+        options.keyspace_specs(),
+        RocksOptions::default(),
+    )
+    .unwrap();
+    let (s, c) = store_on(engine, options);
+    (s, c, dir)
+}
+
+/// Runs the body on a fresh store of each engine; `$dir` is a scratch
+/// directory for the index.
+#[macro_export]
+macro_rules! on_every_engine {
+    ($durability:expr, |$store:ident, $clock:ident, $dir:ident| $body:block) => {{
+        {
+            let ($store, $clock, $dir) = $crate::mem($crate::options($durability));
+            $body
+        }
+        {
+            let ($store, $clock, $dir) = $crate::redb($crate::options($durability));
+            $body
+        }
+        {
+            let ($store, $clock, $dir) = $crate::rocks($crate::options($durability));
+            $body
+        }
+    }};
+}
