@@ -2,6 +2,7 @@
 
 mod collections;
 mod common;
+mod edges;
 mod families;
 mod golden;
 mod limits;

@@ -1,0 +1,457 @@
+//! Edges that mutation testing found untested: error messages, the bulk
+//! writer's narrowing, retry backoff, commit notifications, catalog
+//! profile names, the clock and durability a transaction uses.
+
+use std::time::Duration;
+
+use strata_codec::{Limit, LimitExceeded, Limits};
+use strata_engine::{Clock, CommitError, Durability, Engine, Profile};
+use strata_store::{LimitedRow, RetryPolicy, RowKind, StoreError, StoreOptions};
+
+use crate::common::{self, Doc, DocKey, T0};
+
+fn doc(n: usize) -> Doc {
+    Doc {
+        title: String::new(),
+        body: vec![7; n],
+    }
+}
+
+#[test]
+fn error_messages_show_keys_escaped_and_cut_with_their_length() {
+    let row = |key: Vec<u8>| StoreError::Limit {
+        source: LimitExceeded {
+            limit: Limit::KeyBytes,
+            size: 300,
+            max: 256,
+        },
+        row: Some(LimitedRow {
+            key_type: Some("DocKey"),
+            kind: RowKind::Value,
+            key,
+        }),
+    };
+    // 48 bytes are shown whole; one more and the key is cut, with its
+    // length.
+    let short = row(b"a\x00".iter().copied().cycle().take(48).collect()).to_string();
+    assert!(
+        short.ends_with(&format!("at key \"{}\"", "a\\x00".repeat(24))),
+        "{short}"
+    );
+    let long = row(vec![b'z'; 49]).to_string();
+    assert!(
+        long.ends_with(&format!("at key \"{}…\" (49 bytes)", "z".repeat(48))),
+        "{long}"
+    );
+    assert!(long.contains("of a write of DocKey"), "{long}");
+
+    let quota = StoreError::Quota {
+        scope: vec![1, 2],
+        used: 10,
+        requested: 5,
+        limit: 12,
+        key_type: None,
+        key: b"n".to_vec(),
+    };
+    assert_eq!(
+        quota.to_string(),
+        "quota of scope [01, 02] exceeded: 10 bytes used, 5 more requested, limit 12; first grown by a write of a counter at key \"n\""
+    );
+    let quota = StoreError::Quota {
+        scope: vec![1, 2],
+        used: 10,
+        requested: 5,
+        limit: 12,
+        key_type: Some("DocKey"),
+        key: b"n".to_vec(),
+    };
+    assert!(
+        quota
+            .to_string()
+            .ends_with("first grown by a write of DocKey at key \"n\"")
+    );
+
+    let unknown = StoreError::Commit(CommitError::OutcomeUnknown("lost reply".into()));
+    let failed = StoreError::Commit(CommitError::Backend("disk".into()));
+    assert!(unknown.is_outcome_unknown() && !failed.is_outcome_unknown());
+}
+
+#[test]
+fn a_key_error_names_its_key_type_once() {
+    let (store, _clock) = common::mem(common::options(Limits::FOUNDATIONDB));
+    // A text key whose field holds the literal after it does not pack;
+    // the key error already names the type, which is not repeated.
+    let key = crate::families::VerMeta {
+        function: "a:ver:b".into(),
+        version: 1,
+    };
+    let err = store.put(&key, &doc(1)).unwrap_err();
+    let text = err.to_string();
+    assert!(matches!(err, StoreError::Key { .. }), "{err:?}");
+    assert_eq!(text.matches("VerMeta").count(), 1, "{text}");
+    assert!(text.contains("field `function`"), "{text}");
+}
+
+#[test]
+fn the_bulk_writer_narrows_its_commits_to_fit_the_batch_limit() {
+    // Ten documents of about 230 bytes; a commit may hold 1,000 bytes: the
+    // writer tries 16 entries, then 8, then 4, and writes 4 + 4 + 2.
+    let limits = Limits {
+        max_batch_entries: 16,
+        max_batch_bytes: 1_000,
+        ..Limits::FOUNDATIONDB
+    };
+    let (store, _clock) = common::mem(common::options(limits));
+    let mut bulk = store.bulk_non_atomic();
+    assert!(bulk.is_empty());
+    for id in 0..10 {
+        bulk.put(&DocKey { actor: 1, id }, &doc(200)).unwrap();
+    }
+    assert_eq!(bulk.len(), 10);
+    assert!(!bulk.is_empty());
+    let report = bulk.apply().unwrap();
+    assert_eq!((report.entries, report.commits), (10, 3));
+    for id in 0..10 {
+        assert!(store.get(&DocKey { actor: 1, id }).unwrap().is_some());
+    }
+    // One entry alone over the batch limit is refused, not retried forever.
+    let mut one = store.bulk_non_atomic();
+    one.put(&DocKey { actor: 2, id: 0 }, &doc(2_000)).unwrap();
+    let err = one.apply().unwrap_err();
+    assert_eq!(err.cursor.next, 0);
+    assert!(
+        matches!(&err.source, StoreError::Limit { source, row: None } if source.limit == Limit::BatchBytes),
+        "{err:?}"
+    );
+}
+
+#[test]
+fn retries_wait_within_the_backoff_bounds() {
+    let retry = RetryPolicy {
+        max_attempts: 6,
+        base_backoff_ms: 100,
+        max_backoff_ms: 1_000,
+    };
+    let options = common::options(Limits::FOUNDATIONDB).retry(retry);
+    let (store, _clock) = common::mem(options);
+    let key = DocKey { actor: 1, id: 1 };
+    store.put(&key, &doc(1)).unwrap();
+    let mut seen = Vec::new();
+    store
+        .transact(|tx| {
+            seen.push(tx.now_ms());
+            tx.get(&key)?;
+            if seen.len() < 6 {
+                // Another writer changes what this transaction read.
+                store.put(&key, &doc(100 + seen.len())).unwrap();
+            }
+            tx.put(&DocKey { actor: 1, id: 2 }, &doc(1))
+        })
+        .unwrap();
+    assert_eq!(seen.len(), 6);
+    assert_eq!(seen[0], T0);
+    // After failed attempt n the wait lies in [c / 2, c], with c = 100 ms
+    // doubled n - 1 times, at most 1,000 ms.
+    for (n, pair) in seen.windows(2).enumerate() {
+        let ceiling = (100u64 << n).min(1_000);
+        let wait = pair[1] - pair[0];
+        assert!(
+            (ceiling / 2..=ceiling).contains(&wait),
+            "wait {wait} after attempt {} (ceiling {ceiling})",
+            n + 1
+        );
+    }
+}
+
+#[test]
+fn commits_wake_waiters_and_are_counted() {
+    let (owned, _clock) = common::mem(common::options(Limits::FOUNDATIONDB));
+    let store = &owned;
+    assert_eq!(store.last_commit_seen(), 0);
+    // Nothing new: the wait times out with the last version seen.
+    assert_eq!(store.wait_for_commit(0, Duration::from_millis(10)), 0);
+    let v = store
+        .put(&DocKey { actor: 1, id: 1 }, &doc(1))
+        .unwrap()
+        .version;
+    assert_eq!(store.last_commit_seen(), v);
+    // A commit already past `after` returns at once.
+    assert_eq!(store.wait_for_commit(v - 1, Duration::from_mins(1)), v);
+    std::thread::scope(|s| {
+        let waiter = s.spawn(move || store.wait_for_commit(v, Duration::from_mins(1)));
+        std::thread::sleep(Duration::from_millis(20));
+        let w = store
+            .put(&DocKey { actor: 1, id: 2 }, &doc(1))
+            .unwrap()
+            .version;
+        assert_eq!(waiter.join().unwrap(), w, "woken by the commit");
+    });
+    // `wake_all` releases a waiter with no new commit.
+    std::thread::scope(|s| {
+        let last = store.last_commit_seen();
+        let waiter = s.spawn(move || store.wait_for_commit(last, Duration::from_mins(1)));
+        while !waiter.is_finished() {
+            store.wake_all();
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert_eq!(waiter.join().unwrap(), last);
+    });
+}
+
+#[test]
+fn the_catalog_names_every_profile() {
+    let options = StoreOptions::new(Limits::FOUNDATIONDB)
+        .space("p", Profile::PointLookup)
+        .space("a", Profile::AppendOnly)
+        .space("q", Profile::Queue)
+        .space("g", Profile::General);
+    let (store, _clock) = common::mem(options);
+    store.publish_catalog().unwrap();
+    let mut profiles: Vec<(String, String)> = store
+        .catalog()
+        .unwrap()
+        .into_iter()
+        .filter(|e| ["p", "a", "q", "g"].contains(&e.name.as_str()))
+        .map(|e| {
+            let (role, profile) =
+                strata_keys::tuple::unpack::<(String, String)>(&e.detail).unwrap();
+            assert_eq!(role, "space");
+            (e.name, profile)
+        })
+        .collect();
+    profiles.sort();
+    assert_eq!(
+        profiles,
+        [
+            ("a".into(), "append-only".into()),
+            ("g".into(), "general".into()),
+            ("p".into(), "point-lookup".into()),
+            ("q".into(), "queue".into()),
+        ]
+    );
+}
+
+#[test]
+fn a_transaction_uses_the_store_clock_and_its_own_durability() {
+    let options = common::options(Limits::FOUNDATIONDB).durability(Durability::Buffered);
+    assert!(format!("{options:?}").contains("durability: Buffered"));
+    let (store, clock) = common::mem(options);
+    assert!(format!("{store:?}").starts_with("Store"));
+    assert!(format!("{:?}", store.options()).contains("durability: Buffered"));
+    clock.advance(5);
+    let view = store.read().unwrap();
+    assert_eq!(view.now_ms(), T0 + 5);
+    assert_eq!(view.version().unwrap(), store.engine().last_version());
+    drop(view);
+    // The store's default is buffered: not durable on return...
+    let v = store
+        .put(&DocKey { actor: 1, id: 1 }, &doc(1))
+        .unwrap()
+        .version;
+    assert!(store.engine().durable_version() < v);
+    // ...unless the transaction asks.
+    let info = store
+        .transact_info(|tx| {
+            assert_eq!(tx.now_ms(), T0 + 5);
+            tx.set_durability(Durability::Immediate);
+            tx.put(&DocKey { actor: 1, id: 2 }, &doc(1))
+        })
+        .unwrap()
+        .1
+        .unwrap();
+    assert!(store.engine().durable_version() >= info.version);
+    let view = store.read().unwrap();
+    assert_eq!(view.version().unwrap(), info.version);
+}
+
+/// An engine that refuses its next `conflicts` commits with a conflict, as
+/// a concurrent writer would make them fail.
+struct Conflicting {
+    inner: strata_engine::MemEngine,
+    conflicts: std::sync::atomic::AtomicU32,
+}
+
+impl Conflicting {
+    fn conflict_next(&self, n: u32) {
+        self.conflicts.store(n, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+impl Engine for Conflicting {
+    type Snapshot<'e> = strata_engine::MemSnapshot<'e>;
+
+    fn keyspaces(&self) -> &strata_engine::Keyspaces {
+        self.inner.keyspaces()
+    }
+
+    fn snapshot(&self) -> Result<Self::Snapshot<'_>, strata_engine::ReadError> {
+        self.inner.snapshot()
+    }
+
+    fn commit(
+        &self,
+        commit: strata_engine::Commit,
+    ) -> Result<strata_engine::CommitInfo, CommitError> {
+        use std::sync::atomic::Ordering;
+        let left = self.conflicts.load(Ordering::SeqCst);
+        if left > 0 {
+            self.conflicts.store(left - 1, Ordering::SeqCst);
+            let ks = self.inner.keyspaces().at(0).expect("a keyspace");
+            return Err(CommitError::Conflict {
+                index: 0,
+                predicate: strata_engine::Predicate::Absent {
+                    ks,
+                    key: Vec::new(),
+                },
+            });
+        }
+        self.inner.commit(commit)
+    }
+
+    fn sync(&self) -> Result<u64, strata_engine::EngineError> {
+        self.inner.sync()
+    }
+
+    fn durable_version(&self) -> u64 {
+        self.inner.durable_version()
+    }
+
+    fn last_version(&self) -> u64 {
+        self.inner.last_version()
+    }
+}
+
+fn conflicting(
+    options: StoreOptions,
+) -> (
+    strata_store::Store<Conflicting>,
+    std::sync::Arc<strata_engine::ManualClock>,
+) {
+    let engine = Conflicting {
+        inner: strata_engine::MemEngine::open(options.keyspace_specs()).unwrap(),
+        conflicts: std::sync::atomic::AtomicU32::new(0),
+    };
+    common::store_on(engine, options)
+}
+
+const THREE_TRIES: RetryPolicy = RetryPolicy {
+    max_attempts: 3,
+    base_backoff_ms: 10,
+    max_backoff_ms: 10,
+};
+
+#[test]
+fn the_bulk_writer_and_the_sweeper_retry_conflicts_then_give_up() {
+    let options = common::options(Limits::FOUNDATIONDB).retry(THREE_TRIES);
+    let (store, clock) = conflicting(options);
+    let mut bulk = store.bulk_non_atomic();
+    for id in 0..3 {
+        bulk.put_with_ttl(&DocKey { actor: 1, id }, &doc(1), 100)
+            .unwrap();
+    }
+    // Two conflicts, then success: each retry waits 5 to 10 ms.
+    store.engine().conflict_next(2);
+    let before = clock.now_ms();
+    let report = bulk.apply().unwrap();
+    assert_eq!((report.entries, report.commits), (3, 1));
+    let waited = clock.now_ms() - before;
+    assert!((10..=20).contains(&waited), "waited {waited}");
+    // Three conflicts: given up after the third attempt, nothing written.
+    let mut more = store.bulk_non_atomic();
+    more.put(&DocKey { actor: 1, id: 9 }, &doc(1)).unwrap();
+    store.engine().conflict_next(3);
+    let err = more.apply().unwrap_err();
+    assert_eq!(err.cursor.next, 0);
+    assert!(
+        matches!(err.source, StoreError::RetriesExhausted { attempts: 3, .. }),
+        "{err:?}"
+    );
+    assert!(store.get(&DocKey { actor: 1, id: 9 }).unwrap().is_none());
+
+    // The sweeper likewise.
+    clock.advance(1_000);
+    store.engine().conflict_next(2);
+    let swept = store.sweep_expired(None).unwrap();
+    assert_eq!((swept.removed, swept.stale, swept.commits), (3, 0, 1));
+    store
+        .put_with_ttl(&DocKey { actor: 1, id: 5 }, &doc(1), 1)
+        .unwrap();
+    clock.advance(10);
+    store.engine().conflict_next(3);
+    assert!(matches!(
+        store.sweep_expired(None),
+        Err(StoreError::RetriesExhausted { attempts: 3, .. })
+    ));
+    assert_eq!(store.sweep_expired(None).unwrap().removed, 1);
+}
+
+#[test]
+fn the_sweeper_counts_what_it_removes_in_commits_of_the_batch_size() {
+    // Five expired documents, four entries a commit: two commits.
+    let limits = Limits {
+        max_batch_entries: 4,
+        ..Limits::FOUNDATIONDB
+    };
+    let (store, clock) = common::mem(common::options(limits));
+    for id in 0..5 {
+        store
+            .put_with_ttl(&DocKey { actor: 1, id }, &doc(1), 10)
+            .unwrap();
+    }
+    // One more whose expiry is cleared by a plain put: not swept.
+    store
+        .put_with_ttl(&DocKey { actor: 1, id: 7 }, &doc(1), 10)
+        .unwrap();
+    store.put(&DocKey { actor: 1, id: 7 }, &doc(2)).unwrap();
+    clock.advance(20);
+    let report = store.sweep_expired(None).unwrap();
+    assert_eq!(
+        (report.removed, report.stale, report.commits),
+        (5, 0, 2),
+        "{report:?}"
+    );
+    assert!(store.get(&DocKey { actor: 1, id: 7 }).unwrap().is_some());
+    common::assert_quota_exact(&store);
+}
+
+#[test]
+fn the_quota_audit_reports_each_scope() {
+    let (store, _clock) = common::mem(common::options(Limits::FOUNDATIONDB));
+    store.put(&DocKey { actor: 1, id: 0 }, &doc(10)).unwrap();
+    store.put(&DocKey { actor: 1, id: 1 }, &doc(20)).unwrap();
+    store.put(&DocKey { actor: 2, id: 0 }, &doc(5)).unwrap();
+    let audit = store.audit_quota().unwrap();
+    assert_eq!(
+        audit.keys().cloned().collect::<Vec<_>>(),
+        [common::scope(1), common::scope(2)]
+    );
+    for usage in audit.values() {
+        assert_eq!(usage.counted, i64::try_from(usage.actual).unwrap());
+    }
+    // Ten more body bytes in scope 1 than in scope 2's one row, plus a
+    // second row: scope 1 holds more.
+    assert!(audit[&common::scope(1)].actual > 2 * audit[&common::scope(2)].actual);
+}
+
+#[test]
+fn a_blind_put_reads_nothing_and_cannot_conflict() {
+    // A put of a plain key (not chunked, no quota scope) is blind: another
+    // writer changing the same key meanwhile is no conflict, and the
+    // transaction runs once.
+    let (store, _clock) = common::mem(StoreOptions::new(Limits::FOUNDATIONDB));
+    let key = DocKey { actor: 1, id: 1 };
+    store.put(&key, &doc(1)).unwrap();
+    let mut runs = 0;
+    store
+        .transact(|tx| {
+            runs += 1;
+            tx.put(&key, &doc(2))?;
+            if runs == 1 {
+                store.put(&key, &doc(3)).unwrap();
+            }
+            Ok::<_, StoreError>(())
+        })
+        .unwrap();
+    assert_eq!(runs, 1);
+    assert_eq!(store.get(&key).unwrap(), Some(doc(2)));
+}
