@@ -8,6 +8,8 @@ use strata_codec::{Limit, LimitExceeded, Limits};
 use strata_engine::{Clock, CommitError, Durability, Engine, Profile};
 use strata_store::{LimitedRow, RetryPolicy, RowKind, StoreError, StoreOptions};
 
+use strata_keys::Key;
+
 use crate::common::{self, Doc, DocKey, T0};
 
 fn doc(n: usize) -> Doc {
@@ -454,4 +456,178 @@ fn a_blind_put_reads_nothing_and_cannot_conflict() {
         .unwrap();
     assert_eq!(runs, 1);
     assert_eq!(store.get(&key).unwrap(), Some(doc(2)));
+}
+
+/// A plain (not chunked) byte value: `("raw", id)`.
+#[derive(Debug, Clone, PartialEq)]
+struct RawKey {
+    id: u64,
+}
+
+/// Another type in an actor's scope, sorting after its documents.
+#[derive(Debug, Clone, PartialEq)]
+struct Later {
+    actor: u64,
+}
+strata_keys::tuple_key! {
+    RawKey -> Vec<u8> = ("raw", {id});
+    Later -> Vec<u8> = (common::ACTOR, {actor}, "zzz");
+}
+
+#[test]
+fn a_value_exactly_at_the_value_limit_fits() {
+    let limits = Limits {
+        max_value_bytes: 200,
+        ..Limits::FOUNDATIONDB
+    };
+    let (store, _clock) = common::mem(StoreOptions::new(limits));
+    // The refusal says how large the envelope is: the header's overhead.
+    let Err(StoreError::ValueTooLarge { size, max, .. }) =
+        store.put(&RawKey { id: 1 }, &vec![0; 300])
+    else {
+        panic!("300 bytes do not fit in 200")
+    };
+    assert_eq!(max, 200);
+    let overhead = usize::try_from(size).unwrap() - 300;
+    let at_limit = 200 - overhead;
+    store.put(&RawKey { id: 1 }, &vec![1; at_limit]).unwrap();
+    assert_eq!(
+        store.get(&RawKey { id: 1 }).unwrap(),
+        Some(vec![1; at_limit])
+    );
+    assert!(matches!(
+        store.put(&RawKey { id: 2 }, &vec![1; at_limit + 1]),
+        Err(StoreError::ValueTooLarge { size: 201, .. })
+    ));
+}
+
+#[test]
+fn the_quota_error_names_the_first_write_that_grew_the_scope() {
+    let limits = Limits {
+        quota_bytes: 1_000,
+        ..Limits::FOUNDATIONDB
+    };
+    let (store, _clock) = common::mem(common::options(limits));
+    store.put(&DocKey { actor: 1, id: 1 }, &doc(100)).unwrap();
+    let err = store
+        .transact(|tx| {
+            // Same size: does not grow the scope.
+            tx.put(&DocKey { actor: 1, id: 1 }, &doc(100))?;
+            // These do.
+            tx.put(&DocKey { actor: 1, id: 2 }, &doc(900))?;
+            tx.put(&DocKey { actor: 1, id: 3 }, &doc(10))
+        })
+        .unwrap_err();
+    match err {
+        StoreError::Quota { key_type, key, .. } => {
+            assert_eq!(key_type, Some("DocKey"));
+            assert_eq!(key, DocKey { actor: 1, id: 2 }.pack().unwrap());
+        }
+        other => panic!("expected a quota refusal, got {other:?}"),
+    }
+}
+
+#[test]
+fn a_scope_over_a_lowered_quota_still_takes_writes_that_do_not_grow_it() {
+    let engine =
+        strata_engine::MemEngine::open(common::options(Limits::FOUNDATIONDB).keyspace_specs())
+            .unwrap();
+    {
+        let (store, _clock) = common::store_on(&engine, common::options(Limits::FOUNDATIONDB));
+        store.put(&DocKey { actor: 1, id: 1 }, &doc(500)).unwrap();
+    }
+    let lowered = Limits {
+        quota_bytes: 100,
+        ..Limits::FOUNDATIONDB
+    };
+    let (store, _clock) = common::store_on(&engine, common::options(lowered));
+    // Same size, then smaller: the scope does not grow; allowed.
+    store.put(&DocKey { actor: 1, id: 1 }, &doc(500)).unwrap();
+    store.put(&DocKey { actor: 1, id: 1 }, &doc(400)).unwrap();
+    // Growing is refused.
+    assert!(matches!(
+        store.put(&DocKey { actor: 1, id: 2 }, &doc(1)),
+        Err(StoreError::Quota { .. })
+    ));
+    common::assert_quota_exact(&store);
+}
+
+#[test]
+fn more_means_a_live_row_of_the_type_beyond_the_limit() {
+    let (store, clock) = common::mem(common::options(Limits::FOUNDATIONDB));
+    store.put(&DocKey { actor: 1, id: 1 }, &doc(1)).unwrap();
+    store.put(&DocKey { actor: 1, id: 2 }, &doc(1)).unwrap();
+    store
+        .put_with_ttl(&DocKey { actor: 1, id: 3 }, &doc(1), 10)
+        .unwrap();
+    clock.advance(20);
+    let view = store.read().unwrap();
+    let scan = strata_store::Scan::prefix(&common::scope(1)).limit(2);
+    let page = view.scan_page::<DocKey>(&scan).unwrap();
+    assert_eq!(page.items.len(), 2);
+    assert!(!page.more, "the row after the limit has expired");
+    drop(view);
+    // A row of another type after the limit: more only when such rows are
+    // not skipped.
+    store.put(&Later { actor: 1 }, &Vec::new()).unwrap();
+    let view = store.read().unwrap();
+    let skipping = view
+        .scan_page::<DocKey>(&scan.clone().skip_other_types())
+        .unwrap();
+    assert!(!skipping.more);
+    let strict = view.scan_page::<DocKey>(&scan).unwrap();
+    assert!(
+        strict.more,
+        "an unread row of another type is something more"
+    );
+}
+
+#[test]
+fn a_transaction_scans_in_both_directions() {
+    let (store, _clock) = common::mem(common::options(Limits::FOUNDATIONDB));
+    for id in 1..=3 {
+        store.put(&DocKey { actor: 1, id }, &doc(1)).unwrap();
+    }
+    let scan = strata_store::Scan::prefix(&common::scope(1));
+    let ids = |reverse: bool| {
+        let s = if reverse {
+            scan.clone().reverse()
+        } else {
+            scan.clone()
+        };
+        store
+            .transact(|tx| tx.scan::<DocKey>(&s))
+            .unwrap()
+            .items
+            .iter()
+            .map(|(k, _)| k.id)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(ids(false), [1, 2, 3]);
+    assert_eq!(ids(true), [3, 2, 1]);
+}
+
+#[test]
+fn a_missing_chunk_is_named_by_its_index() {
+    let limits = Limits {
+        max_value_bytes: 100,
+        ..Limits::FOUNDATIONDB
+    };
+    let (store, _clock) = common::mem(common::options(limits));
+    let key = common::BlobKey { actor: 1, id: 1 };
+    store.put(&key, &vec![9; 350]).unwrap();
+    // Chunk rows sit in the system keyspace at `("c", key, index)`.
+    let (_, system) = store.keyspaces();
+    let second = strata_keys::tuple::pack(&("c", key.pack().unwrap(), 1u32));
+    store
+        .engine()
+        .commit(strata_engine::Commit::new().delete(system, second))
+        .unwrap();
+    match store.get(&key) {
+        Err(StoreError::Chunk { source, .. }) => assert!(
+            matches!(source, strata_codec::ChunkError::MissingChunk { index: 1 }),
+            "{source:?}"
+        ),
+        other => panic!("expected a chunk error, got {other:?}"),
+    }
 }
