@@ -631,3 +631,227 @@ fn a_missing_chunk_is_named_by_its_index() {
         other => panic!("expected a chunk error, got {other:?}"),
     }
 }
+
+#[test]
+fn a_transaction_scan_merges_its_own_writes_in_both_directions() {
+    let (store, _clock) = common::mem(common::options(Limits::FOUNDATIONDB));
+    for id in [1, 3, 5] {
+        store.put(&DocKey { actor: 1, id }, &doc(1)).unwrap();
+    }
+    let scan = strata_store::Scan::prefix(&common::scope(1));
+    let ids = |s: strata_store::Scan| {
+        store
+            .transact(|tx| {
+                tx.put(&DocKey { actor: 1, id: 2 }, &doc(2))?;
+                tx.put(&DocKey { actor: 1, id: 4 }, &doc(2))?;
+                tx.scan::<DocKey>(&s)
+            })
+            .unwrap()
+            .items
+            .iter()
+            .map(|(k, _)| k.id)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(ids(scan.clone()), [1, 2, 3, 4, 5]);
+    assert_eq!(ids(scan.clone().reverse()), [5, 4, 3, 2, 1]);
+    // A pending write of another type: an error, skipped with
+    // `skip_other_types`, and at the limit something more.
+    let later = |tx: &mut strata_store::Tx<'_, _>| tx.put(&Later { actor: 1 }, &Vec::new());
+    let err = store
+        .transact(|tx| {
+            later(tx)?;
+            tx.scan::<DocKey>(&scan)
+        })
+        .unwrap_err();
+    assert!(matches!(err, StoreError::Key { .. }), "{err:?}");
+    let page = store
+        .transact(|tx| {
+            later(tx)?;
+            tx.scan::<DocKey>(&scan.clone().skip_other_types())
+        })
+        .unwrap();
+    // The two documents the first transactions added are stored now.
+    assert_eq!((page.items.len(), page.skipped, page.more), (5, 1, false));
+    let page = store
+        .transact(|tx| {
+            later(tx)?;
+            tx.scan::<DocKey>(&scan.clone().limit(5))
+        })
+        .unwrap();
+    assert_eq!((page.items.len(), page.more), (5, true));
+}
+
+#[test]
+fn a_transaction_scan_says_more_only_for_a_live_row_of_its_type() {
+    let (store, clock) = common::mem(common::options(Limits::FOUNDATIONDB));
+    store.put(&DocKey { actor: 1, id: 1 }, &doc(1)).unwrap();
+    store
+        .put_with_ttl(&DocKey { actor: 1, id: 2 }, &doc(1), 10)
+        .unwrap();
+    clock.advance(20);
+    let scan = strata_store::Scan::prefix(&common::scope(1)).limit(1);
+    let page = store.transact(|tx| tx.scan::<DocKey>(&scan)).unwrap();
+    assert_eq!((page.items.len(), page.more), (1, false));
+    store.put(&Later { actor: 1 }, &Vec::new()).unwrap();
+    let page = store
+        .transact(|tx| tx.scan::<DocKey>(&scan.clone().skip_other_types()))
+        .unwrap();
+    assert_eq!((page.items.len(), page.more), (1, false));
+}
+
+/// Runs `scan` in a transaction while another writer puts `id` between the
+/// scan and the commit; returns how many times the transaction ran.
+fn runs_with_concurrent_put(
+    store: &strata_store::Store<strata_engine::MemEngine>,
+    scan: &strata_store::Scan,
+    id: u64,
+) -> u32 {
+    let mut runs = 0;
+    store
+        .transact(|tx| {
+            runs += 1;
+            tx.scan::<DocKey>(scan)?;
+            if runs == 1 {
+                store.put(&DocKey { actor: 1, id }, &doc(9)).unwrap();
+            }
+            tx.put(&DocKey { actor: 2, id: 0 }, &doc(1))
+        })
+        .unwrap();
+    runs
+}
+
+#[test]
+fn a_limited_scan_conflicts_only_with_writes_in_what_it_examined() {
+    for (reverse, outside, inside) in [(false, 9, 0), (true, 0, 9)] {
+        let (store, _clock) = common::mem(common::options(Limits::FOUNDATIONDB));
+        for id in 1..=5 {
+            store.put(&DocKey { actor: 1, id }, &doc(1)).unwrap();
+        }
+        let mut scan = strata_store::Scan::prefix(&common::scope(1)).limit(2);
+        if reverse {
+            scan = scan.reverse();
+        }
+        // Forward, the scan examined 1..=3: a new 9 is beyond it, a new 0
+        // is within. Reverse, the other way round.
+        assert_eq!(
+            runs_with_concurrent_put(&store, &scan, outside),
+            1,
+            "reverse {reverse}"
+        );
+        assert_eq!(
+            runs_with_concurrent_put(&store, &scan, inside),
+            2,
+            "reverse {reverse}"
+        );
+    }
+}
+
+#[test]
+fn a_limited_space_scan_conflicts_only_with_writes_in_what_it_examined() {
+    let options = StoreOptions::new(Limits::FOUNDATIONDB).space("s", Profile::General);
+    let (store, _clock) = common::mem(options);
+    let space = store.space("s").unwrap();
+    let key = |n: u8| vec![b'k', n];
+    store
+        .transact(|tx| {
+            for n in 1..=5 {
+                tx.put_in(&space, key(n), vec![n])?;
+            }
+            Ok::<_, StoreError>(())
+        })
+        .unwrap();
+    let all = strata_keys::KeyRange::prefix(b"k");
+    for (reverse, outside, inside) in [(false, 9, 0), (true, 0, 9)] {
+        for (id, want) in [(outside, 1), (inside, 2)] {
+            let mut runs = 0;
+            store
+                .transact(|tx| {
+                    runs += 1;
+                    let page = tx.scan_in(&space, &all, Some(2), reverse)?;
+                    assert!(page.more);
+                    if runs == 1 {
+                        store
+                            .transact(|other| other.put_in(&space, key(id), vec![id]))
+                            .unwrap();
+                    }
+                    tx.put_in(&space, b"other".to_vec(), Vec::new())
+                })
+                .unwrap();
+            assert_eq!(runs, want, "reverse {reverse}, new key {id}");
+            store.transact(|tx| tx.delete_in(&space, key(id))).unwrap();
+        }
+    }
+    // A snapshot read of a space row.
+    let got = store
+        .transact(|tx| tx.snapshot_get_in(&space, &key(3)))
+        .unwrap();
+    assert_eq!(got, Some(vec![3]));
+}
+
+#[test]
+fn a_versionstamp_may_end_the_key_and_a_stamped_value_may_fill_the_limit() {
+    let options = StoreOptions::new(Limits::FOUNDATIONDB).space("s", Profile::Queue);
+    let (store, _clock) = common::mem(options);
+    let space = store.space("s").unwrap();
+    // The ten stamp bytes are the whole key.
+    store
+        .transact(|tx| tx.put_versionstamped_in(&space, vec![0; 10], 0, b"v".to_vec()))
+        .unwrap();
+    assert!(matches!(
+        store.transact(|tx| tx.put_versionstamped_in(&space, vec![0; 10], 1, Vec::new())),
+        Err(StoreError::BadStampOffset { offset: 1, len: 10 })
+    ));
+    // A typed stamped value exactly at the value limit fits.
+    let limits = Limits {
+        max_value_bytes: 100,
+        ..Limits::FOUNDATIONDB
+    };
+    let (store, _clock) = common::mem(common::options(limits));
+    let event = common::EventKey {
+        stamp: strata_keys::tuple::Versionstamp::incomplete(0),
+    };
+    let Err(StoreError::ValueTooLarge { size, .. }) =
+        store.transact(|tx| tx.put_versionstamped(&event, &"x".repeat(200)))
+    else {
+        panic!("200 bytes do not fit in 100")
+    };
+    let at_limit = 100 - (usize::try_from(size).unwrap() - 200);
+    store
+        .transact(|tx| tx.put_versionstamped(&event, &"x".repeat(at_limit)))
+        .unwrap();
+    assert!(matches!(
+        store.transact(|tx| tx.put_versionstamped(&event, &"x".repeat(at_limit + 1))),
+        Err(StoreError::ValueTooLarge { size: 101, .. })
+    ));
+}
+
+#[test]
+fn index_entries_left_by_blind_writes_are_swept_as_stale() {
+    // Without a quota scope, a plain key's writes are blind (nothing read),
+    // so the expiry entry of the value they replace stays behind: the
+    // sweeper removes it, and not the value that replaced it.
+    let (store, clock) = common::mem(StoreOptions::new(Limits::FOUNDATIONDB));
+    store
+        .put_with_ttl(&RawKey { id: 1 }, &b"old".to_vec(), 10)
+        .unwrap();
+    store
+        .put_with_ttl(&RawKey { id: 1 }, &b"new".to_vec(), 1_000)
+        .unwrap();
+    store
+        .put_with_ttl(&RawKey { id: 2 }, &b"gone".to_vec(), 10)
+        .unwrap();
+    store.delete(&RawKey { id: 2 }).unwrap();
+    store
+        .transact(|tx| tx.put_expiring_at(&RawKey { id: 3 }, &b"at".to_vec(), T0 + 15))
+        .unwrap();
+    clock.advance(20);
+    let report = store.sweep_expired(None).unwrap();
+    assert_eq!((report.removed, report.stale), (1, 2), "{report:?}");
+    assert_eq!(store.get(&RawKey { id: 1 }).unwrap(), Some(b"new".to_vec()));
+    assert_eq!(store.get(&RawKey { id: 3 }).unwrap(), None);
+    // Nothing left to sweep.
+    assert_eq!(
+        store.sweep_expired(None).unwrap(),
+        strata_store::SweepReport::default()
+    );
+}
