@@ -855,3 +855,27 @@ fn index_entries_left_by_blind_writes_are_swept_as_stale() {
         strata_store::SweepReport::default()
     );
 }
+
+#[test]
+fn a_sweep_that_cannot_fit_one_removal_is_refused_not_narrowed_forever() {
+    let engine =
+        strata_engine::MemEngine::open(StoreOptions::new(Limits::FOUNDATIONDB).keyspace_specs())
+            .unwrap();
+    let long = RawKey { id: u64::MAX };
+    {
+        let (store, clock) = common::store_on(&engine, StoreOptions::new(Limits::FOUNDATIONDB));
+        store.put_with_ttl(&long, &b"v".to_vec(), 10).unwrap();
+        clock.advance(20);
+    }
+    // Reopened with a batch smaller than one removal.
+    let tiny = Limits {
+        max_batch_bytes: 8,
+        ..Limits::FOUNDATIONDB
+    };
+    let (store, clock) = common::store_on(&engine, StoreOptions::new(tiny));
+    clock.advance(20);
+    assert!(matches!(
+        store.sweep_expired(None),
+        Err(StoreError::Limit { row: None, .. })
+    ));
+}
