@@ -17,6 +17,7 @@ use strata_store::{Store, StoreOptions};
 
 mod crash;
 mod index;
+mod kill;
 
 /// A note of an agent's memory.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -1,0 +1,153 @@
+//! Real process kills: a child process writes notes through the store and
+//! indexes them on disk (redb and an index directory) until the parent
+//! kills it with SIGKILL at a random moment; after each kill the index must
+//! open (never behind its outbox consumer), sit between the consumer's
+//! checkpoint and the durable store, and after catching up equal the store.
+
+#![cfg(unix)]
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+
+use strata_engine::{Durability, Engine, ManualClock, Rng, SeededRng};
+use strata_engine_redb::{RedbEngine, RedbOptions};
+use strata_outbox::Position;
+use strata_search::{Indexer, IndexerConfig, Location};
+use strata_store::Store;
+
+use crate::{Dir, NoteKey, T0, note, options, outbox, outbox_config, spec};
+
+const CHILD: &str = "STRATA_SEARCH_KILL_DIR";
+const TEST: &str = "kill::the_indexer_survives_kills_at_random_moments";
+
+fn open_store(dir: &std::path::Path) -> Store<RedbEngine> {
+    let o = options(Durability::Immediate);
+    let engine = RedbEngine::open(
+        dir.join("db.redb"),
+        o.keyspace_specs(),
+        RedbOptions::default(),
+    )
+    .unwrap();
+    Store::open_with(
+        engine,
+        o,
+        Arc::new(ManualClock::new(T0)),
+        Box::new(SeededRng::new(1)),
+    )
+    .unwrap()
+}
+
+fn config() -> IndexerConfig {
+    let mut c = IndexerConfig::new("kill");
+    c.threads = 1;
+    c.batch = 2;
+    c.commit_docs = 3;
+    c
+}
+
+/// The child: writes, updates and deletes notes and indexes them, printing
+/// each acknowledged commit, until killed.
+fn write_and_index_until_killed(dir: &std::path::Path) {
+    let store = open_store(dir);
+    let clock = Arc::new(ManualClock::new(T0));
+    let ob = outbox(&store, &clock, outbox_config());
+    let s = spec();
+    let mut ix = Indexer::open(
+        &ob,
+        spec(),
+        &Location::Dir(dir.join("index")),
+        config(),
+        clock.clone(),
+    )
+    .expect("the index opens");
+    let start = store.engine().last_version();
+    for i in start..start + 1_000_000 {
+        let id = i % 23;
+        store
+            .transact(|tx| {
+                if i % 7 == 0 {
+                    s.delete(&ob, tx, &NoteKey { id })
+                } else {
+                    s.put(
+                        &ob,
+                        tx,
+                        &NoteKey { id },
+                        &note("kill", &format!("round {i}"), "info", T0),
+                    )
+                }
+            })
+            .expect("child commit");
+        println!("ack {i}");
+        ix.step().expect("child index step");
+    }
+}
+
+#[test]
+fn the_indexer_survives_kills_at_random_moments() {
+    if let Ok(dir) = std::env::var(CHILD) {
+        write_and_index_until_killed(std::path::Path::new(&dir));
+        return;
+    }
+    let rounds: u64 = std::env::var("STRATA_KILL_ROUNDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(6);
+    let dir = Dir::new();
+    let mut rng = SeededRng::new(0x5EA_7C4);
+    let mut checked = 0;
+    for round in 0..rounds {
+        let wanted = 1 + rng.below(40);
+        let mut child = Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", TEST, "--nocapture"])
+            .env(CHILD, &dir.0)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn the child");
+        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        let mut acked = 0;
+        while acked < wanted {
+            let Some(Ok(line)) = lines.next() else { break };
+            if line.starts_with("ack ") {
+                acked += 1;
+            }
+        }
+        std::thread::sleep(std::time::Duration::from_micros(rng.below(5_000)));
+        child.kill().expect("SIGKILL");
+        let status = child.wait().expect("reap the child");
+        assert!(
+            !status.success(),
+            "round {round}: the child ended by itself"
+        );
+
+        let store = open_store(&dir.0);
+        let clock = Arc::new(ManualClock::new(T0));
+        let ob = outbox(&store, &clock, outbox_config());
+        let acknowledged = ob
+            .checkpoint("search.notes", "notes")
+            .unwrap_or(Position::START);
+        let mut ix = Indexer::open(
+            &ob,
+            spec(),
+            &Location::Dir(dir.0.join("index")),
+            config(),
+            clock.clone(),
+        )
+        .unwrap_or_else(|e| panic!("round {round}: the index does not open: {e}"));
+        let at = ix.checkpoint();
+        assert!(
+            at >= acknowledged,
+            "round {round}: index at {at}, outbox acknowledged {acknowledged}"
+        );
+        assert!(
+            at.version <= store.engine().durable_version(),
+            "round {round}: index at {at} is ahead of the durable store"
+        );
+        let report = ix.verify().unwrap();
+        assert!(report.is_exact(), "round {round}: {report:?}");
+        checked += report.documents;
+        // The next child continues from here.
+    }
+    println!("{rounds} kills; {checked} documents checked against the store");
+}
