@@ -55,7 +55,8 @@ pub enum OutboxError {
         /// The token of the lease used.
         token: u64,
     },
-    /// No entry at this position (already trimmed, or never written).
+    /// No entry at this position (already trimmed, or never written; for
+    /// `ack_through`, a position after the last commit).
     #[error("no entry at {0}")]
     NoEntry(Position),
     /// A row of the outbox does not read as its layout says.

@@ -934,12 +934,14 @@ impl<'s, E: Engine> Outbox<'s, E> {
     /// order and keeps its own record of progress (a search index commits
     /// its position with its documents), the way a log consumer commits an
     /// offset. Entries at or below `position` that wait for a retry are
-    /// acknowledged with the rest. Acknowledging at or below the
-    /// checkpoint does nothing.
+    /// acknowledged with the rest. `position` need not be an entry's: a
+    /// consumer that rebuilt its state from a store snapshot at version `v`
+    /// acknowledges through [`Position::end_of`]`(v)`. Acknowledging at or
+    /// below the checkpoint does nothing.
     ///
     /// # Errors
-    /// [`OutboxError::StaleLease`]; [`OutboxError::NoEntry`] when no entry
-    /// sits at `position`; a store failure.
+    /// [`OutboxError::StaleLease`]; [`OutboxError::NoEntry`] when
+    /// `position` lies after the last commit; a store failure.
     pub fn ack_through(
         &self,
         tx: &mut Tx<'_, E>,
@@ -956,10 +958,7 @@ impl<'s, E: Engine> Outbox<'s, E> {
         if position <= low_water {
             return Ok(());
         }
-        if tx
-            .snapshot_get_in(&self.entries, &layout::entry_key(topic, position))?
-            .is_none()
-        {
+        if position.version > self.store.engine().last_version() {
             return Err(OutboxError::NoEntry(position));
         }
         tx.put_in(&self.state, ck_key, pack_position(position))?;

@@ -19,7 +19,7 @@ use tantivy::{Index, IndexReader, IndexWriter, ReloadPolicy, TantivyDocument, Te
 
 use crate::change::{Change, body_hash};
 use crate::spec::{Fields, IndexSpec};
-use crate::{Freshness, Hit, Query, Results, SearchError, Verified};
+use crate::{Freshness, Hit, Query, Rebuilt, Results, SearchError, Verified};
 
 /// The prefix of the checkpoint this crate writes as a tantivy commit's
 /// payload: `strata-search/1 VERSION.ORDER`.
@@ -29,7 +29,10 @@ const PAYLOAD: &str = "strata-search/1 ";
 #[derive(Debug, Clone)]
 pub enum Location {
     /// A directory of its own (created if missing), apart from the
-    /// engine's files.
+    /// engine's files. It holds generations of the index (`gen-1`,
+    /// `gen-2`, ... after each [`Indexer::rebuild`]) and a file `CURRENT`
+    /// naming the one in use, replaced atomically (written, synced,
+    /// renamed, and the directory synced).
     Dir(PathBuf),
     /// In memory, lost when dropped: for tests and examples.
     Memory,
@@ -118,6 +121,9 @@ pub struct Indexer<'o, 's, E: Engine, K: Key> {
     pending_bytes: usize,
     /// Clock reading at the first uncommitted change.
     pending_since: Option<u64>,
+    location: Location,
+    /// The generation in use (`None` in memory).
+    generation: Option<u64>,
 }
 
 impl<E: Engine, K: Key> std::fmt::Debug for Indexer<'_, '_, E, K> {
@@ -152,15 +158,12 @@ where
         clock: Arc<dyn Clock>,
     ) -> Result<Self, SearchError> {
         let (schema, fields) = spec.schema();
-        let directory: Box<dyn Directory> = match location {
-            Location::Dir(path) => {
-                std::fs::create_dir_all(path)?;
-                Box::new(
-                    MmapDirectory::open(path)
-                        .map_err(|e| SearchError::Tantivy(tantivy::TantivyError::from(e)))?,
-                )
+        let (directory, generation) = match location {
+            Location::Dir(root) => {
+                let generation = current_generation(root)?;
+                (generation_dir(root, generation, false)?, Some(generation))
             }
-            Location::Memory => Box::new(RamDirectory::create()),
+            Location::Memory => (Box::new(RamDirectory::create()) as Box<dyn Directory>, None),
         };
         let index = Index::open_or_create(directory, schema)?;
         let writer = index.writer_with_num_threads(
@@ -201,6 +204,8 @@ where
             pending_docs: 0,
             pending_bytes: 0,
             pending_since: None,
+            location: location.clone(),
+            generation,
         })
     }
 
@@ -301,7 +306,15 @@ where
                 .map_err(|e| SearchError::Decode(format!("key of {}: {e}", K::NAME)))?;
             let value = K::Value::decode_body(*schema_version, body)
                 .map_err(|e| SearchError::Decode(format!("value of {}: {e}", K::NAME)))?;
-            let doc = self.document(&change.key, &key, &value, body, version)?;
+            let doc = document(
+                &self.spec,
+                &self.fields,
+                &change.key,
+                &key,
+                &value,
+                body,
+                version,
+            )?;
             self.writer.add_document(doc)?;
             self.pending_bytes += body.len();
         }
@@ -309,50 +322,6 @@ where
         self.pending_since
             .get_or_insert_with(|| self.clock.now_ms());
         Ok(())
-    }
-
-    fn document(
-        &self,
-        key_bytes: &[u8],
-        key: &K,
-        value: &K::Value,
-        body: &[u8],
-        version: u64,
-    ) -> Result<TantivyDocument, SearchError> {
-        let mapped = (self.spec.map)(key, value);
-        let mut doc = TantivyDocument::default();
-        doc.add_bytes(self.fields.key, key_bytes);
-        doc.add_u64(self.fields.hash, body_hash(body));
-        doc.add_u64(self.fields.version, version);
-        for (name, text) in &mapped.text {
-            let i = self
-                .spec
-                .text
-                .iter()
-                .position(|t| &t.name == name)
-                .ok_or_else(|| undeclared("text", name))?;
-            doc.add_text(self.fields.text[i].0, text);
-        }
-        for (name, s) in &mapped.strings {
-            let i = self
-                .spec
-                .strings
-                .iter()
-                .position(|f| f == name)
-                .ok_or_else(|| undeclared("string", name))?;
-            doc.add_text(self.fields.strings[i], s);
-        }
-        match (mapped.time_ms, self.fields.time) {
-            (Some(ms), Some(field)) => doc.add_u64(field, ms),
-            (Some(_), None) => {
-                return Err(SearchError::Mapping(format!(
-                    "a document of index {:?} has a time; declare it with `with_time`",
-                    self.spec.name
-                )));
-            }
-            (None, _) => {}
-        }
-        Ok(doc)
     }
 
     /// Commits what was applied: documents and checkpoint in one tantivy
@@ -587,10 +556,265 @@ where
         }
     }
 
+    /// Builds a new generation of the index from a snapshot of the store,
+    /// switches to it, and catches up from the outbox: for an index that
+    /// `verify` found wrong, a changed mapping, or an index directory that
+    /// was lost. The snapshot's rows of `K` are indexed (their documents'
+    /// `_version` is the snapshot's: their commits are at or before it),
+    /// committed with the checkpoint [`Position::end_of`] the snapshot's
+    /// version, and the directory synced; then `CURRENT` is switched to the
+    /// new generation (searches through this indexer use the old one until
+    /// then), older generations are removed, and the entries after the
+    /// snapshot are applied. A crash before the switch leaves the old
+    /// generation in use; the unfinished one is started over by the next
+    /// rebuild, which also removes any generation a crash left behind.
+    ///
+    /// # Errors
+    /// Store, tantivy and I/O failures; the indexer is consumed either way
+    /// (open it again after a failure).
+    pub fn rebuild(self) -> Result<(Self, Rebuilt), SearchError> {
+        let Self {
+            outbox,
+            spec,
+            topic,
+            config,
+            clock,
+            index: old_index,
+            writer: old_writer,
+            reader: old_reader,
+            lease,
+            location,
+            generation,
+            ..
+        } = self;
+        let started = clock.now_ms();
+        let store = outbox.store();
+        // The snapshot first, then a sync: everything it holds is durable.
+        let view = store.read()?;
+        let version = view.version()?;
+        store
+            .engine()
+            .sync()
+            .map_err(strata_store::StoreError::from)?;
+        let (schema, fields) = spec.schema();
+        let next = generation.map(|g| g + 1);
+        let directory = match (&location, next) {
+            (Location::Dir(root), Some(g)) => generation_dir(root, g, true)?,
+            _ => Box::new(RamDirectory::create()) as Box<dyn Directory>,
+        };
+        let index = Index::create(directory, schema, tantivy::IndexSettings::default())?;
+        let mut writer: IndexWriter = index.writer_with_num_threads(
+            config.threads.max(1),
+            config.memory_bytes.max(config.threads.max(1) * 15_000_000),
+        )?;
+        let documents = index_rows(&view, &spec, &fields, &writer, version)?;
+        drop(view);
+        let at = Position::end_of(version);
+        let mut prepared = writer.prepare_commit()?;
+        prepared.set_payload(&format!("{PAYLOAD}{at}"));
+        prepared.commit()?;
+        index.directory().sync_directory()?;
+        if let (Location::Dir(root), Some(g)) = (&location, next) {
+            switch_generation(root, g)?;
+        }
+        drop((old_writer, old_reader, old_index));
+        if let (Location::Dir(root), Some(g)) = (&location, next) {
+            // The old generation, and any an earlier crash left behind.
+            remove_generations_but(root, g)?;
+        }
+        let reader = index
+            .reader_builder()
+            .reload_policy(ReloadPolicy::Manual)
+            .try_into()?;
+        tracing::info!(
+            index = spec.name,
+            documents,
+            version,
+            "search index rebuilt"
+        );
+        let mut rebuilt = Self {
+            outbox,
+            spec,
+            topic,
+            config,
+            clock,
+            index,
+            writer,
+            reader,
+            fields,
+            lease,
+            checkpoint: at,
+            applied: at,
+            pending_docs: 0,
+            pending_bytes: 0,
+            pending_since: None,
+            location,
+            generation: next,
+        };
+        rebuilt.catch_up()?;
+        let elapsed_ms = rebuilt.clock.now_ms().saturating_sub(started);
+        Ok((
+            rebuilt,
+            Rebuilt {
+                documents,
+                version,
+                elapsed_ms,
+            },
+        ))
+    }
+
+    /// The generation in use (`None` for an index in memory).
+    pub fn generation(&self) -> Option<u64> {
+        self.generation
+    }
+
     /// Number of documents visible to searches.
     pub fn documents(&self) -> u64 {
         self.reader.searcher().num_docs()
     }
+}
+
+/// Adds a document for every row of `K` in `view` to `writer`.
+fn index_rows<E: Engine, K>(
+    view: &strata_store::ReadView<'_, E>,
+    spec: &IndexSpec<K>,
+    fields: &Fields,
+    writer: &IndexWriter,
+    version: u64,
+) -> Result<u64, SearchError>
+where
+    K: Key,
+    K::Value: Value,
+{
+    let mut documents = 0u64;
+    let scan = strata_store::Scan::all().skip_other_types();
+    for row in view.scan::<K>(&scan)? {
+        let (key, value) = row?;
+        let mut body = Vec::new();
+        value
+            .encode_body(&mut body)
+            .map_err(|e| SearchError::Decode(e.to_string()))?;
+        let key_bytes = key
+            .pack()
+            .map_err(|e| SearchError::Decode(format!("key of {}: {e}", K::NAME)))?;
+        writer.add_document(document(
+            spec, fields, &key_bytes, &key, &value, &body, version,
+        )?)?;
+        documents += 1;
+    }
+    Ok(documents)
+}
+
+/// The document of one row.
+fn document<K: Key>(
+    spec: &IndexSpec<K>,
+    fields: &Fields,
+    key_bytes: &[u8],
+    key: &K,
+    value: &K::Value,
+    body: &[u8],
+    version: u64,
+) -> Result<TantivyDocument, SearchError> {
+    let mapped = (spec.map)(key, value);
+    let mut doc = TantivyDocument::default();
+    doc.add_bytes(fields.key, key_bytes);
+    doc.add_u64(fields.hash, body_hash(body));
+    doc.add_u64(fields.version, version);
+    for (name, text) in &mapped.text {
+        let i = spec
+            .text
+            .iter()
+            .position(|t| &t.name == name)
+            .ok_or_else(|| undeclared("text", name))?;
+        doc.add_text(fields.text[i].0, text);
+    }
+    for (name, s) in &mapped.strings {
+        let i = spec
+            .strings
+            .iter()
+            .position(|f| f == name)
+            .ok_or_else(|| undeclared("string", name))?;
+        doc.add_text(fields.strings[i], s);
+    }
+    match (mapped.time_ms, fields.time) {
+        (Some(ms), Some(field)) => doc.add_u64(field, ms),
+        (Some(_), None) => {
+            return Err(SearchError::Mapping(format!(
+                "a document of index {:?} has a time; declare it with `with_time`",
+                spec.name
+            )));
+        }
+        (None, _) => {}
+    }
+    Ok(doc)
+}
+
+const CURRENT: &str = "CURRENT";
+
+fn generation_name(g: u64) -> String {
+    format!("gen-{g}")
+}
+
+/// The generation `CURRENT` names in `root` (created as generation 1 when
+/// the directory is new).
+fn current_generation(root: &std::path::Path) -> Result<u64, SearchError> {
+    std::fs::create_dir_all(root)?;
+    match std::fs::read_to_string(root.join(CURRENT)) {
+        Ok(text) => text
+            .trim()
+            .strip_prefix("gen-")
+            .and_then(|n| n.parse().ok())
+            .ok_or_else(|| SearchError::Payload(format!("{CURRENT} holds {text:?}"))),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            switch_generation(root, 1)?;
+            Ok(1)
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// The directory of generation `g`, emptied first when `fresh`.
+fn generation_dir(
+    root: &std::path::Path,
+    g: u64,
+    fresh: bool,
+) -> Result<Box<dyn Directory>, SearchError> {
+    let dir = root.join(generation_name(g));
+    if fresh && dir.exists() {
+        std::fs::remove_dir_all(&dir)?;
+    }
+    std::fs::create_dir_all(&dir)?;
+    let mmap = MmapDirectory::open(&dir)
+        .map_err(|e| SearchError::Tantivy(tantivy::TantivyError::from(e)))?;
+    Ok(Box::new(mmap))
+}
+
+/// Points `CURRENT` at generation `g`: a new file written and synced, then
+/// renamed over the old one, then the directory synced so the rename
+/// survives a power cut.
+fn switch_generation(root: &std::path::Path, g: u64) -> Result<(), SearchError> {
+    use std::io::Write;
+    let tmp = root.join("CURRENT.tmp");
+    let mut file = std::fs::File::create(&tmp)?;
+    file.write_all(generation_name(g).as_bytes())?;
+    file.sync_all()?;
+    drop(file);
+    std::fs::rename(&tmp, root.join(CURRENT))?;
+    std::fs::File::open(root)?.sync_all()?;
+    Ok(())
+}
+
+fn remove_generations_but(root: &std::path::Path, keep: u64) -> Result<(), SearchError> {
+    let keep = generation_name(keep);
+    for entry in std::fs::read_dir(root)? {
+        let entry = entry?;
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        if name.starts_with("gen-") && name != keep {
+            std::fs::remove_dir_all(entry.path())?;
+        }
+    }
+    Ok(())
 }
 
 fn undeclared(kind: &str, name: &str) -> SearchError {

@@ -182,7 +182,9 @@ pub struct Hit<K> {
     /// A fragment of the first text field around the matched terms (empty
     /// when the query has no text).
     pub snippet: String,
-    /// The version of the commit that wrote the indexed value.
+    /// The version of the commit that wrote the indexed value (for a
+    /// document made by [`Indexer::rebuild`], the version of the snapshot
+    /// it was read at: the row's commit is at or before it).
     pub version: u64,
     /// Whether the store row still holds that value.
     pub freshness: Freshness,
@@ -196,6 +198,28 @@ pub struct Results<K> {
     pub checkpoint: Position,
     /// The best hits, at most the query's limit.
     pub hits: Vec<Hit<K>>,
+}
+
+/// What [`Indexer::rebuild`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Rebuilt {
+    /// Documents indexed from the snapshot.
+    pub documents: u64,
+    /// The snapshot's version.
+    pub version: u64,
+    /// Clock milliseconds from start to the end of catching up.
+    pub elapsed_ms: u64,
+}
+
+impl Rebuilt {
+    /// Documents per second of the clock (the whole count when no time
+    /// passed).
+    pub fn rate(&self) -> u64 {
+        self.documents
+            .saturating_mul(1_000)
+            .checked_div(self.elapsed_ms)
+            .unwrap_or(self.documents)
+    }
 }
 
 /// What [`Indexer::verify`] found.

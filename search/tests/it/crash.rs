@@ -1,7 +1,7 @@
 //! Restarts: the checkpoint committed inside the index, redelivered
 //! entries after a lost acknowledgement, and an index that lost commits.
 
-use strata_engine::Durability;
+use strata_engine::{Durability, Engine};
 use strata_outbox::{Position, Start};
 use strata_search::{Indexer, Location, Query, SearchError};
 
@@ -118,4 +118,105 @@ fn an_index_that_lost_commits_the_outbox_acknowledged_refuses_to_open() {
             other => panic!("expected Behind, got {other:?}"),
         }
     });
+}
+
+#[test]
+fn a_rebuild_indexes_a_store_snapshot_in_a_new_generation_and_switches() {
+    on_every_engine!(Durability::Immediate, |store, clock, dir| {
+        let ob = outbox(&store, &clock, outbox_config());
+        let root = dir.0.join("index");
+        let s = spec();
+        let put = |id: u64, title: &str| {
+            store
+                .transact(|tx| s.put(&ob, tx, &NoteKey { id }, &note(title, "x", "info", T0)))
+                .unwrap();
+        };
+        for id in 1..=4 {
+            put(id, "first");
+        }
+        let mut ix = Indexer::open(
+            &ob,
+            spec(),
+            &Location::Dir(root.clone()),
+            indexer_config(),
+            clock.clone(),
+        )
+        .unwrap();
+        ix.catch_up().unwrap();
+        assert_eq!(ix.generation(), Some(1));
+        // Rows changed behind the index's back: the index is wrong.
+        store
+            .put(&NoteKey { id: 1 }, &note("changed", "x", "info", T0))
+            .unwrap();
+        store.delete(&NoteKey { id: 2 }).unwrap();
+        store
+            .put(&NoteKey { id: 9 }, &note("unindexed", "x", "info", T0))
+            .unwrap();
+        assert!(!ix.verify().unwrap().is_exact());
+
+        let before = store.engine().last_version();
+        let (mut ix, report) = ix.rebuild().unwrap();
+        assert_eq!(report.documents, 4, "rows 1, 3, 4 and 9");
+        assert_eq!(report.version, before, "a snapshot of every commit so far");
+        assert_eq!(ix.generation(), Some(2));
+        assert_eq!(ix.checkpoint(), Position::end_of(report.version));
+        assert_eq!(
+            std::fs::read_to_string(root.join("CURRENT")).unwrap(),
+            "gen-2"
+        );
+        assert!(
+            !root.join("gen-1").exists(),
+            "the old generation is removed"
+        );
+        assert!(ix.verify().unwrap().is_exact());
+        assert_eq!(
+            ix.search(&Query::new("changed")).unwrap().hits[0].key,
+            NoteKey { id: 1 }
+        );
+        // The outbox consumer is acknowledged through the snapshot.
+        ix.step().unwrap();
+        assert_eq!(
+            ob.checkpoint("search.notes", "notes").unwrap(),
+            ix.checkpoint()
+        );
+        // Later changes reach the new generation, which a reopen finds.
+        put(5, "fresh");
+        ix.catch_up().unwrap();
+        drop(ix);
+        let ix = Indexer::open(
+            &ob,
+            spec(),
+            &Location::Dir(root.clone()),
+            indexer_config(),
+            clock.clone(),
+        )
+        .unwrap();
+        assert_eq!(ix.generation(), Some(2));
+        assert_eq!(ix.documents(), 5);
+        assert_eq!(
+            ix.search(&Query::new("fresh")).unwrap().hits[0].key,
+            NoteKey { id: 5 }
+        );
+    });
+}
+
+#[test]
+fn an_index_in_memory_rebuilds_too() {
+    let (store, clock, _dir) = crate::mem(crate::options(Durability::Immediate));
+    let ob = outbox(&store, &clock, outbox_config());
+    let mut ix = Indexer::open(
+        &ob,
+        spec(),
+        &Location::Memory,
+        indexer_config(),
+        clock.clone(),
+    )
+    .unwrap();
+    store
+        .put(&NoteKey { id: 1 }, &note("direct", "x", "info", T0))
+        .unwrap();
+    assert_eq!(ix.verify().unwrap().missing.len(), 1);
+    let (mut ix, report) = ix.rebuild().unwrap();
+    assert_eq!((report.documents, ix.generation()), (1, None));
+    assert!(ix.verify().unwrap().is_exact());
 }

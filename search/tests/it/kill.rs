@@ -1,6 +1,8 @@
 //! Real process kills: a child process writes notes through the store and
-//! indexes them on disk (redb and an index directory) until the parent
-//! kills it with SIGKILL at a random moment; after each kill the index must
+//! indexes them on disk (redb and an index directory), rebuilding the index
+//! now and then, until the parent kills it with SIGKILL at a random moment
+//! (between adds and commits, between an index commit and its outbox
+//! acknowledgement, inside a rebuild); after each kill the index must
 //! open (never behind its outbox consumer), sit between the consumer's
 //! checkpoint and the durable store, and after catching up equal the store.
 
@@ -80,6 +82,10 @@ fn write_and_index_until_killed(dir: &std::path::Path) {
             .expect("child commit");
         println!("ack {i}");
         ix.step().expect("child index step");
+        // Now and then a rebuild, so that kills land in one too.
+        if i % 17 == 16 {
+            ix = ix.rebuild().expect("child rebuild").0;
+        }
     }
 }
 
@@ -92,12 +98,12 @@ fn the_indexer_survives_kills_at_random_moments() {
     let rounds: u64 = std::env::var("STRATA_KILL_ROUNDS")
         .ok()
         .and_then(|s| s.parse().ok())
-        .unwrap_or(6);
+        .unwrap_or(10);
     let dir = Dir::new();
     let mut rng = SeededRng::new(0x5EA_7C4);
     let mut checked = 0;
     for round in 0..rounds {
-        let wanted = 1 + rng.below(40);
+        let wanted = 1 + rng.below(60);
         let mut child = Command::new(std::env::current_exe().unwrap())
             .args(["--exact", TEST, "--nocapture"])
             .env(CHILD, &dir.0)
@@ -146,6 +152,19 @@ fn the_indexer_survives_kills_at_random_moments() {
         );
         let report = ix.verify().unwrap();
         assert!(report.is_exact(), "round {round}: {report:?}");
+        // At most the generation in use and one a kill left unfinished or
+        // not yet removed.
+        let generations = std::fs::read_dir(dir.0.join("index"))
+            .unwrap()
+            .filter(|e| {
+                e.as_ref()
+                    .is_ok_and(|e| e.file_name().to_string_lossy().starts_with("gen-"))
+            })
+            .count();
+        assert!(
+            (1..=2).contains(&generations),
+            "round {round}: {generations} generations"
+        );
         checked += report.documents;
         // The next child continues from here.
     }
