@@ -697,6 +697,33 @@ fn a_transaction_scan_says_more_only_for_a_live_row_of_its_type() {
         .transact(|tx| tx.scan::<DocKey>(&scan.clone().skip_other_types()))
         .unwrap();
     assert_eq!((page.items.len(), page.more), (1, false));
+    // Not skipped, the row of another type is something more.
+    let page = store.transact(|tx| tx.scan::<DocKey>(&scan)).unwrap();
+    assert_eq!((page.items.len(), page.more), (1, true));
+}
+
+#[test]
+fn a_write_that_does_not_grow_its_scope_does_not_pin_the_quota() {
+    // An overwrite of the same size leaves the scope's usage as it is: a
+    // concurrent charge to the scope is no conflict for it.
+    let (store, _clock) = common::mem(common::options(Limits::FOUNDATIONDB));
+    store.put(&DocKey { actor: 1, id: 1 }, &doc(10)).unwrap();
+    let mut runs = 0;
+    store
+        .transact(|tx| {
+            runs += 1;
+            // A first read fixes the transaction's snapshot before the
+            // concurrent charge.
+            tx.get(&DocKey { actor: 3, id: 0 })?;
+            tx.put(&DocKey { actor: 1, id: 1 }, &doc(10))?;
+            if runs == 1 {
+                store.put(&DocKey { actor: 1, id: 2 }, &doc(50)).unwrap();
+            }
+            Ok::<_, StoreError>(())
+        })
+        .unwrap();
+    assert_eq!(runs, 1);
+    common::assert_quota_exact(&store);
 }
 
 /// Runs `scan` in a transaction while another writer puts `id` between the
