@@ -328,3 +328,36 @@ fn mappings_are_checked() {
         Err(SearchError::Query(_))
     ));
 }
+
+#[test]
+fn many_changes_in_one_commit_are_indexed_across_polls() {
+    on_every_engine!(Durability::Buffered, |store, clock, _dir| {
+        let ob = outbox(&store, &clock, outbox_config());
+        let s = spec();
+        // Thirty rows and thirty entries a commit (the test limits allow
+        // 64 rows).
+        for c in 0..10u64 {
+            store
+                .transact(|tx| {
+                    for i in 0..30 {
+                        let n = note(&format!("bulk {c}"), &format!("item {i}"), "info", T0);
+                        s.put(&ob, tx, &NoteKey { id: c * 100 + i }, &n)?;
+                    }
+                    Ok::<_, SearchError>(())
+                })
+                .unwrap();
+        }
+        store.engine().sync().unwrap();
+        let mut config = indexer_config();
+        config.batch = 64;
+        let mut ix = Indexer::open(&ob, spec(), &Location::Memory, config, clock.clone()).unwrap();
+        let mut received = 0;
+        for _ in 0..10 {
+            received += ix.step().unwrap().received;
+        }
+        assert_eq!(received, 300);
+        ix.commit().unwrap();
+        assert_eq!(ix.documents(), 300);
+        assert!(ix.verify().unwrap().is_exact());
+    });
+}
