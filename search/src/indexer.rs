@@ -438,11 +438,7 @@ where
             let freshness = match store.get(&key)? {
                 None => Freshness::Vanished,
                 Some(current) => {
-                    let mut body = Vec::new();
-                    current
-                        .encode_body(&mut body)
-                        .map_err(|e| SearchError::Decode(e.to_string()))?;
-                    if body_hash(&body) == hash {
+                    if body_hash(&crate::body_of(&current)?) == hash {
                         Freshness::Current
                     } else {
                         Freshness::Changed
@@ -508,18 +504,10 @@ where
                 continue;
             }
             let mut expected: BTreeMap<Vec<u8>, u64> = BTreeMap::new();
-            let scan = strata_store::Scan::all().skip_other_types();
-            for row in view.scan::<K>(&scan)? {
-                let (key, value) = row?;
-                let mut body = Vec::new();
-                value
-                    .encode_body(&mut body)
-                    .map_err(|e| SearchError::Decode(e.to_string()))?;
-                let bytes = key
-                    .pack()
-                    .map_err(|e| SearchError::Decode(format!("key of {}: {e}", K::NAME)))?;
+            for_each_row::<E, K>(&view, |bytes, _, _, body| {
                 expected.insert(bytes, body_hash(&body));
-            }
+                Ok(())
+            })?;
             let searcher = self.reader.searcher();
             let mut indexed: BTreeMap<Vec<u8>, u64> = BTreeMap::new();
             let mut duplicates = BTreeSet::new();
@@ -687,22 +675,33 @@ where
     K::Value: Value,
 {
     let mut documents = 0u64;
-    let scan = strata_store::Scan::all().skip_other_types();
-    for row in view.scan::<K>(&scan)? {
-        let (key, value) = row?;
-        let mut body = Vec::new();
-        value
-            .encode_body(&mut body)
-            .map_err(|e| SearchError::Decode(e.to_string()))?;
-        let key_bytes = key
-            .pack()
-            .map_err(|e| SearchError::Decode(format!("key of {}: {e}", K::NAME)))?;
+    for_each_row(view, |key_bytes, key, value, body| {
         writer.add_document(document(
             spec, fields, &key_bytes, &key, &value, &body, version,
         )?)?;
         documents += 1;
-    }
+        Ok(())
+    })?;
     Ok(documents)
+}
+
+/// Calls `f` with every row of `K` in `view`: its packed key, key, value
+/// and the value's body.
+fn for_each_row<E: Engine, K>(
+    view: &strata_store::ReadView<'_, E>,
+    mut f: impl FnMut(Vec<u8>, K, K::Value, Vec<u8>) -> Result<(), SearchError>,
+) -> Result<(), SearchError>
+where
+    K: Key,
+    K::Value: Value,
+{
+    let scan = strata_store::Scan::all().skip_other_types();
+    for row in view.scan::<K>(&scan)? {
+        let (key, value) = row?;
+        let body = crate::body_of(&value)?;
+        f(crate::packed(&key)?, key, value, body)?;
+    }
+    Ok(())
 }
 
 /// The document of one row.

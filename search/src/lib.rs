@@ -71,16 +71,11 @@ where
         key: &K,
         value: &K::Value,
     ) -> Result<(), SearchError> {
-        let mut body = Vec::new();
-        value
-            .encode_body(&mut body)
-            .map_err(|e| SearchError::Decode(format!("value of {}: {e}", K::NAME)))?;
-        let packed = key
-            .pack()
-            .map_err(|e| SearchError::Decode(format!("key of {}: {e}", K::NAME)))?;
+        let body = body_of(value)?;
+        let key_bytes = packed(key)?;
         tx.put(key, value)?;
         let change = Change {
-            key: packed,
+            key: key_bytes,
             value: Some((K::Value::VERSION, body)),
         };
         outbox.push(tx, &self.topic(), &change)?;
@@ -98,20 +93,33 @@ where
         tx: &mut Tx<'_, E>,
         key: &K,
     ) -> Result<(), SearchError> {
-        let packed = key
-            .pack()
-            .map_err(|e| SearchError::Decode(format!("key of {}: {e}", K::NAME)))?;
+        let key_bytes = packed(key)?;
         tx.delete(key)?;
         outbox.push(
             tx,
             &self.topic(),
             &Change {
-                key: packed,
+                key: key_bytes,
                 value: None,
             },
         )?;
         Ok(())
     }
+}
+
+/// The body of `value` as its codec writes it (what documents hash).
+pub(crate) fn body_of<V: Value>(value: &V) -> Result<Vec<u8>, SearchError> {
+    let mut body = Vec::new();
+    value
+        .encode_body(&mut body)
+        .map_err(|e| SearchError::Decode(format!("a value does not encode: {e}")))?;
+    Ok(body)
+}
+
+/// `key` packed as the store packs it.
+pub(crate) fn packed<K: Key>(key: &K) -> Result<Vec<u8>, SearchError> {
+    key.pack()
+        .map_err(|e| SearchError::Decode(format!("key of {}: {e}", K::NAME)))
 }
 
 /// A search: text over the index's text fields (tantivy's query syntax:

@@ -19,26 +19,12 @@ fn an_index_reopens_at_the_checkpoint_it_committed() {
                 .unwrap();
         }
         let first = {
-            let mut ix = Indexer::open(
-                &ob,
-                spec(),
-                &Location::Dir(at.clone()),
-                indexer_config(),
-                clock.clone(),
-            )
-            .unwrap();
+            let mut ix = crate::indexer_at(&ob, &clock, &at);
             ix.catch_up().unwrap()
         };
         assert_ne!(first, Position::START);
         assert_eq!(ob.checkpoint("search.notes", "notes").unwrap(), first);
-        let mut ix = Indexer::open(
-            &ob,
-            spec(),
-            &Location::Dir(at.clone()),
-            indexer_config(),
-            clock.clone(),
-        )
-        .unwrap();
+        let mut ix = crate::indexer_at(&ob, &clock, &at);
         assert_eq!(ix.checkpoint(), first, "read back from the commit payload");
         assert_eq!(ix.documents(), 5);
         let step = ix.step().unwrap();
@@ -51,14 +37,7 @@ fn an_index_reopens_at_the_checkpoint_it_committed() {
 fn a_lost_acknowledgement_is_made_good_without_applying_entries_twice() {
     on_every_engine!(Durability::Immediate, |store, clock, _dir| {
         let ob = outbox(&store, &clock, outbox_config());
-        let mut ix = Indexer::open(
-            &ob,
-            spec(),
-            &Location::Memory,
-            indexer_config(),
-            clock.clone(),
-        )
-        .unwrap();
+        let mut ix = crate::indexer_in_memory(&ob, &clock);
         let s = spec();
         for id in 1..=4 {
             store
@@ -92,14 +71,7 @@ fn an_index_that_lost_commits_the_outbox_acknowledged_refuses_to_open() {
             .transact(|tx| s.put(&ob, tx, &NoteKey { id: 1 }, &note("a", "b", "info", T0)))
             .unwrap();
         let at = {
-            let mut ix = Indexer::open(
-                &ob,
-                spec(),
-                &Location::Memory,
-                indexer_config(),
-                clock.clone(),
-            )
-            .unwrap();
+            let mut ix = crate::indexer_in_memory(&ob, &clock);
             ix.catch_up().unwrap()
         };
         // The in-memory index is gone; the outbox remembers `at`.
@@ -134,14 +106,7 @@ fn a_rebuild_indexes_a_store_snapshot_in_a_new_generation_and_switches() {
         for id in 1..=4 {
             put(id, "first");
         }
-        let mut ix = Indexer::open(
-            &ob,
-            spec(),
-            &Location::Dir(root.clone()),
-            indexer_config(),
-            clock.clone(),
-        )
-        .unwrap();
+        let mut ix = crate::indexer_at(&ob, &clock, &root);
         ix.catch_up().unwrap();
         assert_eq!(ix.generation(), Some(1));
         // Rows changed behind the index's back: the index is wrong.
@@ -183,14 +148,7 @@ fn a_rebuild_indexes_a_store_snapshot_in_a_new_generation_and_switches() {
         put(5, "fresh");
         ix.catch_up().unwrap();
         drop(ix);
-        let ix = Indexer::open(
-            &ob,
-            spec(),
-            &Location::Dir(root.clone()),
-            indexer_config(),
-            clock.clone(),
-        )
-        .unwrap();
+        let ix = crate::indexer_at(&ob, &clock, &root);
         assert_eq!(ix.generation(), Some(2));
         assert_eq!(ix.documents(), 5);
         assert_eq!(
@@ -204,14 +162,7 @@ fn a_rebuild_indexes_a_store_snapshot_in_a_new_generation_and_switches() {
 fn an_index_in_memory_rebuilds_too() {
     let (store, clock, _dir) = crate::mem(crate::options(Durability::Immediate));
     let ob = outbox(&store, &clock, outbox_config());
-    let mut ix = Indexer::open(
-        &ob,
-        spec(),
-        &Location::Memory,
-        indexer_config(),
-        clock.clone(),
-    )
-    .unwrap();
+    let mut ix = crate::indexer_in_memory(&ob, &clock);
     store
         .put(&NoteKey { id: 1 }, &note("direct", "x", "info", T0))
         .unwrap();

@@ -38,14 +38,7 @@ fn packed(id: u64) -> Vec<u8> {
 fn puts_updates_and_deletes_reach_the_index_in_commit_order() {
     on_every_engine!(Durability::Immediate, |store, clock, _dir| {
         let ob = outbox(&store, &clock, outbox_config());
-        let mut ix = Indexer::open(
-            &ob,
-            spec(),
-            &Location::Memory,
-            indexer_config(),
-            clock.clone(),
-        )
-        .unwrap();
+        let mut ix = crate::indexer_in_memory(&ob, &clock);
         assert_eq!(ix.checkpoint(), Position::START);
         put(
             &store,
@@ -132,14 +125,7 @@ fn puts_updates_and_deletes_reach_the_index_in_commit_order() {
 fn hits_say_when_the_row_changed_or_vanished_and_verify_lists_it() {
     on_every_engine!(Durability::Immediate, |store, clock, _dir| {
         let ob = outbox(&store, &clock, outbox_config());
-        let mut ix = Indexer::open(
-            &ob,
-            spec(),
-            &Location::Memory,
-            indexer_config(),
-            clock.clone(),
-        )
-        .unwrap();
+        let mut ix = crate::indexer_in_memory(&ob, &clock);
         for id in 1..=3 {
             put(
                 &store,
@@ -199,14 +185,7 @@ fn the_index_never_shows_a_commit_that_is_not_durable() {
         let mut config = outbox_config();
         config.sync_interval_ms = 60_000;
         let ob = outbox(&store, &clock, config);
-        let mut ix = Indexer::open(
-            &ob,
-            spec(),
-            &Location::Memory,
-            indexer_config(),
-            clock.clone(),
-        )
-        .unwrap();
+        let mut ix = crate::indexer_in_memory(&ob, &clock);
         // A first poll syncs (the interval has passed since 0) ...
         put(&store, &ob, 1, &note("first", "durable soon", "info", T0));
         ix.catch_up().unwrap();

@@ -12,7 +12,7 @@ use strata_engine_redb::{RedbEngine, RedbOptions};
 use strata_engine_rocks::{RocksEngine, RocksOptions};
 use strata_keys::tuple_key;
 use strata_outbox::{Outbox, OutboxConfig};
-use strata_search::{Document, IndexSpec, IndexerConfig};
+use strata_search::{Document, IndexSpec, Indexer, IndexerConfig, Location};
 use strata_store::{Store, StoreOptions};
 
 mod crash;
@@ -97,6 +97,37 @@ pub(crate) fn outbox<'s, E: Engine>(
     config: OutboxConfig,
 ) -> Outbox<'s, E> {
     Outbox::new(store, config, clock.clone(), Box::new(SeededRng::new(2))).unwrap()
+}
+
+/// The notes index in memory, with the test configuration.
+pub(crate) fn indexer_in_memory<'o, 's, E: Engine>(
+    ob: &'o Outbox<'s, E>,
+    clock: &Arc<ManualClock>,
+) -> Indexer<'o, 's, E, NoteKey> {
+    Indexer::open(
+        ob,
+        spec(),
+        &Location::Memory,
+        indexer_config(),
+        clock.clone(),
+    )
+    .unwrap()
+}
+
+/// The notes index in the directory `root`, with the test configuration.
+pub(crate) fn indexer_at<'o, 's, E: Engine>(
+    ob: &'o Outbox<'s, E>,
+    clock: &Arc<ManualClock>,
+    root: &std::path::Path,
+) -> Indexer<'o, 's, E, NoteKey> {
+    Indexer::open(
+        ob,
+        spec(),
+        &Location::Dir(root.to_path_buf()),
+        indexer_config(),
+        clock.clone(),
+    )
+    .unwrap()
 }
 
 pub(crate) struct Dir(pub(crate) std::path::PathBuf);
