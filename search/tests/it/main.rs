@@ -8,8 +8,6 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use strata_codec::{Limits, value};
 use strata_engine::{Durability, Engine, ManualClock, MemEngine, SeededRng};
-use strata_engine_redb::{RedbEngine, RedbOptions};
-use strata_engine_rocks::{RocksEngine, RocksOptions};
 use strata_keys::tuple_key;
 use strata_outbox::{Outbox, OutboxConfig};
 use strata_search::{Document, IndexSpec, Indexer, IndexerConfig, Location};
@@ -37,8 +35,6 @@ pub(crate) struct NoteKey {
 tuple_key! {
     NoteKey -> Note = ("note", {id});
 }
-
-pub(crate) const T0: u64 = 1_700_000_000_000;
 
 pub(crate) fn note(title: &str, body: &str, level: &str, at_ms: u64) -> Note {
     Note {
@@ -130,69 +126,9 @@ pub(crate) fn indexer_at<'o, 's, E: Engine>(
     .unwrap()
 }
 
-pub(crate) struct Dir(pub(crate) std::path::PathBuf);
-
-impl Dir {
-    pub(crate) fn new() -> Self {
-        use std::sync::atomic::{AtomicU64, Ordering};
-        static N: AtomicU64 = AtomicU64::new(0);
-        let p = std::env::temp_dir().join(format!(
-            "strata-search-{}-{}",
-            std::process::id(),
-            N.fetch_add(1, Ordering::Relaxed)
-        ));
-        std::fs::create_dir_all(&p).unwrap();
-        Self(p)
-    }
-}
-
-impl Drop for Dir {
-    fn drop(&mut self) {
-        if let Err(e) = std::fs::remove_dir_all(&self.0) {
-            eprintln!("could not remove {}: {e}", self.0.display());
-        }
-    }
-}
-
-pub(crate) fn store_on<E: Engine>(
-    engine: E,
-    options: StoreOptions,
-) -> (Store<E>, Arc<ManualClock>) {
-    let clock = Arc::new(ManualClock::new(T0));
-    let store =
-        Store::open_with(engine, options, clock.clone(), Box::new(SeededRng::new(1))).unwrap();
-    (store, clock)
-}
-
-pub(crate) fn mem(options: StoreOptions) -> (Store<MemEngine>, Arc<ManualClock>, Dir) {
-    let engine = MemEngine::open(options.keyspace_specs()).unwrap();
-    let (s, c) = store_on(engine, options);
-    (s, c, Dir::new())
-}
-
-pub(crate) fn redb(options: StoreOptions) -> (Store<RedbEngine>, Arc<ManualClock>, Dir) {
-    let dir = Dir::new();
-    let engine = RedbEngine::open(
-        dir.0.join("db.redb"),
-        options.keyspace_specs(),
-        RedbOptions::default(),
-    )
-    .unwrap();
-    let (s, c) = store_on(engine, options);
-    (s, c, dir)
-}
-
-pub(crate) fn rocks(options: StoreOptions) -> (Store<RocksEngine>, Arc<ManualClock>, Dir) {
-    let dir = Dir::new();
-    let engine = RocksEngine::open(
-        dir.0.join("rocks"),
-        options.keyspace_specs(),
-        RocksOptions::default(),
-    )
-    .unwrap();
-    let (s, c) = store_on(engine, options);
-    (s, c, dir)
-}
+#[path = "../../../test-support/stores.rs"]
+mod stores;
+pub(crate) use stores::{Dir, T0, mem, redb, rocks};
 
 /// Runs the body on a fresh store of each engine; `$dir` is a scratch
 /// directory for the index.
