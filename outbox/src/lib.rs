@@ -759,16 +759,39 @@ impl<'s, E: Engine> Outbox<'s, E> {
         after: Position,
         max: usize,
     ) -> Result<Vec<Delivery<T>>, OutboxError> {
-        let now = self.clock.now_ms();
         #[cfg(feature = "planted-bugs")]
-        let durable = if self.bug(PlantedBug::PollBeyondDurable) {
+        let beyond = self.bug(PlantedBug::PollBeyondDurable);
+        #[cfg(not(feature = "planted-bugs"))]
+        let beyond = false;
+        self.poll_upto(lease, topic, after, max, beyond)
+    }
+
+    /// For the planted bugs of crates above (feature `planted-bugs`): as
+    /// [`Outbox::poll_after`], up to the last commit, durable or not.
+    #[cfg(feature = "planted-bugs")]
+    #[doc(hidden)]
+    pub fn planted_poll_beyond_durable<T: Value>(
+        &self,
+        lease: &Lease,
+        topic: &Topic<T>,
+        after: Position,
+        max: usize,
+    ) -> Result<Vec<Delivery<T>>, OutboxError> {
+        self.poll_upto(lease, topic, after, max, true)
+    }
+
+    fn poll_upto<T: Value>(
+        &self,
+        lease: &Lease,
+        topic: &Topic<T>,
+        after: Position,
+        max: usize,
+        beyond_durable: bool,
+    ) -> Result<Vec<Delivery<T>>, OutboxError> {
+        let now = self.clock.now_ms();
+        let durable = if beyond_durable {
             self.store.engine().last_version()
         } else {
-            self.sync_if_due(now)?;
-            self.store.engine().durable_version()
-        };
-        #[cfg(not(feature = "planted-bugs"))]
-        let durable = {
             self.sync_if_due(now)?;
             self.store.engine().durable_version()
         };

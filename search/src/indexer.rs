@@ -36,6 +36,10 @@ pub enum Location {
     Dir(PathBuf),
     /// In memory, lost when dropped: for tests and examples.
     Memory,
+    /// In memory, shared by the clones of one `RamDirectory`: an indexer
+    /// opened again on a clone finds what the last one committed (for
+    /// simulations of an indexer's crash).
+    Shared(RamDirectory),
 }
 
 /// How an [`Indexer`] runs.
@@ -59,6 +63,48 @@ pub struct IndexerConfig {
     /// tantivy's memory budget over all threads (default 24 MiB a thread;
     /// tantivy needs at least 15 MB a thread).
     pub memory_bytes: usize,
+    /// A deliberate mistake for the simulation (feature `planted-bugs`
+    /// only).
+    #[cfg(feature = "planted-bugs")]
+    pub planted: Option<PlantedBug>,
+}
+
+/// Deliberate mistakes the simulation must catch (feature `planted-bugs`,
+/// which normal builds never enable).
+#[cfg(feature = "planted-bugs")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum PlantedBug {
+    /// The outbox is acknowledged as soon as entries are applied, before
+    /// the index commits them.
+    AckBeforeIndexCommit,
+    /// A put adds its document without deleting the row's old one.
+    UpsertWithoutDelete,
+    /// Entries of commits that are not durable yet are indexed.
+    IndexNonDurable,
+}
+
+#[cfg(feature = "planted-bugs")]
+impl PlantedBug {
+    /// Every planted bug.
+    pub const ALL: [Self; 3] = [
+        Self::AckBeforeIndexCommit,
+        Self::UpsertWithoutDelete,
+        Self::IndexNonDurable,
+    ];
+
+    /// Its name on the command line.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Self::AckBeforeIndexCommit => "ack-before-index-commit",
+            Self::UpsertWithoutDelete => "upsert-without-delete",
+            Self::IndexNonDurable => "index-non-durable",
+        }
+    }
+
+    /// The bug with this name.
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|b| b.name() == name)
+    }
 }
 
 impl IndexerConfig {
@@ -74,6 +120,8 @@ impl IndexerConfig {
             commit_interval_ms: 1_000,
             threads,
             memory_bytes: threads * (24 << 20),
+            #[cfg(feature = "planted-bugs")]
+            planted: None,
         }
     }
 }
@@ -164,6 +212,7 @@ where
                 (generation_dir(root, generation, false)?, Some(generation))
             }
             Location::Memory => (Box::new(RamDirectory::create()) as Box<dyn Directory>, None),
+            Location::Shared(ram) => (Box::new(ram.clone()) as Box<dyn Directory>, None),
         };
         let index = Index::open_or_create(directory, schema)?;
         let writer = index.writer_with_num_threads(
@@ -256,9 +305,19 @@ where
             self.acknowledge(&lease)?;
             late_ack = true;
         }
-        let batch =
+        let max = self.config.batch.max(1);
+        #[cfg(feature = "planted-bugs")]
+        let batch = if self.bug(PlantedBug::IndexNonDurable) {
             self.outbox
-                .poll_after(&lease, &self.topic, self.applied, self.config.batch.max(1))?;
+                .planted_poll_beyond_durable(&lease, &self.topic, self.applied, max)?
+        } else {
+            self.outbox
+                .poll_after(&lease, &self.topic, self.applied, max)?
+        };
+        #[cfg(not(feature = "planted-bugs"))]
+        let batch = self
+            .outbox
+            .poll_after(&lease, &self.topic, self.applied, max)?;
         let mut step = Step {
             received: batch.len(),
             late_ack,
@@ -267,6 +326,13 @@ where
         for d in &batch {
             self.apply(&d.entry, d.position.version)?;
             self.applied = d.position;
+        }
+        #[cfg(feature = "planted-bugs")]
+        if self.bug(PlantedBug::AckBeforeIndexCommit) && !batch.is_empty() {
+            let at = self.applied;
+            self.outbox
+                .store()
+                .transact(|tx| self.outbox.ack_through(tx, &lease, at))?;
         }
         if self.due() {
             step.committed = self.commit()?;
@@ -290,6 +356,12 @@ where
         Ok(self.checkpoint)
     }
 
+    /// Whether `bug` is planted.
+    #[cfg(feature = "planted-bugs")]
+    fn bug(&self, bug: PlantedBug) -> bool {
+        self.config.planted == Some(bug)
+    }
+
     fn due(&self) -> bool {
         self.pending_docs >= self.config.commit_docs
             || self.pending_bytes >= self.config.commit_bytes
@@ -300,7 +372,13 @@ where
 
     fn apply(&mut self, change: &Change, version: u64) -> Result<(), SearchError> {
         let key_term = Term::from_field_bytes(self.fields.key, &change.key);
-        self.writer.delete_term(key_term);
+        #[cfg(feature = "planted-bugs")]
+        let delete = change.value.is_none() || !self.bug(PlantedBug::UpsertWithoutDelete);
+        #[cfg(not(feature = "planted-bugs"))]
+        let delete = true;
+        if delete {
+            self.writer.delete_term(key_term);
+        }
         if let Some((schema_version, body)) = &change.value {
             let key = K::unpack(&change.key)
                 .map_err(|e| SearchError::Decode(format!("key of {}: {e}", K::NAME)))?;

@@ -33,6 +33,8 @@ use strata_store::Tx;
 
 pub use crate::change::Change;
 pub use crate::error::SearchError;
+#[cfg(feature = "planted-bugs")]
+pub use crate::indexer::PlantedBug;
 pub use crate::indexer::{Indexer, IndexerConfig, Location, Step};
 pub use crate::spec::{Document, IndexSpec};
 

@@ -16,6 +16,8 @@
 //!   chunks) and its oracles.
 //! - [`outbox`]: the outbox workload (producers, consumers with failing
 //!   handlers, take-overs, trimming) and its ledger.
+//! - [`search`]: the search workload (notes and their index changes, an
+//!   indexer that crashes) and its projection oracles.
 //!
 //! The command is `cargo xtask sim`; see the crate README.
 
@@ -26,6 +28,7 @@ pub mod outbox;
 #[cfg(feature = "planted-bugs")]
 pub mod planted;
 pub mod run;
+pub mod search;
 pub mod store;
 pub mod targets;
 

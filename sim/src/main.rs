@@ -15,7 +15,7 @@
 //! --engine mem|redb|rocks  the engine under test (default mem; redb runs on
 //!                     a disk that loses power at every crash; rocks is
 //!                     killed and reopened)
-//! --workload engine|store|outbox|both  the workloads of each seed (default both,
+//! --workload engine|store|outbox|search|both  the workloads of each seed (default both,
 //!                     that is all: raw engine commits against the model,
 //!                     store transactions with limits, quota, TTL and chunks,
 //!                     then outbox producers and consumers)
@@ -122,9 +122,12 @@ fn parse() -> Result<Args, String> {
                     "engine" => Workload::Engine,
                     "store" => Workload::Store,
                     "outbox" => Workload::Outbox,
+                    "search" => Workload::Search,
                     "both" | "all" => Workload::Both,
                     other => {
-                        return Err(format!("unknown workload {other:?} (engine, store, both)"));
+                        return Err(format!(
+                            "unknown workload {other:?} (engine, store, outbox, search, both)"
+                        ));
                     }
                 };
             }
@@ -159,6 +162,7 @@ fn replay(args: &Args, seed: u64) -> String {
         Workload::Engine => line.push_str(" --workload engine"),
         Workload::Store => line.push_str(" --workload store"),
         Workload::Outbox => line.push_str(" --workload outbox"),
+        Workload::Search => line.push_str(" --workload search"),
     }
     if let Some(p) = &args.plant {
         line.push_str(" --plant ");
@@ -176,7 +180,7 @@ fn main() -> ExitCode {
                 eprintln!("strata-sim: {msg}");
             }
             eprintln!(
-                "usage: cargo xtask sim [--seed S | --seeds N|A..B] [--time T] [--ops K] [--faults LIST] [--plant NAME] [--engine mem|redb|rocks] [--workload engine|store|outbox|both] [--check-determinism] [--soak MINUTES] [--quiet]"
+                "usage: cargo xtask sim [--seed S | --seeds N|A..B] [--time T] [--ops K] [--faults LIST] [--plant NAME] [--engine mem|redb|rocks] [--workload engine|store|outbox|search|both] [--check-determinism] [--soak MINUTES] [--quiet]"
             );
             return ExitCode::from(2);
         }

@@ -47,6 +47,9 @@ pub const PLANTED: &[Planted] = &[
     p("checkpoint-past-failed", Workload::Outbox, 0),
     p("poll-beyond-durable", Workload::Outbox, 1),
     p("trim-ignores-slowest", Workload::Outbox, 0),
+    p("ack-before-index-commit", Workload::Search, 0),
+    p("upsert-without-delete", Workload::Search, 0),
+    p("index-non-durable", Workload::Search, 1),
 ];
 
 const fn p(name: &'static str, workload: Workload, seed: u64) -> Planted {

@@ -37,7 +37,10 @@ pub enum Workload {
     Store,
     /// Producers and consumers through the outbox ([`crate::outbox`]).
     Outbox,
-    /// Every workload: the engine's, the store's, then the outbox's.
+    /// Notes indexed through the outbox ([`crate::search`]).
+    Search,
+    /// Every workload: the engine's, the store's, the outbox's, then (on
+    /// every fourth seed, it is the slowest) the search index's.
     #[default]
     Both,
 }
@@ -303,6 +306,7 @@ pub fn run_workloads<E: Target>(options: &RunOptions) -> SeedReport {
         Workload::Engine => run_seed_on::<E>(options),
         Workload::Store => crate::store::run_store_seed_on::<E>(options),
         Workload::Outbox => crate::outbox::run_outbox_seed_on::<E>(options),
+        Workload::Search => crate::search::run_search_seed_on::<E>(options),
         Workload::Both => {
             let engine = run_seed_on::<E>(options);
             if engine.violation.is_some() {
@@ -314,7 +318,18 @@ pub fn run_workloads<E: Target>(options: &RunOptions) -> SeedReport {
                 return both;
             }
             let outbox = crate::outbox::run_outbox_seed_on::<E>(options);
-            join(options, &both, outbox)
+            let all = join(options, &both, outbox);
+            if all.violation.is_some() {
+                return all;
+            }
+            // The search workload runs a tantivy writer (threads, a commit
+            // every few changes): about a second a seed. Under `both` it
+            // takes every fourth seed; `--workload search` runs it on all.
+            if !options.seed.is_multiple_of(4) {
+                return all;
+            }
+            let search = crate::search::run_search_seed_on::<E>(options);
+            join(options, &all, search)
         }
     }
 }

@@ -40,6 +40,7 @@ pub const LAYERS: &[(&str, &[&str])] = &[
             "engine-rocks",
             "store",
             "outbox",
+            "search",
         ],
     ),
     ("xtask", &[]),

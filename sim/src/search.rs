@@ -1,0 +1,439 @@
+//! The search workload: notes written, rewritten and deleted through the
+//! store together with their index changes, an indexer stepping, crashing
+//! (its uncommitted documents lost, its committed index kept in a shared
+//! in-memory directory) and reopening, through engine crashes and faults.
+//!
+//! Oracles, none of which asks the indexer what it believes:
+//!
+//! - the index is never ahead of the durable store: after every step its
+//!   checkpoint is at most the engine's durable version, and after an
+//!   engine crash the checkpoint read from the index's own commit payload
+//!   (parsed by its documented format, `strata-search/1 VERSION.ORDER`) is
+//!   at most the version the engine came back with;
+//! - an indexer always reopens: the outbox never acknowledged more than
+//!   the index holds;
+//! - after a quiet phase without faults the index is exactly the
+//!   projection of the store (no document missing, extra, stale or
+//!   duplicated), and a search for each word returns exactly the notes
+//!   whose stored text holds it, read from the store by a plain scan.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use strata_codec::Limits;
+use strata_engine::{Engine, ManualClock, Rng, SeededRng};
+use strata_keys::tuple_key;
+use strata_outbox::{Outbox, OutboxConfig, OutboxError};
+use strata_search::{Document, IndexSpec, Indexer, IndexerConfig, Location, Query, SearchError};
+use strata_store::{Scan, Store, StoreError, StoreOptions};
+use tantivy::directory::RamDirectory;
+
+use crate::faults::{FaultClass, FaultConfig, FaultyEngine};
+use crate::run::{RunOptions, SeedReport, Trace, Violation, fail};
+use crate::targets::Target;
+
+const WORDS: [&str; 6] = ["amber", "basil", "cedar", "delta", "ember", "fjord"];
+const IDS: u64 = 8;
+
+/// A note: `(30, id)` -> its text.
+#[derive(Debug, Clone, PartialEq)]
+struct Note {
+    id: u64,
+}
+tuple_key! {
+    Note -> String = (30, {id});
+}
+
+type Faulty<E> = FaultyEngine<E>;
+
+fn spec() -> IndexSpec<Note> {
+    IndexSpec::new("sim", |_: &Note, text: &String| {
+        Document::new().text("text", text.clone())
+    })
+    .and_then(|s| s.text("text", 1.0))
+    .unwrap_or_else(|e| unreachable!("a valid mapping: {e}"))
+}
+
+fn options(rng: &mut SeededRng) -> StoreOptions {
+    let limits = Limits {
+        max_key_bytes: 128,
+        max_value_bytes: 512,
+        max_batch_entries: 16,
+        max_batch_bytes: 8_192,
+        quota_bytes: 1 << 30,
+    };
+    let mut o = Outbox::<strata_engine::MemEngine>::declare(StoreOptions::new(limits));
+    if rng.chance(0.5) {
+        o = o.durability(strata_engine::Durability::Buffered);
+    }
+    o.retry = strata_store::RetryPolicy {
+        max_attempts: 3,
+        base_backoff_ms: 1,
+        max_backoff_ms: 8,
+    };
+    o
+}
+
+fn outbox_config() -> OutboxConfig {
+    let mut c = OutboxConfig::default();
+    c.lease_ms = 1_000;
+    // Buffered commits stay not durable for a while.
+    c.sync_interval_ms = 200;
+    c
+}
+
+fn indexer_config(options: &RunOptions) -> IndexerConfig {
+    let mut c = IndexerConfig::new("sim");
+    c.threads = 1;
+    c.batch = 4;
+    c.commit_docs = 3;
+    c.commit_bytes = usize::MAX;
+    c.commit_interval_ms = 100;
+    #[cfg(feature = "planted-bugs")]
+    {
+        c.planted = options
+            .plant
+            .as_deref()
+            .and_then(strata_search::PlantedBug::from_name);
+    }
+    #[cfg(not(feature = "planted-bugs"))]
+    let _ = options;
+    c
+}
+
+/// Whether `e` comes from an injected fault (or the conflicts and unknown
+/// outcomes faults cause), which the workload tolerates.
+fn faulted(e: &SearchError) -> bool {
+    match e {
+        SearchError::Store(s) | SearchError::Outbox(OutboxError::Store(s)) => {
+            crate::store::faulted(s)
+        }
+        _ => false,
+    }
+}
+
+/// The checkpoint in the index's last commit, read from its payload by the
+/// documented format, without the indexer.
+fn committed_version(ram: &RamDirectory) -> Result<u64, String> {
+    if !tantivy::Index::exists(ram).map_err(|e| e.to_string())? {
+        return Ok(0);
+    }
+    let index = tantivy::Index::open(ram.clone()).map_err(|e| e.to_string())?;
+    let payload = index.load_metas().map_err(|e| e.to_string())?.payload;
+    match payload {
+        None => Ok(0),
+        Some(p) => p
+            .strip_prefix("strata-search/1 ")
+            .and_then(|rest| rest.split_once('.'))
+            .and_then(|(v, _)| v.parse().ok())
+            .ok_or_else(|| format!("payload {p:?} is not a checkpoint")),
+    }
+}
+
+struct SearchRun {
+    rng: SeededRng,
+    clock: Arc<ManualClock>,
+    trace: Trace,
+    commits: u64,
+    checks: u64,
+}
+
+impl SearchRun {
+    fn open<E: Target>(&mut self, engine: Faulty<E>, options: &StoreOptions) -> Store<Faulty<E>> {
+        Store::open_with(
+            engine,
+            options.clone(),
+            self.clock.clone(),
+            Box::new(SeededRng::new(self.rng.next_u64())),
+        )
+        .unwrap_or_else(|e| unreachable!("the store's keyspaces are declared: {e}"))
+    }
+
+    fn text(&mut self) -> String {
+        let n = 1 + self.rng.below(3);
+        (0..n)
+            .map(|_| WORDS[usize::try_from(self.rng.below(6)).unwrap_or(0)])
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+
+    /// One write: a note put (new or rewritten) or deleted, with its change.
+    fn write<E: Engine>(&mut self, outbox: &Outbox<'_, E>, step: usize) -> Result<(), Violation> {
+        let id = self.rng.below(IDS);
+        let delete = self.rng.chance(0.2);
+        let text = self.text();
+        let s = spec();
+        let r = outbox.store().transact(|tx| {
+            if delete {
+                s.delete(outbox, tx, &Note { id })
+            } else {
+                s.put(outbox, tx, &Note { id }, &text)
+            }
+        });
+        match r {
+            Ok(()) => {
+                self.commits += 1;
+                self.trace.event(
+                    step,
+                    if delete {
+                        format!("delete {id}")
+                    } else {
+                        format!("put {id} {text:?}")
+                    },
+                );
+                Ok(())
+            }
+            Err(e) if faulted(&e) => Ok(()),
+            Err(e) => Err(fail(step, format!("a write failed: {e}"))),
+        }
+    }
+}
+
+/// Opens the indexer on the shared directory; `None` when a fault stopped
+/// it (tried again later).
+fn open_indexer<'o, 's, E: Engine>(
+    outbox: &'o Outbox<'s, E>,
+    ram: &RamDirectory,
+    config: &IndexerConfig,
+    clock: &Arc<ManualClock>,
+    step: usize,
+) -> Result<Option<Indexer<'o, 's, E, Note>>, Violation> {
+    match Indexer::open(
+        outbox,
+        spec(),
+        &Location::Shared(ram.clone()),
+        config.clone(),
+        clock.clone(),
+    ) {
+        Ok(ix) => Ok(Some(ix)),
+        Err(e) if faulted(&e) => Ok(None),
+        Err(e) => Err(fail(step, format!("the indexer does not reopen: {e}"))),
+    }
+}
+
+/// Runs the search workload of one seed on engine `E`.
+// One loop of epochs (an engine's life between crashes) around one loop of
+// steps: split, the borrows of the store, outbox and indexer would have to
+// travel between functions.
+#[allow(clippy::too_many_lines)]
+pub fn run_search_seed_on<E: Target>(options: &RunOptions) -> SeedReport {
+    let mut rng = SeededRng::new(options.seed ^ 0x5EA2_C400_0000_0000);
+    let config = FaultConfig::swarm(&mut rng, &options.faults);
+    let fault_seed = rng.next_u64();
+    let store_options = self::options(&mut rng);
+    let mut run = SearchRun {
+        clock: Arc::new(ManualClock::new(1_700_000_000_000)),
+        trace: Trace::new(),
+        commits: 0,
+        checks: 0,
+        rng,
+    };
+    run.trace.event(
+        0,
+        format!(
+            "search seed {} faults {config:?} durability {:?}",
+            options.seed, store_options.durability
+        ),
+    );
+    let ix_config = indexer_config(options);
+    let ram = RamDirectory::create();
+    let engine = FaultyEngine::new(E::fresh(store_options.keyspace_specs()), config, fault_seed);
+    let mut store = Some(run.open(engine, &store_options));
+    let mut violation = None;
+    let mut step = 0;
+    while step < options.ops && violation.is_none() {
+        let Some(s) = store.take() else { break };
+        let mut crashed = false;
+        {
+            let outbox = Outbox::new(
+                &s,
+                outbox_config(),
+                run.clock.clone(),
+                Box::new(SeededRng::new(run.rng.next_u64())),
+            )
+            .unwrap_or_else(|e| unreachable!("the outbox's spaces are declared: {e}"));
+            let mut ix: Option<Indexer<'_, '_, Faulty<E>, Note>> = None;
+            while step < options.ops {
+                step += 1;
+                if s.engine().is_stuck()
+                    || (config.p(FaultClass::Crash) > 0.0
+                        && run.rng.chance(config.p(FaultClass::Crash)))
+                {
+                    crashed = true;
+                    break;
+                }
+                run.clock.advance(run.rng.below(50));
+                let outcome = match run.rng.below(100) {
+                    0..=44 => run.write(&outbox, step),
+                    45..=79 => {
+                        if ix.is_none() {
+                            match open_indexer(&outbox, &ram, &ix_config, &run.clock, step) {
+                                Ok(opened) => ix = opened,
+                                Err(v) => {
+                                    violation = Some(v);
+                                    break;
+                                }
+                            }
+                        }
+                        match ix.as_mut().map(Indexer::step) {
+                            Some(Err(e)) if faulted(&e) => {
+                                // As a crash of the indexer: what it had not
+                                // committed is gone.
+                                ix = None;
+                                Ok(())
+                            }
+                            Some(Err(e)) => Err(fail(step, format!("an index step failed: {e}"))),
+                            _ => Ok(()),
+                        }
+                    }
+                    80..=84 => {
+                        run.trace.event(step, "indexer crash".to_owned());
+                        ix = None;
+                        Ok(())
+                    }
+                    _ => {
+                        let r = s.engine().sync();
+                        run.trace.event(step, format!("sync: {r:?}"));
+                        Ok(())
+                    }
+                };
+                if let Err(v) = outcome {
+                    violation = Some(v);
+                    break;
+                }
+                if let Some(ix) = &ix {
+                    run.checks += 1;
+                    let durable = s.engine().durable_version();
+                    if ix.checkpoint().version > durable {
+                        violation = Some(fail(
+                            step,
+                            format!(
+                                "the index is at {} but only version {durable} is durable",
+                                ix.checkpoint()
+                            ),
+                        ));
+                        break;
+                    }
+                }
+            }
+        }
+        if crashed {
+            let e = s.into_engine().crash_restart(&mut run.rng);
+            run.trace.event(step, "crash and reopen".to_owned());
+            let reopened = run.open(e, &store_options);
+            run.checks += 1;
+            match committed_version(&ram) {
+                Ok(v) if v > reopened.engine().last_version() => {
+                    violation = Some(fail(
+                        step,
+                        format!(
+                            "the index's commit holds version {v}, but the engine came back at {}",
+                            reopened.engine().last_version()
+                        ),
+                    ));
+                }
+                Ok(_) => {}
+                Err(e) => violation = Some(fail(step, format!("the index does not read: {e}"))),
+            }
+            store = Some(reopened);
+        } else {
+            store = Some(s);
+        }
+    }
+    if violation.is_none()
+        && let Some(s) = &store
+        && let Err(v) = quiet_check(&mut run, s, &ram, &ix_config, options.ops)
+    {
+        violation = Some(v);
+    }
+    let faults = store.map(|s| s.engine().counters()).unwrap_or_default();
+    run.trace.report(
+        "search",
+        options.seed,
+        (run.commits, run.checks),
+        faults,
+        violation,
+    )
+}
+
+/// The quiet phase: without faults, the indexer catches up; the index must
+/// then be the store's projection, and every word must find exactly the
+/// notes that hold it.
+fn quiet_check<E: Target>(
+    run: &mut SearchRun,
+    store: &Store<Faulty<E>>,
+    ram: &RamDirectory,
+    config: &IndexerConfig,
+    step: usize,
+) -> Result<(), Violation> {
+    let quiet: Store<&E> = Store::open_with(
+        store.engine().inner(),
+        store.options().clone(),
+        run.clock.clone(),
+        Box::new(SeededRng::new(0)),
+    )
+    .unwrap_or_else(|e| unreachable!("{e}"));
+    let err = |what: &str, e: &dyn std::fmt::Display| fail(step, format!("{what}: {e}"));
+    quiet
+        .engine()
+        .sync()
+        .map_err(|e| err("a fault-free sync failed", &e))?;
+    let outbox = Outbox::new(
+        &quiet,
+        outbox_config(),
+        run.clock.clone(),
+        Box::new(SeededRng::new(1)),
+    )
+    .unwrap_or_else(|e| unreachable!("{e}"));
+    // Past any lease a crashed indexer held.
+    run.clock.advance(outbox_config().lease_ms + 1);
+    let mut ix = Indexer::open(
+        &outbox,
+        spec(),
+        &Location::Shared(ram.clone()),
+        config.clone(),
+        run.clock.clone(),
+    )
+    .map_err(|e| err("the indexer does not reopen without faults", &e))?;
+    let report = ix.verify().map_err(|e| err("verify failed", &e))?;
+    run.checks += 1;
+    if !report.is_exact() {
+        return Err(fail(
+            step,
+            format!("the index is not the store's projection: {report:?}"),
+        ));
+    }
+    // The notes each word should find, from a plain scan of the store.
+    let view = quiet.read().map_err(|e| err("a read", &e))?;
+    let mut notes: Vec<(u64, String)> = Vec::new();
+    for row in view
+        .scan::<Note>(&Scan::all().skip_other_types())
+        .map_err(|e: StoreError| err("a scan", &e))?
+    {
+        let (k, text) = row.map_err(|e| err("a scan", &e))?;
+        notes.push((k.id, text));
+    }
+    drop(view);
+    for word in WORDS {
+        let want: BTreeSet<u64> = notes
+            .iter()
+            .filter(|(_, t)| t.split(' ').any(|w| w == word))
+            .map(|(id, _)| *id)
+            .collect();
+        let got = ix
+            .search(&Query::new(word).limit(100))
+            .map_err(|e| err("a search", &e))?;
+        let ids: BTreeSet<u64> = got.hits.iter().map(|h| h.key.id).collect();
+        run.checks += 1;
+        if ids != want || got.hits.len() != want.len() {
+            return Err(fail(
+                step,
+                format!(
+                    "a search for {word:?} found {:?}; the store holds it in {want:?}",
+                    got.hits.iter().map(|h| h.key.id).collect::<Vec<_>>()
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
