@@ -31,6 +31,10 @@ use strata_keys::Key;
 use strata_outbox::{Outbox, Position, Topic};
 use strata_store::Tx;
 
+/// The tantivy this crate is built on (its types appear in
+/// [`Location::Shared`]).
+pub use tantivy;
+
 pub use crate::change::Change;
 pub use crate::error::SearchError;
 #[cfg(feature = "planted-bugs")]

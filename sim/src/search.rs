@@ -24,9 +24,10 @@ use strata_codec::Limits;
 use strata_engine::{Engine, ManualClock, Rng, SeededRng};
 use strata_keys::tuple_key;
 use strata_outbox::{Outbox, OutboxConfig, OutboxError};
+use strata_search::tantivy;
+use strata_search::tantivy::directory::RamDirectory;
 use strata_search::{Document, IndexSpec, Indexer, IndexerConfig, Location, Query, SearchError};
 use strata_store::{Scan, Store, StoreError, StoreOptions};
-use tantivy::directory::RamDirectory;
 
 use crate::faults::{FaultClass, FaultConfig, FaultyEngine};
 use crate::run::{RunOptions, SeedReport, Trace, Violation, fail};
