@@ -266,3 +266,52 @@ impl Verified {
             && self.duplicates.is_empty()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_report_is_exact_only_when_every_list_is_empty() {
+        let exact = Verified {
+            store_version: 1,
+            checkpoint: Position::START,
+            documents: 0,
+            rows: 0,
+            missing: Vec::new(),
+            extra: Vec::new(),
+            stale: Vec::new(),
+            duplicates: Vec::new(),
+        };
+        assert!(exact.is_exact());
+        let k = vec![vec![1u8]];
+        for (i, field) in ["missing", "extra", "stale", "duplicates"]
+            .iter()
+            .enumerate()
+        {
+            let mut r = exact.clone();
+            match i {
+                0 => r.missing.clone_from(&k),
+                1 => r.extra.clone_from(&k),
+                2 => r.stale.clone_from(&k),
+                _ => r.duplicates.clone_from(&k),
+            }
+            assert!(!r.is_exact(), "only {field} is not empty");
+        }
+    }
+
+    #[test]
+    fn a_rebuild_rate_is_documents_per_second() {
+        let r = |documents, elapsed_ms| {
+            Rebuilt {
+                documents,
+                version: 1,
+                elapsed_ms,
+            }
+            .rate()
+        };
+        assert_eq!(r(500, 250), 2_000);
+        assert_eq!(r(3, 2_000), 1);
+        assert_eq!(r(7, 0), 7, "no time passed: the count");
+    }
+}

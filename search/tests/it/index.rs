@@ -235,6 +235,29 @@ fn the_commit_cadence_follows_counts_bytes_and_time() {
     let step = ix.step().unwrap();
     assert!(step.committed, "the fourth change is 500 ms old");
     assert_eq!(ix.documents(), 4);
+    assert!(format!("{ix:?}").starts_with("Indexer"));
+
+    // By bytes: two values of 60-odd bytes pass 100 bytes; the minimum
+    // memory budget applies whatever the configuration says.
+    let (store, clock, _dir) = crate::mem(crate::options(Durability::Immediate));
+    let ob = outbox(&store, &clock, outbox_config());
+    let mut config = indexer_config();
+    config.batch = 1;
+    config.commit_docs = usize::MAX;
+    config.commit_bytes = 100;
+    config.commit_interval_ms = u64::MAX;
+    config.memory_bytes = 1;
+    let mut ix = Indexer::open(&ob, spec(), &Location::Memory, config, clock.clone()).unwrap();
+    for id in 1..=2 {
+        put(
+            &store,
+            &ob,
+            id,
+            &note(&"t".repeat(30), &"b".repeat(30), "info", T0),
+        );
+    }
+    let committed: Vec<bool> = (0..2).map(|_| ix.step().unwrap().committed).collect();
+    assert_eq!(committed, [false, true]);
 }
 
 #[test]
