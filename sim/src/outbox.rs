@@ -85,13 +85,22 @@ struct OutboxRun {
 }
 
 fn options(rng: &mut SeededRng) -> StoreOptions {
-    let limits = Limits {
-        max_key_bytes: 128,
-        max_value_bytes: 256,
-        max_batch_entries: 12,
-        max_batch_bytes: 8_192,
-        quota_bytes: 1 << 30,
-    };
+    options_with(
+        rng,
+        Limits {
+            max_key_bytes: 128,
+            max_value_bytes: 256,
+            max_batch_entries: 12,
+            max_batch_bytes: 8_192,
+            quota_bytes: 1 << 30,
+        },
+    )
+}
+
+/// Store options with the outbox's spaces declared, `limits`, buffered
+/// durability in half the seeds, and short retries: for the workloads on
+/// the outbox.
+pub(crate) fn options_with(rng: &mut SeededRng, limits: Limits) -> StoreOptions {
     let mut o = Outbox::<strata_engine::MemEngine>::declare(StoreOptions::new(limits));
     if rng.chance(0.5) {
         o = o.durability(strata_engine::Durability::Buffered);

@@ -56,23 +56,16 @@ fn spec() -> IndexSpec<Note> {
 }
 
 fn options(rng: &mut SeededRng) -> StoreOptions {
-    let limits = Limits {
-        max_key_bytes: 128,
-        max_value_bytes: 512,
-        max_batch_entries: 16,
-        max_batch_bytes: 8_192,
-        quota_bytes: 1 << 30,
-    };
-    let mut o = Outbox::<strata_engine::MemEngine>::declare(StoreOptions::new(limits));
-    if rng.chance(0.5) {
-        o = o.durability(strata_engine::Durability::Buffered);
-    }
-    o.retry = strata_store::RetryPolicy {
-        max_attempts: 3,
-        base_backoff_ms: 1,
-        max_backoff_ms: 8,
-    };
-    o
+    crate::outbox::options_with(
+        rng,
+        Limits {
+            max_key_bytes: 128,
+            max_value_bytes: 512,
+            max_batch_entries: 16,
+            max_batch_bytes: 8_192,
+            quota_bytes: 1 << 30,
+        },
+    )
 }
 
 fn outbox_config() -> OutboxConfig {
