@@ -1,7 +1,7 @@
-//! A store on each engine for the integration tests of the crates above the
-//! store (outbox, search), included with `#[path = ...] mod stores;` (a
-//! source file, not a crate): a temporary directory removed on drop, and a
-//! store on `MemEngine`, `RedbEngine` or `RocksEngine` with a manual clock.
+//! A store on each engine for integration tests (the store's, the
+//! outbox's, search's), included with `#[path = ...] mod stores;` (a source
+//! file, not a crate): a temporary directory removed on drop, and a store
+//! on `MemEngine`, `RedbEngine` or `RocksEngine` with a manual clock.
 
 // Each including test crate uses a part of it.
 #![allow(dead_code)]

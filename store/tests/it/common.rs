@@ -4,9 +4,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use strata_codec::{Limits, value};
-use strata_engine::{Engine, ManualClock, MemEngine, SeededRng};
-use strata_engine_redb::{RedbEngine, RedbOptions};
-use strata_engine_rocks::{RocksEngine, RocksOptions};
+use strata_engine::{Engine, ManualClock, MemEngine};
 use strata_keys::tuple::Versionstamp;
 use strata_keys::tuple_key;
 use strata_store::{Store, StoreOptions};
@@ -77,69 +75,14 @@ pub fn options(limits: Limits) -> StoreOptions {
         .quota_scope(actor_scope)
 }
 
-pub const T0: u64 = 1_700_000_000_000;
+#[path = "../../../test-support/stores.rs"]
+mod stores;
+pub use stores::{Dir as TempDir, T0, redb, rocks, store_on};
 
-/// A store on `engine` with a manual clock.
-pub fn store_on<E: Engine>(engine: E, options: StoreOptions) -> (Store<E>, Arc<ManualClock>) {
-    let clock = Arc::new(ManualClock::new(T0));
-    let store =
-        Store::open_with(engine, options, clock.clone(), Box::new(SeededRng::new(1))).unwrap();
-    (store, clock)
-}
-
+/// A store on a new `MemEngine` (no directory needed).
 pub fn mem(options: StoreOptions) -> (Store<MemEngine>, Arc<ManualClock>) {
     let engine = MemEngine::open(options.keyspace_specs()).unwrap();
     store_on(engine, options)
-}
-
-/// A redb store in a fresh temporary file (removed on drop of the guard).
-pub fn redb(options: StoreOptions) -> (Store<RedbEngine>, Arc<ManualClock>, TempDir) {
-    let dir = TempDir::new();
-    let engine = RedbEngine::open(
-        dir.0.join("db.redb"),
-        options.keyspace_specs(),
-        RedbOptions::default(),
-    )
-    .unwrap();
-    let (s, c) = store_on(engine, options);
-    (s, c, dir)
-}
-
-/// A RocksDB store in a fresh temporary directory.
-pub fn rocks(options: StoreOptions) -> (Store<RocksEngine>, Arc<ManualClock>, TempDir) {
-    let dir = TempDir::new();
-    let engine = RocksEngine::open(
-        dir.0.join("rocks"),
-        options.keyspace_specs(),
-        RocksOptions::default(),
-    )
-    .unwrap();
-    let (s, c) = store_on(engine, options);
-    (s, c, dir)
-}
-
-/// A directory removed when dropped.
-pub struct TempDir(pub std::path::PathBuf);
-
-impl TempDir {
-    pub fn new() -> Self {
-        use std::sync::atomic::{AtomicU64, Ordering};
-        static N: AtomicU64 = AtomicU64::new(0);
-        let p = std::env::temp_dir().join(format!(
-            "strata-store-test-{}-{}",
-            std::process::id(),
-            N.fetch_add(1, Ordering::SeqCst)
-        ));
-        let _ = std::fs::remove_dir_all(&p);
-        std::fs::create_dir_all(&p).unwrap();
-        Self(p)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
 }
 
 /// Runs `body` on a `MemEngine`, a `RedbEngine` and a `RocksEngine` store.
