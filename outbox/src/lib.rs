@@ -713,20 +713,44 @@ impl<'s, E: Engine> Outbox<'s, E> {
 
     /// Syncs the engine when commits are waiting only for durability and
     /// the last sync of this outbox is at least the interval ago.
-    fn sync_if_due(&self, now: u64) -> Result<(), OutboxError> {
+    /// The durable version to read up to, after syncing the engine if an
+    /// entry of `topic` after `from` waits for durability and this
+    /// outbox's last sync is old enough. Commits that carry no entry of
+    /// the topic (a consumer's own acknowledgements, other topics) never
+    /// cost this consumer a sync.
+    fn durable_for(
+        &self,
+        tx: &mut Tx<'_, E>,
+        topic: &str,
+        from: Position,
+        now: u64,
+    ) -> Result<u64, OutboxError> {
         let engine = self.store.engine();
-        if engine.durable_version() >= engine.last_version() {
-            return Ok(());
+        let durable = engine.durable_version();
+        if durable >= engine.last_version() {
+            return Ok(durable);
         }
         let mut last = self
             .last_sync
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
-        if now.saturating_sub(*last) >= self.config.sync_interval_ms {
+        if now.saturating_sub(*last) < self.config.sync_interval_ms {
+            return Ok(durable);
+        }
+        let beyond = layout::entries_between(
+            topic,
+            from.max(Position::end_of(durable)),
+            Position::end_of(u64::MAX),
+        );
+        let waiting = !tx
+            .snapshot_scan_in(&self.entries, &beyond, Some(1), false)?
+            .rows
+            .is_empty();
+        if waiting {
             engine.sync().map_err(strata_store::StoreError::from)?;
             *last = now;
         }
-        Ok(())
+        Ok(engine.durable_version())
     }
 
     /// Up to `max` entries for `lease`'s consumer, in commit order: durable
@@ -789,17 +813,21 @@ impl<'s, E: Engine> Outbox<'s, E> {
         beyond_durable: bool,
     ) -> Result<Vec<Delivery<T>>, OutboxError> {
         let now = self.clock.now_ms();
-        let durable = if beyond_durable {
-            self.store.engine().last_version()
-        } else {
-            self.sync_if_due(now)?;
-            self.store.engine().durable_version()
-        };
         let mut tx = self.store.begin();
         self.check_lease(&mut tx, lease)?;
         let st = self.consumer_state(&mut tx, &topic.name, &lease.consumer)?;
         let from = st.low_water.max(after);
-        if durable <= from.version && from != Position::START {
+        // The snapshot holds every commit up to the last one when the
+        // transaction began; reading up to the durable version (which a
+        // sync may raise past it) gives durable entries only.
+        let durable = if beyond_durable {
+            self.store.engine().last_version()
+        } else {
+            self.durable_for(&mut tx, &topic.name, from, now)?
+        };
+        // Nothing durable after `from` (a commit's entries can be taken
+        // over several polls: compare positions, not versions).
+        if Position::end_of(durable) <= from {
             return Ok(Vec::new());
         }
         let mut range = layout::entries_between(&topic.name, from, Position::end_of(durable));
@@ -807,7 +835,10 @@ impl<'s, E: Engine> Outbox<'s, E> {
         let mut out = Vec::new();
         let mut poison = Vec::new();
         // In pages, until `max` deliveries or the end of the durable part.
-        let page_size = max.saturating_mul(2).clamp(16, 1024);
+        // A page of `max` rows is all a poll needs unless entries are
+        // skipped (finished, held back, waiting for a retry); every row
+        // read beyond is copied out of the engine for nothing.
+        let page_size = max.clamp(16, 1024);
         'pages: loop {
             let page = tx.snapshot_scan_in(&self.entries, &range, Some(page_size), false)?;
             for (k, v) in &page.rows {

@@ -22,7 +22,7 @@ use strata_search::{Document, IndexSpec, Indexer, IndexerConfig, Location, Query
 use strata_store::{Store, StoreOptions};
 use tantivy::collector::TopDocs;
 use tantivy::query::QueryParser;
-use tantivy::schema::{STORED, STRING, Schema, TEXT};
+use tantivy::schema::{INDEXED, STORED, STRING, Schema, TEXT};
 use tantivy::{Index, IndexWriter, TantivyDocument};
 
 #[path = "../../bench-support/ab.rs"]
@@ -89,18 +89,24 @@ fn indexer_config() -> IndexerConfig {
     c
 }
 
-/// Raw tantivy with the same fields (text and kind, and an id).
+/// Raw tantivy indexing the same documents as ours: the packed store key
+/// (indexed, to find a document again), the body's hash and a version
+/// (stored), the text and the kind.
 struct Raw {
     index: Index,
     writer: IndexWriter,
+    key: tantivy::schema::Field,
+    hash: tantivy::schema::Field,
+    version: tantivy::schema::Field,
     text: tantivy::schema::Field,
     kind: tantivy::schema::Field,
-    id: tantivy::schema::Field,
 }
 
 fn raw() -> Raw {
     let mut b = Schema::builder();
-    let id = b.add_u64_field("id", STORED);
+    let key = b.add_bytes_field("_key", INDEXED | STORED);
+    let hash = b.add_u64_field("_hash", STORED);
+    let version = b.add_u64_field("_version", STORED);
     let text = b.add_text_field("text", TEXT | STORED);
     let kind = b.add_text_field("kind", STRING | STORED);
     let index = Index::create_in_ram(b.build());
@@ -108,10 +114,85 @@ fn raw() -> Raw {
     Raw {
         index,
         writer,
+        key,
+        hash,
+        version,
         text,
         kind,
-        id,
     }
+}
+
+/// A document of the raw side, its key and hash computed beforehand.
+struct RawDoc {
+    key: Vec<u8>,
+    hash: u64,
+}
+
+impl Raw {
+    /// Adds (after deleting the key's document when `upsert`) and commits
+    /// at the cadence; `at` counts documents.
+    fn feed(&mut self, at: &mut usize, docs: &[(RawDoc, &Note)], upsert: bool) {
+        for (doc, n) in docs {
+            if upsert {
+                self.writer
+                    .delete_term(tantivy::Term::from_field_bytes(self.key, &doc.key));
+            }
+            let mut d = TantivyDocument::default();
+            d.add_bytes(self.key, &doc.key);
+            d.add_u64(self.hash, doc.hash);
+            d.add_u64(self.version, *at as u64);
+            d.add_text(self.text, &n.text);
+            d.add_text(self.kind, &n.kind);
+            self.writer.add_document(d).unwrap();
+            *at += 1;
+            if at.is_multiple_of(COMMIT_EVERY) {
+                self.writer.commit().unwrap();
+            }
+        }
+    }
+}
+
+fn raw_docs(notes: &[Note], first_id: u64) -> Vec<(RawDoc, &Note)> {
+    notes
+        .iter()
+        .zip(first_id..)
+        .map(|(n, id)| {
+            let mut body = Vec::new();
+            strata_codec::Value::encode_body(n, &mut body).unwrap();
+            let hash = body.iter().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+                (h ^ u64::from(*b)).wrapping_mul(0x0000_0100_0000_01b3)
+            });
+            let key = strata_keys::Key::pack(&NoteKey { id }).unwrap();
+            (RawDoc { key, hash }, n)
+        })
+        .collect()
+}
+
+/// Pushes one entry per note (ids from `first_id`), 100 to a commit,
+/// through `insert` (rows that are new) or `put` (rows that exist).
+fn push<E: Engine>(
+    store: &Store<E>,
+    ob: &Outbox<'_, E>,
+    notes: &[Note],
+    first_id: u64,
+    insert: bool,
+) {
+    let s = spec();
+    for (c, chunk) in notes.chunks(100).enumerate() {
+        store
+            .transact(|tx| {
+                for (n, id) in chunk.iter().zip(first_id + c as u64 * 100..) {
+                    if insert {
+                        assert!(s.insert(ob, tx, &NoteKey { id }, n)?);
+                    } else {
+                        s.put(ob, tx, &NoteKey { id }, n)?;
+                    }
+                }
+                Ok::<_, strata_search::SearchError>(())
+            })
+            .unwrap();
+    }
+    store.engine().sync().unwrap();
 }
 
 fn report<E: Engine>(name: &str, engine: &E) {
@@ -125,28 +206,18 @@ fn report<E: Engine>(name: &str, engine: &E) {
         Box::new(SeededRng::new(1)),
     )
     .unwrap();
-    let s = spec();
     // A multiple of the indexer's poll batch (256), so each call consumes
     // exactly its share.
     let per_call = 5_120usize;
-    let rounds = 5usize;
-    // Every entry the feed will consume, pushed beforehand; the raw side
-    // gets the same notes.
+    let rounds = 15usize;
+    let calls = u32::try_from(per_call).unwrap();
+    // Every entry a feed consumes is pushed (and synced) beforehand; the
+    // raw side gets the same documents. First new rows (`insert`), then
+    // an update of each (`put`).
     let mut rng = SeededRng::new(7);
     let notes: Vec<Note> = (0..per_call * rounds).map(|_| note(&mut rng)).collect();
-    for chunk in notes.chunks(100).enumerate() {
-        let (c, chunk) = chunk;
-        store
-            .transact(|tx| {
-                for (i, n) in chunk.iter().enumerate() {
-                    let id = (c * 100 + i) as u64;
-                    s.put(&ob, tx, &NoteKey { id }, n)?;
-                }
-                Ok::<_, strata_search::SearchError>(())
-            })
-            .unwrap();
-    }
-    store.engine().sync().unwrap();
+    let updates: Vec<Note> = (0..per_call * rounds).map(|_| note(&mut rng)).collect();
+    push(&store, &ob, &notes, 0, true);
     let mut ix = Indexer::open(
         &ob,
         spec(),
@@ -157,65 +228,76 @@ fn report<E: Engine>(name: &str, engine: &E) {
     .unwrap();
     let mut r = raw();
     let (mut ours_at, mut raw_at) = (0usize, 0usize);
+    let ours = |ix: &mut Indexer<'_, '_, &E, NoteKey>, at: &mut usize| {
+        let target = *at + per_call;
+        while *at < target {
+            let received = ix.step().unwrap().received;
+            assert!(received > 0, "the feed ran out of entries");
+            *at += received;
+        }
+    };
     println!("== {name}");
+    let docs = raw_docs(&notes, 0);
     ab(
-        "feed: outbox entries into the index (ours) vs raw tantivy adds, commits every 1,000",
+        "feed of new rows: inserts through the outbox into the index (ours) vs raw tantivy adds of the same documents, commits every 1,000",
         rounds,
         1,
-        u32::try_from(per_call).unwrap(),
+        calls,
         || {
-            for n in &notes[raw_at..raw_at + per_call] {
-                let mut d = TantivyDocument::default();
-                d.add_u64(r.id, raw_at as u64);
-                d.add_text(r.text, &n.text);
-                d.add_text(r.kind, &n.kind);
-                r.writer.add_document(d).unwrap();
-                raw_at += 1;
-                if raw_at % COMMIT_EVERY == 0 {
-                    r.writer.commit().unwrap();
-                }
-            }
+            let from = raw_at;
+            r.feed(&mut raw_at, &docs[from..from + per_call], false);
         },
-        || {
-            let target = ours_at + per_call;
-            while ours_at < target {
-                let received = ix.step().unwrap().received;
-                assert!(received > 0, "the feed ran out of entries");
-                ours_at += received;
-            }
-        },
+        || ours(&mut ix, &mut ours_at),
     );
     ix.commit().unwrap();
     r.writer.commit().unwrap();
+    push(&store, &ob, &updates, 0, false);
+    let docs = raw_docs(&updates, 0);
+    let (mut ours_at, mut raw_at) = (0usize, 0usize);
+    ab(
+        "feed of updates: puts through the outbox into the index (ours) vs raw tantivy upserts (delete_term, add), commits every 1,000",
+        rounds,
+        1,
+        calls,
+        || {
+            let mut at = per_call * rounds + raw_at;
+            r.feed(&mut at, &docs[raw_at..raw_at + per_call], true);
+            raw_at += per_call;
+        },
+        || ours(&mut ix, &mut ours_at),
+    );
+    ix.commit().unwrap();
+    r.writer.commit().unwrap();
+    // What an upsert costs tantivy itself, on two fresh raw indexes.
+    let (mut adds, mut upserts) = (raw(), raw());
+    let docs = raw_docs(&notes, 0);
+    let (mut a_at, mut u_at) = (0usize, 0usize);
+    ab(
+        "  tantivy alone: upserts vs adds of new documents",
+        rounds,
+        1,
+        calls,
+        || {
+            let from = a_at;
+            adds.feed(&mut a_at, &docs[from..from + per_call], false);
+        },
+        || {
+            let from = u_at;
+            upserts.feed(&mut u_at, &docs[from..from + per_call], true);
+        },
+    );
 
     // Query latency over 100,000 documents.
     let more = 100_000 - notes.len();
-    assert_eq!(more % 100, 0);
     let mut rng = SeededRng::new(8);
-    for c in 0..more / 100 {
-        let batch: Vec<Note> = (0..100).map(|_| note(&mut rng)).collect();
-        store
-            .transact(|tx| {
-                for (i, n) in batch.iter().enumerate() {
-                    let id = (notes.len() + c * 100 + i) as u64;
-                    s.put(&ob, tx, &NoteKey { id }, n)?;
-                }
-                Ok::<_, strata_search::SearchError>(())
-            })
-            .unwrap();
-        // The raw index gets the same documents.
-        for (i, n) in batch.iter().enumerate() {
-            let mut d = TantivyDocument::default();
-            d.add_u64(r.id, (notes.len() + c * 100 + i) as u64);
-            d.add_text(r.text, &n.text);
-            d.add_text(r.kind, &n.kind);
-            r.writer.add_document(d).unwrap();
-        }
-    }
+    let rest: Vec<Note> = (0..more).map(|_| note(&mut rng)).collect();
+    push(&store, &ob, &rest, notes.len() as u64, true);
+    // The raw index gets the same documents.
+    let mut at = 0;
+    r.feed(&mut at, &raw_docs(&rest, notes.len() as u64), false);
     r.writer.commit().unwrap();
-    store.engine().sync().unwrap();
     ix.catch_up().unwrap();
-    assert_eq!(ix.documents(), 100_000);
+    assert_eq!(ix.documents().unwrap(), 100_000);
     let raw_reader = r.index.reader().unwrap();
     let parser = QueryParser::for_index(&r.index, vec![r.text]);
     for terms in [1, 2] {

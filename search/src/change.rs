@@ -15,20 +15,31 @@ pub struct Change {
     /// The value's schema version and body (its codec's bytes), or `None`
     /// for a delete.
     pub value: Option<(u16, Vec<u8>)>,
+    /// A put of a row that held no value before its commit
+    /// ([`IndexSpec::insert`](crate::IndexSpec::insert)): the index has no
+    /// document for the key, so the indexer adds one without deleting
+    /// first. Always `false` for a delete.
+    pub fresh: bool,
 }
 
-const PUT: u8 = 1;
 const DELETE: u8 = 0;
+const PUT: u8 = 1;
+const INSERT: u8 = 2;
 
 impl Value for Change {
     const CODEC: Codec = Codec::Raw;
     const VERSION: u16 = 1;
 
-    /// `[kind][key length, u64 BE][key]` then, for a put, `[version, u16
-    /// BE][body]`.
+    /// `[kind][key length, u64 BE][key]` then, for a put or an insert,
+    /// `[version, u16 BE][body]`. The kind is 0 for a delete, 1 for a put,
+    /// 2 for an insert (a put with `fresh`).
     fn encode_body(&self, out: &mut Vec<u8>) -> Result<(), EncodeError> {
         let len = u64::try_from(self.key.len()).unwrap_or(u64::MAX);
-        out.push(if self.value.is_some() { PUT } else { DELETE });
+        out.push(match (&self.value, self.fresh) {
+            (None, _) => DELETE,
+            (Some(_), false) => PUT,
+            (Some(_), true) => INSERT,
+        });
         out.extend_from_slice(&len.to_be_bytes());
         out.extend_from_slice(&self.key);
         if let Some((version, body)) = &self.value {
@@ -59,7 +70,7 @@ impl Value for Change {
         }
         let (key, rest) = rest.split_at(len);
         let value = match kind {
-            PUT => {
+            PUT | INSERT => {
                 let (v, body) = rest
                     .split_first_chunk::<2>()
                     .ok_or_else(|| bad("no value version"))?;
@@ -72,6 +83,7 @@ impl Value for Change {
         Ok(Self {
             key: key.to_vec(),
             value,
+            fresh: kind == INSERT,
         })
     }
 }
@@ -102,12 +114,18 @@ mod tests {
         let put = Change {
             key: b"k\x00".to_vec(),
             value: Some((3, b"body".to_vec())),
+            fresh: false,
+        };
+        let insert = Change {
+            fresh: true,
+            ..put.clone()
         };
         let delete = Change {
             key: b"k".to_vec(),
             value: None,
+            fresh: false,
         };
-        for c in [&put, &delete] {
+        for c in [&put, &insert, &delete] {
             let mut out = Vec::new();
             c.encode_body(&mut out).unwrap();
             assert_eq!(&Change::decode_body(1, &out).unwrap(), c);
@@ -123,6 +141,20 @@ mod tests {
         put.encode_body(&mut out).unwrap();
         assert_eq!(&out[..11], &[PUT, 0, 0, 0, 0, 0, 0, 0, 2, b'k', 0]);
         assert_eq!(&out[11..], b"\x00\x03body");
+        let mut fresh = Vec::new();
+        insert.encode_body(&mut fresh).unwrap();
+        assert_eq!(fresh[0], 2);
+        assert_eq!(fresh[1..], out[1..]);
+        // A delete is never fresh, whatever the field says.
+        let mut gone = Vec::new();
+        Change {
+            fresh: true,
+            ..delete.clone()
+        }
+        .encode_body(&mut gone)
+        .unwrap();
+        assert_eq!(gone, [DELETE, 0, 0, 0, 0, 0, 0, 0, 1, b'k']);
+        assert!(!Change::decode_body(1, &gone).unwrap().fresh);
         assert!(Change::decode_body(2, &out).is_err());
         out[0] = 7;
         assert!(Change::decode_body(1, &out).is_err());

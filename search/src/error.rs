@@ -18,15 +18,24 @@ pub enum SearchError {
     Mapping(String),
     /// The index's own checkpoint is behind the outbox consumer's: entries
     /// the outbox considers delivered are missing from the index (its
-    /// directory was replaced or restored from an older copy). Rebuild it.
+    /// directory was replaced or restored from an older copy). Open it
+    /// with [`Indexer::open_rebuilt`](crate::Indexer::open_rebuilt).
     #[error(
-        "the index is at {index} but its outbox consumer has acknowledged up to {outbox}: rebuild the index"
+        "the index is at {index} but its outbox consumer has acknowledged up to {outbox}: open it with Indexer::open_rebuilt"
     )]
     Behind {
         /// The position the index committed.
         index: Position,
         /// The consumer's checkpoint in the outbox.
         outbox: Position,
+    },
+    /// The index on disk was built with another mapping (fields added,
+    /// removed or changed, or another version of this crate's reserved
+    /// fields): open it with [`Indexer::open_rebuilt`](crate::Indexer::open_rebuilt).
+    #[error("index {index:?} was built with another mapping: open it with Indexer::open_rebuilt")]
+    MappingChanged {
+        /// The index's name.
+        index: String,
     },
     /// The index directory holds a commit whose payload is not one this
     /// crate wrote.

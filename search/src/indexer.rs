@@ -5,6 +5,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Bound;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use strata_codec::Value;
 use strata_engine::{Clock, Engine};
@@ -159,6 +160,9 @@ pub struct Indexer<'o, 's, E: Engine, K: Key> {
     index: Index,
     writer: IndexWriter,
     reader: IndexReader,
+    /// A commit since the reader last reloaded: the next search reloads
+    /// it (a reload per commit would cost every batch, searched or not).
+    reload_due: AtomicBool,
     fields: Fields,
     lease: Option<Lease>,
     /// The position committed in the index.
@@ -214,7 +218,17 @@ where
             Location::Memory => (Box::new(RamDirectory::create()) as Box<dyn Directory>, None),
             Location::Shared(ram) => (Box::new(ram.clone()) as Box<dyn Directory>, None),
         };
-        let index = Index::open_or_create(directory, schema)?;
+        let index = if Index::exists(&*directory).map_err(tantivy::TantivyError::from)? {
+            let index = Index::open(directory)?;
+            if index.schema() != schema {
+                return Err(SearchError::MappingChanged {
+                    index: spec.name.clone(),
+                });
+            }
+            index
+        } else {
+            Index::create(directory, schema, tantivy::IndexSettings::default())?
+        };
         let writer = index.writer_with_num_threads(
             config.threads.max(1),
             config.memory_bytes.max(config.threads.max(1) * 15_000_000),
@@ -246,6 +260,7 @@ where
             index,
             writer,
             reader,
+            reload_due: AtomicBool::new(false),
             fields,
             lease: None,
             checkpoint,
@@ -371,13 +386,15 @@ where
     }
 
     fn apply(&mut self, change: &Change, version: u64) -> Result<(), SearchError> {
-        let key_term = Term::from_field_bytes(self.fields.key, &change.key);
+        // A fresh row has no document to replace.
         #[cfg(feature = "planted-bugs")]
-        let delete = change.value.is_none() || !self.bug(PlantedBug::UpsertWithoutDelete);
+        let delete =
+            !change.fresh && (change.value.is_none() || !self.bug(PlantedBug::UpsertWithoutDelete));
         #[cfg(not(feature = "planted-bugs"))]
-        let delete = true;
+        let delete = !change.fresh;
         if delete {
-            self.writer.delete_term(key_term);
+            self.writer
+                .delete_term(Term::from_field_bytes(self.fields.key, &change.key));
         }
         if let Some((schema_version, body)) = &change.value {
             let key = K::unpack(&change.key)
@@ -421,7 +438,7 @@ where
         self.pending_docs = 0;
         self.pending_bytes = 0;
         self.pending_since = None;
-        self.reader.reload()?;
+        self.reload_due.store(true, Ordering::Release);
         tracing::debug!(index = self.spec.name, checkpoint = %self.checkpoint, "search index committed");
         let lease = self.lease()?;
         self.acknowledge(&lease)?;
@@ -445,7 +462,7 @@ where
     /// # Errors
     /// [`SearchError::Query`]; tantivy and store failures.
     pub fn search(&self, query: &Query) -> Result<Results<K>, SearchError> {
-        let searcher = self.reader.searcher();
+        let searcher = self.searcher()?;
         if query.limit == 0 {
             return Ok(Results {
                 checkpoint: self.checkpoint,
@@ -586,7 +603,7 @@ where
                 expected.insert(bytes, body_hash(&body));
                 Ok(())
             })?;
-            let searcher = self.reader.searcher();
+            let searcher = self.searcher()?;
             let mut indexed: BTreeMap<Vec<u8>, u64> = BTreeMap::new();
             let mut duplicates = BTreeSet::new();
             for address in searcher.search(&AllQuery, &DocSetCollector)? {
@@ -645,14 +662,82 @@ where
             topic,
             config,
             clock,
-            index: old_index,
-            writer: old_writer,
-            reader: old_reader,
+            index,
+            writer,
+            reader,
             lease,
             location,
             generation,
             ..
         } = self;
+        Self::rebuild_parts(
+            Parts {
+                outbox,
+                spec,
+                topic,
+                config,
+                clock,
+                lease,
+                location,
+                generation,
+            },
+            Some((writer, reader, index)),
+        )
+    }
+
+    /// Opens the index at `location` by rebuilding it from the store, as
+    /// [`Indexer::rebuild`] does, without opening what is there first: for
+    /// an index [`Indexer::open`] refuses ([`SearchError::MappingChanged`],
+    /// [`SearchError::Behind`], a directory that does not open). A crash
+    /// during it leaves the current generation as it was.
+    ///
+    /// # Errors
+    /// As [`Indexer::rebuild`], plus the outbox's for registering the
+    /// consumer.
+    pub fn open_rebuilt(
+        outbox: &'o Outbox<'s, E>,
+        spec: IndexSpec<K>,
+        location: &Location,
+        config: IndexerConfig,
+        clock: Arc<dyn Clock>,
+    ) -> Result<(Self, Rebuilt), SearchError> {
+        let generation = match location {
+            Location::Dir(root) => Some(current_generation(root)?),
+            Location::Memory | Location::Shared(_) => None,
+        };
+        let topic = spec.topic();
+        outbox.register(topic.name(), &spec.name, Start::Beginning)?;
+        Self::rebuild_parts(
+            Parts {
+                outbox,
+                spec,
+                topic,
+                config,
+                clock,
+                lease: None,
+                location: location.clone(),
+                generation,
+            },
+            None,
+        )
+    }
+
+    /// The rebuild; `old` is the index in use, kept until the new
+    /// generation is switched in.
+    fn rebuild_parts(
+        parts: Parts<'o, 's, E, K>,
+        old: Option<(IndexWriter, IndexReader, Index)>,
+    ) -> Result<(Self, Rebuilt), SearchError> {
+        let Parts {
+            outbox,
+            spec,
+            topic,
+            config,
+            clock,
+            lease,
+            location,
+            generation,
+        } = parts;
         let started = clock.now_ms();
         let store = outbox.store();
         // The snapshot first, then a sync: everything it holds is durable.
@@ -683,7 +768,7 @@ where
         if let (Location::Dir(root), Some(g)) = (&location, next) {
             switch_generation(root, g)?;
         }
-        drop((old_writer, old_reader, old_index));
+        drop(old);
         if let (Location::Dir(root), Some(g)) = (&location, next) {
             // The old generation, and any an earlier crash left behind.
             remove_generations_but(root, g)?;
@@ -707,6 +792,7 @@ where
             index,
             writer,
             reader,
+            reload_due: AtomicBool::new(false),
             fields,
             lease,
             checkpoint: at,
@@ -734,10 +820,37 @@ where
         self.generation
     }
 
-    /// Number of documents visible to searches.
-    pub fn documents(&self) -> u64 {
-        self.reader.searcher().num_docs()
+    /// Number of documents visible to searches: those of the last commit.
+    ///
+    /// # Errors
+    /// tantivy failures reloading the reader after a commit.
+    pub fn documents(&self) -> Result<u64, SearchError> {
+        Ok(self.searcher()?.num_docs())
     }
+
+    /// A searcher of the last commit, reloading the reader first if a
+    /// commit came since.
+    fn searcher(&self) -> Result<tantivy::Searcher, SearchError> {
+        if self.reload_due.swap(false, Ordering::AcqRel)
+            && let Err(e) = self.reader.reload()
+        {
+            self.reload_due.store(true, Ordering::Release);
+            return Err(e.into());
+        }
+        Ok(self.reader.searcher())
+    }
+}
+
+/// What a rebuild keeps of an indexer.
+struct Parts<'o, 's, E: Engine, K: Key> {
+    outbox: &'o Outbox<'s, E>,
+    spec: IndexSpec<K>,
+    topic: Topic<Change>,
+    config: IndexerConfig,
+    clock: Arc<dyn Clock>,
+    lease: Option<Lease>,
+    location: Location,
+    generation: Option<u64>,
 }
 
 /// Adds a document for every row of `K` in `view` to `writer`.

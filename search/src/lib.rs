@@ -83,9 +83,78 @@ where
         let change = Change {
             key: key_bytes,
             value: Some((K::Value::VERSION, body)),
+            fresh: false,
         };
         outbox.push(tx, &self.topic(), &change)?;
         Ok(())
+    }
+
+    /// Writes `value` at `key` in `tx` if the key holds no value, and the
+    /// change for the index in the same commit; returns whether it wrote.
+    /// The key is read in the transaction, so a concurrent write of it
+    /// makes the commit retry or conflict like any read.
+    ///
+    /// For rows written once (events, log records): the indexer knows the
+    /// index holds no document for the key and adds one without the
+    /// `delete_term` of an upsert, which costs tantivy a term lookup in
+    /// every segment at commit. This relies on every row of `K` being
+    /// written and deleted through this spec (a row deleted behind its
+    /// back leaves its document, and an insert at that key then adds a
+    /// second one) and on `K` not expiring.
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use serde::{Deserialize, Serialize};
+    /// # use strata_codec::{value, Limits};
+    /// # use strata_engine::{MemEngine, SeededRng, SystemClock};
+    /// # use strata_keys::tuple_key;
+    /// # use strata_outbox::{Outbox, OutboxConfig};
+    /// # use strata_search::{Document, IndexSpec, SearchError};
+    /// # use strata_store::{Store, StoreOptions};
+    /// # #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+    /// # struct Event { text: String }
+    /// # value!(Event: postcard, version = 1);
+    /// # #[derive(Debug, Clone, PartialEq)]
+    /// # struct EventKey { id: u64 }
+    /// # tuple_key! { EventKey -> Event = ("event", {id}); }
+    /// # let options = Outbox::<MemEngine>::declare(StoreOptions::new(Limits::FOUNDATIONDB));
+    /// # let store = Store::open(MemEngine::open(options.keyspace_specs())?, options)?;
+    /// # let outbox = Outbox::new(&store, OutboxConfig::default(), Arc::new(SystemClock), Box::new(SeededRng::new(1)))?;
+    /// let spec = IndexSpec::new("events", |_: &EventKey, e: &Event| {
+    ///     Document::new().text("text", e.text.clone())
+    /// })?
+    /// .text("text", 1.0)?;
+    /// let first = Event { text: "disk full".into() };
+    /// let wrote = store.transact(|tx| spec.insert(&outbox, tx, &EventKey { id: 1 }, &first))?;
+    /// assert!(wrote);
+    /// // The key holds a value now: nothing is written, no change recorded.
+    /// let again = Event { text: "other".into() };
+    /// let wrote = store.transact(|tx| spec.insert(&outbox, tx, &EventKey { id: 1 }, &again))?;
+    /// assert!(!wrote);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// # Errors
+    /// As [`IndexSpec::put`], plus the read's errors.
+    pub fn insert<E: Engine>(
+        &self,
+        outbox: &Outbox<'_, E>,
+        tx: &mut Tx<'_, E>,
+        key: &K,
+        value: &K::Value,
+    ) -> Result<bool, SearchError> {
+        let body = body_of(value)?;
+        let key_bytes = packed(key)?;
+        if !tx.put_if_absent(key, value)? {
+            return Ok(false);
+        }
+        let change = Change {
+            key: key_bytes,
+            value: Some((K::Value::VERSION, body)),
+            fresh: true,
+        };
+        outbox.push(tx, &self.topic(), &change)?;
+        Ok(true)
     }
 
     /// Deletes `key` in `tx` and records the change for the index in the
@@ -107,6 +176,7 @@ where
             &Change {
                 key: key_bytes,
                 value: None,
+                fresh: false,
             },
         )?;
         Ok(())

@@ -207,8 +207,8 @@ impl<K: Key> IndexSpec<K> {
     pub(crate) fn schema(&self) -> (Schema, Fields) {
         let mut b = Schema::builder();
         let key = b.add_bytes_field("_key", INDEXED | STORED);
-        let hash = b.add_u64_field("_hash", STORED | FAST);
-        let version = b.add_u64_field("_version", STORED | FAST);
+        let hash = b.add_u64_field("_hash", STORED);
+        let version = b.add_u64_field("_version", STORED);
         let time = self
             .time
             .then(|| b.add_u64_field("_time", INDEXED | STORED | FAST));

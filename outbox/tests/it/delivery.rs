@@ -75,6 +75,57 @@ fn buffered_entries_wait_for_durability() {
 }
 
 #[test]
+fn a_commit_of_many_entries_is_taken_over_several_polls_and_syncs_only_for_entries() {
+    on_every_engine!(Durability::Buffered, |store, outbox, _clock| {
+        outbox.register("orders", "c", Start::Beginning).unwrap();
+        let lease = outbox.acquire("orders", "c", "w").unwrap();
+        // The last commit, made durable by the first poll.
+        store
+            .transact(|tx| {
+                for id in 1..=5 {
+                    outbox.push(tx, &topic(), &event(id))?;
+                }
+                Ok::<_, OutboxError>(())
+            })
+            .unwrap();
+        let first = outbox.poll(&lease, &topic(), 2).unwrap();
+        assert_eq!(orders(&first), [1, 2]);
+        // The consumer's own commit is not durable yet; it carries no
+        // entry, so it costs no sync and hides nothing of the durable
+        // commit that is only half taken.
+        store
+            .transact(|tx| outbox.ack_through(tx, &lease, first[1].position))
+            .unwrap();
+        let engine = store.engine();
+        let durable = engine.durable_version();
+        assert!(durable < engine.last_version());
+        let next = outbox
+            .poll_after(&lease, &topic(), first[1].position, 2)
+            .unwrap();
+        assert_eq!(orders(&next), [3, 4]);
+        let rest = outbox
+            .poll_after(&lease, &topic(), next[1].position, 10)
+            .unwrap();
+        assert_eq!(orders(&rest), [5]);
+        assert_eq!(engine.durable_version(), durable);
+        assert!(
+            outbox
+                .poll_after(&lease, &topic(), rest[0].position, 10)
+                .unwrap()
+                .is_empty()
+        );
+        assert_eq!(engine.durable_version(), durable);
+        // A new entry waits for durability: the poll syncs and delivers it.
+        place(&outbox, 6, None);
+        let six = outbox
+            .poll_after(&lease, &topic(), rest[0].position, 10)
+            .unwrap();
+        assert_eq!(orders(&six), [6]);
+        assert_eq!(engine.durable_version(), engine.last_version());
+    });
+}
+
+#[test]
 fn the_checkpoint_passes_only_finished_entries_in_order() {
     on_every_engine!(Durability::Immediate, |store, outbox, _clock| {
         outbox.register("orders", "c", Start::Beginning).unwrap();

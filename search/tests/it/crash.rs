@@ -26,7 +26,7 @@ fn an_index_reopens_at_the_checkpoint_it_committed() {
         assert_eq!(ob.checkpoint("search.notes", "notes").unwrap(), first);
         let mut ix = crate::indexer_at(&ob, &clock, &at);
         assert_eq!(ix.checkpoint(), first, "read back from the commit payload");
-        assert_eq!(ix.documents(), 5);
+        assert_eq!(ix.documents().unwrap(), 5);
         let step = ix.step().unwrap();
         assert_eq!((step.received, step.committed), (0, false));
         assert!(ix.verify().unwrap().is_exact());
@@ -56,7 +56,7 @@ fn a_lost_acknowledgement_is_made_good_without_applying_entries_twice() {
         assert_eq!((step.received, step.late_ack), (0, true));
         assert_eq!(ix.checkpoint(), at);
         assert_eq!(ob.checkpoint("search.notes", "notes").unwrap(), at);
-        assert_eq!(ix.documents(), 4);
+        assert_eq!(ix.documents().unwrap(), 4);
         assert_eq!(ix.search(&Query::new("again")).unwrap().hits.len(), 4);
         assert!(ix.verify().unwrap().is_exact());
     });
@@ -89,6 +89,58 @@ fn an_index_that_lost_commits_the_outbox_acknowledged_refuses_to_open() {
             }
             other => panic!("expected Behind, got {other:?}"),
         }
+        // Opening it by a rebuild recovers it from the store.
+        let (mut ix, report) = Indexer::open_rebuilt(
+            &ob,
+            spec(),
+            &Location::Memory,
+            indexer_config(),
+            clock.clone(),
+        )
+        .unwrap();
+        assert_eq!(report.documents, 1);
+        assert!(ix.checkpoint() >= at);
+        assert_eq!(ix.search(&Query::new("a")).unwrap().hits.len(), 1);
+        assert!(ix.verify().unwrap().is_exact());
+    });
+}
+
+#[test]
+fn an_index_built_with_another_mapping_is_refused_then_opened_by_a_rebuild() {
+    on_every_engine!(Durability::Immediate, |store, clock, dir| {
+        let ob = outbox(&store, &clock, outbox_config());
+        let root = dir.0.join("index");
+        let s = spec();
+        for id in 1..=3 {
+            store
+                .transact(|tx| s.put(&ob, tx, &NoteKey { id }, &note("old", "body", "info", T0)))
+                .unwrap();
+        }
+        crate::indexer_at(&ob, &clock, &root).catch_up().unwrap();
+        // The mapping gains a field.
+        let wider = || spec().string("source").unwrap();
+        let location = Location::Dir(root.clone());
+        let Err(err) = Indexer::open(&ob, wider(), &location, indexer_config(), clock.clone())
+        else {
+            panic!("a changed mapping opened");
+        };
+        assert!(
+            matches!(&err, SearchError::MappingChanged { index } if index == "notes"),
+            "{err:?}"
+        );
+        // The old generation is untouched and still opens with the old one.
+        crate::indexer_at(&ob, &clock, &root);
+        let (mut ix, report) =
+            Indexer::open_rebuilt(&ob, wider(), &location, indexer_config(), clock.clone())
+                .unwrap();
+        assert_eq!(report.documents, 3);
+        assert_eq!(ix.generation(), Some(2));
+        assert_eq!(ix.search(&Query::new("old")).unwrap().hits.len(), 3);
+        assert!(ix.verify().unwrap().is_exact());
+        drop(ix);
+        // From now on it opens with the new mapping.
+        let ix = Indexer::open(&ob, wider(), &location, indexer_config(), clock.clone()).unwrap();
+        assert_eq!(ix.documents().unwrap(), 3);
     });
 }
 
@@ -150,7 +202,7 @@ fn a_rebuild_indexes_a_store_snapshot_in_a_new_generation_and_switches() {
         drop(ix);
         let ix = crate::indexer_at(&ob, &clock, &root);
         assert_eq!(ix.generation(), Some(2));
-        assert_eq!(ix.documents(), 5);
+        assert_eq!(ix.documents().unwrap(), 5);
         assert_eq!(
             ix.search(&Query::new("fresh")).unwrap().hits[0].key,
             NoteKey { id: 5 }

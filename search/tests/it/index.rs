@@ -62,7 +62,7 @@ fn puts_updates_and_deletes_reach_the_index_in_commit_order() {
         assert!(ix.search(&Query::new("rust")).unwrap().hits.is_empty());
         let at = ix.catch_up().unwrap();
         assert_eq!(at.version, v3, "the checkpoint is the last entry's commit");
-        assert_eq!(ix.documents(), 3);
+        assert_eq!(ix.documents().unwrap(), 3);
 
         let r = ix.search(&Query::new("rust")).unwrap();
         assert_eq!(keys(&r), BTreeSet::from([1, 2]));
@@ -107,7 +107,7 @@ fn puts_updates_and_deletes_reach_the_index_in_commit_order() {
             .transact(|tx| spec().delete(&ob, tx, &NoteKey { id: 2 }))
             .unwrap();
         ix.catch_up().unwrap();
-        assert_eq!(ix.documents(), 2);
+        assert_eq!(ix.documents().unwrap(), 2);
         assert!(ix.search(&Query::new("rust")).unwrap().hits.is_empty());
         let py = ix.search(&Query::new("python")).unwrap();
         assert_eq!(keys(&py), BTreeSet::from([1]));
@@ -189,7 +189,7 @@ fn the_index_never_shows_a_commit_that_is_not_durable() {
         // A first poll syncs (the interval has passed since 0) ...
         put(&store, &ob, 1, &note("first", "durable soon", "info", T0));
         ix.catch_up().unwrap();
-        assert_eq!(ix.documents(), 1);
+        assert_eq!(ix.documents().unwrap(), 1);
         // ... the next, within the interval, does not: the buffered commit
         // stays out of the index.
         let v2 = put(
@@ -200,7 +200,7 @@ fn the_index_never_shows_a_commit_that_is_not_durable() {
         );
         assert!(store.engine().durable_version() < v2);
         ix.catch_up().unwrap();
-        assert_eq!(ix.documents(), 1);
+        assert_eq!(ix.documents().unwrap(), 1);
         assert!(ix.checkpoint().version < v2);
         assert!(ix.search(&Query::new("second")).unwrap().hits.is_empty());
         store.engine().sync().unwrap();
@@ -228,13 +228,17 @@ fn the_commit_cadence_follows_counts_bytes_and_time() {
     }
     let committed: Vec<bool> = (0..4).map(|_| ix.step().unwrap().committed).collect();
     assert_eq!(committed, [false, false, true, false], "every third change");
-    assert_eq!(ix.documents(), 3, "searches see committed documents only");
+    assert_eq!(
+        ix.documents().unwrap(),
+        3,
+        "searches see committed documents only"
+    );
     clock.advance(499);
     assert!(!ix.step().unwrap().committed);
     clock.advance(1);
     let step = ix.step().unwrap();
     assert!(step.committed, "the fourth change is 500 ms old");
-    assert_eq!(ix.documents(), 4);
+    assert_eq!(ix.documents().unwrap(), 4);
     assert!(format!("{ix:?}").starts_with("Indexer"));
 
     // By bytes: two values of 60-odd bytes pass 100 bytes; the minimum
@@ -359,7 +363,48 @@ fn many_changes_in_one_commit_are_indexed_across_polls() {
         }
         assert_eq!(received, 300);
         ix.commit().unwrap();
-        assert_eq!(ix.documents(), 300);
+        assert_eq!(ix.documents().unwrap(), 300);
+        assert!(ix.verify().unwrap().is_exact());
+    });
+}
+
+#[test]
+fn inserts_add_documents_once_and_mix_with_puts_and_deletes() {
+    on_every_engine!(Durability::Immediate, |store, clock, _dir| {
+        let ob = outbox(&store, &clock, outbox_config());
+        let s = spec();
+        let insert = |id: u64, title: &str| {
+            store
+                .transact(|tx| s.insert(&ob, tx, &NoteKey { id }, &note(title, "x", "info", T0)))
+                .unwrap()
+        };
+        assert!(insert(1, "alpha"));
+        assert!(insert(2, "alpha"));
+        // The key holds a value: nothing written, nothing recorded.
+        assert!(!insert(1, "beta"));
+        assert_eq!(
+            store.get(&NoteKey { id: 1 }).unwrap().unwrap().title,
+            "alpha"
+        );
+        let mut ix = crate::indexer_in_memory(&ob, &clock);
+        ix.catch_up().unwrap();
+        assert_eq!(
+            keys(&ix.search(&Query::new("alpha")).unwrap()),
+            [1, 2].into()
+        );
+        assert!(ix.search(&Query::new("beta")).unwrap().hits.is_empty());
+        // A put replaces an inserted row's document; a delete then an
+        // insert leaves one document, the new one.
+        put(&store, &ob, 1, &note("gamma", "x", "info", T0));
+        store
+            .transact(|tx| s.delete(&ob, tx, &NoteKey { id: 2 }))
+            .unwrap();
+        assert!(insert(2, "delta"));
+        ix.catch_up().unwrap();
+        assert_eq!(ix.documents().unwrap(), 2);
+        assert!(ix.search(&Query::new("alpha")).unwrap().hits.is_empty());
+        assert_eq!(keys(&ix.search(&Query::new("gamma")).unwrap()), [1].into());
+        assert_eq!(keys(&ix.search(&Query::new("delta")).unwrap()), [2].into());
         assert!(ix.verify().unwrap().is_exact());
     });
 }

@@ -138,6 +138,7 @@ impl<'s, E: Engine + 's> Tx<'s, E> {
                 if let Some(Ok((sk, _))) = stored.peek()
                     && *sk == pk
                     && let Some(Ok(row)) = stored.next()
+                    && pin
                 {
                     seen.push(row);
                 }
@@ -145,20 +146,29 @@ impl<'s, E: Engine + 's> Tx<'s, E> {
             } else {
                 let Some(row) = stored.next() else { break };
                 let (k, v) = row?;
-                seen.push((k.clone(), v.clone()));
+                // Only a pinned scan needs what it examined (a copy).
+                if pin {
+                    seen.push((k.clone(), v.clone()));
+                }
                 (k, Some(v))
             };
             // Every entry examined is inside the pinned part, the one that
-            // shows there is more included.
-            last = Some(key.clone());
-            let Some(value) = value else { continue };
+            // shows there is more included. (A row's key is taken from
+            // `rows` at the end instead of being copied each time.)
+            let Some(value) = value else {
+                last = Some(key);
+                continue;
+            };
             if rows.len() == max {
                 more = true;
+                last = Some(key);
                 break;
             }
             rows.push((key, value));
+            last = None;
         }
         drop(stored);
+        let last = last.or_else(|| rows.last().map(|(k, _)| k.clone()));
         let (lo, hi) = match (last, more) {
             (Some(last), true) if reverse => (Bound::Included(last), spec.end),
             (Some(last), true) => (spec.start, Bound::Included(last)),
