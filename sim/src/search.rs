@@ -151,28 +151,32 @@ impl SearchRun {
             .join(" ")
     }
 
-    /// One write: a note put (new or rewritten) or deleted, with its change.
+    /// One write: a note put (new or rewritten), inserted (written only if
+    /// absent, indexed without a delete) or deleted, with its change.
     fn write<E: Engine>(&mut self, outbox: &Outbox<'_, E>, step: usize) -> Result<(), Violation> {
         let id = self.rng.below(IDS);
         let delete = self.rng.chance(0.2);
+        let insert = !delete && self.rng.chance(0.3);
         let text = self.text();
         let s = spec();
         let r = outbox.store().transact(|tx| {
             if delete {
-                s.delete(outbox, tx, &Note { id })
+                s.delete(outbox, tx, &Note { id }).map(|()| true)
+            } else if insert {
+                s.insert(outbox, tx, &Note { id }, &text)
             } else {
-                s.put(outbox, tx, &Note { id }, &text)
+                s.put(outbox, tx, &Note { id }, &text).map(|()| true)
             }
         });
         match r {
-            Ok(()) => {
+            Ok(wrote) => {
                 self.commits += 1;
                 self.trace.event(
                     step,
-                    if delete {
-                        format!("delete {id}")
-                    } else {
-                        format!("put {id} {text:?}")
+                    match (delete, insert) {
+                        (true, _) => format!("delete {id}"),
+                        (false, true) => format!("insert {id} {text:?}: {wrote}"),
+                        (false, false) => format!("put {id} {text:?}"),
                     },
                 );
                 Ok(())
