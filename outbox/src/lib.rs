@@ -28,8 +28,8 @@
 //!
 //! - An entry is delivered only once its commit is durable: polling reads
 //!   up to [`Engine::durable_version`],
-//!   and syncs the engine when buffered commits have waited longer than
-//!   [`OutboxConfig::sync_interval_ms`].
+//!   and syncs the engine when an entry of the topic waits for durability
+//!   and the last sync is [`OutboxConfig::sync_interval_ms`] old.
 //! - Entries sort by their commit's versionstamp: gap-free, in commit order,
 //!   with no counter and no read, so concurrent producers never commit out
 //!   of order and a consumer never skips one.
@@ -199,9 +199,9 @@ pub struct OutboxConfig {
     pub max_backoff_ms: u64,
     /// How long a lease lasts without renewal, in ms (default 30,000).
     pub lease_ms: u64,
-    /// Under buffered durability, a poll syncs the engine when commits
-    /// wait for durability and this outbox's last sync is this old (default
-    /// 50 ms).
+    /// Under buffered durability, a poll syncs the engine when an entry of
+    /// its topic waits for durability and this outbox's last sync is this
+    /// old (default 50 ms).
     pub sync_interval_ms: u64,
     /// A deliberate mistake for the simulation to catch (feature
     /// `planted-bugs` only).

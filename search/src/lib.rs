@@ -6,15 +6,19 @@
 //! - [`IndexSpec`] declares, once per indexed key type, how a typed row
 //!   becomes a [`Document`] (text fields with a tokenizer and a boost,
 //!   string fields for filters, a time for ranges).
-//! - [`IndexSpec::put`] and [`IndexSpec::delete`] write a row *and* its
-//!   change entry in the caller's transaction: the change reaches the index
-//!   if and only if the row's commit happened.
+//! - [`IndexSpec::put`], [`IndexSpec::insert`] and [`IndexSpec::delete`]
+//!   write a row *and* its change entry in the caller's transaction: the
+//!   change reaches the index if and only if the row's commit happened.
+//!   An insert (a row that did not exist) is indexed without the
+//!   `delete_term` of an upsert.
 //! - An [`Indexer`] consumes the changes in commit order (durable commits
 //!   only), commits documents and its checkpoint in one tantivy commit,
 //!   syncs the index directory, and only then acknowledges the outbox.
 //! - [`Indexer::search`] runs BM25 queries with filters and time ranges and
 //!   tells, per hit, whether the store row still matches the document;
-//!   [`Indexer::verify`] compares the whole index with the store.
+//!   [`Indexer::verify`] compares the whole index with the store;
+//!   [`Indexer::rebuild`] and [`Indexer::open_rebuilt`] rebuild it from a
+//!   snapshot of the store.
 //!
 //! See the README for an example and what is not built yet.
 
