@@ -711,8 +711,6 @@ impl<'s, E: Engine> Outbox<'s, E> {
         })
     }
 
-    /// Syncs the engine when commits are waiting only for durability and
-    /// the last sync of this outbox is at least the interval ago.
     /// The durable version to read up to, after syncing the engine if an
     /// entry of `topic` after `from` waits for durability and this
     /// outbox's last sync is old enough. Commits that carry no entry of
@@ -943,8 +941,12 @@ impl<'s, E: Engine> Outbox<'s, E> {
         let range = layout::entries_between(topic, low_water, Position::end_of(u64::MAX));
         let mut new_low = low_water;
         let mut page_from = range;
+        // Small pages first: an acknowledgement in order stops at the
+        // second entry, and every row a page reads is copied.
+        let mut page_size = 4;
         'scan: loop {
-            let page = tx.snapshot_scan_in(&self.entries, &page_from, Some(256), false)?;
+            let page = tx.snapshot_scan_in(&self.entries, &page_from, Some(page_size), false)?;
+            page_size = (page_size * 4).min(256);
             for (k, _) in &page.rows {
                 let pos = layout::entry_position(k).ok_or_else(|| corrupt("entry key"))?;
                 if pos == position || done.contains(&pos) {

@@ -175,6 +175,35 @@ fn the_checkpoint_passes_only_finished_entries_in_order() {
 }
 
 #[test]
+fn the_checkpoint_jumps_over_a_long_run_of_finished_entries_at_once() {
+    on_every_engine!(Durability::Immediate, |store, outbox, _clock| {
+        outbox.register("orders", "c", Start::Beginning).unwrap();
+        for id in 1..=40 {
+            place(&outbox, id, None);
+        }
+        let lease = outbox.acquire("orders", "c", "w").unwrap();
+        let got = outbox.poll(&lease, &topic(), 40).unwrap();
+        assert_eq!(got.len(), 40);
+        // 2..=30 finished out of order (29 entries), 31 and on owed.
+        for d in got[1..30].iter().rev() {
+            store
+                .transact(|tx| outbox.ack(tx, &lease, d.position))
+                .unwrap();
+        }
+        assert_eq!(outbox.checkpoint("orders", "c").unwrap(), Position::START);
+        // Finishing 1 moves the checkpoint over all thirty, not further.
+        store
+            .transact(|tx| outbox.ack(tx, &lease, got[0].position))
+            .unwrap();
+        assert_eq!(outbox.checkpoint("orders", "c").unwrap(), got[29].position);
+        assert_eq!(
+            orders(&outbox.poll(&lease, &topic(), 40).unwrap()),
+            (31..=40).collect::<Vec<_>>()
+        );
+    });
+}
+
+#[test]
 fn consumers_are_independent_and_start_where_asked() {
     on_every_engine!(Durability::Immediate, |store, outbox, _clock| {
         place(&outbox, 1, None);
