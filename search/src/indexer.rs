@@ -200,7 +200,9 @@ where
     ///
     /// # Errors
     /// [`SearchError::Behind`] when the outbox consumer has acknowledged
-    /// more than the index holds; [`SearchError::Payload`]; tantivy, I/O
+    /// more than the index holds; [`SearchError::MappingChanged`] when the
+    /// index was built with another mapping (both: open it with
+    /// [`Indexer::open_rebuilt`]); [`SearchError::Payload`]; tantivy, I/O
     /// and store failures.
     pub fn open(
         outbox: &'o Outbox<'s, E>,
@@ -656,32 +658,16 @@ where
     /// Store, tantivy and I/O failures; the indexer is consumed either way
     /// (open it again after a failure).
     pub fn rebuild(self) -> Result<(Self, Rebuilt), SearchError> {
-        let Self {
-            outbox,
-            spec,
-            topic,
-            config,
-            clock,
-            index,
-            writer,
-            reader,
-            lease,
-            location,
-            generation,
-            ..
-        } = self;
-        Self::rebuild_parts(
-            Parts {
-                outbox,
-                spec,
-                topic,
-                config,
-                clock,
-                lease,
-                location,
-                generation,
-            },
-            Some((writer, reader, index)),
+        let old = (self.writer, self.reader, self.index);
+        // The lease is taken again (by the same holder) when next needed.
+        Self::rebuild_from(
+            self.outbox,
+            self.spec,
+            self.config,
+            self.clock,
+            self.location,
+            self.generation,
+            Some(old),
         )
     }
 
@@ -705,39 +691,30 @@ where
             Location::Dir(root) => Some(current_generation(root)?),
             Location::Memory | Location::Shared(_) => None,
         };
-        let topic = spec.topic();
-        outbox.register(topic.name(), &spec.name, Start::Beginning)?;
-        Self::rebuild_parts(
-            Parts {
-                outbox,
-                spec,
-                topic,
-                config,
-                clock,
-                lease: None,
-                location: location.clone(),
-                generation,
-            },
+        outbox.register(spec.topic().name(), &spec.name, Start::Beginning)?;
+        Self::rebuild_from(
+            outbox,
+            spec,
+            config,
+            clock,
+            location.clone(),
+            generation,
             None,
         )
     }
 
     /// The rebuild; `old` is the index in use, kept until the new
     /// generation is switched in.
-    fn rebuild_parts(
-        parts: Parts<'o, 's, E, K>,
+    fn rebuild_from(
+        outbox: &'o Outbox<'s, E>,
+        spec: IndexSpec<K>,
+        config: IndexerConfig,
+        clock: Arc<dyn Clock>,
+        location: Location,
+        generation: Option<u64>,
         old: Option<(IndexWriter, IndexReader, Index)>,
     ) -> Result<(Self, Rebuilt), SearchError> {
-        let Parts {
-            outbox,
-            spec,
-            topic,
-            config,
-            clock,
-            lease,
-            location,
-            generation,
-        } = parts;
+        let topic = spec.topic();
         let started = clock.now_ms();
         let store = outbox.store();
         // The snapshot first, then a sync: everything it holds is durable.
@@ -794,7 +771,7 @@ where
             reader,
             reload_due: AtomicBool::new(false),
             fields,
-            lease,
+            lease: None,
             checkpoint: at,
             applied: at,
             pending_docs: 0,
@@ -839,18 +816,6 @@ where
         }
         Ok(self.reader.searcher())
     }
-}
-
-/// What a rebuild keeps of an indexer.
-struct Parts<'o, 's, E: Engine, K: Key> {
-    outbox: &'o Outbox<'s, E>,
-    spec: IndexSpec<K>,
-    topic: Topic<Change>,
-    config: IndexerConfig,
-    clock: Arc<dyn Clock>,
-    lease: Option<Lease>,
-    location: Location,
-    generation: Option<u64>,
 }
 
 /// Adds a document for every row of `K` in `view` to `writer`.

@@ -81,16 +81,19 @@ where
         key: &K,
         value: &K::Value,
     ) -> Result<(), SearchError> {
-        let body = body_of(value)?;
-        let key_bytes = packed(key)?;
+        let change = Self::change(key, value, false)?;
         tx.put(key, value)?;
-        let change = Change {
-            key: key_bytes,
-            value: Some((K::Value::VERSION, body)),
-            fresh: false,
-        };
         outbox.push(tx, &self.topic(), &change)?;
         Ok(())
+    }
+
+    /// The change of a put of `value` at `key`.
+    fn change(key: &K, value: &K::Value, fresh: bool) -> Result<Change, SearchError> {
+        Ok(Change {
+            key: packed(key)?,
+            value: Some((K::Value::VERSION, body_of(value)?)),
+            fresh,
+        })
     }
 
     /// Writes `value` at `key` in `tx` if the key holds no value, and the
@@ -147,16 +150,10 @@ where
         key: &K,
         value: &K::Value,
     ) -> Result<bool, SearchError> {
-        let body = body_of(value)?;
-        let key_bytes = packed(key)?;
+        let change = Self::change(key, value, true)?;
         if !tx.put_if_absent(key, value)? {
             return Ok(false);
         }
-        let change = Change {
-            key: key_bytes,
-            value: Some((K::Value::VERSION, body)),
-            fresh: true,
-        };
         outbox.push(tx, &self.topic(), &change)?;
         Ok(true)
     }
