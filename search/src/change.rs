@@ -157,8 +157,24 @@ mod tests {
         assert!(!Change::decode_body(1, &gone).unwrap().fresh);
         assert!(Change::decode_body(2, &out).is_err());
         out[0] = 7;
-        assert!(Change::decode_body(1, &out).is_err());
-        assert!(Change::decode_body(1, &[DELETE, 0, 0, 0, 0, 0, 0, 0, 1, b'k', 9]).is_err());
+        assert!(matches!(
+            Change::decode_body(1, &out),
+            Err(DecodeError::Malformed {
+                why: "unknown kind",
+                ..
+            })
+        ));
+        let why = |r: Result<Change, DecodeError>| match r {
+            Err(DecodeError::Malformed { why, .. }) => why,
+            other => panic!("expected a malformed change, got {other:?}"),
+        };
+        assert_eq!(
+            why(Change::decode_body(
+                1,
+                &[DELETE, 0, 0, 0, 0, 0, 0, 0, 1, b'k', 9]
+            )),
+            "bytes after a delete"
+        );
         assert!(
             Change::decode_body(1, &[DELETE, 0xFF, 0xFF, 0xFF, 0xFF, 0, 0, 0, 1, b'k']).is_err()
         );

@@ -231,10 +231,7 @@ where
         } else {
             Index::create(directory, schema, tantivy::IndexSettings::default())?
         };
-        let writer = index.writer_with_num_threads(
-            config.threads.max(1),
-            config.memory_bytes.max(config.threads.max(1) * 15_000_000),
-        )?;
+        let writer = writer(&index, &config)?;
         let reader = index
             .reader_builder()
             .reload_policy(ReloadPolicy::Manual)
@@ -731,10 +728,7 @@ where
             _ => Box::new(RamDirectory::create()) as Box<dyn Directory>,
         };
         let index = Index::create(directory, schema, tantivy::IndexSettings::default())?;
-        let mut writer: IndexWriter = index.writer_with_num_threads(
-            config.threads.max(1),
-            config.memory_bytes.max(config.threads.max(1) * 15_000_000),
-        )?;
+        let mut writer = writer(&index, &config)?;
         let documents = index_rows(&view, &spec, &fields, &writer, version)?;
         drop(view);
         let at = Position::end_of(version);
@@ -816,6 +810,13 @@ where
         }
         Ok(self.reader.searcher())
     }
+}
+
+/// The index writer `config` asks for, its memory raised to the 15 MB a
+/// thread tantivy requires.
+fn writer(index: &Index, config: &IndexerConfig) -> Result<IndexWriter, SearchError> {
+    let threads = config.threads.max(1);
+    Ok(index.writer_with_num_threads(threads, config.memory_bytes.max(threads * 15_000_000))?)
 }
 
 /// Adds a document for every row of `K` in `view` to `writer`.

@@ -1,5 +1,6 @@
 //! The store: opening, single operations, transactions with retries.
 
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -26,9 +27,19 @@ pub struct Store<E: Engine> {
     rng: Mutex<Box<dyn Rng>>,
     /// The declared spaces, by name.
     spaces: Vec<(String, Space)>,
-    /// The version of the latest commit made through this store, and the
+    /// The commits made through this store: the latest version and the
     /// waiters for the next one.
-    commits: (Mutex<u64>, Condvar),
+    commits: Commits,
+}
+
+/// The latest commit made through a store, and its waiters.
+#[derive(Default)]
+struct Commits {
+    last: AtomicU64,
+    /// Threads in `wait_for_commit`.
+    waiters: AtomicUsize,
+    lock: Mutex<()>,
+    wake: Condvar,
 }
 
 impl<E: Engine> std::fmt::Debug for Store<E> {
@@ -100,7 +111,7 @@ impl<E: Engine> Store<E> {
             planner,
             clock,
             rng: Mutex::new(rng),
-            commits: (Mutex::new(0), Condvar::new()),
+            commits: Commits::default(),
         })
     }
 
@@ -124,25 +135,24 @@ impl<E: Engine> Store<E> {
         (self.data, self.system)
     }
 
-    /// Records a commit made through this store and wakes the waiters.
+    /// Records a commit made through this store and wakes the waiters, if
+    /// any (a commit nobody waits for costs no system call).
     pub(crate) fn signal_commit(&self, version: u64) {
-        let mut last = self
-            .commits
-            .0
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        *last = (*last).max(version);
-        self.commits.1.notify_all();
+        let c = &self.commits;
+        c.last.fetch_max(version, Ordering::SeqCst);
+        // Paired with the waiter's count then check: either it sees this
+        // version, or this sees it counted and wakes it (the lock makes
+        // sure it is already waiting).
+        if c.waiters.load(Ordering::SeqCst) > 0 {
+            let _guard = c.lock.lock().unwrap_or_else(PoisonError::into_inner);
+            c.wake.notify_all();
+        }
     }
 
     /// The version of the latest commit made through this store (0 before
     /// the first).
     pub fn last_commit_seen(&self) -> u64 {
-        *self
-            .commits
-            .0
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
+        self.commits.last.load(Ordering::SeqCst)
     }
 
     /// Blocks until a commit through this store (from any thread) has a
@@ -151,30 +161,30 @@ impl<E: Engine> Store<E> {
     /// for new data instead of polling in a loop. Commits made directly on
     /// the engine are not seen.
     pub fn wait_for_commit(&self, after: u64, timeout: Duration) -> u64 {
-        let last = self
-            .commits
-            .0
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        if *last > after {
-            return *last;
+        let c = &self.commits;
+        let guard = c.lock.lock().unwrap_or_else(PoisonError::into_inner);
+        c.waiters.fetch_add(1, Ordering::SeqCst);
+        if c.last.load(Ordering::SeqCst) <= after {
+            drop(
+                c.wake
+                    .wait_timeout(guard, timeout)
+                    .unwrap_or_else(PoisonError::into_inner),
+            );
+        } else {
+            drop(guard);
         }
-        let (last, _) = self
-            .commits
-            .1
-            .wait_timeout(last, timeout)
-            .unwrap_or_else(PoisonError::into_inner);
-        *last
+        c.waiters.fetch_sub(1, Ordering::SeqCst);
+        c.last.load(Ordering::SeqCst)
     }
 
     /// Wakes every thread in [`Store::wait_for_commit`] (a shutdown).
     pub fn wake_all(&self) {
         let _guard = self
             .commits
-            .0
+            .lock
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
-        self.commits.1.notify_all();
+        self.commits.wake.notify_all();
     }
 
     /// The handle of the space declared as `name` (see [`Space`]).

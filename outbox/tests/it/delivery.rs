@@ -204,6 +204,30 @@ fn the_checkpoint_jumps_over_a_long_run_of_finished_entries_at_once() {
 }
 
 #[test]
+fn a_poll_reads_past_a_page_of_finished_entries() {
+    on_every_engine!(Durability::Immediate, |store, outbox, _clock| {
+        outbox.register("orders", "c", Start::Beginning).unwrap();
+        for id in 1..=40 {
+            place(&outbox, id, None);
+        }
+        let lease = outbox.acquire("orders", "c", "w").unwrap();
+        let got = outbox.poll(&lease, &topic(), 40).unwrap();
+        // 2..=20 finished out of order; 1 still owed holds the checkpoint.
+        for d in &got[1..20] {
+            store
+                .transact(|tx| outbox.ack(tx, &lease, d.position))
+                .unwrap();
+        }
+        // A poll of 16 reads a first page of 16 entries, 15 of them
+        // finished: it must read on to find the rest.
+        assert_eq!(
+            orders(&outbox.poll(&lease, &topic(), 16).unwrap()),
+            [1].into_iter().chain(21..=35).collect::<Vec<_>>()
+        );
+    });
+}
+
+#[test]
 fn consumers_are_independent_and_start_where_asked() {
     on_every_engine!(Durability::Immediate, |store, outbox, _clock| {
         place(&outbox, 1, None);

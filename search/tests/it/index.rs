@@ -408,3 +408,22 @@ fn inserts_add_documents_once_and_mix_with_puts_and_deletes() {
         assert!(ix.verify().unwrap().is_exact());
     });
 }
+
+#[test]
+fn a_memory_budget_below_tantivys_floor_is_raised_for_every_thread() {
+    on_every_engine!(Durability::Immediate, |store, clock, dir| {
+        let ob = outbox(&store, &clock, outbox_config());
+        put(&store, &ob, 1, &note("floor", "x", "info", T0));
+        let mut config = indexer_config();
+        config.threads = 2;
+        config.memory_bytes = 1;
+        // tantivy refuses less than 15 MB a thread; the indexer asks for
+        // that much for each of the two threads, on open and on rebuild.
+        let location = Location::Dir(dir.0.join("index"));
+        let mut ix = Indexer::open(&ob, spec(), &location, config.clone(), clock.clone()).unwrap();
+        ix.catch_up().unwrap();
+        let (ix, report) = ix.rebuild().unwrap();
+        assert_eq!(report.documents, 1);
+        assert_eq!(ix.documents().unwrap(), 1);
+    });
+}
