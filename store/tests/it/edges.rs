@@ -180,12 +180,22 @@ fn commits_wake_waiters_and_are_counted() {
     // A commit already past `after` returns at once.
     assert_eq!(store.wait_for_commit(v - 1, Duration::from_mins(1)), v);
     std::thread::scope(|s| {
-        let waiter = s.spawn(move || store.wait_for_commit(v, Duration::from_mins(1)));
+        // A wait far longer than the test may take: only the commit's wake
+        // ends it in time (at least 30 s of 1 ms naps are allowed).
+        let waiter = s.spawn(move || store.wait_for_commit(v, Duration::from_hours(1)));
         std::thread::sleep(Duration::from_millis(20));
         let w = store
             .put(&DocKey { actor: 1, id: 2 }, &doc(1))
             .unwrap()
             .version;
+        let mut naps = 0;
+        while !waiter.is_finished() && naps < 30_000 {
+            std::thread::sleep(Duration::from_millis(1));
+            naps += 1;
+        }
+        let woken = waiter.is_finished();
+        store.wake_all(); // so that a failure below does not hang the scope
+        assert!(woken, "the commit did not wake the waiter");
         assert_eq!(waiter.join().unwrap(), w, "woken by the commit");
     });
     // `wake_all` releases a waiter with no new commit.
