@@ -75,7 +75,59 @@ pub fn ab(
         "  {name:<22} raw {:>10.1} ns  ours {:>10.1} ns  ratio {:.2} (min {min:.2}, max {max:.2})",
         report.raw_ns, report.ours_ns, report.ratio,
     );
+    record(&format!(
+        "ab\t{}\t{}\t{:.1}\t{:.1}\t{:.4}\t{min:.4}\t{max:.4}",
+        current_section(),
+        name.trim(),
+        report.raw_ns,
+        report.ours_ns,
+        report.ratio,
+    ));
     report
+}
+
+static SECTION: std::sync::Mutex<String> = std::sync::Mutex::new(String::new());
+
+fn current_section() -> String {
+    SECTION.lock().map(|s| s.clone()).unwrap_or_default()
+}
+
+/// Starts a section of the report (an engine, say): printed as `== name`
+/// and recorded with the comparisons that follow.
+#[allow(dead_code)] // only the benches with sections use it
+pub fn section(name: &str) {
+    println!("== {name}");
+    if let Ok(mut s) = SECTION.lock() {
+        name.clone_into(&mut s);
+    }
+}
+
+/// A figure that is not an A/B comparison (a rate, a latency): printed,
+/// and recorded for `cargo xtask bench` to list under the table.
+#[allow(dead_code)] // only some benches report such figures
+pub fn note(text: &str) {
+    println!("{text}");
+    record(&format!("note\t{}\t{text}", current_section()));
+}
+
+/// Appends `line` to the file named by `STRATA_AB_OUT`, if set: how
+/// `cargo xtask bench` collects every bench's results.
+fn record(line: &str) {
+    use std::io::Write;
+    let Some(path) = std::env::var_os("STRATA_AB_OUT") else {
+        return;
+    };
+    let written = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&path)
+        .and_then(|mut f| writeln!(f, "{}", line.replace('\n', " ")));
+    if let Err(e) = written {
+        eprintln!(
+            "could not record a result in {}: {e}",
+            path.to_string_lossy()
+        );
+    }
 }
 
 /// The criterion settings of every Strata bench: a short warm-up and

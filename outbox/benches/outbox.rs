@@ -74,7 +74,7 @@ fn report<E: Engine>(name: &str, engine: &E) {
     ob.register("events", "drain", Start::End).unwrap();
     let event = vec![0xAB; 1024];
     let (mut i, mut j) = (1u64 << 40, (1u64 << 40) + 1);
-    println!("== {name}");
+    ab::section(name);
     ab(
         "ingest: a 1 KiB event with its outbox entry (store) vs the event alone (engine)",
         7,
@@ -188,10 +188,10 @@ fn drain<E: Engine>(name: &str, store: &Store<E>, ob: &Outbox<'_, E>, topic: &To
         n += batch.len() as u64;
     }
     let secs = start.elapsed().as_secs_f64();
-    println!(
+    ab::note(&format!(
         "{name}: drain of {n} entries by one consumer (batches of 256, one acknowledging commit each): {:.0} entries/s",
         n as f64 / secs
-    );
+    ));
     // A steady producer and the consumer taking turns: the lag after each
     // round of 100 pushes and one poll of 64.
     let mut worst = 0;
@@ -212,9 +212,9 @@ fn drain<E: Engine>(name: &str, store: &Store<E>, ob: &Outbox<'_, E>, topic: &To
             .unwrap();
         worst = worst.max(ob.lag("events", "drain").unwrap().entries);
     }
-    println!(
+    ab::note(&format!(
         "{name}: a producer of 100 entries per consumer poll of 64 leaves a lag of up to {worst} entries after 50 rounds"
-    );
+    ));
     black_box(worst);
 }
 

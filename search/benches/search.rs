@@ -236,7 +236,7 @@ fn report<E: Engine>(name: &str, engine: &E) {
             *at += received;
         }
     };
-    println!("== {name}");
+    ab::section(name);
     let docs = raw_docs(&notes, 0);
     ab(
         "feed of new rows: inserts through the outbox into the index (ours) vs raw tantivy adds of the same documents, commits every 1,000",
@@ -322,14 +322,14 @@ fn report<E: Engine>(name: &str, engine: &E) {
                     .unwrap(),
             );
         });
-        println!(
+        ab::note(&format!(
             "{name}: {terms}-term queries over 100,000 documents, top 10: ours (snippets, each hit checked against the store) median {:.0} µs, p99 {:.0} µs; raw tantivy ({} documents, scores only) median {:.0} µs, p99 {:.0} µs",
             ours.0,
             ours.1,
             searcher.num_docs(),
             theirs.0,
             theirs.1
-        );
+        ));
     }
 }
 

@@ -9,6 +9,7 @@
 //! It depends on nothing but std on purpose: it must build in seconds on a
 //! fresh machine before anything else has been compiled.
 
+mod bench;
 mod prereq;
 mod tidy;
 
@@ -35,6 +36,12 @@ commands:
   fuzz    the decoders (tuple, raw and text keys, envelopes, chunked values) against
           mutated valid encodings and random bytes, release build, on stable Rust:
           --iterations N (per decoder, default 1,000,000), --seed S
+  bench   every crate's benchmark, one after another, then one markdown table of
+          the ours/raw time ratios (median and min–max of interleaved rounds) with
+          the machine's load; the interleaved A/B reports only, criterion's own
+          measurements too with --full; -p PACKAGE (repeatable) for some crates;
+          the table is also written to $CARGO_TARGET_DIR/strata-bench/report.md
+          (builds RocksDB in release mode once: ~15 minutes)
   tidy    the architecture's rules: dependency layering of the crates, doc links and
           paths that exist inside the repository, no doc comment that only repeats
           its item's name (also the first step of `test`)
@@ -55,6 +62,13 @@ fn main() -> ExitCode {
             }
         },
         Some("sim") => sim(&args[1..]),
+        Some("bench") => match bench::run(&args[1..]) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(why) => {
+                eprintln!("xtask: {why}");
+                ExitCode::FAILURE
+            }
+        },
         Some("fuzz") => fuzz(&args[1..]),
         Some("tidy") => match tidy_step() {
             Ok(()) => ExitCode::SUCCESS,
