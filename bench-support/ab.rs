@@ -86,6 +86,19 @@ pub fn ab(
     report
 }
 
+/// Median time per call of `f` over `rounds` rounds of `reps` calls, in
+/// nanoseconds: a reference figure with nothing to compare (a floor such
+/// as one fsync). Printed and recorded as a note.
+#[allow(dead_code)] // only the engine benches measure a floor
+pub fn floor(name: &str, rounds: usize, reps: u32, mut f: impl FnMut()) -> f64 {
+    let mut ns: Vec<f64> = (0..rounds)
+        .map(|_| time(reps, &mut f).as_secs_f64() * 1e9 / f64::from(reps))
+        .collect();
+    let m = median(&mut ns);
+    note(&format!("  {name}: {:.1} µs", m / 1_000.0));
+    m
+}
+
 static SECTION: std::sync::Mutex<String> = std::sync::Mutex::new(String::new());
 
 fn current_section() -> String {

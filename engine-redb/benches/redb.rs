@@ -150,6 +150,7 @@ fn fsync_floor(file: &mut std::fs::File, block: &[u8]) {
 }
 
 fn ab_report(s: &Setup) {
+    ab::section("RedbEngine vs the redb API");
     println!("interleaved A/B, 7 rounds, median per operation:");
     let (mut i, mut j) = (0, 0);
     let next = |i: &mut usize| {
@@ -158,14 +159,9 @@ fn ab_report(s: &Setup) {
     };
     let mut file = std::fs::File::create(s.dir.join("fsync.bin")).unwrap();
     let block = vec![7u8; 4096];
-    let floor = ab(
-        "fsync floor vs itself",
-        3,
-        100,
-        1,
-        || fsync_floor(&mut file, &block),
-        || {},
-    );
+    let floor = ab::floor("fsync floor (4 KiB append + fdatasync)", 3, 100, || {
+        fsync_floor(&mut file, &block);
+    });
     let durable = ab(
         "commit, durable",
         7,
@@ -174,11 +170,11 @@ fn ab_report(s: &Setup) {
         || raw_put(s, &next(&mut i), true),
         || ours_put(s, &next(&mut j), true),
     );
-    println!(
+    ab::note(&format!(
         "  durable commit / fsync: raw {:.2}, ours {:.2}",
-        durable.raw_ns / floor.raw_ns,
-        durable.ours_ns / floor.raw_ns
-    );
+        durable.raw_ns / floor,
+        durable.ours_ns / floor
+    ));
     ab(
         "commit, non-durable",
         7,

@@ -133,6 +133,7 @@ fn scan<E: Engine>(e: &E, ks: Keyspace, from: &[u8]) -> usize {
 }
 
 fn ab_report(s: &Setup) {
+    ab::section("RocksEngine vs the rocksdb API");
     println!(
         "interleaved A/B, 7 rounds, median per operation (raw = rocksdb API, ours = RocksEngine):"
     );
@@ -143,17 +144,10 @@ fn ab_report(s: &Setup) {
     };
     let mut file = std::fs::File::create(s.dir.join("fsync.bin")).unwrap();
     let block = vec![7u8; 4096];
-    let floor = ab(
-        "fsync floor vs itself",
-        3,
-        100,
-        1,
-        || {
-            file.write_all(&block).unwrap();
-            file.sync_data().unwrap();
-        },
-        || {},
-    );
+    let floor = ab::floor("fsync floor (4 KiB append + fdatasync)", 3, 100, || {
+        file.write_all(&block).unwrap();
+        file.sync_data().unwrap();
+    });
     let durable = ab(
         "commit, synced WAL",
         7,
@@ -162,11 +156,11 @@ fn ab_report(s: &Setup) {
         || raw_put(s, &next(&mut i), true),
         || put(&s.ours, s.ks, &next(&mut j), &s.value, true),
     );
-    println!(
+    ab::note(&format!(
         "  durable commit / fsync: raw {:.2}, ours {:.2}",
-        durable.raw_ns / floor.raw_ns,
-        durable.ours_ns / floor.raw_ns
-    );
+        durable.raw_ns / floor,
+        durable.ours_ns / floor
+    ));
     ab(
         "commit, buffered",
         7,
@@ -201,7 +195,7 @@ fn ab_report(s: &Setup) {
             scan(&s.ours, s.ks, &from);
         },
     );
-    println!("RocksEngine (raw column) against RedbEngine (ours column), same operations:");
+    ab::section("RocksEngine (raw column) vs RedbEngine (ours column)");
     ab(
         "commit, durable",
         7,

@@ -99,6 +99,7 @@ fn report<E: Engine>(name: &str, engine: &E) {
         *i = (*i + 7_919) % N;
         *i
     };
+    ab::section(name);
     println!(
         "{name}: interleaved A/B, 7 rounds, median per operation (raw = engine contract, ours = typed store):"
     );
