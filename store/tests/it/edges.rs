@@ -201,11 +201,19 @@ fn commits_wake_waiters_and_are_counted() {
     // `wake_all` releases a waiter with no new commit.
     std::thread::scope(|s| {
         let last = store.last_commit_seen();
-        let waiter = s.spawn(move || store.wait_for_commit(last, Duration::from_mins(1)));
-        while !waiter.is_finished() {
+        let waiter = s.spawn(move || store.wait_for_commit(last, Duration::from_hours(1)));
+        let mut naps = 0;
+        while !waiter.is_finished() && naps < 6_000 {
             store.wake_all();
             std::thread::sleep(Duration::from_millis(5));
+            naps += 1;
         }
+        let woken = waiter.is_finished();
+        if !woken {
+            // Released by a commit instead, so that the scope ends.
+            store.put(&DocKey { actor: 1, id: 3 }, &doc(1)).unwrap();
+        }
+        assert!(woken, "wake_all did not release the waiter");
         assert_eq!(waiter.join().unwrap(), last);
     });
 }
