@@ -377,6 +377,175 @@ pub fn snapshot_isolation_under_concurrent_commits<H: Harness>(mut h: H) {
     assert_eq!(scan(&snap, a, RangeSpec::all()), expected);
 }
 
+/// Several threads commit at once, durably: every commit is serialised with
+/// the others. Versions are distinct and increase in each thread's order;
+/// counter additions are neither lost nor doubled; of the threads racing
+/// for one key under an `Absent` predicate exactly one wins; a commit whose
+/// predicate fails applies nothing; versionstamps sort in version order;
+/// each `Immediate` commit is durable when it returns.
+#[allow(clippy::too_many_lines)]
+pub fn concurrent_commits<H: Harness>(mut h: H) {
+    const THREADS: u8 = 8;
+    const COMMITS: u8 = 24;
+    let e = h.open(&specs());
+    let (a, q) = (ks(&e, "a"), ks(&e, "b"));
+    let placeholder = || [&b"s/"[..], &[0xFF; 10]].concat();
+    // (thread, i, version) of each successful commit, and the failures.
+    let results: Vec<(Vec<(u8, u8, u64)>, usize)> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..THREADS)
+            .map(|t| {
+                let e = &e;
+                s.spawn(move || {
+                    let (mut done, mut refused) = (Vec::new(), 0);
+                    for i in 0..COMMITS {
+                        let own = vec![b'k', t, i];
+                        // Every fourth commit races the others for a slot;
+                        // every sixth requires absent the key this thread
+                        // wrote two commits before (3, 9, 15 or 21, never a
+                        // racer nor refused itself: it exists).
+                        let slot = vec![b'r', i / 4];
+                        let mut c = Commit::new()
+                            .durability(Durability::Immediate)
+                            .put(a, own.clone(), vec![t, i])
+                            .mutate(Mutation::Add {
+                                ks: a,
+                                key: b"count".to_vec(),
+                                delta: 1,
+                            })
+                            .mutate(Mutation::PutVersionstamped {
+                                ks: q,
+                                key: placeholder(),
+                                value: vec![t, i],
+                                at: StampAt::Key(2),
+                            });
+                        if i % 4 == 0 {
+                            c = c
+                                .require(Predicate::Absent {
+                                    ks: a,
+                                    key: slot.clone(),
+                                })
+                                .put(a, slot, vec![t]);
+                        }
+                        if i % 6 == 5 {
+                            c = c.require(Predicate::Absent {
+                                ks: a,
+                                key: vec![b'k', t, i - 2],
+                            });
+                        }
+                        match e.commit(c) {
+                            Ok(info) => {
+                                assert!(info.durable, "an Immediate commit returned not durable");
+                                assert!(
+                                    e.durable_version() >= info.version,
+                                    "durable_version below a returned Immediate commit"
+                                );
+                                done.push((t, i, info.version));
+                            }
+                            Err(CommitError::Conflict { .. }) => refused += 1,
+                            Err(other) => panic!("thread {t} commit {i}: {other}"),
+                        }
+                    }
+                    (done, refused)
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("committing thread"))
+            .collect()
+    });
+    let mut all_done: Vec<(u8, u8, u64)> = Vec::new();
+    for (done, _) in &results {
+        let versions: Vec<u64> = done.iter().map(|d| d.2).collect();
+        assert!(
+            versions.windows(2).all(|w| w[0] < w[1]),
+            "a thread's commits must get increasing versions: {versions:?}"
+        );
+        all_done.extend(done);
+    }
+    let mut versions: Vec<u64> = all_done.iter().map(|d| d.2).collect();
+    versions.sort_unstable();
+    versions.dedup();
+    assert_eq!(
+        versions.len(),
+        all_done.len(),
+        "two commits got one version"
+    );
+    // Which commits must have failed, worked out from the rules above:
+    // every `i % 6 == 5` one (its key of two commits before exists), and of the racers
+    // for each slot all but the first to commit.
+    for (t, i, _) in &all_done {
+        assert_ne!(
+            i % 6,
+            5,
+            "thread {t} commit {i} passed a predicate that cannot hold"
+        );
+    }
+    let racers = |slot: u8| {
+        all_done
+            .iter()
+            .filter(move |(_, i, _)| i % 4 == 0 && i / 4 == slot)
+            .collect::<Vec<_>>()
+    };
+    let slots = COMMITS.div_ceil(4);
+    for slot in 0..slots {
+        let winners = racers(slot);
+        assert_eq!(
+            winners.len(),
+            1,
+            "slot {slot}: one racer must win, got {winners:?}"
+        );
+        assert_eq!(
+            get(&e, a, &[b'r', slot]),
+            Some(vec![winners[0].0]),
+            "slot {slot} holds its winner"
+        );
+    }
+    let refused: usize = results.iter().map(|r| r.1).sum();
+    let total = usize::from(THREADS) * usize::from(COMMITS);
+    assert_eq!(all_done.len() + refused, total);
+    // Refused: four `i % 6 == 5` commits a thread (5, 11, 17, 23), and
+    // all but one racer a slot (racers are 0, 4, 8, 12, 16, 20: none of
+    // them is refused for the other reason).
+    let expected_refused = usize::from(THREADS) * usize::from(COMMITS / 6)
+        + usize::from(slots) * (usize::from(THREADS) - 1);
+    assert_eq!(refused, expected_refused, "refused commits");
+    // Nothing of a refused commit is visible; everything of the others is.
+    for t in 0..THREADS {
+        for i in 0..COMMITS {
+            let ok = all_done.iter().any(|d| d.0 == t && d.1 == i);
+            assert_eq!(
+                get(&e, a, &[b'k', t, i]).is_some(),
+                ok,
+                "thread {t} commit {i}: its row must exist exactly when it committed"
+            );
+        }
+    }
+    let count = get(&e, a, b"count").expect("counter");
+    assert_eq!(
+        u64::from_le_bytes(count.try_into().expect("8 bytes")),
+        u64::try_from(all_done.len()).expect("small"),
+        "one addition per commit, none lost, none doubled"
+    );
+    // The stamped rows, in key order, are the commits in version order.
+    all_done.sort_by_key(|d| d.2);
+    let stamped = scan(
+        &e.snapshot().expect("snapshot"),
+        q,
+        RangeSpec::prefix(b"s/"),
+    );
+    let expected: Vec<(Vec<u8>, Vec<u8>)> = all_done
+        .iter()
+        .map(|(t, i, v)| {
+            (
+                [&b"s/"[..], &v.to_be_bytes(), &0u16.to_be_bytes()].concat(),
+                vec![*t, *i],
+            )
+        })
+        .collect();
+    assert_eq!(stamped, expected, "versionstamps in version order");
+}
+
 /// Every predicate kind passes and fails as specified; a failing one
 /// applies nothing at all and is named in the error.
 pub fn predicates_are_the_atomicity_fence<H: Harness>(mut h: H) {
