@@ -91,12 +91,32 @@ pub fn ab(
 /// as one fsync). Printed and recorded as a note.
 #[allow(dead_code)] // only the engine benches measure a floor
 pub fn floor(name: &str, rounds: usize, reps: u32, mut f: impl FnMut()) -> f64 {
-    let mut ns: Vec<f64> = (0..rounds)
-        .map(|_| time(reps, &mut f).as_secs_f64() * 1e9 / f64::from(reps))
-        .collect();
-    let m = median(&mut ns);
+    let m = median_ns(rounds, reps, &mut f);
     note(&format!("  {name}: {:.1} µs", m / 1_000.0));
     m
+}
+
+/// Median time per call of `f` over `rounds` rounds of `reps` calls, in
+/// nanoseconds.
+fn median_ns(rounds: usize, reps: u32, f: &mut impl FnMut()) -> f64 {
+    let mut ns: Vec<f64> = (0..rounds)
+        .map(|_| time(reps, f).as_secs_f64() * 1e9 / f64::from(reps))
+        .collect();
+    median(&mut ns)
+}
+
+/// Commits per second of 1, 2, 4, 8 and 16 concurrent writers, each
+/// `run(writers, commits_each)` making 64 commits in all (each its own
+/// fsync today: the baseline for a group commit). Printed and recorded as
+/// notes.
+#[allow(dead_code)] // only the engine benches run writers
+pub fn writers(mut run: impl FnMut(u64, u64)) {
+    for n in [1u32, 2, 4, 8, 16] {
+        let each = 64 / n;
+        let ns = median_ns(3, 1, &mut || run(u64::from(n), u64::from(each)));
+        let per_second = f64::from(n * each) / (ns / 1e9);
+        note(&format!("  {n} durable writers: {per_second:.0} commits/s"));
+    }
 }
 
 static SECTION: std::sync::Mutex<String> = std::sync::Mutex::new(String::new());

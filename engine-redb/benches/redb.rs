@@ -247,11 +247,21 @@ criterion_group! {
     targets = criterion_benches
 }
 
+/// Concurrent durable writers: commits per second for 1 to 16 writers.
+fn writers<E: Engine + Sync>(engine: &E, ks: Keyspace) {
+    let (value, mut first) = (vec![0xCD; 100], 1u64 << 40);
+    ab::writers(|n, each| {
+        strata_engine_testkit::commit_in_parallel(engine, ks, n, each, first, &value);
+        first += n * each;
+    });
+}
+
 fn main() {
     ab::run(
         || {
             let s = setup();
             ab_report(&s);
+            writers(&s.ours, s.ks);
         },
         benches,
     );

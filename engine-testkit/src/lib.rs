@@ -93,6 +93,40 @@ macro_rules! conformance_tests {
     };
 }
 
+/// `writers` threads each make `commits` durable (`Immediate`) one-put
+/// commits of `value` to `ks`, keys `(first + thread * commits + i)` as
+/// 8 big-endian bytes; returns when all are done. For benchmarks of
+/// concurrent durable writers (what a group commit would speed up).
+///
+/// # Panics
+/// On a failed commit, or one returned not durable.
+pub fn commit_in_parallel<E: Engine + Sync>(
+    e: &E,
+    ks: strata_engine::Keyspace,
+    writers: u64,
+    commits: u64,
+    first: u64,
+    value: &[u8],
+) {
+    std::thread::scope(|s| {
+        for t in 0..writers {
+            s.spawn(move || {
+                for i in 0..commits {
+                    let key = (first + t * commits + i).to_be_bytes();
+                    let info = e
+                        .commit(
+                            Commit::new()
+                                .durability(strata_engine::Durability::Immediate)
+                                .put(ks, key.to_vec(), value.to_vec()),
+                        )
+                        .expect("durable commit");
+                    assert!(info.durable, "an Immediate commit returned not durable");
+                }
+            });
+        }
+    });
+}
+
 /// `commit` with every keyspace handle replaced by the handle at the same
 /// position in `to`: commits built once (by a generator, against a
 /// template set of keyspaces) are replayed on engines opened later.
