@@ -33,7 +33,8 @@ commands:
           --workload engine|store|outbox|search|both,
           --check-determinism, --soak MINUTES, --quiet
           (`--engine rocks` builds RocksDB in release mode once: ~15 minutes)
-  fuzz    the decoders (tuple, raw and text keys, envelopes, chunked values) against
+  fuzz    the decoders (tuple, raw and text keys, envelopes, chunked values, search
+          change entries) against
           mutated valid encodings and random bytes, release build, on stable Rust:
           --iterations N (per decoder, default 1,000,000), --seed S
   bench   every crate's benchmark, one after another, then one markdown table of

@@ -26,11 +26,13 @@ use std::process::ExitCode;
 
 use serde::{Deserialize, Serialize};
 use strata_codec::{
-    ChunkPlanner, EncodeOptions, Previous, TupleChunkLayout, decode_with_header, encode, value,
+    ChunkPlanner, EncodeOptions, Previous, TupleChunkLayout, Value, decode_with_header, encode,
+    value,
 };
 use strata_engine::{Rng, SeededRng};
 use strata_keys::tuple::Uuid;
 use strata_keys::{Key, Subspace, Ulid, raw_key, text_key, tuple_key};
+use strata_search::Change;
 
 #[derive(Debug, Clone, PartialEq)]
 struct TupleK {
@@ -101,12 +103,13 @@ fn main() -> ExitCode {
         }
     }
     let mut failed = false;
-    let targets: [(&str, Target); 5] = [
+    let targets: [(&str, Target); 6] = [
         ("tuple key", fuzz_tuple),
         ("raw key", fuzz_raw),
         ("text key", fuzz_text),
         ("envelope", fuzz_envelope),
         ("chunked value", fuzz_chunks),
+        ("search change", fuzz_change),
     ];
     for (name, run) in targets {
         let mut rng = SeededRng::new(seed);
@@ -242,7 +245,11 @@ fn fuzz_raw(rng: &mut SeededRng, n: u64) -> Result<Tally, String> {
         rng,
         n,
         |rng| raw_value(rng).pack().map_err(|e| e.to_string()),
-        |b| RawK::unpack(b).ok().map(|k| k.pack()),
+        |b| {
+            RawK::unpack(b)
+                .ok()
+                .map(|k| k.pack().map_err(|e| e.to_string()))
+        },
     )
 }
 
@@ -260,7 +267,11 @@ fn fuzz_text(rng: &mut SeededRng, n: u64) -> Result<Tally, String> {
         rng,
         n,
         |rng| text_value(rng).pack().map_err(|e| e.to_string()),
-        |b| TextK::unpack(b).ok().map(|k| k.pack()),
+        |b| {
+            TextK::unpack(b)
+                .ok()
+                .map(|k| k.pack().map_err(|e| e.to_string()))
+        },
     )
 }
 
@@ -269,7 +280,7 @@ fn exact(
     rng: &mut SeededRng,
     n: u64,
     valid: impl Fn(&mut SeededRng) -> Result<Vec<u8>, String>,
-    decode_again: impl Fn(&[u8]) -> Option<Result<Vec<u8>, strata_keys::KeyError>>,
+    decode_again: impl Fn(&[u8]) -> Option<Result<Vec<u8>, String>>,
 ) -> Result<Tally, String> {
     let mut t = Tally::default();
     for _ in 0..n {
@@ -278,13 +289,45 @@ fn exact(
         t.inputs += 1;
         if let Some(again) = decode_again(&input) {
             t.accepted += 1;
-            let again = again.map_err(|e| e.to_string())?;
+            let again = again?;
             if again != input {
                 return Err(format!(
                     "{input:02x?} was accepted but encodes as {again:02x?}"
                 ));
             }
         }
+    }
+    Ok(t)
+}
+
+/// A search index's change entry: a put, an insert (fresh) or a delete.
+fn change_value(rng: &mut SeededRng) -> Change {
+    let kind = rng.below(3);
+    Change {
+        key: bytes(rng, 12),
+        value: (kind > 0).then(|| (rng.next_u64() as u16, bytes(rng, 16))),
+        fresh: kind == 2,
+    }
+}
+
+/// The change body (`strata-search`): exact, so an accepted input
+/// re-encodes to itself; a version other than 1 is refused.
+fn fuzz_change(rng: &mut SeededRng, n: u64) -> Result<Tally, String> {
+    let encode = |c: &Change| {
+        let mut out = Vec::new();
+        c.encode_body(&mut out)
+            .map(|()| out)
+            .map_err(|e| e.to_string())
+    };
+    let t = exact(
+        rng,
+        n,
+        |rng| encode(&change_value(rng)),
+        |b| Change::decode_body(1, b).ok().map(|c| encode(&c)),
+    )?;
+    let sample = encode(&change_value(rng))?;
+    if Change::decode_body(2, &sample).is_ok() {
+        return Err("a change body of version 2 was accepted".into());
     }
     Ok(t)
 }
