@@ -1,10 +1,10 @@
 //! Delivery: commit order, durability, checkpoints, consumers, trimming.
 
 use strata_engine::{Durability, Engine};
-use strata_outbox::{OutboxError, Position, Start};
+use strata_outbox::{Delivery, Outbox, OutboxError, Position, Start};
 use strata_store::StoreError;
 
-use crate::{OrderKey, ack_all, event, on_every_engine, orders, place, topic};
+use crate::{Event, OrderKey, ack_all, event, on_every_engine, orders, place, topic};
 
 #[test]
 fn entries_are_delivered_in_commit_order_with_their_data() {
@@ -174,16 +174,22 @@ fn the_checkpoint_passes_only_finished_entries_in_order() {
     });
 }
 
+/// Orders 1 to 40 placed for consumer `c`, held by `w`, all delivered once.
+fn forty_placed<E: Engine>(outbox: &Outbox<'_, E>) -> (strata_outbox::Lease, Vec<Delivery<Event>>) {
+    outbox.register("orders", "c", Start::Beginning).unwrap();
+    for id in 1..=40 {
+        place(outbox, id, None);
+    }
+    let lease = outbox.acquire("orders", "c", "w").unwrap();
+    let got = outbox.poll(&lease, &topic(), 40).unwrap();
+    assert_eq!(orders(&got), (1..=40).collect::<Vec<_>>());
+    (lease, got)
+}
+
 #[test]
 fn the_checkpoint_jumps_over_a_long_run_of_finished_entries_at_once() {
     on_every_engine!(Durability::Immediate, |store, outbox, _clock| {
-        outbox.register("orders", "c", Start::Beginning).unwrap();
-        for id in 1..=40 {
-            place(&outbox, id, None);
-        }
-        let lease = outbox.acquire("orders", "c", "w").unwrap();
-        let got = outbox.poll(&lease, &topic(), 40).unwrap();
-        assert_eq!(got.len(), 40);
+        let (lease, got) = forty_placed(&outbox);
         // 2..=30 finished out of order (29 entries), 31 and on owed.
         for d in got[1..30].iter().rev() {
             store
@@ -206,12 +212,7 @@ fn the_checkpoint_jumps_over_a_long_run_of_finished_entries_at_once() {
 #[test]
 fn a_poll_reads_past_a_page_of_finished_entries() {
     on_every_engine!(Durability::Immediate, |store, outbox, _clock| {
-        outbox.register("orders", "c", Start::Beginning).unwrap();
-        for id in 1..=40 {
-            place(&outbox, id, None);
-        }
-        let lease = outbox.acquire("orders", "c", "w").unwrap();
-        let got = outbox.poll(&lease, &topic(), 40).unwrap();
+        let (lease, got) = forty_placed(&outbox);
         // 2..=20 finished out of order; 1 still owed holds the checkpoint.
         for d in &got[1..20] {
             store
