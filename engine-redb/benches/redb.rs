@@ -248,12 +248,13 @@ criterion_group! {
 }
 
 /// Concurrent durable writers: commits per second for 1 to 16 writers.
-fn writers<E: Engine + Sync>(engine: &E, ks: Keyspace) {
-    let (value, mut first) = (vec![0xCD; 100], 1u64 << 40);
-    ab::writers(|n, each| {
+fn writers(engine: &RedbEngine, ks: Keyspace) {
+    let value = vec![0xCD; 100];
+    let commit = |n, each, first| {
         strata_engine_testkit::commit_in_parallel(engine, ks, n, each, first, &value);
-        first += n * each;
-    });
+    };
+    let g = || engine.group_stats();
+    ab::writers(commit, || (g().syncs, g().commits));
 }
 
 fn main() {

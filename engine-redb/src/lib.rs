@@ -60,14 +60,19 @@ use redb::{
     Database, ReadableDatabase, ReadableTable, ReadableTableMetadata, StorageBackend,
     TableDefinition,
 };
-use strata_engine::implement::{self, Op, Reads, Sequencer};
+use strata_engine::implement::{
+    self, GroupCommitter, GroupFailed, GroupResults, Op, Reads, Sequencer,
+};
 use strata_engine::{
     Backup, BackupInfo, CapabilityError, Commit, CommitError, CommitInfo, Compact, Durability,
-    Engine, EngineError, Keyspace, KeyspaceSpec, KeyspaceStats, Keyspaces, RangeSpec, ReadError,
-    Snapshot, Statistics,
+    Engine, EngineError, GroupStats, Keyspace, KeyspaceSpec, KeyspaceStats, Keyspaces, RangeSpec,
+    ReadError, Snapshot, Statistics,
 };
 
 pub use powerloss::PowerLossBackend;
+
+/// The most commits one group holds.
+const MAX_GROUP: usize = 256;
 
 const META: TableDefinition<'static, &str, u64> = TableDefinition::new("strata.meta");
 const VERSION: &str = "version";
@@ -99,6 +104,8 @@ pub struct RedbEngine {
     /// Serialises commits (as redb serialises write transactions anyway),
     /// so the next version needs no read of the meta table.
     seq: Sequencer,
+    /// Groups concurrent commits into one write transaction.
+    group: GroupCommitter,
 }
 
 impl std::fmt::Debug for RedbEngine {
@@ -203,7 +210,16 @@ impl RedbEngine {
             keyspaces,
             tables,
             seq: Sequencer::new(version),
+            group: GroupCommitter::new(MAX_GROUP),
         })
+    }
+
+    /// How many commit groups this engine wrote since it opened, and how
+    /// many commits they held (see [`Engine::commit_group`]): with
+    /// `Immediate` commits, `commits / groups` is the number of commits
+    /// per durable write.
+    pub fn group_stats(&self) -> GroupStats {
+        self.group.stats()
     }
 
     fn table_name(&self, ks: Keyspace) -> Option<&str> {
@@ -222,17 +238,11 @@ impl RedbEngine {
             .map_err(|e| CommitError::Backend(backend(redb::Error::from(e))))
     }
 
-    /// Applies resolved changes inside the write transaction and stores the
-    /// new version. Each table is opened once per commit, when first
+    /// Applies resolved changes inside the write transaction. Each table is opened once per commit, when first
     /// touched: opening one looks it up in redb's table tree, and dropping
     /// it writes its root back, so a commit of many rows would otherwise pay
     /// that for each row.
-    fn apply(
-        &self,
-        txn: &redb::WriteTransaction,
-        version: u64,
-        ops: &[Op],
-    ) -> Result<(), CommitError> {
+    fn apply(&self, txn: &redb::WriteTransaction, ops: &[Op]) -> Result<(), CommitError> {
         let io = |e: redb::StorageError| CommitError::Backend(backend(e));
         let mut open: Vec<Option<RedbTable<'_>>> = std::iter::repeat_with(|| None)
             .take(self.tables.len())
@@ -258,11 +268,90 @@ impl RedbEngine {
                 }
             }
         }
-        let mut meta = txn
-            .open_table(META)
-            .map_err(|e| CommitError::Backend(backend(redb::Error::from(e))))?;
-        meta.insert(VERSION, version).map_err(io)?;
         Ok(())
+    }
+
+    /// Writes a group of commits in one write transaction: each commit's
+    /// predicates read the transaction, so they see the group's earlier
+    /// commits; a commit refused by a predicate or an invalid mutation
+    /// writes nothing and fails alone; the version record is written once,
+    /// for the last commit; the transaction is durable when an applied
+    /// commit is `Immediate`. A failure while writing aborts the whole
+    /// transaction, so every commit of the group fails (none applied).
+    fn write_group(&self, commits: &[Commit]) -> GroupResults {
+        let n = commits.len();
+        let mut sequence = self.seq.begin();
+        let txn = match self.db.begin_write() {
+            Ok(txn) => txn,
+            Err(e) => {
+                let e = redb::Error::from(e);
+                return (0..n).map(|_| Err(GroupFailed::not_applied(&e))).collect();
+            }
+        };
+        let mut outcomes: Vec<Result<u64, CommitError>> = Vec::with_capacity(n);
+        let mut immediate = false;
+        for (i, commit) in commits.iter().enumerate() {
+            let version = sequence.version();
+            let checked = {
+                let mut reads = TxnReads {
+                    engine: self,
+                    txn: &txn,
+                };
+                implement::check_predicates(&commit.predicates, &mut reads)
+                    .and_then(|()| implement::resolve(version, &commit.mutations, &mut reads))
+            };
+            let written = match checked {
+                // A read failed: the transaction is suspect.
+                Err(e @ CommitError::Backend(_)) => Err(e),
+                // Refused; nothing of it was written.
+                Err(e) => {
+                    outcomes.push(Err(e));
+                    continue;
+                }
+                Ok(ops) => self.apply(&txn, &ops),
+            };
+            if let Err(e) = written {
+                // The transaction may hold part of this commit: abort it
+                // (dropped unused) and fail the whole group.
+                drop(txn);
+                return abandon(outcomes, i, e, n);
+            }
+            immediate |= commit.durability == Durability::Immediate;
+            outcomes.push(Ok(sequence.take()));
+        }
+        if sequence.taken() == 0 {
+            // Every commit was refused: nothing to write.
+            return infos(outcomes, false);
+        }
+        let finish = || -> Result<(), redb::Error> {
+            let mut txn = txn;
+            txn.set_durability(if immediate {
+                redb::Durability::Immediate
+            } else {
+                redb::Durability::None
+            })?;
+            {
+                let mut meta = txn.open_table(META)?;
+                meta.insert(VERSION, sequence.version() - 1)?;
+            }
+            txn.commit()?;
+            Ok(())
+        };
+        match finish() {
+            Ok(()) => {
+                sequence.publish(immediate);
+                if immediate {
+                    self.group.count_sync();
+                }
+                infos(outcomes, immediate)
+            }
+            // The commit of the transaction may or may not have reached
+            // storage: every applied commit's outcome is unknown.
+            Err(e) => outcomes
+                .into_iter()
+                .map(|r| r.and_then(|_| Err(GroupFailed::unknown(&e))))
+                .collect(),
+        }
     }
 
     /// `ks`'s table among those `open` in this commit, opened now if it is
@@ -283,6 +372,37 @@ impl RedbEngine {
         }
         slot.as_mut().ok_or(CommitError::UnknownKeyspace(ks))
     }
+}
+
+/// The results of a written group.
+fn infos(outcomes: Vec<Result<u64, CommitError>>, durable: bool) -> GroupResults {
+    outcomes
+        .into_iter()
+        .map(|r| r.map(|version| CommitInfo { version, durable }))
+        .collect()
+}
+
+/// The results of a group whose transaction was aborted when commit
+/// `failed` met `error`: that commit carries the error; the ones before it
+/// that were applied, and all after it, failed with the group (nothing of
+/// them is stored); those refused before keep their own error.
+fn abandon(
+    outcomes: Vec<Result<u64, CommitError>>,
+    failed: usize,
+    error: CommitError,
+    n: usize,
+) -> GroupResults {
+    let mut results: GroupResults = outcomes
+        .into_iter()
+        .map(|r| r.and_then(|_| Err(GroupFailed::not_applied(&error))))
+        .collect();
+    debug_assert_eq!(results.len(), failed);
+    let later: Vec<_> = (failed + 1..n)
+        .map(|_| Err(GroupFailed::not_applied(&error)))
+        .collect();
+    results.push(Err(error));
+    results.extend(later);
+    results
 }
 
 /// A keyspace's table, open in a write transaction.
@@ -334,30 +454,18 @@ impl Engine for RedbEngine {
 
     fn commit(&self, commit: Commit) -> Result<CommitInfo, CommitError> {
         self.keyspaces.check_commit(&commit)?;
-        let io = |e: redb::Error| CommitError::Backend(backend(e));
-        let sequence = self.seq.begin();
-        let mut txn = self.db.begin_write().map_err(|e| io(e.into()))?;
-        let immediate = commit.durability == Durability::Immediate;
-        txn.set_durability(if immediate {
-            redb::Durability::Immediate
-        } else {
-            redb::Durability::None
-        })
-        .map_err(|e| io(e.into()))?;
-        let version = sequence.version();
-        // On any error the transaction is dropped, which aborts it.
-        let ops = {
-            let mut reads = TxnReads {
-                engine: self,
-                txn: &txn,
-            };
-            implement::check_predicates(&commit.predicates, &mut reads)?;
-            implement::resolve(version, &commit.mutations, &mut reads)?
-        };
-        self.apply(&txn, version, &ops)?;
-        txn.commit()
-            .map_err(|e| CommitError::OutcomeUnknown(backend(e)))?;
-        Ok(sequence.committed(immediate))
+        // Groups are durable when written: nothing is left to sync.
+        self.group
+            .commit(commit, |g| self.write_group(&g), |_| Ok(self.seq.durable()))
+    }
+
+    fn commit_group(&self, commits: Vec<Commit>) -> Vec<Result<CommitInfo, CommitError>> {
+        self.group.commit_all(
+            &self.keyspaces,
+            commits,
+            |g| self.write_group(&g),
+            |_| Ok(self.seq.durable()),
+        )
     }
 
     fn sync(&self) -> Result<u64, EngineError> {

@@ -44,7 +44,7 @@
 //!
 //! | level | RocksDB | after a process kill | after a power loss |
 //! |---|---|---|---|
-//! | `Immediate` | WAL write with `sync = true` | kept | kept |
+//! | `Immediate` | WAL write, then a WAL sync shared with concurrent commits | kept | kept |
 //! | `Buffered` | WAL write without sync | kept (the WAL is in the OS's buffers) | a suffix may be lost |
 //! | `Buffered`, [`RocksOptions::manual_wal_flush`] | WAL record kept in the process until a sync | a suffix may be lost | a suffix may be lost |
 //! | `sync()` | `flush_wal(true)`: syncs the WAL | every earlier commit kept | every earlier commit kept |
@@ -68,12 +68,17 @@ use rocksdb::{
     BlockBasedOptions, Cache, ColumnFamily, ColumnFamilyDescriptor, DB, DBCompactionStyle,
     DBCompressionType, Options, ReadOptions, WriteBatch, WriteOptions,
 };
-use strata_engine::implement::{self, Op, Reads, Sequencer};
+use strata_engine::implement::{
+    self, GroupCommitter, GroupFailed, GroupResults, Op, Reads, Sequencer,
+};
 use strata_engine::{
-    Backup, BackupInfo, CapabilityError, Commit, CommitError, CommitInfo, Compact, Durability,
-    Engine, EngineError, Keyspace, KeyspaceSpec, KeyspaceStats, Keyspaces, Mutation, Profile,
+    Backup, BackupInfo, CapabilityError, Commit, CommitError, CommitInfo, Compact, Engine,
+    EngineError, GroupStats, Keyspace, KeyspaceSpec, KeyspaceStats, Keyspaces, Mutation, Profile,
     RangeSpec, ReadError, Snapshot, Statistics,
 };
+
+/// The most commits one group holds.
+const MAX_GROUP: usize = 256;
 
 const META: &str = "strata.meta";
 const VERSION: &[u8] = b"version";
@@ -111,6 +116,8 @@ pub struct RocksEngine {
     families: Vec<String>,
     /// Serialises commits and numbers them.
     seq: Sequencer,
+    /// Groups concurrent commits under one WAL sync.
+    group: GroupCommitter,
 }
 
 impl std::fmt::Debug for RocksEngine {
@@ -240,6 +247,7 @@ impl RocksEngine {
             keyspaces,
             families,
             seq: Sequencer::new(version),
+            group: GroupCommitter::new(MAX_GROUP),
         })
     }
 
@@ -251,6 +259,140 @@ impl RocksEngine {
 
     fn meta(&self) -> Result<&ColumnFamily, strata_engine::BackendError> {
         self.db.cf_handle(META).ok_or_else(|| missing(META))
+    }
+
+    /// The write batch of `commit` as `version`: predicates checked and
+    /// counters resolved against the latest state (which includes every
+    /// commit written before, those of the same group too), plus the
+    /// version record.
+    fn batch(&self, version: u64, commit: &Commit) -> Result<WriteBatch, CommitError> {
+        let mut reads = LatestReads { engine: self };
+        implement::check_predicates(&commit.predicates, &mut reads)?;
+        let mut batch = WriteBatch::default();
+        // Plain puts and deletes need no resolving: write them straight
+        // from the commit, without copying keys and values.
+        let plain = commit
+            .mutations
+            .iter()
+            .all(|m| matches!(m, Mutation::Put { .. } | Mutation::Delete { .. }));
+        let ops = if plain {
+            Vec::new()
+        } else {
+            implement::resolve(version, &commit.mutations, &mut reads)?
+        };
+        if plain {
+            for m in &commit.mutations {
+                match m {
+                    Mutation::Put { ks, key, value } => batch.put_cf(
+                        self.family(*ks).ok_or(CommitError::UnknownKeyspace(*ks))?,
+                        key,
+                        value,
+                    ),
+                    Mutation::Delete { ks, key } => batch.delete_cf(
+                        self.family(*ks).ok_or(CommitError::UnknownKeyspace(*ks))?,
+                        key,
+                    ),
+                    _ => {}
+                }
+            }
+        }
+        for (i, op) in ops.iter().enumerate() {
+            match op {
+                Op::Put(ks, k, v) => batch.put_cf(
+                    self.family(*ks).ok_or(CommitError::UnknownKeyspace(*ks))?,
+                    k,
+                    v,
+                ),
+                Op::Delete(ks, k) => batch.delete_cf(
+                    self.family(*ks).ok_or(CommitError::UnknownKeyspace(*ks))?,
+                    k,
+                ),
+                Op::DeleteRange(ks, range) => {
+                    let cf = self.family(*ks).ok_or(CommitError::UnknownKeyspace(*ks))?;
+                    let lower = rocks_bounds(range).0.unwrap_or_default();
+                    if let Some(upper) = reads.upper_bound(*ks, range, &ops[..i])?
+                        && lower < upper
+                    {
+                        batch.delete_range_cf(cf, lower, upper);
+                    }
+                }
+            }
+        }
+        batch.put_cf(
+            self.meta().map_err(CommitError::Backend)?,
+            VERSION,
+            version.to_be_bytes(),
+        );
+        Ok(batch)
+    }
+
+    /// Writes a group of commits in order, each as its own batch and WAL
+    /// record (not synced), so each commit's predicates see the earlier
+    /// ones; a commit refused by a predicate or an invalid mutation writes
+    /// nothing and fails alone. A failed write stops the group: that
+    /// commit's outcome is unknown, the later ones were not applied. The
+    /// applied commits return not durable: the group committer then syncs
+    /// the WAL once for the whole group ([`RocksEngine::sync_wal_through`]),
+    /// after handing the commit lock to the next group, whose writes go on
+    /// beside the sync.
+    fn write_group(&self, commits: &[Commit]) -> GroupResults {
+        let n = commits.len();
+        let mut sequence = self.seq.begin();
+        let mut outcomes: Vec<Result<u64, CommitError>> = Vec::with_capacity(n);
+        let wo = WriteOptions::default();
+        for (i, commit) in commits.iter().enumerate() {
+            let batch = match self.batch(sequence.version(), commit) {
+                Ok(batch) => batch,
+                Err(e) => {
+                    outcomes.push(Err(e));
+                    continue;
+                }
+            };
+            if let Err(e) = self.db.write_opt(batch, &wo) {
+                // RocksDB may have written the WAL record before failing:
+                // unknown. The rest is not attempted.
+                let e = backend(e);
+                let later: Vec<_> = (i + 1..n)
+                    .map(|_| Err(GroupFailed::not_applied(&e)))
+                    .collect();
+                outcomes.push(Err(CommitError::OutcomeUnknown(e)));
+                outcomes.extend(later);
+                break;
+            }
+            outcomes.push(Ok(sequence.take()));
+        }
+        if sequence.taken() > 0 {
+            sequence.publish(false);
+        }
+        outcomes
+            .into_iter()
+            .map(|r| {
+                r.map(|version| CommitInfo {
+                    version,
+                    durable: false,
+                })
+            })
+            .collect()
+    }
+
+    /// Makes every commit up to `version` durable with one WAL sync
+    /// (`flush_wal(true)`), shared with concurrent callers, without the
+    /// commit lock.
+    fn sync_wal_through(&self, version: u64) -> Result<u64, strata_engine::BackendError> {
+        self.seq
+            .sync_through(version, || {
+                self.group.count_sync();
+                self.db.flush_wal(true)
+            })
+            .map_err(backend)
+    }
+
+    /// How many commit groups this engine wrote since it opened, and how
+    /// many commits they held (see [`Engine::commit_group`]): with
+    /// `Immediate` commits, `commits / groups` is the number of commits
+    /// per WAL sync.
+    pub fn group_stats(&self) -> GroupStats {
+        self.group.stats()
     }
 
     /// A RocksDB integer property of a keyspace's column family.
@@ -369,73 +511,20 @@ impl Engine for RocksEngine {
 
     fn commit(&self, commit: Commit) -> Result<CommitInfo, CommitError> {
         self.keyspaces.check_commit(&commit)?;
-        let sequence = self.seq.begin();
-        let version = sequence.version();
-        let mut reads = LatestReads { engine: self };
-        implement::check_predicates(&commit.predicates, &mut reads)?;
-        let mut batch = WriteBatch::default();
-        // Plain puts and deletes need no resolving: write them straight
-        // from the commit, without copying keys and values.
-        let plain = commit
-            .mutations
-            .iter()
-            .all(|m| matches!(m, Mutation::Put { .. } | Mutation::Delete { .. }));
-        let ops = if plain {
-            Vec::new()
-        } else {
-            implement::resolve(version, &commit.mutations, &mut reads)?
-        };
-        if plain {
-            for m in &commit.mutations {
-                match m {
-                    Mutation::Put { ks, key, value } => batch.put_cf(
-                        self.family(*ks).ok_or(CommitError::UnknownKeyspace(*ks))?,
-                        key,
-                        value,
-                    ),
-                    Mutation::Delete { ks, key } => batch.delete_cf(
-                        self.family(*ks).ok_or(CommitError::UnknownKeyspace(*ks))?,
-                        key,
-                    ),
-                    _ => {}
-                }
-            }
-        }
-        for (i, op) in ops.iter().enumerate() {
-            match op {
-                Op::Put(ks, k, v) => batch.put_cf(
-                    self.family(*ks).ok_or(CommitError::UnknownKeyspace(*ks))?,
-                    k,
-                    v,
-                ),
-                Op::Delete(ks, k) => batch.delete_cf(
-                    self.family(*ks).ok_or(CommitError::UnknownKeyspace(*ks))?,
-                    k,
-                ),
-                Op::DeleteRange(ks, range) => {
-                    let cf = self.family(*ks).ok_or(CommitError::UnknownKeyspace(*ks))?;
-                    let lower = rocks_bounds(range).0.unwrap_or_default();
-                    if let Some(upper) = reads.upper_bound(*ks, range, &ops[..i])?
-                        && lower < upper
-                    {
-                        batch.delete_range_cf(cf, lower, upper);
-                    }
-                }
-            }
-        }
-        batch.put_cf(
-            self.meta().map_err(CommitError::Backend)?,
-            VERSION,
-            version.to_be_bytes(),
-        );
-        let immediate = commit.durability == Durability::Immediate;
-        let mut wo = WriteOptions::default();
-        wo.set_sync(immediate);
-        // RocksDB may have written the WAL record before failing: unknown.
-        self.db
-            .write_opt(batch, &wo)
-            .map_err(|e| CommitError::OutcomeUnknown(backend(e)))?;
-        Ok(sequence.committed(immediate))
+        self.group.commit(
+            commit,
+            |g| self.write_group(&g),
+            |v| self.sync_wal_through(v),
+        )
+    }
+
+    fn commit_group(&self, commits: Vec<Commit>) -> Vec<Result<CommitInfo, CommitError>> {
+        self.group.commit_all(
+            &self.keyspaces,
+            commits,
+            |g| self.write_group(&g),
+            |v| self.sync_wal_through(v),
+        )
     }
 
     fn sync(&self) -> Result<u64, EngineError> {

@@ -471,6 +471,11 @@ pub fn concurrent_commits<H: Harness>(mut h: H) {
         all_done.len(),
         "two commits got one version"
     );
+    assert_eq!(
+        versions,
+        (1..=u64::try_from(all_done.len()).expect("small")).collect::<Vec<_>>(),
+        "the applied commits take versions 1, 2, 3... with no gap (refused ones take none)"
+    );
     // Which commits must have failed, worked out from the rules above:
     // every `i % 6 == 5` one (its key of two commits before exists), and of the racers
     // for each slot all but the first to commit.
@@ -544,6 +549,179 @@ pub fn concurrent_commits<H: Harness>(mut h: H) {
         })
         .collect();
     assert_eq!(stamped, expected, "versionstamps in version order");
+}
+
+/// A group of commits ([`Engine::commit_group`]) behaves as its commits
+/// committed alone in order: each one's predicates see the earlier ones, a
+/// refused or invalid commit fails alone and takes no version, the applied
+/// ones take consecutive versions and are all durable when one of them is
+/// `Immediate`; the group survives a reopen.
+#[allow(clippy::too_many_lines)]
+pub fn commit_groups<H: Harness>(mut h: H) {
+    let e = h.open(&specs());
+    let (a, b) = (ks(&e, "a"), ks(&e, "b"));
+    let other = strata_engine::MemEngine::open(specs()).expect("other engine");
+    let theirs = ks(&other, "a");
+    assert_eq!(
+        commit(&e, Commit::new().put(a, b"x".to_vec(), b"1".to_vec())),
+        1
+    );
+    let placeholder = [&b"s/"[..], &[0xFF; 10]].concat();
+    let buffered = || Commit::new().durability(Durability::Buffered);
+    let results = e.commit_group(vec![
+        // 2
+        buffered().put(a, b"g1".to_vec(), b"a".to_vec()),
+        // refused: g1 exists since the commit before
+        buffered()
+            .require(Predicate::Absent {
+                ks: a,
+                key: b"g1".to_vec(),
+            })
+            .put(a, b"never".to_vec(), b"1".to_vec()),
+        // 3: sees g1
+        buffered()
+            .require(Predicate::ValueEquals {
+                ks: a,
+                key: b"g1".to_vec(),
+                value: Some(b"a".to_vec()),
+            })
+            .put(a, b"g2".to_vec(), b"b".to_vec())
+            .mutate(Mutation::Add {
+                ks: a,
+                key: b"n".to_vec(),
+                delta: 5,
+            }),
+        // invalid: x holds one byte, not a counter
+        buffered()
+            .put(a, b"never".to_vec(), b"2".to_vec())
+            .mutate(Mutation::Add {
+                ks: a,
+                key: b"x".to_vec(),
+                delta: 1,
+            }),
+        // refused: a handle of another engine
+        buffered().put(theirs, b"never".to_vec(), b"3".to_vec()),
+        // 4, durable: and so every commit of the group
+        Commit::new()
+            .durability(Durability::Immediate)
+            .mutate(Mutation::PutVersionstamped {
+                ks: b,
+                key: placeholder.clone(),
+                value: b"stamped".to_vec(),
+                at: StampAt::Key(2),
+            })
+            .mutate(Mutation::Add {
+                ks: a,
+                key: b"n".to_vec(),
+                delta: 2,
+            }),
+        // 5: sees g2, removes both
+        buffered()
+            .require(Predicate::Exists {
+                ks: a,
+                key: b"g2".to_vec(),
+            })
+            .mutate(Mutation::DeleteRange {
+                ks: a,
+                range: RangeSpec {
+                    start: Bound::Included(b"g1".to_vec()),
+                    end: Bound::Included(b"g2".to_vec()),
+                    reverse: false,
+                    limit: None,
+                },
+            }),
+    ]);
+    assert_eq!(results.len(), 7, "one result per commit");
+    let versions: Vec<Option<u64>> = results
+        .iter()
+        .map(|r| r.as_ref().ok().map(|i| i.version))
+        .collect();
+    assert_eq!(
+        versions,
+        [Some(2), None, Some(3), None, None, Some(4), Some(5)],
+        "consecutive versions for the applied commits only"
+    );
+    assert!(
+        matches!(&results[1], Err(CommitError::Conflict { index: 0, .. })),
+        "the second commit's predicate sees the first: {:?}",
+        results[1]
+    );
+    assert!(
+        matches!(
+            &results[3],
+            Err(CommitError::InvalidMutation {
+                index: 1,
+                reason: MutationError::CounterNotEight { len: 1 }
+            })
+        ),
+        "{:?}",
+        results[3]
+    );
+    assert!(
+        matches!(&results[4], Err(CommitError::UnknownKeyspace(k)) if *k == theirs),
+        "{:?}",
+        results[4]
+    );
+    for r in results.iter().flatten() {
+        assert!(
+            r.durable,
+            "a group with an Immediate commit is durable as a whole"
+        );
+    }
+    assert_eq!(e.last_version(), 5);
+    assert!(
+        e.durable_version() >= 5,
+        "durable_version behind a durable group"
+    );
+    let expect_a = vec![
+        (b"n".to_vec(), 7i64.to_le_bytes().to_vec()),
+        (b"x".to_vec(), b"1".to_vec()),
+    ];
+    let expect_b = vec![(
+        [&b"s/"[..], &4u64.to_be_bytes(), &0u16.to_be_bytes()].concat(),
+        b"stamped".to_vec(),
+    )];
+    assert_eq!(all(&e, a), expect_a, "refused commits wrote nothing");
+    assert_eq!(
+        all(&e, b),
+        expect_b,
+        "the stamp carries the commit's own version"
+    );
+    // A group whose commits are all refused takes no version; an empty
+    // group does nothing.
+    let refused = e.commit_group(vec![buffered().require(Predicate::Absent {
+        ks: a,
+        key: b"x".to_vec(),
+    })]);
+    assert!(matches!(
+        refused.as_slice(),
+        [Err(CommitError::Conflict { index: 0, .. })]
+    ));
+    assert!(e.commit_group(Vec::new()).is_empty());
+    assert_eq!(e.last_version(), 5);
+    // A buffered group, then a reopen: everything committed is there.
+    let results = e.commit_group(vec![
+        buffered().put(a, b"y".to_vec(), b"6".to_vec()),
+        buffered().put(a, b"z".to_vec(), b"7".to_vec()),
+    ]);
+    let versions: Vec<u64> = results
+        .into_iter()
+        .map(|r| r.expect("buffered group").version)
+        .collect();
+    assert_eq!(versions, [6, 7]);
+    let e = h.reopen(e);
+    let a = ks(&e, "a");
+    let mut expect_a = expect_a;
+    expect_a.extend([
+        (b"y".to_vec(), b"6".to_vec()),
+        (b"z".to_vec(), b"7".to_vec()),
+    ]);
+    assert_eq!(all(&e, a), expect_a, "the groups after a reopen");
+    assert_eq!(e.last_version(), 7);
+    assert_eq!(
+        commit(&e, Commit::new().put(a, b"w".to_vec(), b"8".to_vec())),
+        8
+    );
 }
 
 /// Every predicate kind passes and fails as specified; a failing one
@@ -900,37 +1078,67 @@ pub fn keyspaces_across_reopen<H: Harness>(mut h: H) {
 
 /// The crash contract, over many seeds: after a crash the state is the
 /// state after some commit at or after the last one acknowledged durable.
+/// Some commits go in groups ([`Engine::commit_group`]): a crash loses a
+/// suffix of the commits, never a hole, group boundaries or not.
 pub fn crash_contract<H: Harness>(mut h: H) {
     for seed in 0..40u64 {
         let mut rng = SeededRng::new(seed);
         let e = h.open(&specs());
         let a = ks(&e, "a");
-        // States after each commit, by version.
+        // States after each commit, by version, from the model.
+        let mut model = crate::Model::new(2);
         let mut states: Vec<(u64, Vec<(Vec<u8>, Vec<u8>)>)> = vec![(0, Vec::new())];
         let mut last_durable = 0;
-        for i in 0..(5 + rng.below(20)) {
-            let durability = if rng.chance(0.3) {
-                Durability::Immediate
+        let mut i = 0;
+        while i < 5 + rng.below(20) {
+            let group = if rng.chance(0.25) {
+                2 + rng.below(3)
             } else {
-                Durability::Buffered
+                1
             };
-            let mut c = Commit::new().durability(durability);
-            for j in 0..=rng.below(4) {
-                let key = format!("k{}", rng.below(8)).into_bytes();
-                c = if rng.chance(0.2) {
-                    c.delete(a, key)
+            let mut commits = Vec::new();
+            for _ in 0..group {
+                let durability = if rng.chance(0.3) {
+                    Durability::Immediate
                 } else {
-                    c.put(a, key, format!("{i}.{j}").into_bytes())
+                    Durability::Buffered
                 };
+                let mut c = Commit::new().durability(durability);
+                for j in 0..=rng.below(4) {
+                    let key = format!("k{}", rng.below(8)).into_bytes();
+                    c = if rng.chance(0.2) {
+                        c.delete(a, key)
+                    } else {
+                        c.put(a, key, format!("{i}.{j}").into_bytes())
+                    };
+                }
+                commits.push(c);
+                i += 1;
             }
-            let info = e.commit(c).expect("commit");
-            if info.durable {
-                last_durable = info.version;
+            let infos = if group == 1 {
+                vec![e.commit(commits[0].clone()).expect("commit")]
+            } else {
+                e.commit_group(commits.clone())
+                    .into_iter()
+                    .map(|r| r.expect("group commit"))
+                    .collect()
+            };
+            for (c, info) in commits.iter().zip(&infos) {
+                let version = model.commit(c).expect("the model accepts");
+                assert_eq!(info.version, version, "seed {seed}: versions by commit");
+                if info.durable {
+                    last_durable = info.version;
+                }
+                states.push((info.version, model.range(0, &RangeSpec::all())));
             }
+            assert_eq!(
+                all(&e, a),
+                model.range(0, &RangeSpec::all()),
+                "seed {seed}: the state after a commit"
+            );
             if rng.chance(0.1) {
                 last_durable = e.sync().expect("sync");
             }
-            states.push((info.version, all(&e, a)));
         }
         let Some(e) = h.crash(e, &mut rng) else {
             eprintln!(

@@ -401,6 +401,24 @@ pub trait Engine: Send + Sync {
     /// See [`CommitError`].
     fn commit(&self, commit: Commit) -> Result<CommitInfo, CommitError>;
 
+    /// Applies several independent commits as one group, in order, and
+    /// returns one result per commit. Each is atomic on its own and behaves
+    /// exactly as if committed alone in this order: its predicates see the
+    /// group's earlier commits, a commit that fails fails alone (the others
+    /// still apply), and the applied ones take consecutive versions. What a
+    /// group adds is cost: an engine writes the group at once and makes it
+    /// durable with one sync when any member is `Immediate` (the other
+    /// members then return durable too). Engines that group concurrent
+    /// [`Engine::commit`] calls write those groups the same way.
+    ///
+    /// After a crash, the group obeys the crash contract commit by commit:
+    /// a suffix of it may be lost, never a hole.
+    ///
+    /// The default commits one by one.
+    fn commit_group(&self, commits: Vec<Commit>) -> Vec<Result<CommitInfo, CommitError>> {
+        commits.into_iter().map(|c| self.commit(c)).collect()
+    }
+
     /// Makes every earlier commit durable; returns the durable version.
     ///
     /// # Errors
@@ -437,6 +455,10 @@ impl<E: Engine + ?Sized> Engine for &E {
 
     fn commit(&self, commit: Commit) -> Result<CommitInfo, CommitError> {
         (**self).commit(commit)
+    }
+
+    fn commit_group(&self, commits: Vec<Commit>) -> Vec<Result<CommitInfo, CommitError>> {
+        (**self).commit_group(commits)
     }
 
     fn sync(&self) -> Result<u64, EngineError> {

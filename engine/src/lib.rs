@@ -39,6 +39,7 @@
 mod capability;
 mod contract;
 mod error;
+mod group;
 mod inject;
 mod keyspace;
 mod mem;
@@ -55,6 +56,7 @@ pub use crate::contract::{
 pub use crate::error::{
     BackendError, CommitError, EngineError, Error, MutationError, PredicateError, ReadError, Result,
 };
+pub use crate::group::GroupStats;
 pub use crate::inject::{Clock, ManualClock, Rng, SeededRng, SystemClock, SystemRng};
 pub use crate::keyspace::{Keyspace, KeyspaceSpec, Keyspaces, Profile};
 #[cfg(feature = "planted-bugs")]
@@ -66,6 +68,7 @@ pub use crate::mem::{MemEngine, MemImage, MemRange, MemSnapshot};
 /// and the version bookkeeping of engines that number their own commits.
 /// An application never needs these.
 pub mod implement {
+    pub use crate::group::{GroupCommitter, GroupFailed, GroupResults};
     pub use crate::resolve::{Op, Reads, check_predicates, read_through, resolve};
     pub use crate::sequence::{Sequence, Sequencer};
 }

@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use crate::capability::{Backup, BackupInfo, CapabilityError, Compact, KeyspaceStats, Statistics};
 use crate::contract::{Commit, CommitInfo, Durability, Engine, RangeSpec, Snapshot};
 use crate::error::{CommitError, EngineError, ReadError};
+use crate::group::{GroupCommitter, GroupResults, GroupStats};
 use crate::inject::Rng;
 use crate::keyspace::{Keyspace, KeyspaceSpec, Keyspaces};
 use crate::resolve::{self, Reads};
@@ -14,6 +15,9 @@ use crate::sequence::Sequencer;
 
 mod planted;
 use planted::Overlaid;
+
+/// The most commits one group holds.
+const MAX_GROUP: usize = 256;
 #[cfg(feature = "planted-bugs")]
 pub use planted::PlantedBug;
 
@@ -107,6 +111,8 @@ pub struct MemEngine {
     /// Numbers commits and tracks the durable version; taken before
     /// `state`'s lock.
     seq: Sequencer,
+    /// Groups concurrent commits.
+    group: GroupCommitter,
     state: RwLock<State>,
     /// Versions of live snapshots, with counts.
     live: Mutex<BTreeMap<u64, usize>>,
@@ -154,6 +160,7 @@ impl MemEngine {
         Ok(Self {
             keyspaces,
             seq: Sequencer::new(image.version),
+            group: GroupCommitter::new(MAX_GROUP),
             state: RwLock::new(State {
                 maps,
                 version: image.version,
@@ -227,6 +234,14 @@ impl MemEngine {
         version
     }
 
+    /// How many commit groups this engine wrote since it opened, and how
+    /// many commits they held (see [`Engine::commit_group`]): with
+    /// `Immediate` commits, `commits / groups` is the number of commits
+    /// per durable write.
+    pub fn group_stats(&self) -> GroupStats {
+        self.group.stats()
+    }
+
     /// Number of commits not yet durable.
     pub fn pending_commits(&self) -> usize {
         self.read().pending.len()
@@ -243,6 +258,125 @@ impl MemEngine {
             .flat_map(BTreeMap::values)
             .map(Vec::len)
             .sum()
+    }
+
+    /// Writes a group of commits in order, each applied or refused alone,
+    /// and syncs once if an applied one is `Immediate`.
+    fn write_group(&self, commits: Vec<Commit>) -> GroupResults {
+        let mut sequence = self.seq.begin();
+        let mut state = self.write();
+        let mut immediate = false;
+        let gap = commits.len() > 1 && self.planted("group-refused-takes-version");
+        let outcomes: Vec<Result<u64, CommitError>> = commits
+            .into_iter()
+            .map(|commit| {
+                let version = sequence.version();
+                let durability = commit.durability;
+                if let Err(e) = self.apply_one(&mut state, version, commit) {
+                    if gap && matches!(e, CommitError::Conflict { .. }) {
+                        sequence.take();
+                    }
+                    return Err(e);
+                }
+                immediate |= durability == Durability::Immediate;
+                Ok(sequence.take())
+            })
+            .collect();
+        let durable = immediate && !self.planted("immediate-not-durable");
+        if durable {
+            sync_state(&mut state);
+            self.group.count_sync();
+        }
+        if sequence.taken() > 0 {
+            sequence.publish(durable);
+        }
+        outcomes
+            .into_iter()
+            .map(|r| r.map(|version| CommitInfo { version, durable }))
+            .collect()
+    }
+
+    /// Checks and applies one commit as `version`, or nothing.
+    fn apply_one(
+        &self,
+        state: &mut State,
+        version: u64,
+        commit: Commit,
+    ) -> Result<(), CommitError> {
+        let Commit {
+            predicates,
+            mutations,
+            durability: _,
+        } = commit;
+        let late = self.planted("predicate-after-mutations");
+        let resolved = {
+            let mut reads = StateReads { state };
+            if !late {
+                resolve::check_predicates(&predicates, &mut reads)?;
+            }
+            let ops = resolve::resolve(version, &mutations, &mut reads)?;
+            if late {
+                let mut overlaid = Overlaid {
+                    base: StateReads { state },
+                    ops: &ops,
+                };
+                resolve::check_predicates(&predicates, &mut overlaid)?;
+            }
+            ops
+        };
+        let ops: Vec<Op> = resolved
+            .into_iter()
+            .map(|op| match op {
+                resolve::Op::Put(ks, k, v) => Op::Put(ks.index(), k, Value::from(v)),
+                resolve::Op::Delete(ks, k) => Op::Delete(ks.index(), k),
+                resolve::Op::DeleteRange(ks, r) => Op::DeleteRange(ks.index(), r),
+            })
+            .collect();
+        let min_live = self.min_live(version);
+        let keep_start = self.planted("delete-range-keeps-start");
+        for op in &ops {
+            let (ks, keys): (usize, Vec<Vec<u8>>) = match op {
+                Op::Put(ks, k, v) => {
+                    let versions = state.maps[*ks].entry(k.clone()).or_default();
+                    versions.push((version, Some(v.clone())));
+                    prune(versions, min_live);
+                    continue;
+                }
+                Op::Delete(ks, k) => (*ks, vec![k.clone()]),
+                Op::DeleteRange(ks, r) => {
+                    let map = &state.maps[*ks];
+                    let mut keys: Vec<Vec<u8>> = within(map, &r.start, &r.end)
+                        .map(|(k, _)| k.clone())
+                        .collect();
+                    if keep_start
+                        && let Some(i) = keys.iter().position(|k| {
+                            map.get(k)
+                                .is_some_and(|v| visible(v, state.version).is_some())
+                        })
+                    {
+                        keys.remove(i);
+                    }
+                    (*ks, keys)
+                }
+            };
+            let map = &mut state.maps[ks];
+            for k in keys {
+                let Some(versions) = map.get_mut(&k) else {
+                    continue;
+                };
+                if versions.last().is_some_and(|(_, v)| v.is_some()) {
+                    versions.push((version, None));
+                }
+                prune(versions, min_live);
+                // A lone deletion no live snapshot predates: drop the key.
+                if matches!(versions.as_slice(), [(v, None)] if *v <= min_live) {
+                    map.remove(&k);
+                }
+            }
+        }
+        state.version = version;
+        state.pending.push((version, ops));
+        Ok(())
     }
 
     fn read(&self) -> std::sync::RwLockReadGuard<'_, State> {
@@ -358,87 +492,18 @@ impl Engine for MemEngine {
 
     fn commit(&self, commit: Commit) -> Result<CommitInfo, CommitError> {
         self.keyspaces.check_commit(&commit)?;
-        let Commit {
-            predicates,
-            mutations,
-            durability,
-        } = commit;
-        let sequence = self.seq.begin();
-        let mut state = self.write();
-        let late = self.planted("predicate-after-mutations");
-        let version = sequence.version();
-        let resolved = {
-            let mut reads = StateReads { state: &state };
-            if !late {
-                resolve::check_predicates(&predicates, &mut reads)?;
-            }
-            let ops = resolve::resolve(version, &mutations, &mut reads)?;
-            if late {
-                let mut overlaid = Overlaid {
-                    base: StateReads { state: &state },
-                    ops: &ops,
-                };
-                resolve::check_predicates(&predicates, &mut overlaid)?;
-            }
-            ops
-        };
-        let ops: Vec<Op> = resolved
-            .into_iter()
-            .map(|op| match op {
-                resolve::Op::Put(ks, k, v) => Op::Put(ks.index(), k, Value::from(v)),
-                resolve::Op::Delete(ks, k) => Op::Delete(ks.index(), k),
-                resolve::Op::DeleteRange(ks, r) => Op::DeleteRange(ks.index(), r),
-            })
-            .collect();
-        let min_live = self.min_live(version);
-        let keep_start = self.planted("delete-range-keeps-start");
-        for op in &ops {
-            let (ks, keys): (usize, Vec<Vec<u8>>) = match op {
-                Op::Put(ks, k, v) => {
-                    let versions = state.maps[*ks].entry(k.clone()).or_default();
-                    versions.push((version, Some(v.clone())));
-                    prune(versions, min_live);
-                    continue;
-                }
-                Op::Delete(ks, k) => (*ks, vec![k.clone()]),
-                Op::DeleteRange(ks, r) => {
-                    let map = &state.maps[*ks];
-                    let mut keys: Vec<Vec<u8>> = within(map, &r.start, &r.end)
-                        .map(|(k, _)| k.clone())
-                        .collect();
-                    if keep_start
-                        && let Some(i) = keys.iter().position(|k| {
-                            map.get(k)
-                                .is_some_and(|v| visible(v, state.version).is_some())
-                        })
-                    {
-                        keys.remove(i);
-                    }
-                    (*ks, keys)
-                }
-            };
-            let map = &mut state.maps[ks];
-            for k in keys {
-                let Some(versions) = map.get_mut(&k) else {
-                    continue;
-                };
-                if versions.last().is_some_and(|(_, v)| v.is_some()) {
-                    versions.push((version, None));
-                }
-                prune(versions, min_live);
-                // A lone deletion no live snapshot predates: drop the key.
-                if matches!(versions.as_slice(), [(v, None)] if *v <= min_live) {
-                    map.remove(&k);
-                }
-            }
-        }
-        state.version = version;
-        state.pending.push((version, ops));
-        let durable = durability == Durability::Immediate && !self.planted("immediate-not-durable");
-        if durable {
-            sync_state(&mut state);
-        }
-        Ok(sequence.committed(durable))
+        // Groups are durable when written: nothing is left to sync.
+        self.group
+            .commit(commit, |g| self.write_group(g), |_| Ok(self.seq.durable()))
+    }
+
+    fn commit_group(&self, commits: Vec<Commit>) -> Vec<Result<CommitInfo, CommitError>> {
+        self.group.commit_all(
+            &self.keyspaces,
+            commits,
+            |g| self.write_group(g),
+            |_| Ok(self.seq.durable()),
+        )
     }
 
     fn sync(&self) -> Result<u64, EngineError> {

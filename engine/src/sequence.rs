@@ -1,7 +1,7 @@
 //! Commit versions for engines that number their own commits.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
 
 use crate::contract::CommitInfo;
 
@@ -33,14 +33,20 @@ pub struct Sequencer {
     lock: Mutex<u64>,
     last: AtomicU64,
     durable: AtomicU64,
+    /// A [`Sequencer::sync_through`] is in flight.
+    syncing: Mutex<bool>,
+    synced: Condvar,
 }
 
-/// A commit in progress: holds the commit lock until it is dropped (the
-/// commit then took no version) or [`Sequence::committed`].
+/// A commit (or a group of commits) in progress: holds the commit lock
+/// until it is dropped (the versions it took are then given back) or
+/// published by [`Sequence::committed`] or [`Sequence::publish`].
 #[derive(Debug)]
 pub struct Sequence<'s> {
     seq: &'s Sequencer,
     guard: MutexGuard<'s, u64>,
+    /// Versions taken by the commits of this group so far.
+    taken: u64,
 }
 
 impl Sequencer {
@@ -51,6 +57,8 @@ impl Sequencer {
             lock: Mutex::new(recovered),
             last: AtomicU64::new(recovered),
             durable: AtomicU64::new(recovered),
+            syncing: Mutex::new(false),
+            synced: Condvar::new(),
         }
     }
 
@@ -59,6 +67,7 @@ impl Sequencer {
         Sequence {
             seq: self,
             guard: self.lock.lock().unwrap_or_else(PoisonError::into_inner),
+            taken: 0,
         }
     }
 
@@ -84,6 +93,48 @@ impl Sequencer {
         Ok(self.durable())
     }
 
+    /// Makes `version` durable without holding the commit lock, so commits
+    /// go on while it syncs, for engines whose sync can run beside writes
+    /// (RocksDB's WAL sync). Concurrent callers share syncs: one runs
+    /// `make_durable` at a time, covering every commit published before it
+    /// started; the others wait for it and return at once if it covered
+    /// them, or run the next one. Returns the durable version.
+    ///
+    /// `make_durable` must make durable every commit published (by
+    /// [`Sequence::publish`]) before it is called.
+    ///
+    /// # Errors
+    /// `make_durable`'s error; the durable version is then unchanged.
+    pub fn sync_through<E>(
+        &self,
+        version: u64,
+        make_durable: impl FnOnce() -> Result<(), E>,
+    ) -> Result<u64, E> {
+        let mut syncing = self.syncing.lock().unwrap_or_else(PoisonError::into_inner);
+        loop {
+            if self.durable() >= version {
+                return Ok(self.durable());
+            }
+            if !*syncing {
+                break;
+            }
+            syncing = self
+                .synced
+                .wait(syncing)
+                .unwrap_or_else(PoisonError::into_inner);
+        }
+        *syncing = true;
+        drop(syncing);
+        let target = self.last();
+        let result = make_durable();
+        if result.is_ok() {
+            self.durable.fetch_max(target, Ordering::SeqCst);
+        }
+        *self.syncing.lock().unwrap_or_else(PoisonError::into_inner) = false;
+        self.synced.notify_all();
+        result.map(|()| self.durable())
+    }
+
     /// Records that every version up to `version` is durable (an engine
     /// that learns it some other way).
     pub fn mark_durable(&self, version: u64) {
@@ -92,20 +143,42 @@ impl Sequencer {
 }
 
 impl Sequence<'_> {
-    /// The version this commit gets.
+    /// The version the next commit of this sequence gets.
     pub fn version(&self) -> u64 {
-        *self.guard + 1
+        *self.guard + self.taken + 1
+    }
+
+    /// The next commit of a group was applied: it takes [`Sequence::version`],
+    /// returned. Nothing is visible to [`Sequencer::last`] before
+    /// [`Sequence::publish`].
+    pub fn take(&mut self) -> u64 {
+        self.taken += 1;
+        *self.guard + self.taken
+    }
+
+    /// The number of versions taken so far.
+    pub fn taken(&self) -> u64 {
+        self.taken
+    }
+
+    /// The commits taken were applied (and are durable when `durable`):
+    /// publishes their versions, releases the lock and returns the last
+    /// committed version.
+    pub fn publish(mut self, durable: bool) -> u64 {
+        let last = *self.guard + self.taken;
+        *self.guard = last;
+        self.seq.last.store(last, Ordering::SeqCst);
+        if durable {
+            self.seq.durable.fetch_max(last, Ordering::SeqCst);
+        }
+        last
     }
 
     /// The commit was applied (and is durable when `durable`): takes its
     /// version and releases the lock.
     pub fn committed(mut self, durable: bool) -> CommitInfo {
-        let version = *self.guard + 1;
-        *self.guard = version;
-        self.seq.last.store(version, Ordering::SeqCst);
-        if durable {
-            self.seq.durable.fetch_max(version, Ordering::SeqCst);
-        }
+        let version = self.take();
+        self.publish(durable);
         CommitInfo { version, durable }
     }
 }
@@ -155,5 +228,71 @@ mod tests {
         });
         got.sort_unstable();
         assert_eq!(got, (1..=400).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn sync_through_covers_what_was_published_before_it_and_shares_syncs() {
+        let seq = Sequencer::new(0);
+        for _ in 0..3 {
+            seq.begin().committed(false);
+        }
+        let calls = std::sync::atomic::AtomicU64::new(0);
+        let count = || {
+            calls.fetch_add(1, Ordering::SeqCst);
+            Ok::<(), ()>(())
+        };
+        assert_eq!(
+            seq.sync_through(2, count),
+            Ok(3),
+            "covers every published commit"
+        );
+        assert_eq!(
+            seq.sync_through(3, count),
+            Ok(3),
+            "already durable: no sync"
+        );
+        assert_eq!(calls.load(Ordering::SeqCst), 1);
+        seq.begin().committed(false);
+        assert_eq!(seq.sync_through(4, || Err::<(), _>("disk")), Err("disk"));
+        assert_eq!(seq.durable(), 3, "a failed sync changes nothing");
+        // Threads asking at once: each returns durable at or above what it
+        // asked, with fewer syncs than callers or at most one each.
+        for _ in 0..5 {
+            seq.begin().committed(false);
+        }
+        std::thread::scope(|s| {
+            for v in 4..=9u64 {
+                let (seq, count) = (&seq, &count);
+                s.spawn(move || {
+                    let got = seq.sync_through(v, count).unwrap();
+                    assert!(got >= v);
+                });
+            }
+        });
+        assert!(calls.load(Ordering::SeqCst) <= 7);
+        assert_eq!(seq.durable(), 9);
+    }
+
+    #[test]
+    fn a_group_takes_consecutive_versions_and_publishes_them_at_once() {
+        let seq = Sequencer::new(10);
+        let mut s = seq.begin();
+        assert_eq!(s.version(), 11);
+        assert_eq!(s.take(), 11);
+        assert_eq!(s.version(), 12, "a refused member takes nothing");
+        assert_eq!(s.take(), 12);
+        assert_eq!(s.taken(), 2);
+        assert_eq!(seq.last(), 10, "nothing visible before publishing");
+        assert_eq!(s.publish(true), 12);
+        assert_eq!((seq.last(), seq.durable()), (12, 12));
+        let mut s = seq.begin();
+        assert_eq!(s.take(), 13);
+        drop(s);
+        assert_eq!(seq.last(), 12, "an abandoned group gives its versions back");
+        assert_eq!(seq.begin().version(), 13);
+        let mut s = seq.begin();
+        s.take();
+        assert_eq!(s.publish(false), 13);
+        assert_eq!((seq.last(), seq.durable()), (13, 12));
     }
 }

@@ -2,6 +2,7 @@
 //! mutations and reading, through crashes, restarts and syncs. Its oracle
 //! is in [`crate::engine_oracle`].
 
+use std::fmt::Write as _;
 use std::ops::Bound;
 
 use strata_engine::{
@@ -285,6 +286,162 @@ impl Run {
         }
     }
 
+    /// Several clients' commits in one group ([`Engine::commit_group`]):
+    /// each must fare exactly as if committed alone in order (versions,
+    /// refusals, effects), a durable group is durable as a whole, and a
+    /// group that fails fails as a whole: all of its accepted commits
+    /// applied or none.
+    pub(crate) fn group<E: Target>(
+        &mut self,
+        e: &FaultyEngine<E>,
+        step: usize,
+    ) -> Result<(), Violation> {
+        let n = 2 + usize::try_from(self.rng.below(4)).unwrap_or(0);
+        let members: Vec<(usize, Commit)> = (0..n)
+            .map(|_| {
+                let client =
+                    usize::try_from(self.rng.below(self.clients.len() as u64)).unwrap_or(0);
+                (client, self.random_commit(client))
+            })
+            .collect();
+        let commits: Vec<Commit> = members.iter().map(|(_, c)| c.clone()).collect();
+        // The model's verdict on each, in order, and its state after each.
+        let mut next = self.model.clone();
+        let wants: Vec<(Result<u64, ModelError>, Model)> = commits
+            .iter()
+            .map(|c| (next.commit(c), next.clone()))
+            .collect();
+        let got = e.commit_group(commits.clone());
+        self.checks += 1;
+        if got.len() != n {
+            return Err(fail(
+                step,
+                format!("a group of {n} commits returned {} results", got.len()),
+            ));
+        }
+        let failed = got.iter().any(|r| {
+            matches!(
+                r,
+                Err(CommitError::Backend(_) | CommitError::OutcomeUnknown(_))
+            )
+        });
+        if failed {
+            return self.group_failed(e, step, &got, &wants);
+        }
+        let mut line = format!("group of {n}:");
+        for (((client, c), (want, after)), got) in members.iter().zip(&wants).zip(got) {
+            match (want, got) {
+                (Ok(v), Ok(info)) => {
+                    let _ = write!(line, " c{client}=v{}", info.version);
+                    if info.version != *v {
+                        return Err(fail(
+                            step,
+                            format!(
+                                "a group commit got version {}, the model's next is {v}: a group numbers its applied commits consecutively",
+                                info.version
+                            ),
+                        ));
+                    }
+                    self.model = after.clone();
+                    self.history.push(after.clone());
+                    self.commits += 1;
+                    self.acknowledged(c.durability, info, step)?;
+                }
+                (Err(w), Err(g)) => {
+                    let _ = write!(line, " c{client}=refused");
+                    if ModelError::of(&g).as_ref() != Some(w) {
+                        return Err(fail(
+                            step,
+                            format!("a group commit was refused with {g}, the model says {w:?}"),
+                        ));
+                    }
+                }
+                (Err(w), Ok(info)) => {
+                    return Err(fail(
+                        step,
+                        format!(
+                            "a group applied a commit as v{} that the model refuses: {w:?}",
+                            info.version
+                        ),
+                    ));
+                }
+                (Ok(_), Err(g)) => {
+                    return Err(fail(
+                        step,
+                        format!("a group refused a commit the model accepts: {g}"),
+                    ));
+                }
+            }
+        }
+        self.trace.event(step, line);
+        self.check_state(e, step, "after group")
+    }
+
+    /// A group whose write failed: its refusals must be the model's, and
+    /// of its accepted commits either all were applied or none.
+    fn group_failed<E: Target>(
+        &mut self,
+        e: &FaultyEngine<E>,
+        step: usize,
+        got: &[Result<strata_engine::CommitInfo, CommitError>],
+        wants: &[(Result<u64, ModelError>, Model)],
+    ) -> Result<(), Violation> {
+        for (g, (w, _)) in got.iter().zip(wants) {
+            match g {
+                Ok(info) => {
+                    return Err(fail(
+                        step,
+                        format!("a failed group still acknowledged v{}", info.version),
+                    ));
+                }
+                Err(CommitError::Backend(_) | CommitError::OutcomeUnknown(_)) => {}
+                Err(g) => {
+                    if ModelError::of(g).as_ref() != w.as_ref().err() {
+                        return Err(fail(
+                            step,
+                            format!("a group commit was refused with {g}, the model says {w:?}"),
+                        ));
+                    }
+                }
+            }
+        }
+        let accepted: Vec<&Model> = wants
+            .iter()
+            .filter(|(w, _)| w.is_ok())
+            .map(|(_, m)| m)
+            .collect();
+        let applied = e.last_version().saturating_sub(self.model.version);
+        let all_unknown_or_refused = got
+            .iter()
+            .all(|g| !matches!(g, Err(CommitError::Backend(_))));
+        self.trace.event(
+            step,
+            format!(
+                "group of {} failed; {applied} of its {} accepted commits applied",
+                got.len(),
+                accepted.len()
+            ),
+        );
+        if applied == 0 {
+            return self.check_state(e, step, "after failed group");
+        }
+        if applied != accepted.len() as u64 || !all_unknown_or_refused {
+            return Err(fail(
+                step,
+                format!(
+                    "a failed group applied {applied} of its {} accepted commits: all or none",
+                    accepted.len()
+                ),
+            ));
+        }
+        for m in accepted {
+            self.model = m.clone();
+            self.history.push(m.clone());
+            self.commits += 1;
+        }
+        self.check_state(e, step, "after failed group")
+    }
+
     fn read<E: Target>(
         &mut self,
         e: &FaultyEngine<E>,
@@ -499,7 +656,8 @@ pub fn run_seed_on<E: Target>(options: &RunOptions) -> SeedReport {
         } else {
             run.clock.advance(run.rng.below(50));
             match roll {
-                0..=499 => run.commit(&e, step, client),
+                0..=439 => run.commit(&e, step, client),
+                440..=499 => run.group(&e, step),
                 500..=849 => run.read(&e, step, client),
                 850..=899 => run.isolation(&e, step),
                 900..=969 => run.sync(&e, step),

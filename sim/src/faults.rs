@@ -348,6 +348,53 @@ impl<E: Restart> Engine for FaultyEngine<E> {
         self.inner.commit(commit)
     }
 
+    /// A group fails as a whole: before anything is written, or (an
+    /// unknown outcome) either before anything is written or after its
+    /// commits were applied and only a prefix of the pending commits made
+    /// durable, as a durable write cut short leaves it. A commit the
+    /// engine refused keeps its refusal.
+    fn commit_group(&self, commits: Vec<Commit>) -> Vec<Result<CommitInfo, CommitError>> {
+        let n = commits.len();
+        let all = |class: FaultClass, unknown: bool| {
+            (0..n)
+                .map(|_| {
+                    Err(if unknown {
+                        CommitError::OutcomeUnknown(injected(class))
+                    } else {
+                        CommitError::Backend(injected(class))
+                    })
+                })
+                .collect()
+        };
+        if self.fires(FaultClass::Sticky) {
+            self.lock().sticky = true;
+            return all(FaultClass::Sticky, false);
+        }
+        if self.fires(FaultClass::CommitError) {
+            return all(FaultClass::CommitError, false);
+        }
+        if self.fires(FaultClass::Unknown) {
+            if !self.coin() {
+                return all(FaultClass::Unknown, true);
+            }
+            let seed = self.lock().rng.next_u64();
+            let buffered = commits
+                .into_iter()
+                .map(|c| c.durability(strata_engine::Durability::Buffered))
+                .collect();
+            let results = self.inner.commit_group(buffered);
+            self.inner.sync_partially(&mut SeededRng::new(seed));
+            return results
+                .into_iter()
+                .map(|r| match r {
+                    Ok(_) => Err(CommitError::OutcomeUnknown(injected(FaultClass::Unknown))),
+                    Err(e) => Err(e),
+                })
+                .collect();
+        }
+        self.inner.commit_group(commits)
+    }
+
     fn sync(&self) -> Result<u64, EngineError> {
         if self.fires(FaultClass::Sync) {
             // The sync fails before doing anything, after making a prefix

@@ -100,6 +100,9 @@ where
     fn commit(&self, commit: Commit) -> Result<CommitInfo, CommitError> {
         self.engine.commit(commit)
     }
+    fn commit_group(&self, commits: Vec<Commit>) -> Vec<Result<CommitInfo, CommitError>> {
+        self.engine.commit_group(commits)
+    }
     fn sync(&self) -> Result<u64, EngineError> {
         self.engine.sync()
     }

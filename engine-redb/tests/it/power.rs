@@ -101,3 +101,40 @@ fn power_loss_keeps_a_prefix_of_commits_including_every_durable_one() {
     println!("{cuts} power cuts, {lost} buffered commits lost in total");
     assert!(cuts >= seeds * 2);
 }
+
+/// A group of durable commits costs the disk what one durable commit costs
+/// (counted by the disk itself), and all of it survives a power cut.
+#[test]
+fn a_durable_group_costs_the_syncs_of_one_commit_and_survives_power_loss() {
+    let specs = vec![KeyspaceSpec::new("a", Profile::General)];
+    let disk = PowerLossBackend::new();
+    let e =
+        RedbEngine::open_with_backend(disk.clone(), specs.clone(), RedbOptions::default()).unwrap();
+    let a = e.keyspace("a").unwrap();
+    let before = disk.syncs();
+    e.commit(Commit::new().put(a, b"one".to_vec(), b"1".to_vec()))
+        .unwrap();
+    let one = disk.syncs() - before;
+    assert!(one >= 1, "a durable commit synced nothing");
+    let group: Vec<Commit> = (0..8u8)
+        .map(|i| Commit::new().put(a, vec![b'g', i], vec![i]))
+        .collect();
+    let before = disk.syncs();
+    let results = e.commit_group(group);
+    assert_eq!(
+        disk.syncs() - before,
+        one,
+        "a group of eight synced more than one commit"
+    );
+    let versions: Vec<u64> = results.into_iter().map(|r| r.unwrap().version).collect();
+    assert_eq!(versions, (2..=9).collect::<Vec<_>>());
+    assert_eq!(e.group_stats().syncs, 2);
+    let survivor = disk.power_loss(&mut SeededRng::new(7));
+    drop(e);
+    let e = RedbEngine::open_with_backend(survivor, specs, RedbOptions::default()).unwrap();
+    let got = state(&e);
+    let mut want: State = (0..8u8).map(|i| (vec![b'g', i], vec![i])).collect();
+    want.insert(b"one".to_vec(), b"1".to_vec());
+    assert_eq!(got, want, "a durable group lost to a power cut");
+    assert_eq!(e.last_version(), 9);
+}

@@ -124,3 +124,58 @@ fn checkpoint_backup_compaction_and_stats() {
     );
     assert_eq!(e.pending_compaction_bytes().unwrap().len(), 1);
 }
+
+/// A group of durable commits is made durable by one WAL sync; a group of
+/// buffered commits by none; commits then and after are numbered on.
+#[test]
+fn a_durable_group_takes_one_wal_sync() {
+    let dir = TempDir::new("group");
+    let path = dir.0.join("db");
+    let e = RocksEngine::open(
+        &path,
+        specs(&[("a", Profile::General)]),
+        RocksOptions::default(),
+    )
+    .unwrap();
+    let a = e.keyspace("a").unwrap();
+    let group: Vec<Commit> = (0..8u8)
+        .map(|i| Commit::new().put(a, vec![b'g', i], vec![i]))
+        .collect();
+    let results = e.commit_group(group);
+    for (i, r) in results.into_iter().enumerate() {
+        let info = r.unwrap();
+        assert_eq!(info.version, i as u64 + 1);
+        assert!(info.durable);
+    }
+    let stats = e.group_stats();
+    assert_eq!((stats.groups, stats.commits, stats.syncs), (1, 8, 1));
+    assert_eq!(e.durable_version(), 8);
+    let buffered: Vec<Commit> = (0..3u8)
+        .map(|i| {
+            Commit::new()
+                .durability(Durability::Buffered)
+                .put(a, vec![b'b', i], vec![i])
+        })
+        .collect();
+    for r in e.commit_group(buffered) {
+        assert!(!r.unwrap().durable);
+    }
+    let stats = e.group_stats();
+    assert_eq!((stats.groups, stats.commits, stats.syncs), (2, 11, 1));
+    assert_eq!((e.last_version(), e.durable_version()), (11, 8));
+    // A single durable commit syncs once more, covering the buffered ones.
+    let info = e
+        .commit(Commit::new().put(a, b"z".to_vec(), b"z".to_vec()))
+        .unwrap();
+    assert_eq!((info.version, e.durable_version()), (12, 12));
+    assert_eq!(e.group_stats().syncs, 2);
+    drop(e);
+    let e = RocksEngine::open(
+        &path,
+        specs(&[("a", Profile::General)]),
+        RocksOptions::default(),
+    )
+    .unwrap();
+    assert_eq!(keys(&e, "a").len(), 12);
+    assert_eq!(e.last_version(), 12);
+}

@@ -42,12 +42,15 @@ pub enum PlantedBug {
     /// `sync` leaves the last pending commit out of the durable image but
     /// reports it durable.
     SyncDropsLastPending,
+    /// In a group of several commits, a commit refused by a predicate
+    /// still takes a version, so the group's versions have a gap.
+    GroupRefusedTakesVersion,
 }
 
 #[cfg(feature = "planted-bugs")]
 impl PlantedBug {
     /// Every planted bug.
-    pub const ALL: [Self; 10] = [
+    pub const ALL: [Self; 11] = [
         Self::CrashKeepsHalfCommit,
         Self::StampReusedAfterRestart,
         Self::PredicateAfterMutations,
@@ -58,6 +61,7 @@ impl PlantedBug {
         Self::SnapshotSeesLaterCommits,
         Self::DeleteRangeKeepsStart,
         Self::SyncDropsLastPending,
+        Self::GroupRefusedTakesVersion,
     ];
 
     /// Its name on the command line.
@@ -73,6 +77,7 @@ impl PlantedBug {
             Self::SnapshotSeesLaterCommits => "snapshot-sees-later-commits",
             Self::DeleteRangeKeepsStart => "delete-range-keeps-start",
             Self::SyncDropsLastPending => "sync-drops-last-pending",
+            Self::GroupRefusedTakesVersion => "group-refused-takes-version",
         }
     }
 

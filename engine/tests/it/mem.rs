@@ -318,3 +318,38 @@ fn the_umbrella_error_keeps_each_operations_error() {
     assert!(!err.is_outcome_unknown());
     assert_eq!(err.to_string(), "keyspace #0 was not issued by this engine");
 }
+
+/// A durable group empties the unsynced list with one durable write; a
+/// crash after a buffered group keeps a prefix of it, commit by commit.
+#[test]
+fn groups_sync_once_and_crash_commit_by_commit() {
+    let e = MemEngine::open(vec![KeyspaceSpec::new("a", Profile::General)]).unwrap();
+    let a = e.keyspace("a").unwrap();
+    let buffered = |k: u8| {
+        Commit::new()
+            .durability(Durability::Buffered)
+            .put(a, vec![k], vec![k])
+    };
+    for r in e.commit_group(vec![buffered(1), buffered(2), buffered(3)]) {
+        assert!(!r.unwrap().durable);
+    }
+    assert_eq!(e.pending_commits(), 3, "each commit of a group is its own");
+    assert_eq!(e.group_stats().syncs, 0);
+    let image = e.crash_keeping(2);
+    assert_eq!(image.version(), 2, "a crash keeps a prefix of the group");
+    let e = MemEngine::from_image(image).unwrap();
+    let a = e.keyspace("a").unwrap();
+    let results = e.commit_group(vec![
+        Commit::new().put(a, vec![4], vec![4]),
+        Commit::new()
+            .durability(Durability::Buffered)
+            .put(a, vec![5], vec![5]),
+    ]);
+    let infos: Vec<(u64, bool)> = results
+        .into_iter()
+        .map(|r| r.map(|i| (i.version, i.durable)).unwrap())
+        .collect();
+    assert_eq!(infos, [(3, true), (4, true)]);
+    assert_eq!(e.pending_commits(), 0);
+    assert_eq!(e.group_stats().syncs, 1);
+}
