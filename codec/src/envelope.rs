@@ -201,6 +201,24 @@ pub trait Value: Sized {
     /// [`DecodeError::NoMigration`] for an older version with no migration;
     /// the codec's error for a malformed body.
     fn decode_body(version: u16, body: &[u8]) -> Result<Self, DecodeError>;
+
+    /// As [`Value::decode_body`], given the whole envelope by value with
+    /// its body from `start` on: a type that can keep the buffer (the raw
+    /// `Vec<u8>` and `String`) takes it instead of copying the body. The
+    /// default decodes the borrowed body.
+    ///
+    /// # Errors
+    /// As [`Value::decode_body`].
+    fn decode_body_owned(version: u16, bytes: Vec<u8>, start: usize) -> Result<Self, DecodeError> {
+        Self::decode_body(version, bytes.get(start..).unwrap_or_default())
+    }
+}
+
+/// The body of an owned envelope, in its own buffer: the header's bytes
+/// are moved out (a shift of the body, no new allocation).
+fn take_body(mut bytes: Vec<u8>, start: usize) -> Vec<u8> {
+    bytes.drain(..start.min(bytes.len()));
+    bytes
 }
 
 impl Value for Vec<u8> {
@@ -213,6 +231,10 @@ impl Value for Vec<u8> {
     fn decode_body(version: u16, body: &[u8]) -> Result<Self, DecodeError> {
         check_raw_version(version)?;
         Ok(body.to_vec())
+    }
+    fn decode_body_owned(version: u16, bytes: Vec<u8>, start: usize) -> Result<Self, DecodeError> {
+        check_raw_version(version)?;
+        Ok(take_body(bytes, start))
     }
 }
 
@@ -230,6 +252,12 @@ impl Value for String {
             .map_err(|e| DecodeError::Utf8 {
                 valid_up_to: e.valid_up_to(),
             })
+    }
+    fn decode_body_owned(version: u16, bytes: Vec<u8>, start: usize) -> Result<Self, DecodeError> {
+        check_raw_version(version)?;
+        String::from_utf8(take_body(bytes, start)).map_err(|e| DecodeError::Utf8 {
+            valid_up_to: e.utf8_error().valid_up_to(),
+        })
     }
 }
 
@@ -677,6 +705,23 @@ pub fn decode_with<T: Value>(
     bytes: &[u8],
     options: DecodeOptions,
 ) -> Result<(T, Header), DecodeError> {
+    let (header, body) = open(key, bytes, options)?;
+    decode_opened(header, body).map(|v| (v, header))
+}
+
+/// The first half of [`decode_with`]: parses the header and treats the
+/// checksum as `options` say. Returns the header and the body, for a
+/// reader that looks at the header (chunked? expired?) before decoding
+/// with [`decode_opened`], so the header is parsed once.
+///
+/// # Errors
+/// Any header error, [`DecodeError::ChecksumMismatch`] or
+/// [`DecodeError::MissingChecksum`].
+pub fn open<'b>(
+    key: &[u8],
+    bytes: &'b [u8],
+    options: DecodeOptions,
+) -> Result<(Header, &'b [u8]), DecodeError> {
     let (header, body) = if options.checksum == ChecksumCheck::Skip {
         let header = Header::read(bytes)?;
         (header, &bytes[header.len..])
@@ -686,6 +731,35 @@ pub fn decode_with<T: Value>(
     if options.checksum == ChecksumCheck::Require && header.checksum.is_none() {
         return Err(DecodeError::MissingChecksum);
     }
+    Ok((header, body))
+}
+
+/// The second half of [`decode_with`]: decodes the `body` of an envelope
+/// whose `header` [`open`] returned. Checks that the value is not
+/// chunked, the codec, and the schema version (newer is an error, older
+/// goes through the type's migration).
+///
+/// # Errors
+/// [`DecodeError::Chunked`], [`DecodeError::WrongCodec`],
+/// [`DecodeError::NewerVersion`], or the body's own decode error.
+pub fn decode_opened<T: Value>(header: Header, body: &[u8]) -> Result<T, DecodeError> {
+    check_opened::<T>(header)?;
+    T::decode_body(header.version, body)
+}
+
+/// As [`decode_opened`], given the whole envelope `bytes` (whose `header`
+/// [`open`] returned) by value: a type that can keep the buffer takes it
+/// instead of copying the body ([`Value::decode_body_owned`]).
+///
+/// # Errors
+/// As [`decode_opened`].
+pub fn decode_opened_owned<T: Value>(header: Header, bytes: Vec<u8>) -> Result<T, DecodeError> {
+    check_opened::<T>(header)?;
+    T::decode_body_owned(header.version, bytes, header.len)
+}
+
+/// The checks of [`decode_opened`] before the body is read.
+fn check_opened<T: Value>(header: Header) -> Result<(), DecodeError> {
     if header.chunked {
         return Err(DecodeError::Chunked);
     }
@@ -701,5 +775,5 @@ pub fn decode_with<T: Value>(
             current: T::VERSION,
         });
     }
-    T::decode_body(header.version, body).map(|v| (v, header))
+    Ok(())
 }

@@ -3,7 +3,10 @@
 use std::marker::PhantomData;
 use std::ops::Bound;
 
-use strata_codec::{ChunkLayout, DecodeOptions, Header, Value, decode_with, verify};
+use strata_codec::{
+    ChecksumCheck, ChunkLayout, DecodeOptions, Header, Value, decode_opened_owned, decode_with,
+    open, verify,
+};
 use strata_engine::{Engine, RangeSpec, Snapshot};
 use strata_keys::{Key, KeyRange};
 
@@ -236,7 +239,7 @@ impl<'s, E: Engine + 's> ReadView<'s, E> {
             None => Ok(None),
             Some(meta) => self
                 .store
-                .decode_row_expiring::<K, _>(&self.snap, &bytes, &meta, self.now),
+                .decode_row_expiring::<K, _>(&self.snap, &bytes, meta, self.now),
         }
     }
 
@@ -354,7 +357,7 @@ where
                 }
                 Err(e) => return Some(Err(StoreError::key::<K>(e))),
             };
-            match store.decode_row::<K, _>(&self.view.snap, &key, &meta, self.view.now) {
+            match store.decode_row::<K, _>(&self.view.snap, &key, meta, self.view.now) {
                 Ok(None) => {}
                 Ok(Some(value)) => {
                     self.left -= 1;
@@ -378,11 +381,12 @@ where
 impl<E: Engine> Store<E> {
     /// Decodes the data row `meta` stored at `key`, assembling chunks from
     /// `snap` when it is a chunk manifest; `None` when expired at `now`.
+    /// The row is taken by value: a raw value keeps its buffer.
     pub(crate) fn decode_row<K, S>(
         &self,
         snap: &S,
         key: &[u8],
-        meta: &[u8],
+        meta: Vec<u8>,
         now: u64,
     ) -> Result<Option<K::Value>, StoreError>
     where
@@ -400,7 +404,7 @@ impl<E: Engine> Store<E> {
         &self,
         snap: &S,
         key: &[u8],
-        meta: &[u8],
+        meta: Vec<u8>,
         now: u64,
     ) -> Result<Option<Expiring<K::Value>>, StoreError>
     where
@@ -419,16 +423,21 @@ impl<E: Engine> Store<E> {
         } else {
             now
         };
-        let header = Header::read(meta).map_err(decode_err)?;
+        // The header is parsed, and the checksum verified, once. (A
+        // manifest must carry a checksum as any envelope the store writes.)
+        let (header, _) = open(key, &meta, options).map_err(decode_err)?;
         if !header.chunked {
-            let (value, header) =
-                decode_with::<K::Value>(key, meta, options).map_err(decode_err)?;
+            let value = decode_opened_owned::<K::Value>(header, meta).map_err(decode_err)?;
             return Ok((!header.is_expired(now)).then_some(Expiring {
                 value,
                 expires_at: header.expires_at,
             }));
         }
-        let (header, _) = verify(key, meta).map_err(decode_err)?;
+        // A manifest's checksum is verified even when values' are not: it
+        // says which chunk rows make the value.
+        if options.checksum == ChecksumCheck::Skip {
+            verify(key, &meta).map_err(decode_err)?;
+        }
         if header.is_expired(now) {
             return Ok(None);
         }
@@ -444,13 +453,13 @@ impl<E: Engine> Store<E> {
                 },
             )?
             .collect::<Result<Vec<_>, _>>()?;
-        let whole = self
-            .planner
-            .assemble(key, meta, rows)
-            .map_err(|source| StoreError::Chunk {
-                key_type: K::NAME,
-                source,
-            })?;
+        let whole =
+            self.planner
+                .assemble(key, &meta, rows)
+                .map_err(|source| StoreError::Chunk {
+                    key_type: K::NAME,
+                    source,
+                })?;
         let (value, _) =
             decode_with::<K::Value>(key, &whole, DecodeOptions::default()).map_err(decode_err)?;
         Ok(Some(Expiring {

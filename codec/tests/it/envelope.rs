@@ -339,3 +339,82 @@ fn a_keyless_checksum_covers_header_and_body_only() {
         );
     }
 }
+
+/// Opening once and decoding from the owned envelope gives what `decode`
+/// gives, for the raw types (which keep the buffer) and a postcard type
+/// (the default path), and refuses what `decode` refuses.
+#[test]
+fn decoding_an_owned_envelope_matches_decoding_a_borrowed_one() {
+    use strata_codec::{decode_opened, decode_opened_owned, open};
+    let key = b"k";
+    let options = DecodeOptions::checksum(ChecksumCheck::Require);
+    // Raw bytes: the body is the bytes themselves.
+    let bytes = vec![0u8, 1, 2, 0xFF, 7];
+    let env = enc(&bytes, key);
+    let (header, body) = open(key, &env, options).unwrap();
+    assert_eq!(body, &bytes[..]);
+    assert_eq!(decode_opened::<Vec<u8>>(header, body).unwrap(), bytes);
+    assert_eq!(
+        decode_opened_owned::<Vec<u8>>(header, env.clone()).unwrap(),
+        bytes
+    );
+    // Text, and text that is not UTF-8 (the same error either way).
+    let text = "grüße".to_owned();
+    let env = enc(&text, key);
+    let (header, _) = open(key, &env, options).unwrap();
+    assert_eq!(decode_opened_owned::<String>(header, env).unwrap(), text);
+    let not_text = enc(&vec![b'a', b'b', 0xC3], key);
+    let (header, body) = open(key, &not_text, options).unwrap();
+    assert!(matches!(
+        decode_opened::<String>(header, body),
+        Err(DecodeError::Utf8 { valid_up_to: 2 })
+    ));
+    assert!(matches!(
+        decode_opened_owned::<String>(header, not_text),
+        Err(DecodeError::Utf8 { valid_up_to: 2 })
+    ));
+    // A postcard value and the checks before the body.
+    let env = enc(&user(), key);
+    let (header, _) = open(key, &env, options).unwrap();
+    assert_eq!(
+        decode_opened_owned::<User>(header, env.clone()).unwrap(),
+        user()
+    );
+    assert!(matches!(
+        decode_opened_owned::<UserJson>(header, env.clone()),
+        Err(DecodeError::WrongCodec { .. })
+    ));
+    assert!(matches!(
+        decode_opened_owned::<UserV1>(header, env.clone()),
+        Err(DecodeError::NewerVersion {
+            found: 2,
+            current: 1
+        })
+    ));
+    assert!(matches!(
+        decode_opened_owned::<Vec<u8>>(header, env),
+        Err(DecodeError::WrongCodec { .. })
+    ));
+    // `open` checks the checksum against the key, and requires one.
+    let env = enc(&bytes, key);
+    assert!(matches!(
+        open(b"other", &env, options),
+        Err(DecodeError::ChecksumMismatch { .. })
+    ));
+    let mut bare = Vec::new();
+    encode(
+        &bytes,
+        key,
+        EncodeOptions {
+            checksum: false,
+            ..EncodeOptions::default()
+        },
+        &mut bare,
+    )
+    .unwrap();
+    assert!(matches!(
+        open(key, &bare, options),
+        Err(DecodeError::MissingChecksum)
+    ));
+    assert!(open(key, &bare, DecodeOptions::default()).is_ok());
+}

@@ -116,7 +116,7 @@ impl<'s, E: Engine + 's> Tx<'s, E> {
         };
         match meta {
             None => Ok(None),
-            Some(meta) => store.decode_row_expiring::<K, _>(self.snap()?, &bytes, &meta, now),
+            Some(meta) => store.decode_row_expiring::<K, _>(self.snap()?, &bytes, meta, now),
         }
     }
 
@@ -231,7 +231,7 @@ impl<'s, E: Engine + 's> Tx<'s, E> {
                     }
                     Err(e) => return Err(StoreError::key::<K>(e)),
                 };
-                let value = store.decode_row::<K, _>(snap, &rk, &meta, now)?;
+                let value = store.decode_row::<K, _>(snap, &rk, meta, now)?;
                 (rk, typed, value)
             };
             let Some(value) = value else { continue };
