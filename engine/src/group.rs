@@ -183,12 +183,16 @@ impl GroupCommitter {
         let mut queue = self.lock();
         queue.returning = queue.returning.saturating_sub(1);
         if !queue.leading {
+            // Without a leader the queue is empty (a leader hands the lead
+            // on while anyone waits), so this commit is the group's first.
+            debug_assert!(queue.waiting.is_empty());
             queue.leading = true;
-            if queue.waiting.is_empty() && queue.last_group <= 1 {
+            if queue.last_group <= 1 {
                 // Alone, as far as anyone can tell: write at once.
                 drop(queue);
-                let (own, _) = self.run(vec![commit], vec![None], &write, &sync);
-                return own.unwrap_or_else(|| Err(missing()));
+                return self
+                    .run(vec![commit], vec![None], &write, &sync)
+                    .unwrap_or_else(|| Err(missing()));
             }
             queue.waiting.push_back((commit, None));
             return self.lead(queue, &write, &sync);
@@ -210,7 +214,8 @@ impl GroupCommitter {
                     drop(state);
                     let result = self.lead(self.lock(), &write, &sync);
                     // This caller's commit was at the front, so in the
-                    // group it led: its result is in its slot.
+                    // group it led: its result is in its slot (`result`
+                    // only says so).
                     let mut state = slot.state.lock().unwrap_or_else(PoisonError::into_inner);
                     return match std::mem::take(&mut *state) {
                         SlotState::Done(own) => own,
@@ -221,9 +226,11 @@ impl GroupCommitter {
         }
     }
 
-    /// Leads groups until the caller's own commit (the one without a slot,
-    /// or the front one when the caller was chosen) has been written;
-    /// returns the result of the commit without a slot, if it led it.
+    /// Leads one group: the commits queued, up to the limit, from the
+    /// front, where the caller's own commit is (without a slot when it
+    /// started leading, in its slot when chosen). Returns the result of
+    /// the commit without a slot; a chosen leader finds its own in its
+    /// slot.
     fn lead<'c, W, S>(
         &'c self,
         mut queue: MutexGuard<'c, Queue>,
@@ -234,51 +241,39 @@ impl GroupCommitter {
         W: Fn(Vec<Commit>) -> GroupResults,
         S: Fn(u64) -> Result<u64, BackendError>,
     {
-        loop {
-            // The callers of the last group are on their way back with
-            // their next commits, as a rule: give them the processor for
-            // a moment so they join this group instead of forming the
-            // next one (without this, groups alternate between the callers
-            // of the last two groups and are half as large). No clock: a
-            // bounded number of yields.
-            for _ in 0..YIELDS {
-                if queue.returning == 0 || queue.waiting.len() >= self.max_group {
-                    break;
-                }
-                drop(queue);
-                std::thread::yield_now();
-                queue = self.lock();
+        // The callers of the last group are on their way back with their
+        // next commits, as a rule: give them the processor for a moment so
+        // they join this group instead of forming the next one (without
+        // this, groups alternate between the callers of the last two
+        // groups and are half as large). No clock: a bounded number of
+        // yields.
+        for _ in 0..YIELDS {
+            if queue.returning == 0 || queue.waiting.len() >= self.max_group {
+                break;
             }
-            let n = queue.waiting.len().min(self.max_group);
-            let (group, slots): (Vec<Commit>, Vec<Option<Arc<Slot>>>) =
-                queue.waiting.drain(..n).unzip();
             drop(queue);
-            tracing::trace!(commits = group.len(), "leading a commit group");
-            let (own, again) = self.run(group, slots, write, sync);
-            if let Some(own) = own {
-                return own;
-            }
-            if !again {
-                // Chosen by the last leader: the front commit was the
-                // caller's and its result is in its slot.
-                return Err(missing());
-            }
+            std::thread::yield_now();
             queue = self.lock();
         }
+        let n = queue.waiting.len().min(self.max_group);
+        let (group, slots): (Vec<Commit>, Vec<Option<Arc<Slot>>>) =
+            queue.waiting.drain(..n).unzip();
+        drop(queue);
+        tracing::trace!(commits = group.len(), "leading a commit group");
+        self.run(group, slots, write, sync)
+            .unwrap_or_else(|| Err(missing()))
     }
 
     /// Writes one group as its leader, hands the lead on, syncs if the
     /// writer left that to us, and hands out the results. Returns the
-    /// leader's own result (its commit has no slot) if it was in the
-    /// group, and whether the leader leads again (its commit is still
-    /// queued, beyond the group's limit).
+    /// result of the commit without a slot, if there is one.
     fn run<W, S>(
         &self,
         group: Vec<Commit>,
         slots: Vec<Option<Arc<Slot>>>,
         write: &W,
         sync: &S,
-    ) -> (Option<Result<CommitInfo, CommitError>>, bool)
+    ) -> Option<Result<CommitInfo, CommitError>>
     where
         W: Fn(Vec<Commit>) -> GroupResults,
         S: Fn(u64) -> Result<u64, BackendError>,
@@ -295,9 +290,9 @@ impl GroupCommitter {
         };
         let results = self.write(group, write);
         let through = unsynced(&results, &immediate);
-        let again = lead.pass(through.is_some());
+        lead.pass(through.is_some());
         let results = settle(results, &immediate, through, sync);
-        (lead.hand_out(results), again)
+        lead.hand_out(results)
     }
 
     /// Writes `commits` as one group now, from one caller: what
@@ -430,14 +425,13 @@ struct Lead<'c> {
 }
 
 impl Lead<'_> {
-    /// Hands the lead on; returns whether the current leader keeps it (its
-    /// own commit is still queued). `syncing`: the group's callers come
-    /// back only after a sync, so the next leader should not wait for them.
-    fn pass(&mut self, syncing: bool) -> bool {
+    /// Hands the lead on to the oldest queued caller, or leaves nobody
+    /// leading when none waits. `syncing`: the group's callers come back
+    /// only after a sync, so the next leader should not wait for them.
+    fn pass(&mut self, syncing: bool) {
         if std::mem::replace(&mut self.passed, true) {
-            return false;
+            return;
         }
-        let mut again = false;
         let next = {
             let mut queue = self.committer.lock();
             // Before any result is out, so every caller coming back
@@ -449,17 +443,14 @@ impl Lead<'_> {
                     queue.leading = false;
                     None
                 }
-                Some(_) if queue.waiting.iter().any(|(_, s)| s.is_none()) => {
-                    again = true;
-                    None
-                }
+                // Queued while this group was being written: every queued
+                // commit has its caller's slot.
                 Some((_, slot)) => slot.clone(),
             }
         };
         if let Some(next) = next {
             next.set(SlotState::Lead);
         }
-        again
     }
 
     /// Gives each queued caller its result; returns the leader's own.
@@ -523,6 +514,32 @@ mod tests {
         let c = GroupCommitter::new(8);
         let r = c.commit(Commit::new(), |_| Vec::new(), Ok);
         assert!(matches!(r, Err(CommitError::OutcomeUnknown(_))));
+        // In a group too: a queued caller whose commit got no result is
+        // woken with an unknown outcome, not left waiting. The first write
+        // is slow, so the second caller queues behind it.
+        let calls = AtomicUsize::new(0);
+        let write = |_: Vec<Commit>| -> GroupResults {
+            if calls.fetch_add(1, Ordering::SeqCst) == 0 {
+                std::thread::sleep(std::time::Duration::from_millis(100));
+            }
+            Vec::new()
+        };
+        let results: Vec<bool> = std::thread::scope(|s| {
+            let first = s.spawn(|| c.commit(Commit::new(), write, Ok));
+            while calls.load(Ordering::SeqCst) == 0 {
+                std::thread::yield_now();
+            }
+            // Two more queue while the first writes: one leads the next
+            // group, the other waits in it for its result.
+            let more: Vec<_> = (0..2)
+                .map(|_| s.spawn(|| c.commit(Commit::new(), write, Ok)))
+                .collect();
+            std::iter::once(first)
+                .chain(more)
+                .map(|h| matches!(h.join().unwrap(), Err(CommitError::OutcomeUnknown(_))))
+                .collect()
+        });
+        assert_eq!(results, [true, true, true]);
     }
 
     fn one_keyspace() -> (Keyspaces, crate::Keyspace) {

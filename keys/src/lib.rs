@@ -65,7 +65,7 @@ pub mod ulid;
 pub use error::{KeyError, TextProblem};
 pub use num_bigint;
 pub use subspace::{KeyRange, Subspace, strinc};
-pub use ulid::{Ulid, UlidGenerator};
+pub use ulid::{Ulid, UlidError, UlidGenerator};
 
 /// A key type bound to the type of the value stored under it.
 ///

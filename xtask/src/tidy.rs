@@ -30,6 +30,10 @@ pub const LAYERS: &[(&str, &[&str])] = &[
     ("outbox", &["keys", "codec", "engine", "store"]),
     ("search", &["keys", "codec", "engine", "store", "outbox"]),
     (
+        "schemas",
+        &["keys", "codec", "engine", "store", "outbox", "search"],
+    ),
+    (
         "sim",
         &[
             "keys",
@@ -41,6 +45,7 @@ pub const LAYERS: &[(&str, &[&str])] = &[
             "store",
             "outbox",
             "search",
+            "schemas",
         ],
     ),
     ("xtask", &[]),

@@ -1,0 +1,19 @@
+//! The reference storage designs (five seed documents kept beside this
+//! repository), built on the
+//! Strata toolkit's public API (keys, codec, store, engines), one cargo
+//! feature each, so a user picks the system they need:
+//!
+//! | feature | module | system |
+//! |---|---|---|
+//! | `code-sous` | [`code_sous`] | a function platform's records on a Redis-protocol store (`code-sous-kvrocks-storage.md`) |
+//!
+//! Not built yet: the actor KV, UniversalDB, NoKV metadata and agent-memory
+//! layers. The crate README says what each module adds to its document.
+
+#[cfg(feature = "code-sous")]
+pub mod code_sous;
+
+/// This crate's README example, compiled and run as a doctest.
+#[cfg(all(doctest, feature = "code-sous"))]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;

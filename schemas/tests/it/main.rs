@@ -1,0 +1,96 @@
+//! The schemas' tests: each system on `MemEngine`, `RedbEngine` and
+//! `RocksEngine`, with the same cases.
+
+#![allow(clippy::missing_panics_doc, missing_docs)]
+
+mod code_sous;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use strata_engine::{Engine, KeyspaceSpec, ManualClock, MemEngine, SeededRng};
+use strata_engine_redb::{RedbEngine, RedbOptions};
+use strata_engine_rocks::{RocksEngine, RocksOptions};
+use strata_store::{Store, StoreOptions};
+
+/// A temporary directory, removed when dropped.
+pub struct TempDir(pub PathBuf);
+
+impl TempDir {
+    pub fn new(tag: &str) -> Self {
+        use std::sync::atomic::{AtomicU64, Ordering};
+        static N: AtomicU64 = AtomicU64::new(0);
+        let dir = std::env::temp_dir().join(format!(
+            "strata-schemas-{tag}-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::SeqCst)
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        Self(dir)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// The clock every test store reads: 2024-10-27, moved by hand.
+pub const START_MS: u64 = 1_730_000_000_000;
+
+/// A store on `engine` with a manual clock at [`START_MS`].
+pub fn store_on<E: Engine>(engine: E, options: StoreOptions) -> (Store<E>, Arc<ManualClock>) {
+    let clock = Arc::new(ManualClock::new(START_MS));
+    let store = Store::open_with(engine, options, clock.clone(), Box::new(SeededRng::new(3)))
+        .expect("store opens");
+    (store, clock)
+}
+
+pub fn mem(specs: Vec<KeyspaceSpec>, _dir: &TempDir) -> MemEngine {
+    MemEngine::open(specs).unwrap()
+}
+
+pub fn redb(specs: Vec<KeyspaceSpec>, dir: &TempDir) -> RedbEngine {
+    RedbEngine::open(dir.0.join("db.redb"), specs, RedbOptions::default()).unwrap()
+}
+
+pub fn rocks(specs: Vec<KeyspaceSpec>, dir: &TempDir) -> RocksEngine {
+    RocksEngine::open(dir.0.join("rocks"), specs, RocksOptions::default()).unwrap()
+}
+
+/// Defines `#[test] fn {case}_{engine}` for each engine, calling the
+/// generic `case::<E>(engine)`.
+#[macro_export]
+macro_rules! on_each_engine {
+    ($($case:ident),* $(,)?) => {
+        mod mem_engine {
+            $(
+                #[test]
+                fn $case() {
+                    let dir = $crate::TempDir::new(stringify!($case));
+                    super::$case($crate::mem(super::specs(), &dir));
+                }
+            )*
+        }
+        mod redb_engine {
+            $(
+                #[test]
+                fn $case() {
+                    let dir = $crate::TempDir::new(stringify!($case));
+                    super::$case($crate::redb(super::specs(), &dir));
+                }
+            )*
+        }
+        mod rocks_engine {
+            $(
+                #[test]
+                fn $case() {
+                    let dir = $crate::TempDir::new(stringify!($case));
+                    super::$case($crate::rocks(super::specs(), &dir));
+                }
+            )*
+        }
+    };
+}
