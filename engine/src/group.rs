@@ -344,10 +344,9 @@ impl GroupCommitter {
     {
         let n = group.len();
         let mut results = write(group);
-        results.truncate(n);
-        while results.len() < n {
-            results.push(Err(missing()));
-        }
+        // Exactly one result a commit: extra ones dropped, missing ones
+        // unknown outcomes.
+        results.resize_with(n, || Err(missing()));
         self.groups.fetch_add(1, Ordering::Relaxed);
         self.commits.fetch_add(n as u64, Ordering::Relaxed);
         results

@@ -15,10 +15,11 @@
 //! --engine mem|redb|rocks  the engine under test (default mem; redb runs on
 //!                     a disk that loses power at every crash; rocks is
 //!                     killed and reopened)
-//! --workload engine|store|outbox|search|both  the workloads of each seed (default both,
+//! --workload engine|store|outbox|search|code-sous|both  the workloads of each seed (default both,
 //!                     that is all: raw engine commits against the model,
 //!                     store transactions with limits, quota, TTL and chunks,
-//!                     then outbox producers and consumers)
+//!                     outbox producers and consumers, code-sous records,
+//!                     and the search index every fourth seed)
 //! --check-determinism run every seed twice and compare trace hashes
 //! --quiet             no progress bar
 //! ```
@@ -122,6 +123,7 @@ fn parse() -> Result<Args, String> {
                     "engine" => Workload::Engine,
                     "store" => Workload::Store,
                     "outbox" => Workload::Outbox,
+                    "code-sous" => Workload::CodeSous,
                     "search" => Workload::Search,
                     "both" | "all" => Workload::Both,
                     other => {
@@ -162,6 +164,7 @@ fn replay(args: &Args, seed: u64) -> String {
         Workload::Engine => line.push_str(" --workload engine"),
         Workload::Store => line.push_str(" --workload store"),
         Workload::Outbox => line.push_str(" --workload outbox"),
+        Workload::CodeSous => line.push_str(" --workload code-sous"),
         Workload::Search => line.push_str(" --workload search"),
     }
     if let Some(p) = &args.plant {
@@ -180,7 +183,7 @@ fn main() -> ExitCode {
                 eprintln!("strata-sim: {msg}");
             }
             eprintln!(
-                "usage: cargo xtask sim [--seed S | --seeds N|A..B] [--time T] [--ops K] [--faults LIST] [--plant NAME] [--engine mem|redb|rocks] [--workload engine|store|outbox|search|both] [--check-determinism] [--soak MINUTES] [--quiet]"
+                "usage: cargo xtask sim [--seed S | --seeds N|A..B] [--time T] [--ops K] [--faults LIST] [--plant NAME] [--engine mem|redb|rocks] [--workload engine|store|outbox|search|code-sous|both] [--check-determinism] [--soak MINUTES] [--quiet]"
             );
             return ExitCode::from(2);
         }

@@ -39,8 +39,11 @@ pub enum Workload {
     Outbox,
     /// Notes indexed through the outbox ([`crate::search`]).
     Search,
-    /// Every workload: the engine's, the store's, the outbox's, then (on
-    /// every fourth seed, it is the slowest) the search index's.
+    /// A function platform's records ([`crate::code_sous`]).
+    CodeSous,
+    /// Every workload: the engine's, the store's, the outbox's,
+    /// code-sous's, then (on every fourth seed, it is the slowest) the
+    /// search index's.
     #[default]
     Both,
 }
@@ -307,6 +310,7 @@ pub fn run_workloads<E: Target>(options: &RunOptions) -> SeedReport {
         Workload::Store => crate::store::run_store_seed_on::<E>(options),
         Workload::Outbox => crate::outbox::run_outbox_seed_on::<E>(options),
         Workload::Search => crate::search::run_search_seed_on::<E>(options),
+        Workload::CodeSous => crate::code_sous::run_code_sous_seed_on::<E>(options),
         Workload::Both => {
             let engine = run_seed_on::<E>(options);
             if engine.violation.is_some() {
@@ -319,6 +323,11 @@ pub fn run_workloads<E: Target>(options: &RunOptions) -> SeedReport {
             }
             let outbox = crate::outbox::run_outbox_seed_on::<E>(options);
             let all = join(options, &both, outbox);
+            if all.violation.is_some() {
+                return all;
+            }
+            let code_sous = crate::code_sous::run_code_sous_seed_on::<E>(options);
+            let all = join(options, &all, code_sous);
             if all.violation.is_some() {
                 return all;
             }

@@ -36,7 +36,7 @@ fn the_reference_engine_passes_every_seed() {
 fn fault_rates_vary_by_seed() {
     // Each workload draws its own fault configuration from the seed: per
     // workload, some seeds never crash and some crash a lot; over the
-    // engine, store and outbox workloads, every fault class fires in some
+    // engine, store, outbox and code-sous workloads, every fault class fires in some
     // seeds and not in others. The search workload, about a second a seed,
     // is checked on fewer seeds and for crashes only.
     let mut all = Vec::new();
@@ -44,6 +44,7 @@ fn fault_rates_vary_by_seed() {
         (Workload::Engine, 60u64),
         (Workload::Store, 60),
         (Workload::Outbox, 60),
+        (Workload::CodeSous, 60),
         (Workload::Search, 16),
     ] {
         let reports: Vec<_> = (0..seeds)
@@ -130,6 +131,10 @@ fn the_catalogue_lists_every_planted_bug() {
         .chain(strata_codec::planted::PlantedBug::ALL.map(strata_codec::planted::PlantedBug::name))
         .chain(strata_outbox::PlantedBug::ALL.map(strata_outbox::PlantedBug::name))
         .chain(strata_search::PlantedBug::ALL.map(strata_search::PlantedBug::name))
+        .chain(
+            strata_schemas::code_sous::PlantedBug::ALL
+                .map(strata_schemas::code_sous::PlantedBug::name),
+        )
         .collect();
     listed.sort_unstable();
     planted.sort_unstable();

@@ -34,6 +34,7 @@
 
 pub mod bundle;
 pub mod keys;
+mod planted;
 pub mod records;
 
 use std::collections::BTreeMap;
@@ -50,6 +51,8 @@ use keys::{
     ActivationKey, AliasKey, BundleKey, DraftKey, FunctionKey, LogChunkKey, LogIndexKey,
     ScheduleIndexKey, ScheduleKey, VersionKey, VersionSeqKey, WorkerIndexKey, WorkerKey,
 };
+#[cfg(feature = "planted-bugs")]
+pub use planted::PlantedBug;
 pub use records::{
     ActivationRecord, ActivationStatus, AliasRecord, ChunkSet, DraftRecord, FunctionMeta,
     FunctionRef, NameSet, ScheduleRecord, VersionMeta, VersionRef, WorkerRecord,
@@ -257,6 +260,8 @@ pub struct CodeSous<E: Engine> {
     store: Store<E>,
     config: CodeSousConfig,
     ids: Mutex<(UlidGenerator, Box<dyn Rng>)>,
+    #[cfg(feature = "planted-bugs")]
+    planted: Option<PlantedBug>,
 }
 
 impl<E: Engine> std::fmt::Debug for CodeSous<E> {
@@ -286,12 +291,19 @@ impl<E: Engine> CodeSous<E> {
             store,
             config,
             ids: Mutex::new((UlidGenerator::new(), rng)),
+            #[cfg(feature = "planted-bugs")]
+            planted: None,
         }
     }
 
     /// The store underneath.
     pub fn store(&self) -> &Store<E> {
         &self.store
+    }
+
+    /// The store, given back (to restart its engine, say).
+    pub fn into_store(self) -> Store<E> {
+        self.store
     }
 
     /// The configuration.
@@ -385,7 +397,11 @@ impl<E: Engine> CodeSous<E> {
                 created_at_ms: now,
                 expires_at_ms: now.saturating_add(self.config.draft_ttl_ms),
             };
-            tx.put_expiring_at(&f.draft(&draft_id), &draft, draft.expires_at_ms)?;
+            if self.planted("draft-never-expires") {
+                tx.put(&f.draft(&draft_id), &draft)?;
+            } else {
+                tx.put_expiring_at(&f.draft(&draft_id), &draft, draft.expires_at_ms)?;
+            }
             Ok(draft)
         })
     }
@@ -532,8 +548,9 @@ impl<E: Engine> CodeSous<E> {
         alias: &str,
         version: u64,
     ) -> Result<AliasRecord, CodeSousError> {
+        let unchecked = self.planted("alias-unchecked");
         self.store.transact(|tx| {
-            if tx.get(&f.version(version))?.is_none() {
+            if !unchecked && tx.get(&f.version(version))?.is_none() {
                 return Err(CodeSousError::NoSuchVersion {
                     function: f.to_string(),
                     version,
@@ -767,7 +784,7 @@ impl<E: Engine> CodeSous<E> {
             let current = tx
                 .get(&key)?
                 .ok_or_else(|| CodeSousError::NoSuchActivation(activation_id.to_owned()))?;
-            if current.status.is_terminal() {
+            if current.status.is_terminal() && !self.planted("second-ending-accepted") {
                 return Err(CodeSousError::AlreadyTerminal {
                     id: activation_id.to_owned(),
                     status: current.status,

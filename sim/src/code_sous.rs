@@ -1,0 +1,607 @@
+//! The code-sous workload: publishes, alias moves (some to versions that do
+//! not exist), drafts, activations started and ended (some twice), logs,
+//! clock jumps of hours to days, sweeps, syncs and crashes, through
+//! `strata_schemas::code_sous` on a faulty engine.
+//!
+//! Oracles, after every step and on every read:
+//!
+//! - each function's versions are gap-free and unique: every version from
+//!   1 to its `version_seq` has its metadata, none beyond it (and the last
+//!   has its bundle);
+//! - every alias points at a version that exists;
+//! - an activation reaches exactly one terminal status: once an ending is
+//!   known (acknowledged), a second one is refused with that status, and
+//!   reads show it; a durable ending survives crashes;
+//! - an expired draft or activation is never returned (drafts by their
+//!   recorded expiry, activations at the latest 7 days after the clock
+//!   reading that followed their start).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use serde_json::json;
+use strata_codec::Limits;
+use strata_engine::{Clock, Durability, Engine, ManualClock, Rng, SeededRng};
+use strata_schemas::code_sous::{
+    ActivationRecord, ActivationStatus, Bundle, CodeSous, CodeSousConfig, CodeSousError,
+    FunctionId, NewFunction, VersionRef,
+};
+use strata_store::{RetryPolicy, Store, StoreError, StoreOptions};
+
+use crate::faults::{FaultClass, FaultConfig, FaultyEngine};
+use crate::run::{RunOptions, SeedReport, Trace, Violation, fail};
+use crate::store::{Applied, applied_despite};
+use crate::targets::Target;
+
+const DAY: u64 = 24 * 60 * 60 * 1000;
+const ALIASES: [&str; 2] = ["prod", "canary"];
+const TERMINAL: [ActivationStatus; 4] = [
+    ActivationStatus::Success,
+    ActivationStatus::Error,
+    ActivationStatus::Timeout,
+    ActivationStatus::Cancelled,
+];
+
+/// What is known of a write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Known {
+    /// Acknowledged and durable.
+    Certain,
+    /// Acknowledged (or seen), not yet durable: a crash may lose it.
+    Pending,
+    /// Unknown outcome: there or not.
+    Maybe,
+}
+
+/// An activation the workload started.
+#[derive(Debug, Clone)]
+struct Act {
+    start: Known,
+    /// Not expired before this clock reading (the reading before its start,
+    /// plus the time to live).
+    expires_from: u64,
+    /// Expired by this clock reading at the latest (the reading after).
+    expires_by: u64,
+    /// Its ending, with what is known of it.
+    end: Option<(ActivationStatus, Known)>,
+}
+
+struct CsRun {
+    rng: SeededRng,
+    clock: Arc<ManualClock>,
+    trace: Trace,
+    commits: u64,
+    checks: u64,
+    immediate: bool,
+    functions: [FunctionId; 2],
+    acts: BTreeMap<String, Act>,
+    /// Drafts created: function index, id, recorded expiry.
+    drafts: Vec<(usize, String, u64)>,
+    next_act: u64,
+    /// The planted bug to switch on after every (re)open.
+    #[cfg_attr(not(feature = "planted-bugs"), allow(dead_code))]
+    plant: Option<String>,
+}
+
+type Cs<E> = CodeSous<FaultyEngine<E>>;
+
+fn store_options(rng: &mut SeededRng) -> StoreOptions {
+    let mut o = StoreOptions::new(Limits::FOUNDATIONDB);
+    if rng.chance(0.5) {
+        o = o.durability(Durability::Buffered);
+    }
+    o.retry(RetryPolicy {
+        max_attempts: 3,
+        base_backoff_ms: 1,
+        max_backoff_ms: 8,
+    })
+}
+
+fn faulted(e: &CodeSousError) -> bool {
+    matches!(e, CodeSousError::Store(s) if crate::store::faulted(s))
+}
+
+fn applied(e: &CodeSousError) -> Applied {
+    match e {
+        CodeSousError::Store(s) => applied_despite(s),
+        _ => Applied::No,
+    }
+}
+
+impl CsRun {
+    fn open<E: Target>(&mut self, engine: FaultyEngine<E>, options: &StoreOptions) -> Cs<E> {
+        let store = Store::open_with(
+            engine,
+            options.clone(),
+            self.clock.clone(),
+            Box::new(SeededRng::new(self.rng.next_u64())),
+        )
+        .unwrap_or_else(|e| unreachable!("the store's keyspaces are declared: {e}"));
+        #[allow(unused_mut)]
+        let mut cs = CodeSous::new(
+            store,
+            CodeSousConfig::default(),
+            Box::new(SeededRng::new(self.rng.next_u64())),
+        );
+        #[cfg(feature = "planted-bugs")]
+        cs.plant(
+            self.plant
+                .as_deref()
+                .and_then(strata_schemas::code_sous::PlantedBug::from_name),
+        );
+        cs
+    }
+
+    fn known_after_ack(&self) -> Known {
+        if self.immediate {
+            Known::Certain
+        } else {
+            Known::Pending
+        }
+    }
+
+    fn synced(&mut self) {
+        for a in self.acts.values_mut() {
+            if a.start == Known::Pending {
+                a.start = Known::Certain;
+            }
+            if let Some((_, k @ Known::Pending)) = &mut a.end {
+                *k = Known::Certain;
+            }
+        }
+    }
+
+    fn crashed(&mut self) {
+        for a in self.acts.values_mut() {
+            if a.start == Known::Pending {
+                a.start = Known::Maybe;
+            }
+            if let Some((_, k @ Known::Pending)) = &mut a.end {
+                *k = Known::Maybe;
+            }
+        }
+    }
+
+    fn step<E: Target>(&mut self, cs: &Cs<E>, step: usize) -> Result<(), Violation> {
+        let fi = usize::try_from(self.rng.below(2)).unwrap_or(0);
+        match self.rng.below(100) {
+            0..=19 => self.publish(cs, step, fi),
+            20..=31 => self.set_alias(cs, step, fi)?,
+            32..=39 => self.create_draft(cs, step, fi),
+            40..=47 => self.read_draft(cs, step)?,
+            48..=59 => self.start(cs, step, fi)?,
+            60..=77 => self.finish(cs, step)?,
+            78..=83 => self.read_activation(cs, step)?,
+            84..=88 => {
+                let jump = self.rng.below(2 * DAY);
+                self.clock.advance(jump);
+                self.trace.event(step, format!("clock +{jump} ms"));
+            }
+            89..=93 => match cs.sweep_expired() {
+                Ok(r) => self
+                    .trace
+                    .event(step, format!("sweep removed {}", r.removed)),
+                Err(e) => self.trace.event(step, format!("sweep failed: {e}")),
+            },
+            _ => match cs.store().engine().sync() {
+                Ok(v) => {
+                    self.synced();
+                    self.trace.event(step, format!("sync: durable {v}"));
+                }
+                Err(e) => self.trace.event(step, format!("sync failed: {e}")),
+            },
+        }
+        self.check(cs, step)
+    }
+
+    fn publish<E: Target>(&mut self, cs: &Cs<E>, step: usize, fi: usize) {
+        let f = &self.functions[fi];
+        let n = self.rng.next_u64();
+        let bundle = Bundle::new(format!("export default () => {n};"), "{}");
+        let alias = self
+            .rng
+            .chance(0.3)
+            .then(|| ALIASES[usize::try_from(self.rng.below(2)).unwrap_or(0)]);
+        match cs.publish(f, &bundle, &json!({"n": n}), alias) {
+            Ok(p) => {
+                self.commits += 1;
+                self.trace
+                    .event(step, format!("publish {f}: v{} alias {alias:?}", p.version));
+            }
+            Err(e) => self.trace.event(step, format!("publish {f} failed: {e}")),
+        }
+    }
+
+    fn set_alias<E: Target>(
+        &mut self,
+        cs: &Cs<E>,
+        step: usize,
+        fi: usize,
+    ) -> Result<(), Violation> {
+        let f = self.functions[fi].clone();
+        let Ok(last) = cs.last_version(&f) else {
+            return Ok(());
+        };
+        // Up to two beyond the last: versions that do not exist.
+        let version = 1 + self.rng.below(last + 2);
+        let alias = ALIASES[usize::try_from(self.rng.below(2)).unwrap_or(0)];
+        match cs.set_alias(&f, alias, version) {
+            Ok(_) => {
+                self.commits += 1;
+                self.trace
+                    .event(step, format!("alias {f} {alias} -> v{version}"));
+            }
+            Err(CodeSousError::NoSuchVersion { .. }) => {
+                self.trace
+                    .event(step, format!("alias {f} {alias} -> v{version} refused"));
+                self.checks += 1;
+                if let Ok(Some(_)) = cs.version(&f, version) {
+                    return Err(fail(
+                        step,
+                        format!("an alias to {f} v{version} was refused, but the version exists"),
+                    ));
+                }
+            }
+            Err(e) if faulted(&e) => self.trace.event(step, format!("alias failed: {e}")),
+            Err(e) => return Err(fail(step, format!("alias {f} {alias} -> v{version}: {e}"))),
+        }
+        Ok(())
+    }
+
+    fn create_draft<E: Target>(&mut self, cs: &Cs<E>, step: usize, fi: usize) {
+        let n = self.rng.next_u64();
+        match cs.create_draft(
+            &self.functions[fi],
+            &Bundle::new(format!("// draft {n}"), "{}"),
+        ) {
+            Ok(d) => {
+                self.commits += 1;
+                self.trace.event(
+                    step,
+                    format!("draft {} until {}", d.draft_id, d.expires_at_ms),
+                );
+                self.drafts.push((fi, d.draft_id, d.expires_at_ms));
+            }
+            Err(e) => self.trace.event(step, format!("draft failed: {e}")),
+        }
+    }
+
+    fn read_draft<E: Target>(&mut self, cs: &Cs<E>, step: usize) -> Result<(), Violation> {
+        if self.drafts.is_empty() {
+            return Ok(());
+        }
+        let i = usize::try_from(self.rng.below(self.drafts.len() as u64)).unwrap_or(0);
+        let (fi, id, expires) = self.drafts[i].clone();
+        let now = self.clock.now_ms();
+        if let Ok(found) = cs.draft(&self.functions[fi], &id) {
+            self.checks += 1;
+            self.trace
+                .event(step, format!("read draft {id}: {}", found.is_some()));
+            if found.is_some() && now >= expires {
+                return Err(fail(
+                    step,
+                    format!("draft {id} returned at {now}, it expired at {expires}"),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    fn start<E: Target>(&mut self, cs: &Cs<E>, step: usize, fi: usize) -> Result<(), Violation> {
+        let id = format!("a{}", self.next_act);
+        self.next_act += 1;
+        let f = &self.functions[fi];
+        let record = ActivationRecord {
+            activation_id: id.clone(),
+            tenant: f.tenant.clone(),
+            namespace: f.namespace.clone(),
+            function: f.name.clone(),
+            target: VersionRef {
+                alias: None,
+                version: 1,
+            },
+            trigger: json!({"type": "http"}),
+            status: ActivationStatus::Running,
+            start_ms: self.clock.now_ms(),
+            end_ms: None,
+            duration_ms: None,
+            result_truncated: false,
+            error: None,
+        };
+        let ttl = CodeSousConfig::default().activation_ttl_ms;
+        let expires_from = self.clock.now_ms() + ttl;
+        let result = cs.start_activation(&record);
+        let expires_by = self.clock.now_ms() + ttl;
+        let start = match &result {
+            Ok(()) => {
+                self.commits += 1;
+                self.known_after_ack()
+            }
+            Err(e) if faulted(e) => match applied(e) {
+                Applied::No => return Ok(()),
+                _ => Known::Maybe,
+            },
+            Err(e) => return Err(fail(step, format!("starting new activation {id}: {e}"))),
+        };
+        self.trace.event(step, format!("start {id}: {start:?}"));
+        self.acts.insert(
+            id,
+            Act {
+                start,
+                expires_from,
+                expires_by,
+                end: None,
+            },
+        );
+        Ok(())
+    }
+
+    fn pick_act(&mut self) -> Option<String> {
+        if self.acts.is_empty() {
+            return None;
+        }
+        let i = usize::try_from(self.rng.below(self.acts.len() as u64)).unwrap_or(0);
+        self.acts.keys().nth(i).cloned()
+    }
+
+    fn finish<E: Target>(&mut self, cs: &Cs<E>, step: usize) -> Result<(), Violation> {
+        let Some(id) = self.pick_act() else {
+            return Ok(());
+        };
+        let status = TERMINAL[usize::try_from(self.rng.below(4)).unwrap_or(0)];
+        let tenant = self.functions[0].tenant.clone();
+        let result = cs.finish_activation(&tenant, &id, status, self.clock.now_ms(), None, false);
+        let known_after = self.known_after_ack();
+        let act = self
+            .acts
+            .get_mut(&id)
+            .unwrap_or_else(|| unreachable!("picked"));
+        self.checks += 1;
+        match result {
+            Ok(_) => {
+                self.commits += 1;
+                self.trace.event(step, format!("finish {id} as {status:?}"));
+                if let Some((first, Known::Certain | Known::Pending)) = act.end {
+                    return Err(fail(
+                        step,
+                        format!(
+                            "activation {id} ended as {first:?}, then again as {status:?}: a second terminal status was accepted"
+                        ),
+                    ));
+                }
+                act.end = Some((status, known_after));
+            }
+            Err(CodeSousError::AlreadyTerminal { status: found, .. }) => {
+                self.trace
+                    .event(step, format!("finish {id} refused: already {found:?}"));
+                if let Some((first, Known::Certain | Known::Pending)) = act.end
+                    && first != found
+                {
+                    return Err(fail(
+                        step,
+                        format!(
+                            "activation {id} ended as {first:?}, a later ending found {found:?}"
+                        ),
+                    ));
+                }
+                if !matches!(act.end, Some((_, Known::Certain))) {
+                    act.end = Some((found, Known::Pending));
+                }
+            }
+            Err(CodeSousError::NoSuchActivation(_)) => {
+                self.trace
+                    .event(step, format!("finish {id}: no such activation"));
+                if act.start == Known::Certain && self.clock.now_ms() < act.expires_from {
+                    return Err(fail(
+                        step,
+                        format!("activation {id}, durably started and not expired, is gone"),
+                    ));
+                }
+            }
+            Err(e) if faulted(&e) => {
+                self.trace.event(step, format!("finish {id} failed: {e}"));
+                if applied(&e) != Applied::No && act.end.is_none() {
+                    act.end = Some((status, Known::Maybe));
+                }
+            }
+            Err(e) => return Err(fail(step, format!("finish {id}: {e}"))),
+        }
+        Ok(())
+    }
+
+    fn read_activation<E: Target>(&mut self, cs: &Cs<E>, step: usize) -> Result<(), Violation> {
+        let Some(id) = self.pick_act() else {
+            return Ok(());
+        };
+        let tenant = self.functions[0].tenant.clone();
+        let Ok(found) = cs.activation(&tenant, &id) else {
+            return Ok(());
+        };
+        self.checks += 1;
+        let now = self.clock.now_ms();
+        let act = &self.acts[&id];
+        self.trace.event(
+            step,
+            format!("read {id}: {:?}", found.as_ref().map(|r| r.status)),
+        );
+        let Some(record) = found else {
+            if act.start == Known::Certain && now < act.expires_from {
+                return Err(fail(
+                    step,
+                    format!("activation {id}, durably started and not expired, is gone"),
+                ));
+            }
+            return Ok(());
+        };
+        if now >= act.expires_by {
+            return Err(fail(
+                step,
+                format!(
+                    "activation {id} returned at {now}, expired by {}",
+                    act.expires_by
+                ),
+            ));
+        }
+        if let Some((ended, Known::Certain)) = act.end
+            && record.status != ended
+        {
+            return Err(fail(
+                step,
+                format!(
+                    "activation {id} durably ended as {ended:?} reads as {:?}",
+                    record.status
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Versions gap-free, aliases on existing versions.
+    fn check<E: Target>(&mut self, cs: &Cs<E>, step: usize) -> Result<(), Violation> {
+        for f in self.functions.clone() {
+            let Ok(last) = cs.last_version(&f) else {
+                continue;
+            };
+            for v in 1..=last + 1 {
+                let Ok(meta) = cs.version(&f, v) else {
+                    continue;
+                };
+                self.checks += 1;
+                match meta {
+                    Some(m) if v > last => {
+                        return Err(fail(
+                            step,
+                            format!(
+                                "{f} has version {} beyond its version_seq {last}",
+                                m.version
+                            ),
+                        ));
+                    }
+                    None if v <= last => {
+                        return Err(fail(
+                            step,
+                            format!("{f} has no version {v}, its version_seq is {last}: a gap"),
+                        ));
+                    }
+                    Some(m) if m.version != v => {
+                        return Err(fail(step, format!("{f} v{v} holds version {}", m.version)));
+                    }
+                    _ => {}
+                }
+            }
+            if last > 0
+                && let Ok(None) = cs.bundle(&f, last)
+            {
+                return Err(fail(step, format!("{f} v{last} has no bundle")));
+            }
+            for alias in ALIASES {
+                let Ok(Some(a)) = cs.alias(&f, alias) else {
+                    continue;
+                };
+                self.checks += 1;
+                if let Ok(None) = cs.version(&f, a.version) {
+                    return Err(fail(
+                        step,
+                        format!(
+                            "{f} alias {alias} points at v{}, which does not exist",
+                            a.version
+                        ),
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Runs the code-sous workload of one seed on engine `E`.
+pub fn run_code_sous_seed_on<E: Target>(options: &RunOptions) -> SeedReport {
+    let mut rng = SeededRng::new(options.seed ^ 0xC0DE_5005_0000_0000);
+    let config = FaultConfig::swarm(&mut rng, &options.faults);
+    let fault_seed = rng.next_u64();
+    let store_options = store_options(&mut rng);
+    let mut run = CsRun {
+        clock: Arc::new(ManualClock::new(1_730_000_000_000)),
+        trace: Trace::new(),
+        commits: 0,
+        checks: 0,
+        immediate: store_options.durability == Durability::Immediate,
+        functions: [
+            FunctionId::new("t_abc123", "payments", "reconcile"),
+            FunctionId::new("t_abc123", "payments", "refund"),
+        ],
+        acts: BTreeMap::new(),
+        drafts: Vec::new(),
+        next_act: 0,
+        plant: options.plant.clone(),
+        rng,
+    };
+    run.trace.event(
+        0,
+        format!(
+            "code-sous seed {} faults {config:?} durability {:?}",
+            options.seed, store_options.durability
+        ),
+    );
+    let engine = FaultyEngine::new(E::fresh(store_options.keyspace_specs()), config, fault_seed);
+    let mut violation = None;
+    // The functions exist before the workload, made without faults.
+    {
+        let quiet = Store::open_with(
+            engine.inner(),
+            store_options.clone(),
+            run.clock.clone(),
+            Box::new(SeededRng::new(0)),
+        )
+        .unwrap_or_else(|e| unreachable!("{e}"));
+        let quiet = CodeSous::new(
+            quiet,
+            CodeSousConfig::default(),
+            Box::new(SeededRng::new(0)),
+        );
+        for f in &run.functions {
+            let made = quiet.create_function(f, &NewFunction::js()).and_then(|_| {
+                quiet
+                    .store()
+                    .engine()
+                    .sync()
+                    .map(|_| ())
+                    .map_err(|e| CodeSousError::from(StoreError::Engine(e)))
+            });
+            if let Err(e) = made {
+                violation = Some(fail(0, format!("creating {f} without faults failed: {e}")));
+            }
+        }
+    }
+    let mut cs = Some(run.open(engine, &store_options));
+    for step in 1..=options.ops {
+        if violation.is_some() {
+            break;
+        }
+        let Some(c) = cs.take() else { break };
+        let crash = c.store().engine().is_stuck()
+            || (config.p(FaultClass::Crash) > 0.0 && run.rng.chance(config.p(FaultClass::Crash)));
+        if crash {
+            let e = c.into_store().into_engine().crash_restart(&mut run.rng);
+            run.trace.event(step, "crash and reopen".to_owned());
+            run.crashed();
+            cs = Some(run.open(e, &store_options));
+            continue;
+        }
+        let outcome = run.step(&c, step);
+        cs = Some(c);
+        if let Err(v) = outcome {
+            violation = Some(v);
+        }
+    }
+    let faults = cs
+        .map(|c| c.store().engine().counters())
+        .unwrap_or_default();
+    run.trace.report(
+        "code-sous",
+        options.seed,
+        (run.commits, run.checks),
+        faults,
+        violation,
+    )
+}
