@@ -6,14 +6,16 @@
 //! | feature | module | system |
 //! |---|---|---|
 //! | `code-sous` | [`code_sous`] | a function platform's records on a Redis-protocol store (`code-sous-kvrocks-storage.md`) |
+//! | `universaldb` | [`universaldb`] | typed tuple keys and transactions of a database layer over FoundationDB (`universaldb-keys.md`) |
 //!
-//! Not built yet: the actor KV, UniversalDB, NoKV metadata and agent-memory
-//! layers. The crate README says what each module adds to its document.
+//! Not built yet: the actor KV, NoKV metadata and agent-memory layers. The crate README says what each module adds to its document.
 
 #[cfg(feature = "code-sous")]
 pub mod code_sous;
+#[cfg(feature = "universaldb")]
+pub mod universaldb;
 
 /// This crate's README example, compiled and run as a doctest.
-#[cfg(all(doctest, feature = "code-sous"))]
+#[cfg(all(doctest, feature = "code-sous", feature = "universaldb"))]
 #[doc = include_str!("../README.md")]
 pub struct ReadmeDoctests;

@@ -7,7 +7,7 @@
 //!
 //! - each function's versions are gap-free and unique: every version from
 //!   1 to its `version_seq` has its metadata, none beyond it (and the last
-//!   has its bundle);
+//!   has its bundle); the last three every step, all every fiftieth;
 //! - every alias points at a version that exists;
 //! - an activation reaches exactly one terminal status: once an ending is
 //!   known (acknowledged), a second one is refused with that status, and
@@ -28,8 +28,8 @@ use strata_schemas::code_sous::{
 };
 use strata_store::{RetryPolicy, Store, StoreError, StoreOptions};
 
-use crate::faults::{FaultClass, FaultConfig, FaultyEngine};
-use crate::run::{RunOptions, SeedReport, Trace, Violation, fail};
+use crate::faults::{FaultConfig, FaultyEngine};
+use crate::run::{Driven, RunOptions, SeedReport, Trace, Violation, drive, fail, quiet_store};
 use crate::store::{Applied, applied_despite};
 use crate::targets::Target;
 
@@ -78,6 +78,7 @@ struct CsRun {
     /// Drafts created: function index, id, recorded expiry.
     drafts: Vec<(usize, String, u64)>,
     next_act: u64,
+    options: StoreOptions,
     /// The planted bug to switch on after every (re)open.
     #[cfg_attr(not(feature = "planted-bugs"), allow(dead_code))]
     plant: Option<String>,
@@ -109,10 +110,10 @@ fn applied(e: &CodeSousError) -> Applied {
 }
 
 impl CsRun {
-    fn open<E: Target>(&mut self, engine: FaultyEngine<E>, options: &StoreOptions) -> Cs<E> {
+    fn open<E: Target>(&mut self, engine: FaultyEngine<E>) -> Cs<E> {
         let store = Store::open_with(
             engine,
-            options.clone(),
+            self.options.clone(),
             self.clock.clone(),
             Box::new(SeededRng::new(self.rng.next_u64())),
         )
@@ -151,7 +152,7 @@ impl CsRun {
         }
     }
 
-    fn crashed(&mut self) {
+    fn forget_pending(&mut self) {
         for a in self.acts.values_mut() {
             if a.start == Known::Pending {
                 a.start = Known::Maybe;
@@ -162,7 +163,7 @@ impl CsRun {
         }
     }
 
-    fn step<E: Target>(&mut self, cs: &Cs<E>, step: usize) -> Result<(), Violation> {
+    fn one_step<E: Target>(&mut self, cs: &Cs<E>, step: usize) -> Result<(), Violation> {
         let fi = usize::try_from(self.rng.below(2)).unwrap_or(0);
         match self.rng.below(100) {
             0..=19 => self.publish(cs, step, fi),
@@ -462,7 +463,15 @@ impl CsRun {
             let Ok(last) = cs.last_version(&f) else {
                 continue;
             };
-            for v in 1..=last + 1 {
+            // Versions are never removed, and a crash takes the counter
+            // back with them: every step checks the last ones and the one
+            // after, every fiftieth step all of them.
+            let from = if step.is_multiple_of(50) {
+                1
+            } else {
+                last.saturating_sub(2).max(1)
+            };
+            for v in from..=last + 1 {
                 let Ok(meta) = cs.version(&f, v) else {
                     continue;
                 };
@@ -514,6 +523,38 @@ impl CsRun {
     }
 }
 
+impl<E: Target> Driven<E> for CsRun {
+    type Layer = Cs<E>;
+
+    fn rng(&mut self) -> &mut SeededRng {
+        &mut self.rng
+    }
+
+    fn trace(&mut self) -> &mut Trace {
+        &mut self.trace
+    }
+
+    fn engine(cs: &Cs<E>) -> &FaultyEngine<E> {
+        cs.store().engine()
+    }
+
+    fn into_engine(cs: Cs<E>) -> FaultyEngine<E> {
+        cs.into_store().into_engine()
+    }
+
+    fn reopen(&mut self, engine: FaultyEngine<E>) -> Cs<E> {
+        self.open(engine)
+    }
+
+    fn crashed(&mut self) {
+        self.forget_pending();
+    }
+
+    fn step(&mut self, cs: &Cs<E>, step: usize) -> Result<(), Violation> {
+        self.one_step(cs, step)
+    }
+}
+
 /// Runs the code-sous workload of one seed on engine `E`.
 pub fn run_code_sous_seed_on<E: Target>(options: &RunOptions) -> SeedReport {
     let mut rng = SeededRng::new(options.seed ^ 0xC0DE_5005_0000_0000);
@@ -533,6 +574,7 @@ pub fn run_code_sous_seed_on<E: Target>(options: &RunOptions) -> SeedReport {
         acts: BTreeMap::new(),
         drafts: Vec::new(),
         next_act: 0,
+        options: store_options.clone(),
         plant: options.plant.clone(),
         rng,
     };
@@ -547,13 +589,7 @@ pub fn run_code_sous_seed_on<E: Target>(options: &RunOptions) -> SeedReport {
     let mut violation = None;
     // The functions exist before the workload, made without faults.
     {
-        let quiet = Store::open_with(
-            engine.inner(),
-            store_options.clone(),
-            run.clock.clone(),
-            Box::new(SeededRng::new(0)),
-        )
-        .unwrap_or_else(|e| unreachable!("{e}"));
+        let quiet = quiet_store(&engine, &store_options, run.clock.clone());
         let quiet = CodeSous::new(
             quiet,
             CodeSousConfig::default(),
@@ -573,27 +609,13 @@ pub fn run_code_sous_seed_on<E: Target>(options: &RunOptions) -> SeedReport {
             }
         }
     }
-    let mut cs = Some(run.open(engine, &store_options));
-    for step in 1..=options.ops {
-        if violation.is_some() {
-            break;
-        }
-        let Some(c) = cs.take() else { break };
-        let crash = c.store().engine().is_stuck()
-            || (config.p(FaultClass::Crash) > 0.0 && run.rng.chance(config.p(FaultClass::Crash)));
-        if crash {
-            let e = c.into_store().into_engine().crash_restart(&mut run.rng);
-            run.trace.event(step, "crash and reopen".to_owned());
-            run.crashed();
-            cs = Some(run.open(e, &store_options));
-            continue;
-        }
-        let outcome = run.step(&c, step);
-        cs = Some(c);
-        if let Err(v) = outcome {
-            violation = Some(v);
-        }
-    }
+    let cs = run.open(engine);
+    let (cs, found) = if violation.is_some() {
+        (Some(cs), None)
+    } else {
+        drive(&mut run, cs, options.ops, &config)
+    };
+    violation = violation.or(found);
     let faults = cs
         .map(|c| c.store().engine().counters())
         .unwrap_or_default();

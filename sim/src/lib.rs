@@ -32,6 +32,7 @@ pub mod run;
 pub mod search;
 pub mod store;
 pub mod targets;
+pub mod universaldb;
 
 pub use engine_workload::run_seed_on;
 pub use faults::{FaultClass, FaultConfig, FaultCounters, FaultyEngine, Restart};

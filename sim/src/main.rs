@@ -15,11 +15,12 @@
 //! --engine mem|redb|rocks  the engine under test (default mem; redb runs on
 //!                     a disk that loses power at every crash; rocks is
 //!                     killed and reopened)
-//! --workload engine|store|outbox|search|code-sous|both  the workloads of each seed (default both,
+//! --workload engine|store|outbox|search|code-sous|universaldb|both  the workloads of each seed (default both,
 //!                     that is all: raw engine commits against the model,
 //!                     store transactions with limits, quota, TTL and chunks,
 //!                     outbox producers and consumers, code-sous records,
-//!                     and the search index every fourth seed)
+//!                     UniversalDB transfers, and the search index every
+//!                     fourth seed)
 //! --check-determinism run every seed twice and compare trace hashes
 //! --quiet             no progress bar
 //! ```
@@ -124,6 +125,7 @@ fn parse() -> Result<Args, String> {
                     "store" => Workload::Store,
                     "outbox" => Workload::Outbox,
                     "code-sous" => Workload::CodeSous,
+                    "universaldb" => Workload::UniversalDb,
                     "search" => Workload::Search,
                     "both" | "all" => Workload::Both,
                     other => {
@@ -165,6 +167,7 @@ fn replay(args: &Args, seed: u64) -> String {
         Workload::Store => line.push_str(" --workload store"),
         Workload::Outbox => line.push_str(" --workload outbox"),
         Workload::CodeSous => line.push_str(" --workload code-sous"),
+        Workload::UniversalDb => line.push_str(" --workload universaldb"),
         Workload::Search => line.push_str(" --workload search"),
     }
     if let Some(p) = &args.plant {
@@ -183,7 +186,7 @@ fn main() -> ExitCode {
                 eprintln!("strata-sim: {msg}");
             }
             eprintln!(
-                "usage: cargo xtask sim [--seed S | --seeds N|A..B] [--time T] [--ops K] [--faults LIST] [--plant NAME] [--engine mem|redb|rocks] [--workload engine|store|outbox|search|code-sous|both] [--check-determinism] [--soak MINUTES] [--quiet]"
+                "usage: cargo xtask sim [--seed S | --seeds N|A..B] [--time T] [--ops K] [--faults LIST] [--plant NAME] [--engine mem|redb|rocks] [--workload engine|store|outbox|search|code-sous|universaldb|both] [--check-determinism] [--soak MINUTES] [--quiet]"
             );
             return ExitCode::from(2);
         }

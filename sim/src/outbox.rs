@@ -673,13 +673,7 @@ pub fn run_outbox_seed_on<E: Target>(options: &RunOptions) -> SeedReport {
     // Consumers are registered before the workload, without faults.
     let mut violation = None;
     if let Some(s) = &store {
-        let quiet: Store<&E> = Store::open_with(
-            s.engine().inner(),
-            store_options.clone(),
-            run.clock.clone(),
-            Box::new(SeededRng::new(0)),
-        )
-        .unwrap_or_else(|e| unreachable!("{e}"));
+        let quiet = crate::run::quiet_store(s.engine(), &store_options, run.clock.clone());
         for name in CONSUMERS {
             if let Err(e) = run.outbox(&quiet).register(TOPIC, name, Start::Beginning) {
                 violation = Some(fail(

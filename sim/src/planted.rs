@@ -51,6 +51,7 @@ pub const PLANTED: &[Planted] = &[
     p("alias-unchecked", Workload::CodeSous, 0),
     p("second-ending-accepted", Workload::CodeSous, 0),
     p("draft-never-expires", Workload::CodeSous, 0),
+    p("serializable-reads-unpinned", Workload::UniversalDb, 0),
     p("ack-before-index-commit", Workload::Search, 0),
     p("upsert-without-delete", Workload::Search, 0),
     p("index-non-durable", Workload::Search, 1),

@@ -4,10 +4,10 @@
 
 use std::collections::VecDeque;
 
-use strata_engine::MemEngine;
+use strata_engine::{MemEngine, Rng, SeededRng};
 
 use crate::engine_workload::run_seed_on;
-use crate::faults::{FaultClass, FaultCounters};
+use crate::faults::{FaultClass, FaultConfig, FaultCounters, FaultyEngine};
 use crate::targets::Target;
 
 /// What to run.
@@ -41,8 +41,10 @@ pub enum Workload {
     Search,
     /// A function platform's records ([`crate::code_sous`]).
     CodeSous,
+    /// Interleaved transfers on UniversalDB's model ([`crate::universaldb`]).
+    UniversalDb,
     /// Every workload: the engine's, the store's, the outbox's,
-    /// code-sous's, then (on every fourth seed, it is the slowest) the
+    /// code-sous's, UniversalDB's, then (on every fourth seed, it is the slowest) the
     /// search index's.
     #[default]
     Both,
@@ -311,6 +313,7 @@ pub fn run_workloads<E: Target>(options: &RunOptions) -> SeedReport {
         Workload::Outbox => crate::outbox::run_outbox_seed_on::<E>(options),
         Workload::Search => crate::search::run_search_seed_on::<E>(options),
         Workload::CodeSous => crate::code_sous::run_code_sous_seed_on::<E>(options),
+        Workload::UniversalDb => crate::universaldb::run_universaldb_seed_on::<E>(options),
         Workload::Both => {
             let engine = run_seed_on::<E>(options);
             if engine.violation.is_some() {
@@ -328,6 +331,11 @@ pub fn run_workloads<E: Target>(options: &RunOptions) -> SeedReport {
             }
             let code_sous = crate::code_sous::run_code_sous_seed_on::<E>(options);
             let all = join(options, &all, code_sous);
+            if all.violation.is_some() {
+                return all;
+            }
+            let udb = crate::universaldb::run_universaldb_seed_on::<E>(options);
+            let all = join(options, &all, udb);
             if all.violation.is_some() {
                 return all;
             }
@@ -356,6 +364,77 @@ fn join(options: &RunOptions, a: &SeedReport, b: SeedReport) -> SeedReport {
         trace_tail: b.trace_tail,
         violation: b.violation,
     }
+}
+
+/// A workload over a layer (a store, an outbox, a schema) on a faulty
+/// engine, for [`drive`].
+pub(crate) trait Driven<E: Target> {
+    /// The layer the steps use.
+    type Layer;
+    /// The run's generator (crash odds are drawn from it).
+    fn rng(&mut self) -> &mut SeededRng;
+    /// The run's trace, where crashes are recorded.
+    fn trace(&mut self) -> &mut Trace;
+    /// The engine under the layer.
+    fn engine(layer: &Self::Layer) -> &FaultyEngine<E>;
+    /// The layer taken apart, for a restart.
+    fn into_engine(layer: Self::Layer) -> FaultyEngine<E>;
+    /// The layer on a restarted engine.
+    fn reopen(&mut self, engine: FaultyEngine<E>) -> Self::Layer;
+    /// What a crash does to the run's knowledge (pending writes become
+    /// uncertain).
+    fn crashed(&mut self) {}
+    /// One step and its checks.
+    ///
+    /// # Errors
+    /// The violation it found.
+    fn step(&mut self, layer: &Self::Layer, step: usize) -> Result<(), Violation>;
+}
+
+/// A store on `engine`'s inner engine, without faults, sharing its data:
+/// for the setup a workload needs before its faulty steps.
+pub(crate) fn quiet_store<'e, E: Target>(
+    engine: &'e FaultyEngine<E>,
+    options: &strata_store::StoreOptions,
+    clock: std::sync::Arc<strata_engine::ManualClock>,
+) -> strata_store::Store<&'e E> {
+    strata_store::Store::open_with(
+        engine.inner(),
+        options.clone(),
+        clock,
+        Box::new(SeededRng::new(0)),
+    )
+    .unwrap_or_else(|e| unreachable!("the store's keyspaces are declared: {e}"))
+}
+
+/// Runs `ops` steps: each either crashes and reopens (at the seed's crash
+/// odds, or when a sticky fault stuck the engine) or runs a step. Returns
+/// the layer at the end and the first violation.
+pub(crate) fn drive<E: Target, D: Driven<E>>(
+    d: &mut D,
+    layer: D::Layer,
+    ops: usize,
+    config: &FaultConfig,
+) -> (Option<D::Layer>, Option<Violation>) {
+    let mut layer = Some(layer);
+    for step in 1..=ops {
+        let Some(l) = layer.take() else { break };
+        let p = config.p(FaultClass::Crash);
+        let crash = D::engine(&l).is_stuck() || (p > 0.0 && d.rng().chance(p));
+        if crash {
+            let e = D::into_engine(l).crash_restart(d.rng());
+            d.trace().event(step, "crash and reopen".to_owned());
+            d.crashed();
+            layer = Some(d.reopen(e));
+            continue;
+        }
+        let outcome = d.step(&l, step);
+        layer = Some(l);
+        if let Err(v) = outcome {
+            return (layer, Some(v));
+        }
+    }
+    (layer, None)
 }
 
 #[cfg(test)]

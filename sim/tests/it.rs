@@ -45,6 +45,7 @@ fn fault_rates_vary_by_seed() {
         (Workload::Store, 60),
         (Workload::Outbox, 60),
         (Workload::CodeSous, 60),
+        (Workload::UniversalDb, 60),
         (Workload::Search, 16),
     ] {
         let reports: Vec<_> = (0..seeds)
@@ -135,6 +136,7 @@ fn the_catalogue_lists_every_planted_bug() {
             strata_schemas::code_sous::PlantedBug::ALL
                 .map(strata_schemas::code_sous::PlantedBug::name),
         )
+        .chain(strata_schemas::universaldb::PLANTED)
         .collect();
     listed.sort_unstable();
     planted.sort_unstable();

@@ -4,6 +4,7 @@
 #![allow(clippy::missing_panics_doc, missing_docs)]
 
 mod code_sous;
+mod universaldb;
 
 use std::path::PathBuf;
 use std::sync::Arc;

@@ -1,0 +1,284 @@
+//! The UniversalDB workload: transfers between actors' balances, kept on
+//! the document's key layout `(ACTOR, DATA, actor_id, METADATA)`, by
+//! transactions interleaved in pairs (both begun, both read, both write,
+//! committed in a random order), with serializable reads, on a faulty
+//! engine with crashes; the audit reads every balance with snapshot reads
+//! in one transaction.
+//!
+//! Oracles: money is conserved (the balances always sum to the initial
+//! total) and no balance goes below zero, after every step, whatever
+//! commits failed, conflicted or ended with an unknown outcome. Two
+//! transfers that read the same balance serializably cannot both commit;
+//! if they could, the second would overwrite the first's debit or credit
+//! and the sum would change.
+
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use strata_codec::Limits;
+use strata_engine::{Engine, ManualClock, Rng, SeededRng};
+use strata_keys::tuple::Uuid;
+use strata_keys::tuple_key;
+use strata_schemas::universaldb::keys::{ACTOR, DATA, METADATA};
+use strata_schemas::universaldb::{Database, Isolation, UdbError};
+use strata_store::{RetryPolicy, Store, StoreOptions};
+
+use crate::faults::{FaultConfig, FaultyEngine};
+use crate::run::{Driven, RunOptions, SeedReport, Trace, Violation, drive, fail, quiet_store};
+use crate::targets::Target;
+
+const ACTORS: u64 = 4;
+const START: i64 = 250;
+
+/// An actor's balance.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+struct Balance(i64);
+strata_codec::value!(Balance: postcard, version = 1);
+
+/// `(ACTOR, DATA, actor_id, METADATA)`.
+#[derive(Debug, Clone, PartialEq)]
+struct BalanceKey {
+    actor_id: Uuid,
+}
+tuple_key! {
+    BalanceKey -> Balance = (ACTOR, DATA, {actor_id}, METADATA);
+}
+
+fn key(n: u128) -> BalanceKey {
+    BalanceKey {
+        actor_id: Uuid::from_u128(n),
+    }
+}
+
+type Db<E> = Database<FaultyEngine<E>>;
+
+struct UdbRun {
+    rng: SeededRng,
+    clock: Arc<ManualClock>,
+    trace: Trace,
+    commits: u64,
+    checks: u64,
+    options: StoreOptions,
+}
+
+/// One planned transfer: from, to, amount. Both balances are read
+/// serializably: the values written depend on both.
+#[derive(Debug, Clone, Copy)]
+struct Transfer {
+    from: u128,
+    to: u128,
+    amount: i64,
+}
+
+impl UdbRun {
+    fn open<E: Target>(&mut self, engine: FaultyEngine<E>) -> Db<E> {
+        let store = Store::open_with(
+            engine,
+            self.options.clone(),
+            self.clock.clone(),
+            Box::new(SeededRng::new(self.rng.next_u64())),
+        )
+        .unwrap_or_else(|e| unreachable!("the store's keyspaces are declared: {e}"));
+        Database::open(store).unwrap_or_else(|e| unreachable!("the udb space is declared: {e}"))
+    }
+
+    fn transfer(&mut self) -> Transfer {
+        let from = self.rng.below(ACTORS);
+        let to = (from + 1 + self.rng.below(ACTORS - 1)) % ACTORS;
+        Transfer {
+            from: from.into(),
+            to: to.into(),
+            amount: i64::try_from(1 + self.rng.below(120)).unwrap_or(1),
+        }
+    }
+
+    /// Two transfers begun together, read, written, committed in a random
+    /// order.
+    fn pair<E: Target>(&mut self, db: &Db<E>, step: usize) {
+        let plans = [self.transfer(), self.transfer()];
+        let mut txs: Vec<_> = plans.iter().map(|_| db.begin()).collect();
+        let mut wrote = [false, false];
+        for (i, (tx, plan)) in txs.iter_mut().zip(plans).enumerate() {
+            let mut ops = tx.ops();
+            let from = ops.read_opt(&key(plan.from), Isolation::Serializable);
+            let to = ops.read_opt(&key(plan.to), Isolation::Serializable);
+            let (Ok(Some(from)), Ok(Some(to))) = (from, to) else {
+                continue;
+            };
+            if from.0 < plan.amount {
+                continue;
+            }
+            let debit = ops.write(&key(plan.from), &Balance(from.0 - plan.amount));
+            let credit = ops.write(&key(plan.to), &Balance(to.0 + plan.amount));
+            wrote[i] = debit.is_ok() && credit.is_ok();
+        }
+        let first = usize::try_from(self.rng.below(2)).unwrap_or(0);
+        let mut outcomes = Vec::new();
+        let mut txs: Vec<_> = txs.into_iter().map(Some).collect();
+        for i in [first, 1 - first] {
+            let Some(tx) = txs[i].take() else { continue };
+            if !wrote[i] {
+                outcomes.push(format!("t{i} skipped"));
+                continue;
+            }
+            let plan = plans[i];
+            match tx.commit() {
+                Ok(_) => {
+                    self.commits += 1;
+                    outcomes.push(format!(
+                        "t{i} moved {} {}->{}",
+                        plan.amount, plan.from, plan.to
+                    ));
+                }
+                Err(e) => outcomes.push(format!("t{i} failed: {}", short(&e))),
+            }
+        }
+        self.trace.event(step, outcomes.join("; "));
+    }
+
+    /// Money conserved, nothing negative: read in one snapshot.
+    fn check<E: Target>(&mut self, db: &Db<E>, step: usize) -> Result<(), Violation> {
+        let read = db.run("audit", |tx| {
+            (0..u128::from(ACTORS))
+                .map(|n| tx.read(&key(n), Isolation::Snapshot).map(|b| b.0))
+                .collect::<Result<Vec<i64>, UdbError>>()
+        });
+        let Ok(balances) = read else {
+            return Ok(());
+        };
+        self.checks += 1;
+        let total: i64 = balances.iter().sum();
+        if total != START * i64::try_from(ACTORS).unwrap_or(0) {
+            return Err(fail(
+                step,
+                format!("balances {balances:?} sum to {total}: money was created or lost"),
+            ));
+        }
+        if balances.iter().any(|b| *b < 0) {
+            return Err(fail(step, format!("a negative balance: {balances:?}")));
+        }
+        Ok(())
+    }
+}
+
+impl<E: Target> Driven<E> for UdbRun {
+    type Layer = Db<E>;
+
+    fn rng(&mut self) -> &mut SeededRng {
+        &mut self.rng
+    }
+
+    fn trace(&mut self) -> &mut Trace {
+        &mut self.trace
+    }
+
+    fn engine(db: &Db<E>) -> &FaultyEngine<E> {
+        db.store().engine()
+    }
+
+    fn into_engine(db: Db<E>) -> FaultyEngine<E> {
+        db.into_store().into_engine()
+    }
+
+    fn reopen(&mut self, engine: FaultyEngine<E>) -> Db<E> {
+        self.open(engine)
+    }
+
+    fn step(&mut self, db: &Db<E>, step: usize) -> Result<(), Violation> {
+        if self.rng.chance(0.05) {
+            match db.store().engine().sync() {
+                Ok(v) => self.trace.event(step, format!("sync: durable {v}")),
+                Err(e) => self.trace.event(step, format!("sync failed: {e}")),
+            }
+        } else {
+            self.pair(db, step);
+        }
+        self.check(db, step)
+    }
+}
+
+fn short(e: &UdbError) -> String {
+    let text = e.to_string();
+    text.chars().take(80).collect()
+}
+
+/// Runs the UniversalDB workload of one seed on engine `E`.
+#[allow(clippy::too_many_lines)] // setup, loop and report, in order
+pub fn run_universaldb_seed_on<E: Target>(options: &RunOptions) -> SeedReport {
+    let mut rng = SeededRng::new(options.seed ^ 0x0DB0_0000_0000_0000);
+    let config = FaultConfig::swarm(&mut rng, &options.faults);
+    let fault_seed = rng.next_u64();
+    let mut store_options =
+        Database::<strata_engine::MemEngine>::declare(StoreOptions::new(Limits::FOUNDATIONDB))
+            .retry(RetryPolicy {
+                max_attempts: 3,
+                base_backoff_ms: 1,
+                max_backoff_ms: 8,
+            });
+    if rng.chance(0.5) {
+        store_options = store_options.durability(strata_engine::Durability::Buffered);
+    }
+    let mut run = UdbRun {
+        clock: Arc::new(ManualClock::new(1_730_000_000_000)),
+        trace: Trace::new(),
+        commits: 0,
+        checks: 0,
+        options: store_options.clone(),
+        rng,
+    };
+    #[cfg(feature = "planted-bugs")]
+    strata_schemas::universaldb::plant_unpinned_reads(
+        options.plant.as_deref() == Some("serializable-reads-unpinned"),
+    );
+    run.trace.event(
+        0,
+        format!(
+            "universaldb seed {} faults {config:?} durability {:?}",
+            options.seed, store_options.durability
+        ),
+    );
+    let engine = FaultyEngine::new(E::fresh(store_options.keyspace_specs()), config, fault_seed);
+    let mut violation = None;
+    {
+        // The balances exist before the workload, written without faults.
+        let quiet = quiet_store(&engine, &store_options, run.clock.clone());
+        let quiet = Database::open(quiet).unwrap_or_else(|e| unreachable!("{e}"));
+        let made = quiet
+            .run("open accounts", |tx| {
+                (0..u128::from(ACTORS)).try_for_each(|n| tx.write(&key(n), &Balance(START)))
+            })
+            .and_then(|()| {
+                quiet
+                    .store()
+                    .engine()
+                    .sync()
+                    .map(|_| ())
+                    .map_err(|e| UdbError::Store(strata_store::StoreError::Engine(e)))
+            });
+        if let Err(e) = made {
+            violation = Some(fail(
+                0,
+                format!("opening the accounts without faults failed: {e}"),
+            ));
+        }
+    }
+    let db = run.open(engine);
+    let (db, found) = if violation.is_some() {
+        (Some(db), None)
+    } else {
+        drive(&mut run, db, options.ops, &config)
+    };
+    violation = violation.or(found);
+    #[cfg(feature = "planted-bugs")]
+    strata_schemas::universaldb::plant_unpinned_reads(false);
+    let faults = db
+        .map(|d| d.store().engine().counters())
+        .unwrap_or_default();
+    run.trace.report(
+        "universaldb",
+        options.seed,
+        (run.commits, run.checks),
+        faults,
+        violation,
+    )
+}
