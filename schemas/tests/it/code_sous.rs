@@ -740,3 +740,64 @@ crate::on_each_engine!(
     logs_append_in_chunks,
     schedules_and_workers_change_with_their_index,
 );
+
+/// The handle's accessors and names, and the draft ids: `drf_` and a ULID
+/// whose time is the store clock's reading and whose 80 random bits come
+/// from the injected generator (the low 16 bits of its first draw, then
+/// its second draw: SplitMix64 of seed 11, computed here by hand).
+#[test]
+fn accessors_names_and_draft_ids() {
+    let options = CodeSous::<strata_engine::MemEngine>::store_options();
+    assert_eq!(
+        options.retry.max_attempts, 32,
+        "publishes contend on version_seq"
+    );
+    assert_eq!(options.limits, strata_codec::Limits::FOUNDATIONDB);
+    let config = CodeSousConfig {
+        log_chunk_bytes: 8,
+        ..CodeSousConfig::default()
+    };
+    let (cs, _) = open(strata_engine::MemEngine::open(specs()).unwrap(), config);
+    assert_eq!(cs.config(), config);
+    assert!(format!("{cs:?}").contains("log_chunk_bytes: 8"));
+    assert_eq!(f().to_string(), "t_abc123/payments/reconcile");
+    let b = bundle(1);
+    assert_eq!(b.function_js(), b"export default () => 1;");
+    assert_eq!(b.manifest_json(), br#"{"name":"reconcile","n":1}"#);
+    cs.create_function(&f(), &NewFunction::js()).unwrap();
+    let draft = cs.create_draft(&f(), &b).unwrap();
+    let splitmix = |state: &mut u64| {
+        *state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = *state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    };
+    let mut state = 11u64;
+    let (hi, lo) = (splitmix(&mut state), splitmix(&mut state));
+    let random = (u128::from(hi & 0xFFFF) << 64) | u128::from(lo);
+    let want = strata_keys::Ulid::from_parts(START_MS, random).unwrap();
+    assert_eq!(
+        draft.draft_id,
+        format!(
+            "drf_{}",
+            String::from_utf8(want.to_text().to_vec()).unwrap()
+        )
+    );
+    // A worker reads back as written.
+    let worker = WorkerRecord {
+        name: s("w"),
+        domain: s("d"),
+        tasklist: s("t"),
+        worker_id: s("i"),
+        activity_map: BTreeMap::new(),
+        pollers: BTreeMap::from([(s("activity"), 2)]),
+        limits: BTreeMap::new(),
+        enabled: false,
+    };
+    cs.create_worker("t_abc123", "payments", &worker).unwrap();
+    assert_eq!(
+        cs.worker("t_abc123", "payments", "w").unwrap(),
+        Some(worker)
+    );
+}

@@ -365,3 +365,9 @@ crate::on_each_engine!(
     subspaces_with_an_optional_create_ts,
     serializable_reads_conflict_and_snapshot_reads_do_not,
 );
+
+#[test]
+fn the_handle_names_itself() {
+    let db = db(strata_engine::MemEngine::open(specs()).unwrap());
+    assert!(format!("{db:?}").starts_with("Database"));
+}
