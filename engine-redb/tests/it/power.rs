@@ -138,3 +138,77 @@ fn a_durable_group_costs_the_syncs_of_one_commit_and_survives_power_loss() {
     assert_eq!(got, want, "a durable group lost to a power cut");
     assert_eq!(e.last_version(), 9);
 }
+
+/// A disk whose syncs fail while `failing` is set.
+#[derive(Debug, Clone)]
+struct FailingSyncs {
+    disk: PowerLossBackend,
+    failing: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl redb::StorageBackend for FailingSyncs {
+    fn len(&self) -> Result<u64, std::io::Error> {
+        self.disk.len()
+    }
+    fn read(&self, offset: u64, out: &mut [u8]) -> Result<(), std::io::Error> {
+        self.disk.read(offset, out)
+    }
+    fn set_len(&self, len: u64) -> Result<(), std::io::Error> {
+        self.disk.set_len(len)
+    }
+    fn sync_data(&self) -> Result<(), std::io::Error> {
+        if self.failing.load(std::sync::atomic::Ordering::SeqCst) {
+            return Err(std::io::Error::other("injected sync failure"));
+        }
+        self.disk.sync_data()
+    }
+    fn write(&self, offset: u64, data: &[u8]) -> Result<(), std::io::Error> {
+        self.disk.write(offset, data)
+    }
+}
+
+/// A group whose durable write fails: every commit of it has an unknown
+/// outcome, no version is published, and after a power cut the disk holds
+/// the whole group or none of it.
+#[test]
+fn a_group_whose_sync_fails_is_unknown_and_all_or_nothing() {
+    use strata_engine::CommitError;
+    let specs = vec![KeyspaceSpec::new("a", Profile::General)];
+    let disk = PowerLossBackend::new();
+    let failing = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let backend = FailingSyncs {
+        disk: disk.clone(),
+        failing: failing.clone(),
+    };
+    let e = RedbEngine::open_with_backend(backend, specs.clone(), RedbOptions::default()).unwrap();
+    let a = e.keyspace("a").unwrap();
+    e.commit(Commit::new().put(a, b"base".to_vec(), b"0".to_vec()))
+        .unwrap();
+    failing.store(true, std::sync::atomic::Ordering::SeqCst);
+    let results = e.commit_group(
+        (0..3u8)
+            .map(|i| Commit::new().put(a, vec![b'g', i], vec![i]))
+            .collect(),
+    );
+    assert_eq!(results.len(), 3);
+    for r in &results {
+        assert!(
+            matches!(r, Err(CommitError::OutcomeUnknown(_))),
+            "a failed durable write leaves the outcome unknown: {r:?}"
+        );
+    }
+    assert_eq!(
+        (e.last_version(), e.durable_version()),
+        (1, 1),
+        "no version published"
+    );
+    let survivor = disk.power_loss(&mut SeededRng::new(3));
+    drop(e);
+    let e = RedbEngine::open_with_backend(survivor, specs, RedbOptions::default()).unwrap();
+    let got = state(&e);
+    let base: State = [(b"base".to_vec(), b"0".to_vec())].into_iter().collect();
+    let mut all = base.clone();
+    all.extend((0..3u8).map(|i| (vec![b'g', i], vec![i])));
+    assert!(got == base || got == all, "half a group survived: {got:?}");
+    assert_eq!(e.last_version(), if got == base { 1 } else { 4 });
+}
