@@ -7,9 +7,13 @@
 //! |---|---|---|
 //! | `code-sous` | [`code_sous`] | a function platform's records on a Redis-protocol store (`code-sous-kvrocks-storage.md`) |
 //! | `universaldb` | [`universaldb`] | typed tuple keys and transactions of a database layer over FoundationDB (`universaldb-keys.md`) |
+//! | `actor-kv` | [`actor_kv`] | an actor runtime's per-actor keyspace (`actor-kv-structure.md`): its logical key tree only, so far |
 //!
-//! Not built yet: the actor KV, NoKV metadata and agent-memory layers. The crate README says what each module adds to its document.
+//! Not built yet: the actor KV's physical layouts and operations, the NoKV
+//! metadata and agent-memory layers. The crate README says what each module adds to its document.
 
+#[cfg(feature = "actor-kv")]
+pub mod actor_kv;
 #[cfg(feature = "code-sous")]
 pub mod code_sous;
 #[cfg(feature = "universaldb")]

@@ -3,6 +3,7 @@
 
 #![allow(clippy::missing_panics_doc, missing_docs)]
 
+mod actor_kv;
 mod code_sous;
 mod universaldb;
 

@@ -1,0 +1,419 @@
+//! Actor KV (`actor-kv-structure.md`): the logical key tree of an actor's
+//! isolated keyspace, byte for byte as the document lays it out.
+//!
+//! **Built:** constructors for every logical key (namespaces 1 to 9, the
+//! workflow's, the traces' and the SQLite VFS's nested keys), a typed
+//! parser of any logical key ([`LogicalKey::parse`]), prefix ranges that
+//! include keys whose next byte is `0xFF` (the document's known flaw of
+//! `prefix ++ 0xFF` fixed), and the later versioned layout, a version byte
+//! after each namespace byte, as an option of the same API ([`Layout`]).
+//!
+//! **Not built yet:** the physical layouts (compatible with the engine's
+//! `(RIVET, PEGBOARD, ACTOR_KV, actor_id)` envelope, and native), the
+//! operations with their limits and exact quota, the batch planner, the
+//! migration between layouts, the example and the simulation workload
+//! (issue 18, items 2, 3, 7 and 8 for the actor KV).
+//!
+//! ```
+//! use strata_schemas::actor_kv::{Layout, LogicalKey};
+//!
+//! let key = LogicalKey::QueueMessage { message_id: 258 };
+//! assert_eq!(key.encode(Layout::Unversioned), [5, 0, 0, 0, 0, 0, 0, 1, 2]);
+//! assert_eq!(key.encode(Layout::Versioned(1)), [5, 1, 0, 0, 0, 0, 0, 0, 1, 2]);
+//! assert_eq!(LogicalKey::parse(&[5, 0, 0, 0, 0, 0, 0, 1, 2], Layout::Unversioned)?, key);
+//! # Ok::<(), strata_schemas::actor_kv::ActorKvError>(())
+//! ```
+
+use strata_keys::tuple::{self, Element};
+use strata_keys::{KeyRange, Subspace};
+
+/// The top-level namespace bytes of an actor's keyspace.
+pub mod ns {
+    /// `[1]` the actor's persisted data.
+    pub const PERSIST_DATA: u8 = 1;
+    /// `[2] + utf8(conn_id)` a connection.
+    pub const CONN: u8 = 2;
+    /// `[3]` the inspector token.
+    pub const INSPECTOR_TOKEN: u8 = 3;
+    /// `[4] + user_key` user KV.
+    pub const KV: u8 = 4;
+    /// `[5] + u64_be(message_id)` a queue message.
+    pub const QUEUE: u8 = 5;
+    /// `[6]` the queue's metadata.
+    pub const QUEUE_METADATA: u8 = 6;
+    /// `[7] + tuple` the workflow engine's keys.
+    pub const WORKFLOW: u8 = 7;
+    /// `[8] + tuple` OpenTelemetry traces.
+    pub const TRACES: u8 = 8;
+    /// `[9] + bytes` the SQLite VFS's keys.
+    pub const SQLITE: u8 = 9;
+}
+
+/// The byte layout of logical keys.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Layout {
+    /// The document's tree: the namespace byte, then the key.
+    #[default]
+    Unversioned,
+    /// The runtime's later tree: the namespace byte, this version byte,
+    /// then the key (the queue's `[5, 1, ...]`).
+    Versioned(u8),
+}
+
+/// A workflow metadata field (`[7] [3, field]`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum WorkflowField {
+    /// `[3, 1]`.
+    State,
+    /// `[3, 2]`.
+    Output,
+    /// `[3, 3]`.
+    Error,
+    /// `[3, 4]`.
+    Version,
+    /// `[3, 5]`.
+    Input,
+}
+
+impl WorkflowField {
+    const fn code(self) -> i64 {
+        match self {
+            Self::State => 1,
+            Self::Output => 2,
+            Self::Error => 3,
+            Self::Version => 4,
+            Self::Input => 5,
+        }
+    }
+
+    fn from_code(code: i64) -> Option<Self> {
+        [
+            Self::State,
+            Self::Output,
+            Self::Error,
+            Self::Version,
+            Self::Input,
+        ]
+        .into_iter()
+        .find(|f| f.code() == code)
+    }
+}
+
+/// A segment of a workflow history location: a name index, or a loop
+/// iteration marker (a nested tuple `(loop, iteration)`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Segment {
+    /// An index into the name registry.
+    Name(u64),
+    /// The `iteration`th run of the loop at name index `loop_index`.
+    Loop {
+        /// The loop's name index.
+        loop_index: u64,
+        /// Which iteration.
+        iteration: u64,
+    },
+}
+
+/// A SQLite file of the VFS (`file_tag`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum SqliteFile {
+    /// `0`: the main database.
+    Main,
+    /// `1`: the rollback journal.
+    Journal,
+    /// `2`: the write-ahead log.
+    Wal,
+    /// `3`: the shared-memory file.
+    Shm,
+}
+
+impl SqliteFile {
+    const fn tag(self) -> u8 {
+        match self {
+            Self::Main => 0,
+            Self::Journal => 1,
+            Self::Wal => 2,
+            Self::Shm => 3,
+        }
+    }
+
+    fn from_tag(tag: u8) -> Option<Self> {
+        [Self::Main, Self::Journal, Self::Wal, Self::Shm]
+            .into_iter()
+            .find(|f| f.tag() == tag)
+    }
+}
+
+/// Every key of an actor's logical keyspace.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum LogicalKey {
+    /// `[1]`.
+    PersistData,
+    /// `[2] + utf8(conn_id)`.
+    Conn {
+        /// The connection's id.
+        conn_id: String,
+    },
+    /// `[3]`.
+    InspectorToken,
+    /// `[4] + user_key`.
+    UserKv {
+        /// The user's key bytes.
+        key: Vec<u8>,
+    },
+    /// `[5] + u64_be(message_id)`.
+    QueueMessage {
+        /// The message's number.
+        message_id: u64,
+    },
+    /// `[6]`.
+    QueueMetadata,
+    /// `[7] + pack(1, name_index)`: the workflow's name registry.
+    WorkflowName {
+        /// The index in the registry.
+        name_index: u64,
+    },
+    /// `[7] + pack(2, ...segments)`: a workflow history entry.
+    WorkflowHistory {
+        /// Where in the workflow the entry is: name indexes and loop iterations.
+        location: Vec<Segment>,
+    },
+    /// `[7] + pack(3, field)`: a workflow metadata field.
+    WorkflowField(WorkflowField),
+    /// `[7] + pack(4, entry_id)`: an entry's metadata.
+    WorkflowEntryMetadata {
+        /// The entry's id.
+        entry_id: String,
+    },
+    /// `[8] + pack(1, bucket_start_sec, chunk_id)`: a chunk of traces.
+    TraceChunk {
+        /// The bucket's start, Unix seconds.
+        bucket_start_sec: u64,
+        /// The chunk within the bucket.
+        chunk_id: u64,
+    },
+    /// `[9, 0, file_tag]`: a SQLite file's metadata.
+    SqliteMetadata(SqliteFile),
+    /// `[9, 1, file_tag] + u32_be(chunk_index)`: a chunk of a SQLite file.
+    SqliteChunk {
+        /// Which SQLite file.
+        file: SqliteFile,
+        /// The chunk's number.
+        chunk_index: u32,
+    },
+}
+
+/// Why bytes are no logical key.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ActorKvError {
+    /// The bytes fit no key of the tree; `why` says where they stop fitting.
+    #[error("not an actor KV logical key: {why}")]
+    NotAKey {
+        /// What did not fit.
+        why: String,
+    },
+}
+
+fn not_a_key(why: impl Into<String>) -> ActorKvError {
+    ActorKvError::NotAKey { why: why.into() }
+}
+
+fn int(n: u64) -> Element<'static> {
+    Element::Int(i64::try_from(n).unwrap_or(i64::MAX))
+}
+
+fn uint(e: &Element<'_>) -> Option<u64> {
+    match e {
+        Element::Int(n) => u64::try_from(*n).ok(),
+        _ => None,
+    }
+}
+
+/// The prefix of namespace `ns` in `layout`.
+pub fn namespace(ns: u8, layout: Layout) -> Vec<u8> {
+    match layout {
+        Layout::Unversioned => vec![ns],
+        Layout::Versioned(v) => vec![ns, v],
+    }
+}
+
+/// Every key starting with `prefix`: `strinc`'s end, so keys whose next
+/// byte is `0xFF` are inside (the document's `prefix ++ 0xFF` misses them).
+pub fn prefix_range(prefix: &[u8]) -> KeyRange {
+    Subspace::from_bytes(prefix.to_vec()).range()
+}
+
+impl LogicalKey {
+    /// The namespace byte it lives under.
+    pub fn namespace(&self) -> u8 {
+        match self {
+            Self::PersistData => ns::PERSIST_DATA,
+            Self::Conn { .. } => ns::CONN,
+            Self::InspectorToken => ns::INSPECTOR_TOKEN,
+            Self::UserKv { .. } => ns::KV,
+            Self::QueueMessage { .. } => ns::QUEUE,
+            Self::QueueMetadata => ns::QUEUE_METADATA,
+            Self::WorkflowName { .. }
+            | Self::WorkflowHistory { .. }
+            | Self::WorkflowField(_)
+            | Self::WorkflowEntryMetadata { .. } => ns::WORKFLOW,
+            Self::TraceChunk { .. } => ns::TRACES,
+            Self::SqliteMetadata(_) | Self::SqliteChunk { .. } => ns::SQLITE,
+        }
+    }
+
+    /// Its bytes in `layout`.
+    pub fn encode(&self, layout: Layout) -> Vec<u8> {
+        let mut out = namespace(self.namespace(), layout);
+        match self {
+            Self::PersistData | Self::InspectorToken | Self::QueueMetadata => {}
+            Self::Conn { conn_id } => out.extend_from_slice(conn_id.as_bytes()),
+            Self::UserKv { key } => out.extend_from_slice(key),
+            Self::QueueMessage { message_id } => out.extend_from_slice(&message_id.to_be_bytes()),
+            Self::WorkflowName { name_index } => {
+                out.extend(tuple::pack(&(1i64, int(*name_index))));
+            }
+            Self::WorkflowHistory { location } => {
+                let mut elements = vec![Element::Int(2)];
+                elements.extend(location.iter().map(|s| match s {
+                    Segment::Name(n) => int(*n),
+                    Segment::Loop {
+                        loop_index,
+                        iteration,
+                    } => Element::Tuple(vec![int(*loop_index), int(*iteration)]),
+                }));
+                out.extend(tuple::pack(&Element::Tuple(elements)));
+            }
+            Self::WorkflowField(field) => out.extend(tuple::pack(&(3i64, field.code()))),
+            Self::WorkflowEntryMetadata { entry_id } => {
+                out.extend(tuple::pack(&(4i64, entry_id.as_str())));
+            }
+            Self::TraceChunk {
+                bucket_start_sec,
+                chunk_id,
+            } => out.extend(tuple::pack(&(1i64, int(*bucket_start_sec), int(*chunk_id)))),
+            Self::SqliteMetadata(file) => out.extend_from_slice(&[0, file.tag()]),
+            Self::SqliteChunk { file, chunk_index } => {
+                out.extend_from_slice(&[1, file.tag()]);
+                out.extend_from_slice(&chunk_index.to_be_bytes());
+            }
+        }
+        out
+    }
+
+    /// The key `bytes` encode in `layout`, every part checked.
+    ///
+    /// # Errors
+    /// [`ActorKvError::NotAKey`] naming what does not fit.
+    pub fn parse(bytes: &[u8], layout: Layout) -> Result<Self, ActorKvError> {
+        let (&ns, rest) = bytes.split_first().ok_or_else(|| not_a_key("empty"))?;
+        let rest = match layout {
+            Layout::Unversioned => rest,
+            Layout::Versioned(v) => match rest.split_first() {
+                Some((&found, rest)) if found == v => rest,
+                _ => {
+                    return Err(not_a_key(format!(
+                        "no version byte {v} after namespace {ns}"
+                    )));
+                }
+            },
+        };
+        let exact = |key: Self| {
+            if rest.is_empty() {
+                Ok(key)
+            } else {
+                Err(not_a_key(format!(
+                    "bytes after namespace {ns}'s single key"
+                )))
+            }
+        };
+        match ns {
+            ns::PERSIST_DATA => exact(Self::PersistData),
+            ns::INSPECTOR_TOKEN => exact(Self::InspectorToken),
+            ns::QUEUE_METADATA => exact(Self::QueueMetadata),
+            ns::CONN => String::from_utf8(rest.to_vec())
+                .map(|conn_id| Self::Conn { conn_id })
+                .map_err(|_| not_a_key("a connection id that is not UTF-8")),
+            ns::KV => Ok(Self::UserKv { key: rest.to_vec() }),
+            ns::QUEUE => <[u8; 8]>::try_from(rest)
+                .map(|b| Self::QueueMessage {
+                    message_id: u64::from_be_bytes(b),
+                })
+                .map_err(|_| not_a_key("a queue message id that is not 8 bytes")),
+            ns::WORKFLOW => parse_workflow(rest),
+            ns::TRACES => parse_traces(rest),
+            ns::SQLITE => parse_sqlite(rest),
+            other => Err(not_a_key(format!("unknown namespace {other}"))),
+        }
+    }
+}
+
+fn unpack_elements(rest: &[u8]) -> Result<Vec<Element<'static>>, ActorKvError> {
+    let element: Element<'_> =
+        tuple::unpack(rest).map_err(|e| not_a_key(format!("not a tuple: {e}")))?;
+    match element.into_owned() {
+        Element::Tuple(items) => Ok(items),
+        one => Ok(vec![one]),
+    }
+}
+
+fn parse_workflow(rest: &[u8]) -> Result<LogicalKey, ActorKvError> {
+    let items = unpack_elements(rest)?;
+    let bad = || not_a_key("a workflow key of no known shape");
+    match items.as_slice() {
+        [Element::Int(1), n] => Ok(LogicalKey::WorkflowName {
+            name_index: uint(n).ok_or_else(bad)?,
+        }),
+        [Element::Int(2), segments @ ..] => Ok(LogicalKey::WorkflowHistory {
+            location: segments
+                .iter()
+                .map(|s| match s {
+                    Element::Tuple(pair) => match pair.as_slice() {
+                        [l, i] => Some(Segment::Loop {
+                            loop_index: uint(l)?,
+                            iteration: uint(i)?,
+                        }),
+                        _ => None,
+                    },
+                    other => uint(other).map(Segment::Name),
+                })
+                .collect::<Option<Vec<_>>>()
+                .ok_or_else(bad)?,
+        }),
+        [Element::Int(3), Element::Int(f)] => WorkflowField::from_code(*f)
+            .map(LogicalKey::WorkflowField)
+            .ok_or_else(bad),
+        [Element::Int(4), Element::String(id)] => Ok(LogicalKey::WorkflowEntryMetadata {
+            entry_id: id.to_string(),
+        }),
+        _ => Err(bad()),
+    }
+}
+
+fn parse_traces(rest: &[u8]) -> Result<LogicalKey, ActorKvError> {
+    match unpack_elements(rest)?.as_slice() {
+        [Element::Int(1), b, c] => match (uint(b), uint(c)) {
+            (Some(bucket_start_sec), Some(chunk_id)) => Ok(LogicalKey::TraceChunk {
+                bucket_start_sec,
+                chunk_id,
+            }),
+            _ => Err(not_a_key("a trace chunk with negative numbers")),
+        },
+        _ => Err(not_a_key("a traces key of no known shape")),
+    }
+}
+
+fn parse_sqlite(rest: &[u8]) -> Result<LogicalKey, ActorKvError> {
+    let file = |tag: u8| {
+        SqliteFile::from_tag(tag).ok_or_else(|| not_a_key(format!("unknown SQLite file tag {tag}")))
+    };
+    match rest {
+        [0, tag] => Ok(LogicalKey::SqliteMetadata(file(*tag)?)),
+        [1, tag, a, b, c, d] => Ok(LogicalKey::SqliteChunk {
+            file: file(*tag)?,
+            chunk_index: u32::from_be_bytes([*a, *b, *c, *d]),
+        }),
+        _ => Err(not_a_key("a SQLite key of no known shape")),
+    }
+}

@@ -1,0 +1,146 @@
+//! Actor KV: every logical key of the document's tree, byte for byte
+//! (the expected bytes written out by hand from the document and the
+//! tuple encoding: `0x15 n` a one-byte integer, `0x02 ... 0x00` a string,
+//! `0x05 ... 0x00` a nested tuple), both layouts, and the parser.
+
+use strata_schemas::actor_kv::{
+    ActorKvError, Layout, LogicalKey, Segment, SqliteFile, WorkflowField, namespace, prefix_range,
+};
+
+fn cases() -> Vec<(LogicalKey, Vec<u8>)> {
+    vec![
+        (LogicalKey::PersistData, vec![1]),
+        (
+            LogicalKey::Conn {
+                conn_id: "c-1".into(),
+            },
+            vec![2, b'c', b'-', b'1'],
+        ),
+        (LogicalKey::InspectorToken, vec![3]),
+        (LogicalKey::UserKv { key: vec![0xFF, 0] }, vec![4, 0xFF, 0]),
+        (
+            LogicalKey::QueueMessage { message_id: 258 },
+            vec![5, 0, 0, 0, 0, 0, 0, 1, 2],
+        ),
+        (LogicalKey::QueueMetadata, vec![6]),
+        (
+            LogicalKey::WorkflowName { name_index: 7 },
+            vec![7, 0x15, 1, 0x15, 7],
+        ),
+        (
+            LogicalKey::WorkflowHistory {
+                location: vec![
+                    Segment::Name(5),
+                    Segment::Loop {
+                        loop_index: 3,
+                        iteration: 4,
+                    },
+                ],
+            },
+            vec![7, 0x15, 2, 0x15, 5, 0x05, 0x15, 3, 0x15, 4, 0x00],
+        ),
+        (
+            LogicalKey::WorkflowHistory { location: vec![] },
+            vec![7, 0x15, 2],
+        ),
+        (
+            LogicalKey::WorkflowField(WorkflowField::State),
+            vec![7, 0x15, 3, 0x15, 1],
+        ),
+        (
+            LogicalKey::WorkflowField(WorkflowField::Input),
+            vec![7, 0x15, 3, 0x15, 5],
+        ),
+        (
+            LogicalKey::WorkflowEntryMetadata {
+                entry_id: "e1".into(),
+            },
+            vec![7, 0x15, 4, 0x02, b'e', b'1', 0x00],
+        ),
+        (
+            // 1,700,000,000 = 0x6553F100: four bytes, code 0x18.
+            LogicalKey::TraceChunk {
+                bucket_start_sec: 1_700_000_000,
+                chunk_id: 3,
+            },
+            vec![8, 0x15, 1, 0x18, 0x65, 0x53, 0xF1, 0x00, 0x15, 3],
+        ),
+        (LogicalKey::SqliteMetadata(SqliteFile::Wal), vec![9, 0, 2]),
+        (
+            LogicalKey::SqliteChunk {
+                file: SqliteFile::Main,
+                chunk_index: 258,
+            },
+            vec![9, 1, 0, 0, 0, 1, 2],
+        ),
+    ]
+}
+
+#[test]
+fn every_logical_key_has_the_documents_bytes_and_parses_back() {
+    for (key, bytes) in cases() {
+        assert_eq!(key.encode(Layout::Unversioned), bytes, "{key:?}");
+        assert_eq!(
+            LogicalKey::parse(&bytes, Layout::Unversioned),
+            Ok(key.clone())
+        );
+        // The versioned layout: a version byte after the namespace byte.
+        let mut versioned = bytes.clone();
+        versioned.insert(1, 1);
+        assert_eq!(key.encode(Layout::Versioned(1)), versioned, "{key:?}");
+        assert_eq!(
+            LogicalKey::parse(&versioned, Layout::Versioned(1)),
+            Ok(key.clone())
+        );
+    }
+    assert_eq!(namespace(5, Layout::Versioned(1)), [5, 1]);
+}
+
+#[test]
+fn bytes_of_no_key_are_typed_errors() {
+    let not_a_key = |bytes: &[u8], layout| {
+        matches!(
+            LogicalKey::parse(bytes, layout),
+            Err(ActorKvError::NotAKey { .. })
+        )
+    };
+    for bytes in [
+        &[][..],
+        &[0],
+        &[10],
+        &[1, 0],
+        &[5, 1, 2],
+        &[2, 0xFF],
+        &[7, 0x15, 3, 0x15, 9],
+        &[7, 0x15, 9],
+        &[7, 0x02, b'x', 0x00],
+        &[8, 0x15, 2, 0x15, 1, 0x15, 1],
+        &[9, 0, 4],
+        &[9, 1, 0, 1],
+        &[9, 2, 0],
+    ] {
+        assert!(not_a_key(bytes, Layout::Unversioned), "{bytes:?}");
+    }
+    // A versioned key read as another version, or unversioned bytes read
+    // as versioned, is refused.
+    assert!(not_a_key(
+        &[5, 2, 0, 0, 0, 0, 0, 0, 0, 1],
+        Layout::Versioned(1)
+    ));
+    assert!(not_a_key(&[1], Layout::Versioned(1)));
+}
+
+#[test]
+fn prefix_ranges_include_keys_whose_next_byte_is_ff() {
+    let kv = prefix_range(&namespace(4, Layout::Unversioned));
+    let ff = LogicalKey::UserKv {
+        key: vec![0xFF, 0xFF],
+    }
+    .encode(Layout::Unversioned);
+    assert!(
+        kv.contains(&ff),
+        "the document's prefix ++ 0xFF misses this key"
+    );
+    assert!(!kv.contains(&[5]));
+    assert!(!kv.contains(&[3, 0xFF]));
+}
