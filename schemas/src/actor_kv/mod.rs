@@ -1,18 +1,78 @@
-//! Actor KV (`actor-kv-structure.md`): the logical key tree of an actor's
-//! isolated keyspace, byte for byte as the document lays it out.
+//! Actor KV (`actor-kv-structure.md`): an actor runtime's per-actor
+//! isolated keyspaces, the engine's physical rows, its operations and
+//! limits, and client helpers that keep every request within them.
 //!
-//! **Built:** constructors for every logical key (namespaces 1 to 9, the
-//! workflow's, the traces' and the SQLite VFS's nested keys), a typed
-//! parser of any logical key ([`LogicalKey::parse`]), prefix ranges that
-//! include keys whose next byte is `0xFF` (the document's known flaw of
-//! `prefix ++ 0xFF` fixed), and the later versioned layout, a version byte
-//! after each namespace byte, as an option of the same API ([`Layout`]).
+//! # The logical tree
 //!
-//! **Not built yet:** the physical layouts (compatible with the engine's
-//! `(RIVET, PEGBOARD, ACTOR_KV, actor_id)` envelope, and native), the
-//! operations with their limits and exact quota, the batch planner, the
-//! migration between layouts, the example and the simulation workload
-//! (issue 18, items 2, 3, 7 and 8 for the actor KV).
+//! [`LogicalKey`] builds and parses every key of the document's tree
+//! (namespaces 1 to 9, the workflow's, the traces' and the SQLite VFS's
+//! nested keys) byte for byte, in the document's layout or the later
+//! versioned one, a version byte after each namespace byte ([`Layout`]).
+//! [`prefix_range`] ends a prefix by `strinc`, so keys whose next byte is
+//! `0xFF` are inside (the document's `prefix ++ 0xFF` misses them).
+//!
+//! # The physical rows
+//!
+//! [`ActorKv`] keeps each actor's entries under the engine's subspace
+//! `(RIVET, PEGBOARD, ACTOR_KV, actor_id)`, an entry being a metadata row
+//! `(KeyWrapper(key), METADATA)` and data rows `(KeyWrapper(key), DATA, i)`
+//! (module [`physical`], where each constant's source is named). Two
+//! layouts share this key tree ([`PhysicalLayout`]):
+//!
+//! - **Native** (the default): the metadata row is a Strata envelope with
+//!   a CRC-32 over the row's actor, key, header and body, holding the
+//!   metadata and the value; a value whose envelope is over 10,000 bytes
+//!   goes to the data rows, the metadata row then holding a chunk manifest
+//!   with the whole envelope's CRC-32. A flipped bit, a missing, extra or
+//!   foreign chunk, or a row copied under another actor or key is a typed
+//!   [`ActorKvError::Corrupt`], never a wrong value.
+//! - **Compatible**: the engine's own bytes, a BARE `KvMetadata` and the
+//!   raw value in 10,000-byte data rows, so that engine reads what this
+//!   module writes and the other way round. Its rows carry no checksum:
+//!   what protects them is the storage engine's own (RocksDB's block
+//!   checksums; redb's write-ahead commit) and the structural checks on
+//!   read here (a metadata row that parses exactly, data rows numbered from
+//!   0 without gaps, every one but the last exactly 10,000 bytes). A bit
+//!   flipped inside a data row is **not** detected in this layout.
+//!
+//! [`ActorKv::migrate`] moves an actor between the two, a bounded step
+//! per commit with its position recorded in the same commit, so it
+//! resumes after a crash; the actor stays readable and writable meanwhile.
+//!
+//! # Limits and quota
+//!
+//! Requests are checked as the engine checks them, on the logical key and
+//! value ([`limits`]): a key counts its length plus 2 (`KeyWrapper`'s
+//! length, escapes not counted) against 2,048 bytes; a value is 1 to
+//! 131,072 bytes; a request has at most 128 keys, and a put's payload
+//! (wrapped keys plus values) at most 976 KiB. A request over any of them
+//! is refused with a typed error before anything is written.
+//!
+//! The physical rows stay within the store's own limits
+//! (FoundationDB's, [`ActorKv::store_options`]): a row's key is the 25-byte
+//! subspace plus the wrapped key (at most 2 x 2,046 + 4 bytes with every
+//! byte escaped) plus 2 to 4 bytes, under 10,000; a row's value is at most
+//! 10,000 bytes plus an envelope header or the 20-byte manifest; a put of
+//! 128 entries writes at most 128 x 15 rows and deletes the old rows, about
+//! 1 MB, under 10 MB.
+//!
+//! The quota is exact and per actor ([`ActorKvConfig::quota_bytes`],
+//! default 10 GiB): the actor's usage, the sum over its entries of the key
+//! plus 2 plus the value (what the engine counts as a put's payload), is a
+//! counter changed in the same commit as the rows, by the net growth. An
+//! overwrite is charged the difference, so one near the quota succeeds when
+//! the result fits; growth past it is [`ActorKvError::QuotaExceeded`].
+//! [`ActorKv::recount`] recounts it from the rows.
+//!
+//! # Client helpers
+//!
+//! The document's known issues are client-side: unsplit batches, queue
+//! messages and trace chunks over the value limit, a write queue that
+//! wedges after one failure, dirty flags cleared before the write. Module
+//! [`client`] plans batches within the limits (saying where atomicity
+//! ends), plans SQLite page writes with the file's metadata last, refuses
+//! queue messages over the value limit, chunks traces, and buffers writes so
+//! that an entry leaves the buffer only once its commit succeeded.
 //!
 //! ```
 //! use strata_schemas::actor_kv::{Layout, LogicalKey};
@@ -23,6 +83,19 @@
 //! assert_eq!(LogicalKey::parse(&[5, 0, 0, 0, 0, 0, 0, 1, 2], Layout::Unversioned)?, key);
 //! # Ok::<(), strata_schemas::actor_kv::ActorKvError>(())
 //! ```
+
+pub mod client;
+mod kv;
+pub mod physical;
+mod planted;
+
+pub use kv::{
+    ActorKv, ActorKvConfig, Entry, ListOptions, ListPage, ListQuery, META_SPACE, MigrationStep,
+    PhysicalLayout, ROWS_SPACE, limits,
+};
+pub use physical::{ActorId, KvMetadata};
+#[cfg(feature = "planted-bugs")]
+pub use planted::{PLANTED, plant};
 
 use strata_keys::tuple::{self, Element};
 use strata_keys::{KeyRange, Subspace};
@@ -203,8 +276,8 @@ pub enum LogicalKey {
     },
 }
 
-/// Why bytes are no logical key.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+/// Why an actor KV request failed.
+#[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ActorKvError {
     /// The bytes fit no key of the tree; `why` says where they stop fitting.
@@ -213,6 +286,90 @@ pub enum ActorKvError {
         /// What did not fit.
         why: String,
     },
+    /// More keys or entries than one request may carry.
+    #[error("{count} keys in one request; at most {max}")]
+    TooManyKeys {
+        /// Keys given.
+        count: usize,
+        /// The limit.
+        max: usize,
+    },
+    /// A key over the key limit, counted as the engine counts it (length
+    /// plus 2).
+    #[error("key {index} counts {len} bytes; at most {max}")]
+    KeyTooLarge {
+        /// Its position in the request.
+        index: usize,
+        /// Its counted length.
+        len: usize,
+        /// The limit.
+        max: usize,
+    },
+    /// An empty value, which the engine refuses.
+    #[error("value {index} is empty")]
+    EmptyValue {
+        /// Its position in the request.
+        index: usize,
+    },
+    /// A value over the value limit.
+    #[error("value {index} is {len} bytes; at most {max}")]
+    ValueTooLarge {
+        /// Its position in the request.
+        index: usize,
+        /// Its length.
+        len: usize,
+        /// The limit.
+        max: usize,
+    },
+    /// A put whose wrapped keys and values exceed the payload limit.
+    #[error("put payload of {bytes} bytes; at most {max}")]
+    PayloadTooLarge {
+        /// The payload.
+        bytes: usize,
+        /// The limit.
+        max: usize,
+    },
+    /// The same key twice in one put.
+    #[error("key {index} repeats an earlier key of the same put")]
+    DuplicateKey {
+        /// The position of the repeat.
+        index: usize,
+    },
+    /// The put would grow the actor's usage past its quota.
+    #[error("quota exceeded: usage {usage} + growth {growth} > quota {quota}")]
+    QuotaExceeded {
+        /// Usage before the put.
+        usage: u64,
+        /// Net growth of the put.
+        growth: u64,
+        /// The quota.
+        quota: u64,
+    },
+    /// A migration to another layout is in progress: finish it first.
+    #[error("a migration to {target:?} is in progress")]
+    MigrationInProgress {
+        /// Its target.
+        target: PhysicalLayout,
+    },
+    /// Stored rows that do not read: `key` is the logical key (or the row
+    /// key), `why` what is wrong.
+    #[error("corrupt actor KV data at {key:?}: {why}")]
+    Corrupt {
+        /// The entry's key, or the row's.
+        key: Vec<u8>,
+        /// What is wrong.
+        why: String,
+    },
+    /// A value could not be encoded.
+    #[error("encode: {0}")]
+    Encode(#[from] strata_codec::EncodeError),
+    /// A value could not be planned into rows.
+    #[error("chunking: {0}")]
+    Chunk(#[from] strata_codec::ChunkError),
+    /// The store failed (a conflict after the retries, an unknown commit
+    /// outcome, a physical limit, an engine error).
+    #[error(transparent)]
+    Store(Box<strata_store::StoreError>),
 }
 
 fn not_a_key(why: impl Into<String>) -> ActorKvError {
