@@ -15,11 +15,12 @@
 //! --engine mem|redb|rocks  the engine under test (default mem; redb runs on
 //!                     a disk that loses power at every crash; rocks is
 //!                     killed and reopened)
-//! --workload engine|store|outbox|search|code-sous|universaldb|both  the workloads of each seed (default both,
+//! --workload engine|store|outbox|search|code-sous|universaldb|actor-kv|both  the workloads of each seed (default both,
 //!                     that is all: raw engine commits against the model,
 //!                     store transactions with limits, quota, TTL and chunks,
 //!                     outbox producers and consumers, code-sous records,
-//!                     UniversalDB transfers, and the search index every
+//!                     UniversalDB transfers, actor KV writes under quota,
+//!                     and the search index every
 //!                     fourth seed)
 //! --check-determinism run every seed twice and compare trace hashes
 //! --quiet             no progress bar
@@ -126,6 +127,7 @@ fn parse() -> Result<Args, String> {
                     "outbox" => Workload::Outbox,
                     "code-sous" => Workload::CodeSous,
                     "universaldb" => Workload::UniversalDb,
+                    "actor-kv" => Workload::ActorKv,
                     "search" => Workload::Search,
                     "both" | "all" => Workload::Both,
                     other => {
@@ -168,6 +170,7 @@ fn replay(args: &Args, seed: u64) -> String {
         Workload::Outbox => line.push_str(" --workload outbox"),
         Workload::CodeSous => line.push_str(" --workload code-sous"),
         Workload::UniversalDb => line.push_str(" --workload universaldb"),
+        Workload::ActorKv => line.push_str(" --workload actor-kv"),
         Workload::Search => line.push_str(" --workload search"),
     }
     if let Some(p) = &args.plant {
@@ -186,7 +189,7 @@ fn main() -> ExitCode {
                 eprintln!("strata-sim: {msg}");
             }
             eprintln!(
-                "usage: cargo xtask sim [--seed S | --seeds N|A..B] [--time T] [--ops K] [--faults LIST] [--plant NAME] [--engine mem|redb|rocks] [--workload engine|store|outbox|search|code-sous|universaldb|both] [--check-determinism] [--soak MINUTES] [--quiet]"
+                "usage: cargo xtask sim [--seed S | --seeds N|A..B] [--time T] [--ops K] [--faults LIST] [--plant NAME] [--engine mem|redb|rocks] [--workload engine|store|outbox|search|code-sous|universaldb|actor-kv|both] [--check-determinism] [--soak MINUTES] [--quiet]"
             );
             return ExitCode::from(2);
         }

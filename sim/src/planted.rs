@@ -52,6 +52,8 @@ pub const PLANTED: &[Planted] = &[
     p("second-ending-accepted", Workload::CodeSous, 0),
     p("draft-never-expires", Workload::CodeSous, 0),
     p("serializable-reads-unpinned", Workload::UniversalDb, 0),
+    p("overwrite-charged-gross", Workload::ActorKv, 0),
+    p("list-more-dropped", Workload::ActorKv, 0),
     p("ack-before-index-commit", Workload::Search, 0),
     p("upsert-without-delete", Workload::Search, 0),
     p("index-non-durable", Workload::Search, 1),

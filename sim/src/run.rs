@@ -43,8 +43,10 @@ pub enum Workload {
     CodeSous,
     /// Interleaved transfers on UniversalDB's model ([`crate::universaldb`]).
     UniversalDb,
+    /// Actors' keyspaces under quota and limit pressure ([`crate::actor_kv`]).
+    ActorKv,
     /// Every workload: the engine's, the store's, the outbox's,
-    /// code-sous's, UniversalDB's, then (on every fourth seed, it is the slowest) the
+    /// code-sous's, UniversalDB's, the actor KV's, then (on every fourth seed, it is the slowest) the
     /// search index's.
     #[default]
     Both,
@@ -314,6 +316,7 @@ pub fn run_workloads<E: Target>(options: &RunOptions) -> SeedReport {
         Workload::Search => crate::search::run_search_seed_on::<E>(options),
         Workload::CodeSous => crate::code_sous::run_code_sous_seed_on::<E>(options),
         Workload::UniversalDb => crate::universaldb::run_universaldb_seed_on::<E>(options),
+        Workload::ActorKv => crate::actor_kv::run_actor_kv_seed_on::<E>(options),
         Workload::Both => {
             let engine = run_seed_on::<E>(options);
             if engine.violation.is_some() {
@@ -336,6 +339,11 @@ pub fn run_workloads<E: Target>(options: &RunOptions) -> SeedReport {
             }
             let udb = crate::universaldb::run_universaldb_seed_on::<E>(options);
             let all = join(options, &all, udb);
+            if all.violation.is_some() {
+                return all;
+            }
+            let akv = crate::actor_kv::run_actor_kv_seed_on::<E>(options);
+            let all = join(options, &all, akv);
             if all.violation.is_some() {
                 return all;
             }

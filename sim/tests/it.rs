@@ -46,6 +46,7 @@ fn fault_rates_vary_by_seed() {
         (Workload::Outbox, 60),
         (Workload::CodeSous, 60),
         (Workload::UniversalDb, 60),
+        (Workload::ActorKv, 60),
         (Workload::Search, 16),
     ] {
         let reports: Vec<_> = (0..seeds)
@@ -137,6 +138,7 @@ fn the_catalogue_lists_every_planted_bug() {
                 .map(strata_schemas::code_sous::PlantedBug::name),
         )
         .chain(strata_schemas::universaldb::PLANTED)
+        .chain(strata_schemas::actor_kv::PLANTED)
         .collect();
     listed.sort_unstable();
     planted.sort_unstable();

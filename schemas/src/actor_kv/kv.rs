@@ -443,14 +443,15 @@ impl<E: Engine> ActorKv<E> {
             for (key, value) in entries {
                 let old = self.entry_rows(tx, actor, key, true)?;
                 let layout = state.layout_of(key);
+                let old_keys: Vec<Vec<u8>> = old.iter().map(|(k, _)| k.clone()).collect();
                 let old_size = if old.is_empty() {
                     0
                 } else {
-                    decode_entry(layout, actor, key.clone(), old.clone())?.charged_size()
+                    decode_entry(layout, actor, key.clone(), old)?.charged_size()
                 };
                 let new_size = charged(key, value.len());
                 growth += i128::from(new_size) - i128::from(planted::charged_old(old_size));
-                self.write_entry(tx, layout, actor, key, &metadata, value, &old)?;
+                self.write_entry(tx, layout, actor, key, &metadata, value, &old_keys)?;
             }
             self.charge(tx, actor, growth)
         })
@@ -472,10 +473,11 @@ impl<E: Engine> ActorKv<E> {
                 if rows.is_empty() {
                     continue;
                 }
-                let size = decode_entry(state.layout_of(key), actor, key.clone(), rows.clone())?
-                    .charged_size();
+                let keys: Vec<Vec<u8>> = rows.iter().map(|(k, _)| k.clone()).collect();
+                let size =
+                    decode_entry(state.layout_of(key), actor, key.clone(), rows)?.charged_size();
                 growth -= i128::from(size);
-                for (k, _) in rows {
+                for k in keys {
                     tx.delete_in(&self.rows, k)?;
                 }
             }
@@ -514,7 +516,7 @@ impl<E: Engine> ActorKv<E> {
             let mut growth: i128 = 0;
             for (entry, rows) in &entries.entries {
                 growth -= i128::from(entry.charged_size());
-                for (k, _) in rows {
+                for k in rows {
                     tx.delete_in(&self.rows, k.clone())?;
                 }
             }
@@ -745,7 +747,8 @@ impl<E: Engine> ActorKv<E> {
         Ok(page.rows)
     }
 
-    /// Replaces the rows `old` of `key` with the entry's rows in `layout`.
+    /// Replaces the rows of `key` (at keys `old`) with the entry's rows in
+    /// `layout`.
     #[allow(clippy::too_many_arguments)] // one entry's whole write
     fn write_entry(
         &self,
@@ -755,11 +758,11 @@ impl<E: Engine> ActorKv<E> {
         key: &[u8],
         metadata: &KvMetadata,
         value: &[u8],
-        old: &Rows,
+        old: &[Vec<u8>],
     ) -> Result<(), ActorKvError> {
         let rows = encode_entry(layout, actor, key, metadata, value)?;
         let new_keys: BTreeSet<&[u8]> = rows.iter().map(|(k, _)| k.as_slice()).collect();
-        for (k, _) in old {
+        for k in old {
             if !new_keys.contains(k.as_slice()) {
                 tx.delete_in(&self.rows, k.clone())?;
             }
@@ -864,10 +867,10 @@ impl<E: Engine> ActorKv<E> {
     }
 }
 
-/// Entries read by a scan, each with its rows.
+/// Entries read by a scan, each with its row keys.
 #[derive(Default)]
 struct Scanned {
-    entries: Vec<(Entry, Rows)>,
+    entries: Vec<(Entry, Vec<Vec<u8>>)>,
     more: bool,
 }
 
@@ -883,8 +886,9 @@ impl Scanned {
         if reverse {
             rows.reverse();
         }
-        let entry = decode_entry(state.layout_of(&key), actor, key, rows.clone())?;
-        self.entries.push((entry, rows));
+        let keys = rows.iter().map(|(k, _)| k.clone()).collect();
+        let entry = decode_entry(state.layout_of(&key), actor, key, rows)?;
+        self.entries.push((entry, keys));
         Ok(())
     }
 }
