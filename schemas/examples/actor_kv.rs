@@ -14,6 +14,7 @@ use strata_schemas::actor_kv::{
 };
 use strata_store::Store;
 
+#[allow(clippy::too_many_lines)] // one walk through, in order
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let given = std::env::args().nth(1);
     let dir = given.clone().map_or_else(
@@ -112,16 +113,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     // The quota: near the limit, a new entry does not fit, but an
     // overwrite that shrinks or keeps the size does.
     let usage = kv.usage(actor)?;
-    let left = kv.config().quota_bytes - usage;
+    let left = usize::try_from(kv.config().quota_bytes - usage)?;
     println!("usage {usage}, {left} bytes left");
-    let too_big = kv.put(actor, &[(user("extra"), vec![1; left as usize])]);
+    let too_big = kv.put(actor, &[(user("extra"), vec![1; left])]);
     println!("a new {left}-byte value: {}", too_big.unwrap_err());
     kv.put(
         actor,
-        &[(
-            user("profile/avatar"),
-            vec![8; 40_000 + left as usize - 100],
-        )],
+        &[(user("profile/avatar"), vec![8; 40_000 + left - 100])],
     )?;
     println!("avatar overwritten in place: usage {}", kv.usage(actor)?);
 

@@ -7,10 +7,9 @@
 //! |---|---|---|
 //! | `code-sous` | [`code_sous`] | a function platform's records on a Redis-protocol store (`code-sous-kvrocks-storage.md`) |
 //! | `universaldb` | [`universaldb`] | typed tuple keys and transactions of a database layer over FoundationDB (`universaldb-keys.md`) |
-//! | `actor-kv` | [`actor_kv`] | an actor runtime's per-actor keyspace (`actor-kv-structure.md`): its logical key tree only, so far |
+//! | `actor-kv` | [`actor_kv`] | an actor runtime's per-actor keyspaces (`actor-kv-structure.md`) |
 //!
-//! Not built yet: the actor KV's physical layouts and operations, the NoKV
-//! metadata and agent-memory layers. The crate README says what each module adds to its document.
+//! Not built yet: the NoKV metadata and agent-memory layers. The crate README says what each module adds to its document.
 
 #[cfg(feature = "actor-kv")]
 pub mod actor_kv;
@@ -20,6 +19,11 @@ pub mod code_sous;
 pub mod universaldb;
 
 /// This crate's README example, compiled and run as a doctest.
-#[cfg(all(doctest, feature = "code-sous", feature = "universaldb"))]
+#[cfg(all(
+    doctest,
+    feature = "actor-kv",
+    feature = "code-sous",
+    feature = "universaldb"
+))]
 #[doc = include_str!("../README.md")]
 pub struct ReadmeDoctests;

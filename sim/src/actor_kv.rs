@@ -28,7 +28,7 @@ use strata_schemas::actor_kv::{
 use strata_store::{RetryPolicy, Store, StoreOptions};
 
 use crate::faults::{FaultConfig, FaultyEngine};
-use crate::run::{Driven, RunOptions, SeedReport, Trace, Violation, drive, fail};
+use crate::run::{Driven, RunOptions, SeedReport, Trace, Violation, drive, driven_on_store, fail};
 use crate::targets::Target;
 
 const ACTORS: u64 = 3;
@@ -389,27 +389,7 @@ impl AkvRun {
 }
 
 impl<E: Target> Driven<E> for AkvRun {
-    type Layer = Kv<E>;
-
-    fn rng(&mut self) -> &mut SeededRng {
-        &mut self.rng
-    }
-
-    fn trace(&mut self) -> &mut Trace {
-        &mut self.trace
-    }
-
-    fn engine(kv: &Kv<E>) -> &FaultyEngine<E> {
-        kv.store().engine()
-    }
-
-    fn into_engine(kv: Kv<E>) -> FaultyEngine<E> {
-        kv.into_store().into_engine()
-    }
-
-    fn reopen(&mut self, engine: FaultyEngine<E>) -> Kv<E> {
-        self.open(engine)
-    }
+    driven_on_store!(Kv<E>);
 
     fn step(&mut self, kv: &Kv<E>, step: usize) -> Result<(), Violation> {
         let who = actor(self.rng.below(ACTORS));

@@ -29,7 +29,9 @@ use strata_schemas::code_sous::{
 use strata_store::{RetryPolicy, Store, StoreError, StoreOptions};
 
 use crate::faults::{FaultConfig, FaultyEngine};
-use crate::run::{Driven, RunOptions, SeedReport, Trace, Violation, drive, fail, quiet_store};
+use crate::run::{
+    Driven, RunOptions, SeedReport, Trace, Violation, drive, driven_on_store, fail, quiet_store,
+};
 use crate::store::{Applied, applied_despite};
 use crate::targets::Target;
 
@@ -524,27 +526,7 @@ impl CsRun {
 }
 
 impl<E: Target> Driven<E> for CsRun {
-    type Layer = Cs<E>;
-
-    fn rng(&mut self) -> &mut SeededRng {
-        &mut self.rng
-    }
-
-    fn trace(&mut self) -> &mut Trace {
-        &mut self.trace
-    }
-
-    fn engine(cs: &Cs<E>) -> &FaultyEngine<E> {
-        cs.store().engine()
-    }
-
-    fn into_engine(cs: Cs<E>) -> FaultyEngine<E> {
-        cs.into_store().into_engine()
-    }
-
-    fn reopen(&mut self, engine: FaultyEngine<E>) -> Cs<E> {
-        self.open(engine)
-    }
+    driven_on_store!(Cs<E>);
 
     fn crashed(&mut self) {
         self.forget_pending();

@@ -399,6 +399,37 @@ pub(crate) trait Driven<E: Target> {
     fn step(&mut self, layer: &Self::Layer, step: usize) -> Result<(), Violation>;
 }
 
+/// The accessors of a [`Driven`] run over a layer built on a store: the
+/// run has `rng` and `trace` fields and an `open` method making the layer
+/// on an engine; the layer has `store()` and `into_store()`. Used inside
+/// `impl<E: Target> Driven<E> for Run`.
+macro_rules! driven_on_store {
+    ($layer:ty) => {
+        type Layer = $layer;
+
+        fn rng(&mut self) -> &mut SeededRng {
+            &mut self.rng
+        }
+
+        fn trace(&mut self) -> &mut Trace {
+            &mut self.trace
+        }
+
+        fn engine(layer: &$layer) -> &FaultyEngine<E> {
+            layer.store().engine()
+        }
+
+        fn into_engine(layer: $layer) -> FaultyEngine<E> {
+            layer.into_store().into_engine()
+        }
+
+        fn reopen(&mut self, engine: FaultyEngine<E>) -> $layer {
+            self.open(engine)
+        }
+    };
+}
+pub(crate) use driven_on_store;
+
 /// A store on `engine`'s inner engine, without faults, sharing its data:
 /// for the setup a workload needs before its faulty steps.
 pub(crate) fn quiet_store<'e, E: Target>(

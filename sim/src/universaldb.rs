@@ -24,7 +24,9 @@ use strata_schemas::universaldb::{Database, Isolation, UdbError};
 use strata_store::{RetryPolicy, Store, StoreOptions};
 
 use crate::faults::{FaultConfig, FaultyEngine};
-use crate::run::{Driven, RunOptions, SeedReport, Trace, Violation, drive, fail, quiet_store};
+use crate::run::{
+    Driven, RunOptions, SeedReport, Trace, Violation, drive, driven_on_store, fail, quiet_store,
+};
 use crate::targets::Target;
 
 const ACTORS: u64 = 4;
@@ -162,27 +164,7 @@ impl UdbRun {
 }
 
 impl<E: Target> Driven<E> for UdbRun {
-    type Layer = Db<E>;
-
-    fn rng(&mut self) -> &mut SeededRng {
-        &mut self.rng
-    }
-
-    fn trace(&mut self) -> &mut Trace {
-        &mut self.trace
-    }
-
-    fn engine(db: &Db<E>) -> &FaultyEngine<E> {
-        db.store().engine()
-    }
-
-    fn into_engine(db: Db<E>) -> FaultyEngine<E> {
-        db.into_store().into_engine()
-    }
-
-    fn reopen(&mut self, engine: FaultyEngine<E>) -> Db<E> {
-        self.open(engine)
-    }
+    driven_on_store!(Db<E>);
 
     fn step(&mut self, db: &Db<E>, step: usize) -> Result<(), Violation> {
         if self.rng.chance(0.05) {

@@ -20,7 +20,7 @@ use std::collections::BTreeMap;
 
 use strata_engine::Engine;
 
-use super::kv::{check_entries, limits};
+use super::kv::{check_entries, check_key, limits};
 use super::physical::{ActorId, wrapped_len};
 use super::{ActorKv, ActorKvError, Layout, LogicalKey, SqliteFile};
 
@@ -64,14 +64,7 @@ pub fn plan_puts(entries: Vec<KeyValue>) -> Result<Vec<Vec<KeyValue>>, ActorKvEr
 /// [`ActorKvError::KeyTooLarge`] for the first key over the key limit.
 pub fn plan_deletes(keys: &[Vec<u8>]) -> Result<Vec<Vec<Vec<u8>>>, ActorKvError> {
     for (index, key) in keys.iter().enumerate() {
-        let len = wrapped_len(key);
-        if len > limits::MAX_KEY_SIZE {
-            return Err(ActorKvError::KeyTooLarge {
-                index,
-                len,
-                max: limits::MAX_KEY_SIZE,
-            });
-        }
+        check_key(index, key)?;
     }
     Ok(keys
         .chunks(limits::MAX_KEYS)

@@ -101,9 +101,9 @@ impl Default for ActorKvConfig {
 /// One stored entry.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Entry {
-    /// Its key.
+    /// The logical key, as the actor wrote it.
     pub key: Vec<u8>,
-    /// Its value.
+    /// The bytes stored, whole (every chunk joined and checked).
     pub value: Vec<u8>,
     /// The writer version and update time.
     pub metadata: KvMetadata,
@@ -1030,7 +1030,8 @@ fn decode_entry(
     }
 }
 
-fn check_key(index: usize, key: &[u8]) -> Result<(), ActorKvError> {
+/// Checks one key against the key limit, as the engine counts it.
+pub(crate) fn check_key(index: usize, key: &[u8]) -> Result<(), ActorKvError> {
     let len = wrapped_len(key);
     if len > limits::MAX_KEY_SIZE {
         return Err(ActorKvError::KeyTooLarge {

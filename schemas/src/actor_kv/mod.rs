@@ -342,13 +342,13 @@ pub enum ActorKvError {
         usage: u64,
         /// Net growth of the put.
         growth: u64,
-        /// The quota.
+        /// The actor's limit in bytes.
         quota: u64,
     },
     /// A migration to another layout is in progress: finish it first.
     #[error("a migration to {target:?} is in progress")]
     MigrationInProgress {
-        /// Its target.
+        /// The layout the running migration moves to.
         target: PhysicalLayout,
     },
     /// Stored rows that do not read: `key` is the logical key (or the row
