@@ -7,7 +7,8 @@
     clippy::cast_possible_truncation,
     clippy::cast_possible_wrap,
     clippy::cast_sign_loss,
-    clippy::type_complexity
+    clippy::type_complexity,
+    clippy::too_many_lines
 )]
 
 use std::collections::BTreeMap;
@@ -260,7 +261,7 @@ fn compatible_structure_is_checked<E: Engine>(engine: E) {
     let damage: [&dyn Fn(&mut strata_store::Tx<'_, E>); 3] = [
         &|tx| {
             tx.delete_in(&space, with(&base, &[0x15, 0x04, 0x15, 0x01]))
-                .unwrap()
+                .unwrap();
         },
         &|tx| {
             tx.put_in(&space, with(&base, &[0x15, 0x04, 0x14]), vec![1; 9_999])
