@@ -899,6 +899,58 @@ pub fn versionstamps_order_commits<H: Harness>(mut h: H) {
     assert_eq!((all(&e, q), e.last_version()), before);
 }
 
+/// Inverted versionstamps: every bit of the stamp flipped (the version
+/// `0x…05` becomes `0xFF…FA`), so keys stamped across commits sort newest
+/// commit first, and within a commit the later mutation first; a stamp that
+/// does not fit fails the commit.
+pub fn inverted_versionstamps_sort_newest_first<H: Harness>(mut h: H) {
+    let e = h.open(&specs());
+    let q = ks(&e, "b");
+    let mut versions = Vec::new();
+    for _ in 0..3 {
+        let mut c = Commit::new();
+        for _ in 0..2 {
+            c = c.mutate(Mutation::PutVersionstamped {
+                ks: q,
+                key: [&b"h/"[..], &[0; 10], b"/x"].concat(),
+                value: b"v".to_vec(),
+                at: StampAt::KeyInverted(2),
+            });
+        }
+        versions.push(commit(&e, c));
+    }
+    let rows = scan(
+        &e.snapshot().expect("snapshot"),
+        q,
+        RangeSpec::prefix(b"h/"),
+    );
+    let mut expected = Vec::new();
+    for v in versions.iter().rev() {
+        for order in [1u16, 0] {
+            // Written out: 0xFF minus each byte of the big-endian version
+            // and order.
+            let mut stamp: Vec<u8> = v.to_be_bytes().iter().map(|b| 255 - b).collect();
+            stamp.extend(order.to_be_bytes().iter().map(|b| 255 - b));
+            expected.push([&b"h/"[..], &stamp, b"/x"].concat());
+        }
+    }
+    let keys: Vec<Vec<u8>> = rows.into_iter().map(|(k, _)| k).collect();
+    assert_eq!(keys, expected, "newest commit first, later mutation first");
+    let bad = Commit::new().mutate(Mutation::PutVersionstamped {
+        ks: q,
+        key: vec![0; 9],
+        value: Vec::new(),
+        at: StampAt::KeyInverted(0),
+    });
+    assert!(matches!(
+        e.commit(bad),
+        Err(CommitError::InvalidMutation {
+            index: 0,
+            reason: MutationError::StampOutOfBounds { offset: 0, len: 9 }
+        })
+    ));
+}
+
 /// Counters: 8-byte little-endian, absent is 0, wrapping, visible to later
 /// mutations of the same commit; a non-counter value fails the commit.
 pub fn counters<H: Harness>(mut h: H) {

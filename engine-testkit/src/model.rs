@@ -123,12 +123,16 @@ impl Model {
                         .insert(key.clone(), old.wrapping_add(*delta).to_le_bytes().to_vec());
                 }
                 Mutation::PutVersionstamped { ks, key, value, at } => {
-                    let stamp = [&version.to_be_bytes()[..], &stamps.to_be_bytes()].concat();
+                    let mut stamp = [&version.to_be_bytes()[..], &stamps.to_be_bytes()].concat();
                     stamps += 1;
                     let (mut key, mut value) = (key.clone(), value.clone());
                     let (target, offset) = match at {
                         StampAt::Key(o) => (&mut key, *o),
                         StampAt::Value(o) => (&mut value, *o),
+                        StampAt::KeyInverted(o) => {
+                            stamp = stamp.iter().map(|b| 0xFF ^ b).collect();
+                            (&mut key, *o)
+                        }
                     };
                     if offset.checked_add(10).is_none_or(|end| end > target.len()) {
                         return Err(bad(MutationError::StampOutOfBounds {

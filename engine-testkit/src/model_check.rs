@@ -71,6 +71,7 @@ fn step_strategy(template: &Keyspaces) -> impl Strategy<Value = Step> {
         1 => (ks.clone(), range.clone()).prop_map(|(ks, range)| Mutation::DeleteRange { ks, range }),
         2 => (ks.clone(), key.clone(), -3i64..3).prop_map(|(ks, key, delta)| Mutation::Add { ks, key, delta }),
         1 => (ks.clone(), prop::collection::vec(any::<u8>(), 0..14), 0usize..6).prop_map(|(ks, key, o)| Mutation::PutVersionstamped { ks, value: Vec::new(), at: StampAt::Key(o), key }),
+        1 => (ks.clone(), prop::collection::vec(any::<u8>(), 0..14), 0usize..6).prop_map(|(ks, key, o)| Mutation::PutVersionstamped { ks, value: Vec::new(), at: StampAt::KeyInverted(o), key }),
         1 => (ks.clone(), key.clone(), prop::collection::vec(any::<u8>(), 0..14), 0usize..6).prop_map(|(ks, key, value, o)| Mutation::PutVersionstamped { ks, key, value, at: StampAt::Value(o) }),
     ];
     let commit = (

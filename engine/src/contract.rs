@@ -162,6 +162,27 @@ pub enum StampAt {
     Key(usize),
     /// At this byte offset of the value.
     Value(usize),
+    /// At this byte offset of the key, every bit of the stamp inverted:
+    /// keys stamped across commits then sort newest first (history rows
+    /// keyed by inverted commit version, where the commit's own version is
+    /// known only as it commits).
+    KeyInverted(usize),
+}
+
+impl StampAt {
+    /// The 10 bytes this placement writes for commit `version` and `order`
+    /// within the commit.
+    pub fn stamp(self, version: u64, order: u16) -> [u8; 10] {
+        let mut out = [0; 10];
+        out[..8].copy_from_slice(&version.to_be_bytes());
+        out[8..].copy_from_slice(&order.to_be_bytes());
+        if let Self::KeyInverted(_) = self {
+            for b in &mut out {
+                *b = !*b;
+            }
+        }
+        out
+    }
 }
 
 /// One change; a commit applies its mutations in order.

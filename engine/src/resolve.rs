@@ -197,7 +197,7 @@ pub fn resolve(
                 stamps += 1;
                 let (mut key, mut value) = (key.clone(), value.clone());
                 let (target, offset) = match at {
-                    StampAt::Key(o) => (&mut key, *o),
+                    StampAt::Key(o) | StampAt::KeyInverted(o) => (&mut key, *o),
                     StampAt::Value(o) => (&mut value, *o),
                 };
                 let len = target.len();
@@ -205,8 +205,7 @@ pub fn resolve(
                     .checked_add(10)
                     .and_then(|end| target.get_mut(offset..end))
                     .ok_or_else(|| invalid(MutationError::StampOutOfBounds { offset, len }))?;
-                slot[..8].copy_from_slice(&version.to_be_bytes());
-                slot[8..].copy_from_slice(&order.to_be_bytes());
+                slot.copy_from_slice(&at.stamp(version, order));
                 Op::Put(*ks, key, value)
             }
         };

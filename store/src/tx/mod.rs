@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use strata_engine::{CommitInfo, Durability, Engine, Keyspace, Mutation, Predicate};
+use strata_engine::{CommitInfo, Durability, Engine, Keyspace, Mutation, Predicate, StampAt};
 
 use crate::{Store, StoreError};
 
@@ -47,7 +47,8 @@ struct Stamped {
     /// space).
     charged: bool,
     key: Vec<u8>,
-    offset: usize,
+    /// Where the stamp goes in the key (inverted or not).
+    at: StampAt,
     value: Vec<u8>,
     key_type: Option<&'static str>,
 }

@@ -9,7 +9,7 @@ use strata_codec::{
     ChunkLayout, EncodeOptions, Header, Previous, Row, RowSize, Stale, Value, WritePlan, encode,
     stored_size,
 };
-use strata_engine::{Commit, Engine, Keyspace, Mutation, RangeSpec, StampAt};
+use strata_engine::{Commit, Engine, Keyspace, Mutation, RangeSpec};
 use strata_keys::Key;
 
 use super::{Pending, Tx};
@@ -46,7 +46,7 @@ impl<'s, E: Engine + 's> Tx<'s, E> {
                 ks: s.ks,
                 key: s.key.clone(),
                 value: s.value.clone(),
-                at: StampAt::Key(s.offset),
+                at: s.at,
             });
         }
         #[cfg(feature = "planted-bugs")]

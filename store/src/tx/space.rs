@@ -3,7 +3,7 @@
 
 use std::ops::Bound;
 
-use strata_engine::{Engine, RangeSpec, Snapshot};
+use strata_engine::{Engine, RangeSpec, Snapshot, StampAt};
 use strata_keys::KeyRange;
 
 use super::{SpaceWrite, Stamped, Tx};
@@ -236,6 +236,33 @@ impl<'s, E: Engine + 's> Tx<'s, E> {
         offset: usize,
         value: Vec<u8>,
     ) -> Result<(), StoreError> {
+        self.put_stamped_in(space, key, StampAt::Key(offset), value)
+    }
+
+    /// As [`Tx::put_versionstamped_in`] with every bit of the stamp
+    /// inverted ([`StampAt::KeyInverted`]): such keys sort newest commit
+    /// first, as history rows keyed by inverted commit version need.
+    ///
+    /// # Errors
+    /// As [`Tx::put_versionstamped_in`].
+    pub fn put_inverted_stamped_in(
+        &mut self,
+        space: &Space,
+        key: Vec<u8>,
+        offset: usize,
+        value: Vec<u8>,
+    ) -> Result<(), StoreError> {
+        self.put_stamped_in(space, key, StampAt::KeyInverted(offset), value)
+    }
+
+    fn put_stamped_in(
+        &mut self,
+        space: &Space,
+        key: Vec<u8>,
+        at: StampAt,
+        value: Vec<u8>,
+    ) -> Result<(), StoreError> {
+        let (StampAt::Key(offset) | StampAt::KeyInverted(offset) | StampAt::Value(offset)) = at;
         if offset.checked_add(10).is_none_or(|end| end > key.len()) {
             return Err(StoreError::BadStampOffset {
                 offset,
@@ -247,7 +274,7 @@ impl<'s, E: Engine + 's> Tx<'s, E> {
             ks: space.ks,
             charged: space.charged,
             key,
-            offset,
+            at,
             value,
             key_type: None,
         });

@@ -1,7 +1,7 @@
 //! Writes: buffered until commit.
 
 use strata_codec::{Value, encode_keyless};
-use strata_engine::{Engine, Mutation};
+use strata_engine::{Engine, Mutation, StampAt};
 use strata_keys::Key;
 
 use super::{Pending, Stamped, Tx};
@@ -289,7 +289,7 @@ impl<'s, E: Engine + 's> Tx<'s, E> {
             ks: self.store.data,
             charged: true,
             key: bytes,
-            offset,
+            at: StampAt::Key(offset),
             value: envelope,
             key_type: Some(K::NAME),
         });

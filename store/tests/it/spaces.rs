@@ -229,6 +229,36 @@ fn versionstamped_space_rows_sort_in_commit_order() {
 }
 
 #[test]
+fn inverted_stamped_space_rows_sort_newest_first() {
+    on_every_engine!(options(), |store, _clock| {
+        let q = store.space("ext.queue").unwrap();
+        let mut versions = Vec::new();
+        for i in 0..3u8 {
+            // "h/" then ten placeholder bytes then the row's own suffix.
+            let key = [&b"h/"[..], &[0; 10], &[i]].concat();
+            let ((), info) = store
+                .transact_info(|tx| tx.put_inverted_stamped_in(&q, key.clone(), 2, vec![i]))
+                .unwrap();
+            versions.push(info.unwrap().version);
+        }
+        let rows = raw(store.engine(), "ext.queue");
+        let values: Vec<u8> = rows.iter().map(|(_, v)| v[0]).collect();
+        assert_eq!(values, [2, 1, 0], "the newest commit first");
+        for (k, v) in &rows {
+            let version = versions[usize::from(v[0])];
+            let inverted: Vec<u8> = version.to_be_bytes().iter().map(|b| 255 - b).collect();
+            assert_eq!(k[2..10], inverted[..], "the version, every bit flipped");
+            assert_eq!(k[10..12], [0xFF, 0xFF], "order 0, flipped");
+        }
+        let mut tx = store.begin();
+        assert!(matches!(
+            tx.put_inverted_stamped_in(&q, vec![0; 12], 3, Vec::new()),
+            Err(StoreError::BadStampOffset { offset: 3, len: 12 })
+        ));
+    });
+}
+
+#[test]
 fn a_space_handle_of_another_engine_is_refused() {
     let (a, _c) = common::mem(options());
     let (b, _d) = common::mem(options());
