@@ -15,6 +15,8 @@
 pub mod actor_kv;
 #[cfg(feature = "code-sous")]
 pub mod code_sous;
+#[cfg(feature = "nokv")]
+pub mod nokv;
 #[cfg(feature = "universaldb")]
 pub mod universaldb;
 

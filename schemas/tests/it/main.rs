@@ -6,6 +6,7 @@
 mod actor_kv;
 mod actor_kv_store;
 mod code_sous;
+mod nokv;
 mod universaldb;
 
 use std::path::PathBuf;
