@@ -1134,3 +1134,49 @@ impl From<StoreError> for ActorKvError {
         Self::Store(Box::new(e))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{LayoutState, PhysicalLayout};
+
+    #[test]
+    fn layout_states_round_trip_and_refuse_garbage() {
+        let states = [
+            (
+                LayoutState {
+                    current: PhysicalLayout::Native,
+                    migration: None,
+                    recorded: true,
+                },
+                vec![0],
+            ),
+            (
+                LayoutState {
+                    current: PhysicalLayout::Compatible,
+                    migration: Some((PhysicalLayout::Native, None)),
+                    recorded: true,
+                },
+                vec![1, 0, 0],
+            ),
+            (
+                LayoutState {
+                    current: PhysicalLayout::Native,
+                    migration: Some((PhysicalLayout::Compatible, Some(b"k\x00".to_vec()))),
+                    recorded: true,
+                },
+                vec![0, 1, 1, b'k', 0],
+            ),
+        ];
+        for (state, bytes) in states {
+            assert_eq!(state.encode(), bytes);
+            assert_eq!(LayoutState::decode(&bytes), Some(state));
+        }
+        for bad in [&[][..], &[2], &[0, 2, 0], &[0, 1, 2], &[0, 1]] {
+            assert_eq!(LayoutState::decode(bad), None, "{bad:?}");
+        }
+        let migrating = LayoutState::decode(&[0, 1, 1, b'm']).unwrap();
+        assert_eq!(migrating.layout_of(b"a"), PhysicalLayout::Compatible);
+        assert_eq!(migrating.layout_of(b"m"), PhysicalLayout::Compatible);
+        assert_eq!(migrating.layout_of(b"n"), PhysicalLayout::Native);
+    }
+}

@@ -707,7 +707,114 @@ fn a_failed_flush_is_retried_not_wedged<E: Engine>(engine: E) {
     assert_eq!(kv.usage(a).unwrap(), 200 * 406);
 }
 
+/// What a missing native chunk is called; an actor's recorded layout
+/// outlives a change of the configured default; the accessors; a reverse
+/// page continued after a key beyond the range stays in the range; a
+/// buffered delete is held and flushed.
+fn recorded_layouts_errors_and_edges<E: Engine>(engine: E) {
+    let kv = open(engine, config(PhysicalLayout::Native));
+    let a = actor();
+    kv.put(a, &[(b"big".to_vec(), value(25_000, 4))]).unwrap();
+    assert!(format!("{kv:?}").contains("ActorKv"));
+    assert_eq!(kv.config().quota_bytes, 1 << 30);
+    // Chunk 1 of 3 deleted by hand: named as missing.
+    let space = kv.store().space(ROWS_SPACE).unwrap();
+    let base = with(
+        &subspace_bytes(),
+        &[0x05, 0x01, b'b', b'i', b'g', 0x00, 0x00],
+    );
+    let chunk1 = with(&base, &[0x15, 0x04, 0x15, 0x01]);
+    let saved = raw_rows(&kv)
+        .into_iter()
+        .find(|(k, _)| *k == chunk1)
+        .unwrap();
+    let mut tx = kv.store().begin();
+    tx.delete_in(&space, chunk1.clone()).unwrap();
+    tx.commit().unwrap();
+    match kv.get(a, &[b"big".to_vec()]) {
+        Err(ActorKvError::Corrupt { why, .. }) => {
+            assert!(why.contains("chunk 1 is missing"), "{why}");
+        }
+        other => panic!("{other:?}"),
+    }
+    let mut tx = kv.store().begin();
+    tx.put_in(&space, saved.0, saved.1).unwrap();
+    tx.commit().unwrap();
+    // Reopened with another default layout: the actor keeps its own.
+    let kv = ActorKv::open(kv.into_store(), config(PhysicalLayout::Compatible)).unwrap();
+    assert_eq!(kv.layout(a).unwrap(), (PhysicalLayout::Native, None));
+    assert_eq!(
+        kv.get(a, &[b"big".to_vec()]).unwrap()[0]
+            .as_ref()
+            .unwrap()
+            .value,
+        value(25_000, 4)
+    );
+    // An actor never written takes the configured default.
+    assert_eq!(
+        kv.layout(ActorId::v1(3, 3)).unwrap(),
+        (PhysicalLayout::Compatible, None)
+    );
+    // Reverse, after a key above the range's end: still within the range.
+    kv.put(
+        a,
+        &[
+            (b"a".to_vec(), vec![1]),
+            (b"c".to_vec(), vec![1]),
+            (b"d".to_vec(), vec![1]),
+        ],
+    )
+    .unwrap();
+    let page = kv
+        .list(
+            a,
+            &ListQuery::Range {
+                start: b"a".to_vec(),
+                end: b"c".to_vec(),
+                exclusive: true,
+            },
+            &ListOptions {
+                reverse: true,
+                after: Some(b"z".to_vec()),
+                ..ListOptions::default()
+            },
+        )
+        .unwrap();
+    let keys: Vec<_> = page.entries.iter().map(|e| e.key.clone()).collect();
+    assert_eq!(keys, [b"big".to_vec(), b"a".to_vec()]);
+    // Forward after a key below the start: from the start.
+    let page = kv
+        .list(
+            a,
+            &ListQuery::Prefix(b"c".to_vec()),
+            &ListOptions {
+                after: Some(b"a".to_vec()),
+                ..ListOptions::default()
+            },
+        )
+        .unwrap();
+    assert_eq!(page.entries.len(), 1);
+    // A buffered delete is held, then flushed with its own request.
+    let mut buffer = WriteBuffer::new();
+    assert!(buffer.is_empty() && !buffer.is_dirty());
+    buffer.delete(b"d".to_vec()).unwrap();
+    buffer.put(b"e".to_vec(), vec![5]).unwrap();
+    assert_eq!(buffer.held(b"d"), Some(None));
+    assert!(!buffer.is_empty() && buffer.is_dirty());
+    assert!(matches!(
+        buffer.delete(vec![0; 2_047]),
+        Err(ActorKvError::KeyTooLarge { .. })
+    ));
+    let flushed = buffer.flush(&kv, a).unwrap();
+    assert_eq!((flushed.requests, flushed.entries), (2, 2));
+    assert!(buffer.is_empty());
+    let got = kv.get(a, &[b"d".to_vec(), b"e".to_vec()]).unwrap();
+    assert!(got[0].is_none());
+    assert_eq!(got[1].as_ref().unwrap().value, vec![5]);
+}
+
 crate::on_each_engine!(
+    recorded_layouts_errors_and_edges,
     compatible_rows_are_the_engines_bytes,
     rows_the_engine_wrote_read_back,
     native_entries_round_trip_in_checksummed_rows,
@@ -729,6 +836,18 @@ fn batches_are_planned_within_the_limits() {
         .collect();
     let sizes: Vec<usize> = plan_puts(many).unwrap().iter().map(Vec::len).collect();
     assert_eq!(sizes, [128, 128, 44]);
+    // A payload of exactly 976 KiB is one request: 7 x (3 + 124,928) +
+    // (3 + 124,904) = 999,424.
+    let exact: Vec<_> = (0..7u8)
+        .map(|i| (vec![i], vec![1; 124_928]))
+        .chain([(vec![9], vec![1; 124_904])])
+        .collect();
+    assert_eq!(plan_puts(exact).unwrap().len(), 1);
+    assert_eq!(
+        strata_schemas::actor_kv::limits::DEFAULT_QUOTA,
+        10_737_418_240
+    );
+    assert_eq!(ActorKvConfig::default().quota_bytes, 10_737_418_240);
     // By payload: 131,072-byte values with 1-byte keys (131,075 each): 7
     // fit 976 KiB (917,525), 8 do not (1,048,600).
     let big: Vec<_> = (0..20u8).map(|i| (vec![i], vec![1; 131_072])).collect();
