@@ -34,6 +34,10 @@
 //! watch events and the dedupe row commit together.
 
 pub mod keys;
+mod planted;
+
+#[cfg(feature = "planted-bugs")]
+pub use planted::{PLANTED, plant};
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -535,7 +539,7 @@ impl<E: Engine> Nokv<E> {
             FileType::Dir => CommandKind::Mkdir,
             FileType::File => CommandKind::Create,
         };
-        self.replanned(|tx| {
+        self.replanned(mount, request_id, |tx| {
             let (m, now) = (mount_of(tx, mount)?, tx.now_ms());
             let dir = dir_of(tx, mount, parent)?;
             if tx.get(&dentry_key(mount, parent, name))?.is_some() {
@@ -609,7 +613,7 @@ impl<E: Engine> Nokv<E> {
         inode: InodeId,
         mode: u32,
     ) -> Result<Executed, NokvError> {
-        self.replanned(|tx| {
+        self.replanned(mount, request_id, |tx| {
             let now = tx.now_ms();
             let attr = tx
                 .get(&inode_key(mount, inode))?
@@ -651,7 +655,7 @@ impl<E: Engine> Nokv<E> {
         name: &str,
     ) -> Result<Executed, NokvError> {
         name_ok(name)?;
-        self.replanned(|tx| {
+        self.replanned(mount, request_id, |tx| {
             let now = tx.now_ms();
             let m = mount_of(tx, mount)?;
             let dir = dir_of(tx, mount, parent)?;
@@ -732,7 +736,7 @@ impl<E: Engine> Nokv<E> {
         parent: InodeId,
         name: &str,
     ) -> Result<Executed, NokvError> {
-        self.replanned(|tx| {
+        self.replanned(mount, request_id, |tx| {
             let now = tx.now_ms();
             let dir = dir_of(tx, mount, parent)?;
             let d = tx
@@ -770,7 +774,6 @@ impl<E: Engine> Nokv<E> {
     /// [`NokvError::NotEmpty`], [`NokvError::IsADirectory`] (a file over a
     /// directory), [`NokvError::NotADirectory`] (a directory over a file),
     /// [`NokvError::InvalidName`], a store error.
-    #[allow(clippy::too_many_lines)] // the rename's cases, in order
     pub fn rename(
         &self,
         mount: MountId,
@@ -781,7 +784,43 @@ impl<E: Engine> Nokv<E> {
         to_name: &str,
     ) -> Result<Executed, NokvError> {
         name_ok(to_name)?;
-        self.replanned(|tx| {
+        self.replanned(mount, request_id, |tx| {
+            self.rename_plan(tx, mount, request_id, (from, name), (to, to_name))
+        })
+    }
+
+    /// The command [`Nokv::rename`] would execute, planned at the current
+    /// state, for a caller that executes it later with [`Nokv::execute`]
+    /// (its predicates then refuse it if anything it read has changed).
+    ///
+    /// # Errors
+    /// As [`Nokv::rename`].
+    pub fn plan_rename(
+        &self,
+        mount: MountId,
+        request_id: &str,
+        from: InodeId,
+        name: &str,
+        to: InodeId,
+        to_name: &str,
+    ) -> Result<MetadataCommand, NokvError> {
+        name_ok(to_name)?;
+        let mut tx = self.store.begin();
+        let mut cmd = self.rename_plan(&mut tx, mount, request_id, (from, name), (to, to_name))?;
+        planted::stale_rename(&mut cmd);
+        Ok(cmd)
+    }
+
+    #[allow(clippy::too_many_lines)] // the rename's cases, in order
+    fn rename_plan(
+        &self,
+        tx: &mut Tx<'_, E>,
+        mount: MountId,
+        request_id: &str,
+        (from, name): (InodeId, &str),
+        (to, to_name): (InodeId, &str),
+    ) -> Result<MetadataCommand, NokvError> {
+        {
             let now = tx.now_ms();
             let m = mount_of(tx, mount)?;
             let src_dir = dir_of(tx, mount, from)?;
@@ -917,7 +956,7 @@ impl<E: Engine> Nokv<E> {
                 ),
             ]);
             Ok(cmd)
-        })
+        }
     }
 
     /// Replaces file `inode`'s body with `bytes`: chunks stored in the
@@ -945,7 +984,7 @@ impl<E: Engine> Nokv<E> {
         for (key, chunk) in &objects {
             self.blobs.put(key, chunk).map_err(NokvError::Blob)?;
         }
-        self.replanned(|tx| {
+        self.replanned(mount, request_id, |tx| {
             let now = tx.now_ms();
             let attr = tx
                 .get(&inode_key(mount, inode))?
@@ -1445,6 +1484,20 @@ impl<E: Engine> Nokv<E> {
     /// [`NokvError::PredicateFailed`]; a store error.
     pub fn execute(&self, cmd: &MetadataCommand) -> Result<Executed, NokvError> {
         let (executed, info) = self.store.transact_info(|tx| self.execute_in(tx, cmd))?;
+        if planted::dedupe_apart()
+            && let Executed::Applied(o, _) = &executed
+        {
+            self.store.put(
+                &DedupeKey {
+                    mount: cmd.mount,
+                    request: cmd.request_id.clone(),
+                },
+                &Dedupe {
+                    outcome: o.clone(),
+                    at_ms: self.store.read()?.now_ms(),
+                },
+            )?;
+        }
         Ok(match executed {
             Executed::Applied(o, _) => Executed::Applied(o, info.map(|i| i.version)),
             replayed @ Executed::Replayed(_) => replayed,
@@ -1499,13 +1552,15 @@ impl<E: Engine> Nokv<E> {
                 event,
             )?;
         }
-        tx.put(
-            &dedupe,
-            &Dedupe {
-                outcome: cmd.outcome.clone(),
-                at_ms: tx.now_ms(),
-            },
-        )?;
+        if !planted::dedupe_apart() {
+            tx.put(
+                &dedupe,
+                &Dedupe {
+                    outcome: cmd.outcome.clone(),
+                    at_ms: tx.now_ms(),
+                },
+            )?;
+        }
         Ok(Executed::Applied(cmd.outcome.clone(), None))
     }
 
@@ -1670,20 +1725,25 @@ impl<E: Engine> Nokv<E> {
     /// a predicate failed because something changed in between.
     fn replanned(
         &self,
+        mount: MountId,
+        request_id: &str,
         mut plan: impl FnMut(&mut Tx<'_, E>) -> Result<MetadataCommand, NokvError>,
     ) -> Result<Executed, NokvError> {
         let mut attempt = 0;
         loop {
             attempt += 1;
-            let mut tx = self.store.begin();
-            let cmd = plan(&mut tx)?;
-            drop(tx);
+            // A replay returns the first outcome before anything is
+            // planned: its plan may no longer make sense (the name it
+            // created exists now).
             if let Some(d) = self.store.get(&DedupeKey {
-                mount: cmd.mount,
-                request: cmd.request_id.clone(),
+                mount,
+                request: request_id.to_owned(),
             })? {
                 return Ok(Executed::Replayed(d.outcome));
             }
+            let mut tx = self.store.begin();
+            let cmd = plan(&mut tx)?;
+            drop(tx);
             match self.execute(&cmd) {
                 Err(NokvError::PredicateFailed { .. }) if attempt < REPLANS => {}
                 other => return other,

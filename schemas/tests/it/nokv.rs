@@ -114,6 +114,12 @@ fn commands_dedupe_and_fence<E: Engine>(engine: E) {
     let again = fs.create(M, "same", ROOT, "g", 0o600).unwrap();
     assert_eq!(again, Executed::Replayed(first.outcome().clone()));
     assert_eq!(names(&fs, ROOT), ["f"], "the replay applied nothing");
+    // The very same request, whose plan would now fail (the name exists):
+    // still the first outcome.
+    assert_eq!(
+        fs.create(M, "same", ROOT, "f", 0o600).unwrap(),
+        Executed::Replayed(first.outcome().clone())
+    );
     // A hand-built command whose second predicate fails.
     let cmd = MetadataCommand {
         mount: M,
@@ -307,6 +313,27 @@ fn renames<E: Engine>(engine: E) {
     assert_eq!(names(&fs, b), ["x2"]);
 }
 
+/// A rename planned, then overtaken by another change, is refused by its
+/// predicates when executed: nothing applies.
+fn a_stale_plan_is_refused<E: Engine>(engine: E) {
+    let Fs { nokv: fs, .. } = open(engine);
+    let d = created(&fs.mkdir(M, "1", ROOT, "d", 0o755).unwrap());
+    fs.create(M, "2", ROOT, "f", 0o600).unwrap();
+    let plan = fs.plan_rename(M, "3", ROOT, "f", d, "g").unwrap();
+    assert_eq!(plan.kind, CommandKind::Rename);
+    fs.unlink(M, "4", ROOT, "f").unwrap();
+    assert!(matches!(
+        fs.execute(&plan),
+        Err(NokvError::PredicateFailed { .. })
+    ));
+    assert!(names(&fs, d).is_empty());
+    // Planned and executed with nothing in between, it applies.
+    fs.create(M, "5", ROOT, "f", 0o600).unwrap();
+    let plan = fs.plan_rename(M, "6", ROOT, "f", d, "g").unwrap();
+    assert!(matches!(fs.execute(&plan).unwrap(), Executed::Applied(..)));
+    assert_eq!(names(&fs, d), ["g"]);
+}
+
 /// The watch log of a directory replays to its entries.
 fn the_watch_log_replays_to_the_state<E: Engine>(engine: E) {
     let Fs { nokv: fs, .. } = open(engine);
@@ -457,6 +484,7 @@ crate::on_each_engine!(
     links_projections_and_gc,
     bodies_are_manifests,
     renames,
+    a_stale_plan_is_refused,
     the_watch_log_replays_to_the_state,
     pins_read_history,
     the_path_index_is_verified,
