@@ -26,6 +26,7 @@ pub mod code_sous;
 mod engine_oracle;
 mod engine_workload;
 pub mod faults;
+pub mod nokv;
 pub mod outbox;
 #[cfg(feature = "planted-bugs")]
 pub mod planted;

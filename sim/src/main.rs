@@ -15,11 +15,12 @@
 //! --engine mem|redb|rocks  the engine under test (default mem; redb runs on
 //!                     a disk that loses power at every crash; rocks is
 //!                     killed and reopened)
-//! --workload engine|store|outbox|search|code-sous|universaldb|actor-kv|both  the workloads of each seed (default both,
+//! --workload engine|store|outbox|search|code-sous|universaldb|actor-kv|nokv|both  the workloads of each seed (default both,
 //!                     that is all: raw engine commits against the model,
 //!                     store transactions with limits, quota, TTL and chunks,
 //!                     outbox producers and consumers, code-sous records,
-//!                     UniversalDB transfers, actor KV writes under quota,
+//!                     UniversalDB transfers, actor KV writes under quota, NoKV metadata
+//!                     commands,
 //!                     and the search index every
 //!                     fourth seed)
 //! --check-determinism run every seed twice and compare trace hashes
@@ -128,6 +129,7 @@ fn parse() -> Result<Args, String> {
                     "code-sous" => Workload::CodeSous,
                     "universaldb" => Workload::UniversalDb,
                     "actor-kv" => Workload::ActorKv,
+                    "nokv" => Workload::Nokv,
                     "search" => Workload::Search,
                     "both" | "all" => Workload::Both,
                     other => {
@@ -171,6 +173,7 @@ fn replay(args: &Args, seed: u64) -> String {
         Workload::CodeSous => line.push_str(" --workload code-sous"),
         Workload::UniversalDb => line.push_str(" --workload universaldb"),
         Workload::ActorKv => line.push_str(" --workload actor-kv"),
+        Workload::Nokv => line.push_str(" --workload nokv"),
         Workload::Search => line.push_str(" --workload search"),
     }
     if let Some(p) = &args.plant {
@@ -189,7 +192,7 @@ fn main() -> ExitCode {
                 eprintln!("strata-sim: {msg}");
             }
             eprintln!(
-                "usage: cargo xtask sim [--seed S | --seeds N|A..B] [--time T] [--ops K] [--faults LIST] [--plant NAME] [--engine mem|redb|rocks] [--workload engine|store|outbox|search|code-sous|universaldb|actor-kv|both] [--check-determinism] [--soak MINUTES] [--quiet]"
+                "usage: cargo xtask sim [--seed S | --seeds N|A..B] [--time T] [--ops K] [--faults LIST] [--plant NAME] [--engine mem|redb|rocks] [--workload engine|store|outbox|search|code-sous|universaldb|actor-kv|nokv|both] [--check-determinism] [--soak MINUTES] [--quiet]"
             );
             return ExitCode::from(2);
         }

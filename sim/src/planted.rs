@@ -54,6 +54,8 @@ pub const PLANTED: &[Planted] = &[
     p("serializable-reads-unpinned", Workload::UniversalDb, 0),
     p("overwrite-charged-gross", Workload::ActorKv, 0),
     p("list-more-dropped", Workload::ActorKv, 0),
+    p("rename-stale-predicate", Workload::Nokv, 0),
+    p("dedupe-separate-commit", Workload::Nokv, 0),
     p("ack-before-index-commit", Workload::Search, 0),
     p("upsert-without-delete", Workload::Search, 0),
     p("index-non-durable", Workload::Search, 1),

@@ -45,8 +45,10 @@ pub enum Workload {
     UniversalDb,
     /// Actors' keyspaces under quota and limit pressure ([`crate::actor_kv`]).
     ActorKv,
+    /// A file system's metadata ([`crate::nokv`]).
+    Nokv,
     /// Every workload: the engine's, the store's, the outbox's,
-    /// code-sous's, UniversalDB's, the actor KV's, then (on every fourth seed, it is the slowest) the
+    /// code-sous's, UniversalDB's, the actor KV's, NoKV's, then (on every fourth seed, it is the slowest) the
     /// search index's.
     #[default]
     Both,
@@ -317,6 +319,7 @@ pub fn run_workloads<E: Target>(options: &RunOptions) -> SeedReport {
         Workload::CodeSous => crate::code_sous::run_code_sous_seed_on::<E>(options),
         Workload::UniversalDb => crate::universaldb::run_universaldb_seed_on::<E>(options),
         Workload::ActorKv => crate::actor_kv::run_actor_kv_seed_on::<E>(options),
+        Workload::Nokv => crate::nokv::run_nokv_seed_on::<E>(options),
         Workload::Both => {
             let engine = run_seed_on::<E>(options);
             if engine.violation.is_some() {
@@ -344,6 +347,11 @@ pub fn run_workloads<E: Target>(options: &RunOptions) -> SeedReport {
             }
             let akv = crate::actor_kv::run_actor_kv_seed_on::<E>(options);
             let all = join(options, &all, akv);
+            if all.violation.is_some() {
+                return all;
+            }
+            let nokv = crate::nokv::run_nokv_seed_on::<E>(options);
+            let all = join(options, &all, nokv);
             if all.violation.is_some() {
                 return all;
             }

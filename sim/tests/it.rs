@@ -47,6 +47,7 @@ fn fault_rates_vary_by_seed() {
         (Workload::CodeSous, 60),
         (Workload::UniversalDb, 60),
         (Workload::ActorKv, 60),
+        (Workload::Nokv, 60),
         (Workload::Search, 16),
     ] {
         let reports: Vec<_> = (0..seeds)
@@ -139,6 +140,7 @@ fn the_catalogue_lists_every_planted_bug() {
         )
         .chain(strata_schemas::universaldb::PLANTED)
         .chain(strata_schemas::actor_kv::PLANTED)
+        .chain(strata_schemas::nokv::PLANTED)
         .collect();
     listed.sort_unstable();
     planted.sort_unstable();

@@ -180,6 +180,16 @@ pub enum WatchEvent {
     },
 }
 
+/// A watch log row: the event and when it was written (for retention by
+/// age).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WatchRecord {
+    /// Milliseconds since the Unix epoch, by the store's clock.
+    pub at_ms: u64,
+    /// What happened.
+    pub event: WatchEvent,
+}
+
 /// `snapshot_pin`: a snapshot with a lease.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SnapshotPin {
@@ -219,7 +229,7 @@ strata_codec::value!(Dentry: postcard, version = 1);
 strata_codec::value!(ManifestRow: postcard, version = 1);
 strata_codec::value!(ParentLink: postcard, version = 1);
 strata_codec::value!(PathEntry: postcard, version = 1);
-strata_codec::value!(WatchEvent: postcard, version = 1);
+strata_codec::value!(WatchRecord: postcard, version = 1);
 strata_codec::value!(SnapshotPin: postcard, version = 1);
 strata_codec::value!(GcEntry: postcard, version = 1);
 strata_codec::value!(Dedupe: postcard, version = 1);
@@ -337,7 +347,7 @@ tuple_key! {
     ManifestKey -> ManifestRow = ("nokv", "manifest", {mount}, {inode}, {generation}, {chunk});
     ParentKey -> ParentLink = ("nokv", "parent", {mount}, {child}, {parent}, {name});
     PathKey -> PathEntry = ("nokv", "path", {mount}, {workspace}, {path});
-    WatchKey -> WatchEvent = ("nokv", "watch", {mount}, {scope}, {stamp});
+    WatchKey -> WatchRecord = ("nokv", "watch", {mount}, {scope}, {stamp});
     PinKey -> SnapshotPin = ("nokv", "pin", {mount}, {snapshot});
     GcKey -> GcEntry = ("nokv", "gc", {mount}, {stamp}, {inode}, {generation}, {chunk}, {block});
     DedupeKey -> Dedupe = ("nokv", "dedupe", {mount}, {request});

@@ -50,7 +50,7 @@ use strata_store::{Scan, Space, Store, StoreError, StoreOptions, Tx};
 
 pub use keys::{
     BODY_SUMMARY, Block, BodySummary, Dentry, FileType, GcEntry, InodeAttr, InodeId, ManifestRow,
-    Mount, MountId, ParentLink, PathEntry, Projection, ROOT, SnapshotPin, WatchEvent,
+    Mount, MountId, ParentLink, PathEntry, Projection, ROOT, SnapshotPin, WatchEvent, WatchRecord,
 };
 use keys::{
     Dedupe, DedupeKey, DentryKey, GcKey, InodeKey, ManifestKey, MountKey, ParentKey, PathKey,
@@ -400,6 +400,11 @@ impl<E: Engine> Nokv<E> {
     /// The store underneath.
     pub fn store(&self) -> &Store<E> {
         &self.store
+    }
+
+    /// Gives the store back.
+    pub fn into_store(self) -> Store<E> {
+        self.store
     }
 
     /// Creates mount `mount` with its root directory (idempotent per
@@ -1408,16 +1413,17 @@ impl<E: Engine> Nokv<E> {
                 "nokv", "watch", mount,
             )))))?
             .collect::<Result<Vec<_>, _>>()?;
-        let mut per_scope: BTreeMap<InodeId, Vec<WatchKey>> = BTreeMap::new();
-        for (k, _) in events {
-            per_scope.entry(k.scope).or_default().push(k);
+        let mut per_scope: BTreeMap<InodeId, Vec<(WatchKey, u64)>> = BTreeMap::new();
+        for (k, r) in events {
+            per_scope.entry(k.scope).or_default().push((k, r.at_ms));
         }
         for keys in per_scope.values() {
             let excess = keys.len().saturating_sub(self.config.watch_keep_per_scope);
-            for (i, k) in keys.iter().enumerate() {
+            for (i, (k, at_ms)) in keys.iter().enumerate() {
                 let version = stamp_version(&k.stamp);
                 let needed = floor.is_some_and(|f| version > f);
-                if i < excess && !needed {
+                let old = at_ms.saturating_add(self.config.watch_retention_ms) <= now;
+                if (i < excess || old) && !needed {
                     self.store.delete(k)?;
                     out.watch += 1;
                 }
@@ -1469,7 +1475,7 @@ impl<E: Engine> Nokv<E> {
             .store
             .read()?
             .scan::<WatchKey>(&Scan::range_of(KeyRange::tuple_prefix(&prefix)))?
-            .map(|r| r.map(|(k, e)| (stamp_version(&k.stamp), e)))
+            .map(|r| r.map(|(k, r)| (stamp_version(&k.stamp), r.event)))
             .collect::<Result<Vec<_>, _>>()?)
     }
 
@@ -1542,6 +1548,7 @@ impl<E: Engine> Nokv<E> {
         for m in &cmd.mutations {
             self.apply(tx, mount, m, pinned)?;
         }
+        let now = tx.now_ms();
         for (i, (scope, event)) in cmd.watch.iter().enumerate() {
             tx.put_versionstamped(
                 &WatchKey {
@@ -1549,7 +1556,10 @@ impl<E: Engine> Nokv<E> {
                     scope: *scope,
                     stamp: Versionstamp::incomplete(u16::try_from(i).unwrap_or(u16::MAX)),
                 },
-                event,
+                &WatchRecord {
+                    at_ms: now,
+                    event: event.clone(),
+                },
             )?;
         }
         if !planted::dedupe_apart() {
