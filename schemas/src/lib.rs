@@ -8,8 +8,9 @@
 //! | `code-sous` | [`code_sous`] | a function platform's records on a Redis-protocol store (`code-sous-kvrocks-storage.md`) |
 //! | `universaldb` | [`universaldb`] | typed tuple keys and transactions of a database layer over FoundationDB (`universaldb-keys.md`) |
 //! | `actor-kv` | [`actor_kv`] | an actor runtime's per-actor keyspaces (`actor-kv-structure.md`) |
+//! | `nokv` | [`nokv`] | a file system's metadata service (`nokv-metadata-schema.md`) |
 //!
-//! Not built yet: the NoKV metadata and agent-memory layers. The crate README says what each module adds to its document.
+//! Not built yet: the agent-memory layer. The crate README says what each module adds to its document.
 
 #[cfg(feature = "actor-kv")]
 pub mod actor_kv;
@@ -25,6 +26,7 @@ pub mod universaldb;
     doctest,
     feature = "actor-kv",
     feature = "code-sous",
+    feature = "nokv",
     feature = "universaldb"
 ))]
 #[doc = include_str!("../README.md")]
