@@ -813,7 +813,78 @@ fn recorded_layouts_errors_and_edges<E: Engine>(engine: E) {
     assert_eq!(got[1].as_ref().unwrap().value, vec![5]);
 }
 
+/// A list longer than one internal page of rows is whole; two actors in
+/// different layouts keep their own; a get of exactly 128 keys is allowed;
+/// an empty or oversized last data row is corrupt.
+fn many_rows_two_actors_and_row_sizes<E: Engine>(engine: E) {
+    let kv = open(engine, config(PhysicalLayout::Compatible));
+    let a = actor();
+    // 150 entries of two rows each: 300 rows, more than a 256-row page.
+    let entries: Vec<_> = (0..150u32)
+        .map(|i| (i.to_be_bytes().to_vec(), vec![1; 10]))
+        .collect();
+    for chunk in entries.chunks(100) {
+        kv.put(a, chunk).unwrap();
+    }
+    let page = kv
+        .list(a, &ListQuery::All, &ListOptions::default())
+        .unwrap();
+    assert_eq!(page.entries.len(), 150);
+    assert!(!page.more);
+    assert_eq!(kv.recount(a).unwrap(), 150 * (4 + 2 + 10));
+    let reverse = kv
+        .list(
+            a,
+            &ListQuery::All,
+            &ListOptions {
+                reverse: true,
+                ..ListOptions::default()
+            },
+        )
+        .unwrap();
+    assert_eq!(reverse.entries.len(), 150);
+    assert_eq!(reverse.entries[0].key, 149u32.to_be_bytes());
+    let keys: Vec<Vec<u8>> = (0..128u32).map(|i| i.to_be_bytes().to_vec()).collect();
+    assert_eq!(kv.get(a, &keys).unwrap().iter().flatten().count(), 128);
+    // A second actor moved to the native layout; the first keeps its own.
+    let b = ActorId::v1(77, 7);
+    kv.put(b, &[(b"k".to_vec(), vec![2; 20_000])]).unwrap();
+    kv.migrate_all(b, PhysicalLayout::Native, 10).unwrap();
+    assert_eq!(kv.layout(a).unwrap(), (PhysicalLayout::Compatible, None));
+    assert_eq!(kv.layout(b).unwrap(), (PhysicalLayout::Native, None));
+    assert_eq!(
+        kv.get(a, &keys[..1]).unwrap()[0].as_ref().unwrap().value,
+        vec![1; 10]
+    );
+    assert_eq!(
+        kv.get(b, &[b"k".to_vec()]).unwrap()[0]
+            .as_ref()
+            .unwrap()
+            .value,
+        vec![2; 20_000]
+    );
+    // The last data row empty, or over 10,000 bytes: corrupt.
+    let space = kv.store().space(ROWS_SPACE).unwrap();
+    let base = with(
+        &subspace_bytes(),
+        &[
+            0x05, 0x01, 0x00, 0xFF, 0x00, 0xFF, 0x00, 0xFF, 0x00, 0xFF, 0x00, 0x00,
+        ],
+    );
+    for bad in [Vec::new(), vec![1; 10_001]] {
+        let mut tx = kv.store().begin();
+        tx.put_in(&space, with(&base, &[0x15, 0x04, 0x14]), bad)
+            .unwrap();
+        tx.commit().unwrap();
+        assert!(matches!(
+            kv.get(a, &keys[..1]),
+            Err(ActorKvError::Corrupt { .. })
+        ));
+    }
+}
+
 crate::on_each_engine!(
+    many_rows_two_actors_and_row_sizes,
     recorded_layouts_errors_and_edges,
     compatible_rows_are_the_engines_bytes,
     rows_the_engine_wrote_read_back,
@@ -953,4 +1024,9 @@ fn actor_ids_and_metadata_encode_as_the_engine_does() {
     for bad in [&[][..], &[5, b'a'], &[0, 1, 2, 3, 4, 5, 6, 7], &[0x80]] {
         assert_eq!(KvMetadata::from_bare(bad), None, "{bad:?}");
     }
+    // A length of eleven varint bytes is refused without overflowing.
+    let mut long_len = vec![0x80; 10];
+    long_len.push(0x01);
+    long_len.extend_from_slice(&[0; 8]);
+    assert_eq!(KvMetadata::from_bare(&long_len), None);
 }
