@@ -14,6 +14,8 @@
 
 #[cfg(feature = "actor-kv")]
 pub mod actor_kv;
+#[cfg(feature = "agent-memory")]
+pub mod agent_memory;
 #[cfg(feature = "code-sous")]
 pub mod code_sous;
 #[cfg(feature = "nokv")]

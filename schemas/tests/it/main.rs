@@ -5,6 +5,7 @@
 
 mod actor_kv;
 mod actor_kv_store;
+mod agent_memory;
 mod code_sous;
 mod nokv;
 mod universaldb;

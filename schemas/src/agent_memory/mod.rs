@@ -1,0 +1,905 @@
+//! Agent memory (`agent-memory-storage-architecture.md`): conversation
+//! events, a versioned table of contents over them, provenance grips, an
+//! outbox and checkpoints, each in its own keyspace, with BM25 search over
+//! the TOC and grips fed by the outbox.
+//!
+//! **Built:** the keyspaces with the document's roles as engine profiles,
+//! its key formats, idempotent `put_event` (the event and its outbox entry
+//! in one commit, the duplicate check a predicate), events by time range
+//! either way, paged; TOC node versions with the latest pointer moved in
+//! the same commit; the year → month → week → day → segment hierarchy with
+//! child links; grips and grips by node; provenance (a grip's events);
+//! checkpoints; stats, backup and compaction where the engine offers them;
+//! the search projection of TOC nodes and grips, indexed by `strata-search`
+//! from the outbox, with `rebuild`.
+//!
+//! **Not built yet** (issue 19): the JSON-lines ingest example, the ingest
+//! benchmark, and the simulation workload with its planted bugs.
+//!
+//! # Keyspaces
+//!
+//! | space | role | profile |
+//! |---|---|---|
+//! | `am.events` | raw events, `evt:{ts:013}:{ulid}` | `AppendOnly` (compressed, written in time order) |
+//! | `am.toc_nodes` | TOC node versions, `{node_id}:v{ver:06}` | `General` |
+//! | `am.toc_latest` | latest version pointers, `latest:{node_id}`, a big-endian `u32` | `PointLookup` |
+//! | `am.grips` | grips `{grip_id}` and the node index `node:{node_id}:{grip_id}` | `General` |
+//! | the outbox's spaces | entries and consumer state (`strata-outbox`) | `Queue`: never compacted by age or size |
+//! | `am.checkpoints` | job state, `checkpoint:{job}` | `PointLookup` |
+//!
+//! The search index keeps its own checkpoint in its commit payload; the
+//! outbox's consumer checkpoint lives with the outbox.
+//!
+//! **Where the document contradicts itself:** it gives the TOC key as
+//! `toc:{node_id}:v{ver:06}` and node ids as `toc:day:2024-01-29`, but its
+//! example key is `toc:day:2024-01-29:v000003`, not
+//! `toc:toc:day:...`. Node ids here start with `toc:` and the key is
+//! `{node_id}:v{ver:06}`, the example's bytes (tested). Its stats section
+//! counts a `checkpoints` family it otherwise calls a column family of
+//! "job recovery state": both are `am.checkpoints` here.
+
+mod dates;
+
+use serde::{Deserialize, Serialize};
+use strata_codec::{EncodeOptions, Value};
+use strata_engine::{Engine, Profile};
+use strata_keys::tuple_key;
+use strata_keys::{KeyRange, Ulid, strinc};
+use strata_outbox::{Outbox, OutboxError, Topic};
+use strata_search::{Document, IndexSpec, Indexer, Query, SearchError};
+use strata_store::{Space, Store, StoreError, StoreOptions, Tx};
+
+pub use dates::{day_id, month_id, week_id, year_id};
+
+/// Raw conversation events.
+pub const EVENTS: &str = "am.events";
+/// TOC node versions.
+pub const TOC_NODES: &str = "am.toc_nodes";
+/// Latest version pointers.
+pub const TOC_LATEST: &str = "am.toc_latest";
+/// Grips and their node index.
+pub const GRIPS: &str = "am.grips";
+/// Job checkpoints.
+pub const CHECKPOINTS: &str = "am.checkpoints";
+/// The outbox topic of new events.
+pub const EVENT_TOPIC: &str = "am.events";
+
+/// Why an agent-memory operation failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum MemoryError {
+    /// An id or timestamp that does not fit the document's formats.
+    #[error("invalid {what}: {value:?}")]
+    Invalid {
+        /// What was checked.
+        what: &'static str,
+        /// The value refused.
+        value: String,
+    },
+    /// Stored bytes that do not decode.
+    #[error("corrupt row {key:?}: {why}")]
+    Corrupt {
+        /// The row's key.
+        key: String,
+        /// What is wrong.
+        why: String,
+    },
+    /// A row the operation needs is missing.
+    #[error("not found: {0}")]
+    NotFound(String),
+    /// The outbox failed.
+    #[error(transparent)]
+    Outbox(#[from] OutboxError),
+    /// The search index failed.
+    #[error(transparent)]
+    Search(#[from] SearchError),
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// A conversation event.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Event {
+    /// Its ULID, chosen by the writer: a retry reuses it.
+    pub event_id: String,
+    /// The conversation.
+    pub session_id: String,
+    /// When it happened, milliseconds since the Unix epoch.
+    pub timestamp_ms: u64,
+    /// `user`, `assistant`, `tool`, ...
+    pub role: String,
+    /// What was said or done.
+    pub text: String,
+}
+
+/// A bullet of a TOC node, with the grips backing it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TocBullet {
+    /// The bullet's text.
+    pub text: String,
+    /// Grips that back it.
+    pub grip_ids: Vec<String>,
+}
+
+/// Where a node sits in the hierarchy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Level {
+    /// `toc:year:2024`.
+    Year,
+    /// `toc:month:2024-01`.
+    Month,
+    /// `toc:week:2024-w04` (ISO week).
+    Week,
+    /// `toc:day:2024-01-29`.
+    Day,
+    /// `toc:segment:2024-01-29:{suffix}`.
+    Segment,
+}
+
+impl Level {
+    /// Its name in the search projection.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Year => "year",
+            Self::Month => "month",
+            Self::Week => "week",
+            Self::Day => "day",
+            Self::Segment => "segment",
+        }
+    }
+}
+
+/// A node of the table of contents: one version of it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TocNode {
+    /// `toc:{level}:{...}`.
+    pub node_id: String,
+    /// Year, month, week, day or segment.
+    pub level: Level,
+    /// A short heading for the span.
+    pub title: String,
+    /// Bullets summarising the span.
+    pub bullets: Vec<TocBullet>,
+    /// Keywords for search.
+    pub keywords: Vec<String>,
+    /// Children, in order.
+    pub child_node_ids: Vec<String>,
+    /// The span covered, milliseconds since the Unix epoch.
+    pub start_ms: u64,
+    /// The span's end (exclusive).
+    pub end_ms: u64,
+    /// The version this is (set by [`AgentMemory::put_toc_node`]).
+    pub version: u32,
+}
+
+/// A reference to an event: its time and id, which make its key.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EventRef {
+    /// The event's timestamp.
+    pub timestamp_ms: u64,
+    /// Its ULID.
+    pub event_id: String,
+}
+
+/// A provenance anchor: an excerpt and the events it came from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Grip {
+    /// `grip:{ts:013}:{suffix}`.
+    pub grip_id: String,
+    /// The quoted excerpt.
+    pub excerpt: String,
+    /// The first event of the span.
+    pub start: EventRef,
+    /// The last event of the span (inclusive).
+    pub end: EventRef,
+    /// Where it came from (a segmenter, a tool).
+    pub source: String,
+    /// The TOC node it backs, if linked.
+    pub toc_node_id: Option<String>,
+}
+
+/// The outbox entry of a new event.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EventAdded {
+    /// The event's key in `am.events`.
+    pub key: String,
+}
+
+/// The search projection of a TOC node or grip: the document's index
+/// schema (doc type, doc id, level, text, keywords, timestamp).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SearchDoc {
+    /// `toc_node` or `grip`.
+    pub doc_type: String,
+    /// The node's level name, or empty for a grip.
+    pub level: String,
+    /// Title and bullets, or the excerpt.
+    pub text: String,
+    /// Keywords, space-separated.
+    pub keywords: String,
+    /// The span's start, milliseconds since the Unix epoch.
+    pub timestamp_ms: u64,
+}
+
+/// `("am", "doc", doc_id)`: a search projection row, written in the same
+/// commit as the node version or grip it projects.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SearchDocKey {
+    /// The node id or grip id.
+    pub doc_id: String,
+}
+
+tuple_key! {
+    SearchDocKey -> SearchDoc = ("am", "doc", {doc_id});
+}
+
+strata_codec::value!(SearchDoc: postcard, version = 1);
+strata_codec::value!(Event: json, version = 1);
+strata_codec::value!(TocNode: json, version = 1);
+strata_codec::value!(Grip: json, version = 1);
+strata_codec::value!(EventAdded: postcard, version = 1);
+
+/// One page of events.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EventPage {
+    /// The events, in the order asked.
+    pub events: Vec<Event>,
+    /// Whether more remain in the range.
+    pub more: bool,
+}
+
+/// Counts and sizes.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Stats {
+    /// Rows per agent-memory space, by name.
+    pub rows: Vec<(&'static str, u64)>,
+}
+
+/// The event key of `timestamp_ms` and `event_id`: `evt:{ts:013}:{ulid}`.
+///
+/// # Errors
+/// [`MemoryError::Invalid`] for a timestamp over 13 digits or an id that
+/// is not a ULID.
+pub fn event_key(timestamp_ms: u64, event_id: &str) -> Result<String, MemoryError> {
+    if timestamp_ms > 9_999_999_999_999 {
+        return Err(MemoryError::Invalid {
+            what: "timestamp (over 13 digits)",
+            value: timestamp_ms.to_string(),
+        });
+    }
+    if Ulid::parse(event_id.as_bytes()).is_err() {
+        return Err(MemoryError::Invalid {
+            what: "event id (not a ULID)",
+            value: event_id.to_owned(),
+        });
+    }
+    Ok(format!("evt:{timestamp_ms:013}:{event_id}"))
+}
+
+/// The key of version `version` of TOC node `node_id`.
+pub fn toc_key(node_id: &str, version: u32) -> String {
+    format!("{node_id}:v{version:06}")
+}
+
+/// The latest-pointer key of `node_id`.
+pub fn latest_key(node_id: &str) -> String {
+    format!("latest:{node_id}")
+}
+
+/// The node-index key of grip `grip_id` under `node_id`.
+pub fn node_grip_key(node_id: &str, grip_id: &str) -> String {
+    format!("node:{node_id}:{grip_id}")
+}
+
+fn check_node_id(node_id: &str) -> Result<(), MemoryError> {
+    if !node_id.starts_with("toc:") || node_id.contains(":v") && node_id.ends_with(char::is_numeric)
+    {
+        return Err(MemoryError::Invalid {
+            what: "TOC node id (toc:{level}:{...})",
+            value: node_id.to_owned(),
+        });
+    }
+    Ok(())
+}
+
+fn encode<T: Value>(value: &T, key: &str) -> Result<Vec<u8>, MemoryError> {
+    let mut out = Vec::new();
+    strata_codec::encode(value, key.as_bytes(), EncodeOptions::default(), &mut out).map_err(
+        |e| MemoryError::Corrupt {
+            key: key.to_owned(),
+            why: format!("encode: {e}"),
+        },
+    )?;
+    Ok(out)
+}
+
+fn decode<T: Value>(key: &[u8], bytes: &[u8]) -> Result<T, MemoryError> {
+    strata_codec::decode(key, bytes).map_err(|e| MemoryError::Corrupt {
+        key: String::from_utf8_lossy(key).into_owned(),
+        why: e.to_string(),
+    })
+}
+
+/// The index of TOC nodes and grips: text (boost 1), keywords (boost 2),
+/// doc type and level as filters, the span's start as time. Open an
+/// [`Indexer`] with it to serve [`AgentMemory::search`].
+///
+/// # Errors
+/// A [`SearchError`] from the mapping (none for this fixed one).
+pub fn search_spec() -> Result<IndexSpec<SearchDocKey>, SearchError> {
+    Ok(
+        IndexSpec::new("agent_memory", |_k: &SearchDocKey, d: &SearchDoc| {
+            Document::new()
+                .text("text", d.text.clone())
+                .text("keywords", d.keywords.clone())
+                .string("doc_type", d.doc_type.clone())
+                .string("level", d.level.clone())
+                .time_ms(d.timestamp_ms)
+        })?
+        .text("text", 1.0)?
+        .text("keywords", 2.0)?
+        .string("doc_type")?
+        .string("level")?
+        .with_time(),
+    )
+}
+
+/// A search hit with its content read from the store.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Found {
+    /// A TOC node's latest version.
+    Toc(TocNode),
+    /// A provenance anchor.
+    Grip(Grip),
+}
+
+/// One hit of [`AgentMemory::search`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct SearchHit {
+    /// The node id or grip id.
+    pub doc_id: String,
+    /// BM25 score.
+    pub score: f32,
+    /// The full content, read from the store (`None` when it is gone).
+    pub content: Option<Found>,
+}
+
+/// Agent memory over a store and its outbox.
+pub struct AgentMemory<'s, E: Engine> {
+    store: &'s Store<E>,
+    outbox: &'s Outbox<'s, E>,
+    events: Space,
+    toc: Space,
+    latest: Space,
+    grips: Space,
+    checkpoints: Space,
+    topic: Topic<EventAdded>,
+    spec: IndexSpec<SearchDocKey>,
+}
+
+impl<'s, E: Engine> AgentMemory<'s, E> {
+    /// `options` with the agent-memory spaces and the outbox's.
+    pub fn declare(options: StoreOptions) -> StoreOptions {
+        Outbox::<E>::declare(options)
+            .space(EVENTS, Profile::AppendOnly)
+            .space(TOC_NODES, Profile::General)
+            .space(TOC_LATEST, Profile::PointLookup)
+            .space(GRIPS, Profile::General)
+            .space(CHECKPOINTS, Profile::PointLookup)
+    }
+
+    /// Agent memory on `store` (opened with [`AgentMemory::declare`]d
+    /// options) and its `outbox`.
+    ///
+    /// # Errors
+    /// A store error when a space was not declared.
+    pub fn open(store: &'s Store<E>, outbox: &'s Outbox<'s, E>) -> Result<Self, MemoryError> {
+        Ok(Self {
+            store,
+            outbox,
+            events: store.space(EVENTS)?,
+            toc: store.space(TOC_NODES)?,
+            latest: store.space(TOC_LATEST)?,
+            grips: store.space(GRIPS)?,
+            checkpoints: store.space(CHECKPOINTS)?,
+            topic: Topic::new(EVENT_TOPIC)?,
+            spec: search_spec()?,
+        })
+    }
+
+    /// The outbox topic of new events.
+    pub fn event_topic(&self) -> &Topic<EventAdded> {
+        &self.topic
+    }
+
+    /// Writes `event` and its outbox entry in one commit, unless an event
+    /// with its key exists: returns whether it wrote. The existence check
+    /// is a read in the transaction, so it is a predicate of the commit: of
+    /// two concurrent writers of one event, one commits and the other
+    /// retries, sees the event and writes nothing.
+    ///
+    /// # Errors
+    /// [`MemoryError::Invalid`], a store or outbox error.
+    pub fn put_event(&self, event: &Event) -> Result<bool, MemoryError> {
+        let key = event_key(event.timestamp_ms, &event.event_id)?;
+        let bytes = encode(event, &key)?;
+        self.store
+            .transact(|tx| self.put_event_in(tx, &key, &bytes))
+    }
+
+    /// As [`AgentMemory::put_event`], in the caller's transaction.
+    ///
+    /// # Errors
+    /// As [`AgentMemory::put_event`].
+    pub fn put_event_tx(&self, tx: &mut Tx<'_, E>, event: &Event) -> Result<bool, MemoryError> {
+        let key = event_key(event.timestamp_ms, &event.event_id)?;
+        let bytes = encode(event, &key)?;
+        self.put_event_in(tx, &key, &bytes)
+    }
+
+    fn put_event_in(
+        &self,
+        tx: &mut Tx<'_, E>,
+        key: &str,
+        bytes: &[u8],
+    ) -> Result<bool, MemoryError> {
+        if tx.get_in(&self.events, key.as_bytes())?.is_some() {
+            return Ok(false);
+        }
+        tx.put_in(&self.events, key.as_bytes().to_vec(), bytes.to_vec())?;
+        self.outbox.push(
+            tx,
+            &self.topic,
+            &EventAdded {
+                key: key.to_owned(),
+            },
+        )?;
+        Ok(true)
+    }
+
+    /// The event at `timestamp_ms` with `event_id`.
+    ///
+    /// # Errors
+    /// [`MemoryError::Invalid`], [`MemoryError::Corrupt`], a store error.
+    pub fn event(&self, timestamp_ms: u64, event_id: &str) -> Result<Option<Event>, MemoryError> {
+        let key = event_key(timestamp_ms, event_id)?;
+        let mut tx = self.store.begin();
+        tx.snapshot_get_in(&self.events, key.as_bytes())?
+            .map(|b| decode(key.as_bytes(), &b))
+            .transpose()
+    }
+
+    /// Events from `start_ms` (inclusive) to `end_ms` (exclusive), oldest
+    /// or newest first, at most `limit`, continuing after event key
+    /// `after` (the last key of the previous page, see [`event_key`]).
+    ///
+    /// # Errors
+    /// [`MemoryError::Corrupt`], a store error.
+    pub fn events(
+        &self,
+        start_ms: u64,
+        end_ms: u64,
+        newest_first: bool,
+        limit: usize,
+        after: Option<&str>,
+    ) -> Result<EventPage, MemoryError> {
+        let mut range = KeyRange {
+            start: format!("evt:{start_ms:013}:").into_bytes(),
+            end: Some(format!("evt:{end_ms:013}:").into_bytes()),
+        };
+        if let Some(after) = after {
+            let after = after.as_bytes().to_vec();
+            if newest_first {
+                range.end = range.end.map(|e| e.min(after));
+            } else {
+                let mut next = after;
+                next.push(0);
+                range.start = range.start.max(next);
+            }
+        }
+        if range.end.as_ref().is_some_and(|e| *e <= range.start) {
+            return Ok(EventPage {
+                events: Vec::new(),
+                more: false,
+            });
+        }
+        let mut tx = self.store.begin();
+        let page = tx.snapshot_scan_in(&self.events, &range, Some(limit), newest_first)?;
+        let events = page
+            .rows
+            .iter()
+            .map(|(k, v)| decode(k, v))
+            .collect::<Result<Vec<Event>, _>>()?;
+        Ok(EventPage {
+            events,
+            more: page.more,
+        })
+    }
+
+    /// Writes the next version of `node` (its `version` field is set to
+    /// it) and moves the latest pointer to it in the same commit; the
+    /// pointer is read in the transaction, so concurrent writers of one
+    /// node get distinct, consecutive versions. Returns the version.
+    ///
+    /// # Errors
+    /// [`MemoryError::Invalid`] for a node id outside `toc:`; a store error.
+    pub fn put_toc_node(&self, node: &TocNode) -> Result<u32, MemoryError> {
+        check_node_id(&node.node_id)?;
+        self.store.transact(|tx| self.put_toc_node_in(tx, node))
+    }
+
+    fn put_toc_node_in(&self, tx: &mut Tx<'_, E>, node: &TocNode) -> Result<u32, MemoryError> {
+        let latest = latest_key(&node.node_id);
+        let current = self.latest_version_in(tx, &node.node_id, true)?;
+        let version = current + 1;
+        let key = toc_key(&node.node_id, version);
+        let stored = TocNode {
+            version,
+            ..node.clone()
+        };
+        tx.put_in(&self.toc, key.clone().into_bytes(), encode(&stored, &key)?)?;
+        tx.put_in(
+            &self.latest,
+            latest.into_bytes(),
+            version.to_be_bytes().to_vec(),
+        )?;
+        let text = std::iter::once(node.title.as_str())
+            .chain(node.bullets.iter().map(|b| b.text.as_str()))
+            .collect::<Vec<_>>()
+            .join("\n");
+        self.spec.put(
+            self.outbox,
+            tx,
+            &SearchDocKey {
+                doc_id: node.node_id.clone(),
+            },
+            &SearchDoc {
+                doc_type: "toc_node".into(),
+                level: node.level.name().into(),
+                text,
+                keywords: node.keywords.join(" "),
+                timestamp_ms: node.start_ms,
+            },
+        )?;
+        Ok(version)
+    }
+
+    fn latest_version_in(
+        &self,
+        tx: &mut Tx<'_, E>,
+        node_id: &str,
+        pin: bool,
+    ) -> Result<u32, MemoryError> {
+        let key = latest_key(node_id);
+        let row = if pin {
+            tx.get_in(&self.latest, key.as_bytes())?
+        } else {
+            tx.snapshot_get_in(&self.latest, key.as_bytes())?
+        };
+        match row {
+            None => Ok(0),
+            Some(b) => <[u8; 4]>::try_from(b.as_slice())
+                .map(u32::from_be_bytes)
+                .map_err(|_| MemoryError::Corrupt {
+                    key,
+                    why: "a latest pointer that is not 4 bytes".into(),
+                }),
+        }
+    }
+
+    /// The latest version of TOC node `node_id`.
+    ///
+    /// # Errors
+    /// [`MemoryError::Corrupt`] (also when the pointer names a version that
+    /// is not stored); a store error.
+    pub fn toc_node(&self, node_id: &str) -> Result<Option<TocNode>, MemoryError> {
+        let mut tx = self.store.begin();
+        let version = self.latest_version_in(&mut tx, node_id, false)?;
+        if version == 0 {
+            return Ok(None);
+        }
+        let key = toc_key(node_id, version);
+        match tx.snapshot_get_in(&self.toc, key.as_bytes())? {
+            None => Err(MemoryError::Corrupt {
+                key: latest_key(node_id),
+                why: format!("points at version {version}, which is not stored"),
+            }),
+            Some(b) => decode(key.as_bytes(), &b).map(Some),
+        }
+    }
+
+    /// Every stored version of TOC node `node_id`, oldest first.
+    ///
+    /// # Errors
+    /// [`MemoryError::Corrupt`], a store error.
+    pub fn toc_versions(&self, node_id: &str) -> Result<Vec<TocNode>, MemoryError> {
+        let prefix = format!("{node_id}:v");
+        let mut tx = self.store.begin();
+        let page =
+            tx.snapshot_scan_in(&self.toc, &KeyRange::prefix(prefix.as_bytes()), None, false)?;
+        page.rows.iter().map(|(k, v)| decode(k, v)).collect()
+    }
+
+    /// Makes sure the year, month, week and day nodes of `timestamp_ms`
+    /// exist, each listing the next as a child (a parent gains a new
+    /// version only when a child is new to it); returns the day's id.
+    ///
+    /// # Errors
+    /// A store error.
+    pub fn ensure_hierarchy(&self, timestamp_ms: u64) -> Result<String, MemoryError> {
+        let chain = [
+            (Level::Year, year_id(timestamp_ms)),
+            (Level::Month, month_id(timestamp_ms)),
+            (Level::Week, week_id(timestamp_ms)),
+            (Level::Day, day_id(timestamp_ms)),
+        ];
+        self.store.transact(|tx| {
+            let mut child: Option<String> = None;
+            for (level, id) in chain.iter().rev() {
+                let current = self.node_in(tx, id)?;
+                let mut node = current.clone().unwrap_or_else(|| TocNode {
+                    node_id: id.clone(),
+                    level: *level,
+                    title: id.clone(),
+                    bullets: Vec::new(),
+                    keywords: Vec::new(),
+                    child_node_ids: Vec::new(),
+                    start_ms: timestamp_ms,
+                    end_ms: timestamp_ms,
+                    version: 0,
+                });
+                let mut changed = current.is_none();
+                if let Some(c) = &child
+                    && !node.child_node_ids.contains(c)
+                {
+                    node.child_node_ids.push(c.clone());
+                    changed = true;
+                }
+                if changed {
+                    self.put_toc_node_in(tx, &node)?;
+                }
+                child = Some(id.clone());
+            }
+            Ok(chain[3].1.clone())
+        })
+    }
+
+    /// Adds segment `segment` under its day (creating the day's ancestors
+    /// as [`AgentMemory::ensure_hierarchy`] does) and writes it.
+    ///
+    /// # Errors
+    /// [`MemoryError::Invalid`] for a segment id outside `toc:segment:`; a
+    /// store error.
+    pub fn put_segment(&self, segment: &TocNode) -> Result<u32, MemoryError> {
+        if !segment.node_id.starts_with("toc:segment:") {
+            return Err(MemoryError::Invalid {
+                what: "segment id (toc:segment:{day}:{suffix})",
+                value: segment.node_id.clone(),
+            });
+        }
+        let day = self.ensure_hierarchy(segment.start_ms)?;
+        self.store.transact(|tx| {
+            let version = self.put_toc_node_in(tx, segment)?;
+            if let Some(mut d) = self.node_in(tx, &day)?
+                && !d.child_node_ids.contains(&segment.node_id)
+            {
+                d.child_node_ids.push(segment.node_id.clone());
+                self.put_toc_node_in(tx, &d)?;
+            }
+            Ok(version)
+        })
+    }
+
+    fn node_in(&self, tx: &mut Tx<'_, E>, node_id: &str) -> Result<Option<TocNode>, MemoryError> {
+        let version = self.latest_version_in(tx, node_id, true)?;
+        if version == 0 {
+            return Ok(None);
+        }
+        let key = toc_key(node_id, version);
+        tx.get_in(&self.toc, key.as_bytes())?
+            .map(|b| decode(key.as_bytes(), &b))
+            .transpose()
+    }
+
+    /// Writes `grip`, and its node-index row when it names a TOC node, in
+    /// one commit.
+    ///
+    /// # Errors
+    /// [`MemoryError::Invalid`] for an id outside `grip:`; a store error.
+    pub fn put_grip(&self, grip: &Grip) -> Result<(), MemoryError> {
+        if !grip.grip_id.starts_with("grip:") {
+            return Err(MemoryError::Invalid {
+                what: "grip id (grip:{ts:013}:{suffix})",
+                value: grip.grip_id.clone(),
+            });
+        }
+        let key = grip.grip_id.clone();
+        let bytes = encode(grip, &key)?;
+        self.store.transact(|tx| {
+            let old: Option<Grip> = tx
+                .get_in(&self.grips, key.as_bytes())?
+                .map(|b| decode(key.as_bytes(), &b))
+                .transpose()?;
+            if let Some(node) = old.and_then(|g| g.toc_node_id) {
+                tx.delete_in(&self.grips, node_grip_key(&node, &key).into_bytes())?;
+            }
+            tx.put_in(&self.grips, key.clone().into_bytes(), bytes.clone())?;
+            if let Some(node) = &grip.toc_node_id {
+                tx.put_in(
+                    &self.grips,
+                    node_grip_key(node, &key).into_bytes(),
+                    Vec::new(),
+                )?;
+            }
+            self.spec.put(
+                self.outbox,
+                tx,
+                &SearchDocKey {
+                    doc_id: key.clone(),
+                },
+                &SearchDoc {
+                    doc_type: "grip".into(),
+                    level: String::new(),
+                    text: grip.excerpt.clone(),
+                    keywords: String::new(),
+                    timestamp_ms: grip.start.timestamp_ms,
+                },
+            )?;
+            Ok::<_, MemoryError>(())
+        })
+    }
+
+    /// Grip `grip_id`.
+    ///
+    /// # Errors
+    /// [`MemoryError::Corrupt`], a store error.
+    pub fn grip(&self, grip_id: &str) -> Result<Option<Grip>, MemoryError> {
+        let mut tx = self.store.begin();
+        tx.snapshot_get_in(&self.grips, grip_id.as_bytes())?
+            .map(|b| decode(grip_id.as_bytes(), &b))
+            .transpose()
+    }
+
+    /// The grips linked to `node_id`, by one prefix scan of the node index.
+    ///
+    /// # Errors
+    /// [`MemoryError::Corrupt`] (also for an index row whose grip is gone);
+    /// a store error.
+    pub fn grips_for_node(&self, node_id: &str) -> Result<Vec<Grip>, MemoryError> {
+        let prefix = format!("node:{node_id}:");
+        let mut tx = self.store.begin();
+        let rows = tx
+            .snapshot_scan_in(
+                &self.grips,
+                &KeyRange::prefix(prefix.as_bytes()),
+                None,
+                false,
+            )?
+            .rows;
+        rows.into_iter()
+            .map(|(k, _)| {
+                let grip_id = String::from_utf8_lossy(&k[prefix.len()..]).into_owned();
+                tx.snapshot_get_in(&self.grips, grip_id.as_bytes())?
+                    .map(|b| decode(grip_id.as_bytes(), &b))
+                    .transpose()?
+                    .ok_or_else(|| MemoryError::Corrupt {
+                        key: String::from_utf8_lossy(&k).into_owned(),
+                        why: "indexes a grip that is not stored".into(),
+                    })
+            })
+            .collect()
+    }
+
+    /// The events grip `grip_id` came from: its span, both ends included.
+    ///
+    /// # Errors
+    /// [`MemoryError::NotFound`] for an unknown grip, [`MemoryError::Invalid`]
+    /// for a span whose ends are no event keys, a store error.
+    pub fn provenance(&self, grip_id: &str) -> Result<Vec<Event>, MemoryError> {
+        let grip = self
+            .grip(grip_id)?
+            .ok_or_else(|| MemoryError::NotFound(grip_id.to_owned()))?;
+        let start = event_key(grip.start.timestamp_ms, &grip.start.event_id)?;
+        let end = event_key(grip.end.timestamp_ms, &grip.end.event_id)?;
+        let mut end = end.into_bytes();
+        end.push(0);
+        let range = KeyRange {
+            start: start.into_bytes(),
+            end: Some(end),
+        };
+        let mut tx = self.store.begin();
+        let rows = tx.snapshot_scan_in(&self.events, &range, None, false)?.rows;
+        rows.iter().map(|(k, v)| decode(k, v)).collect()
+    }
+
+    /// Job `job`'s checkpoint.
+    ///
+    /// # Errors
+    /// A store error.
+    pub fn checkpoint(&self, job: &str) -> Result<Option<Vec<u8>>, MemoryError> {
+        let mut tx = self.store.begin();
+        Ok(tx.snapshot_get_in(&self.checkpoints, format!("checkpoint:{job}").as_bytes())?)
+    }
+
+    /// Sets job `job`'s checkpoint.
+    ///
+    /// # Errors
+    /// A store error.
+    pub fn set_checkpoint(&self, job: &str, state: &[u8]) -> Result<(), MemoryError> {
+        self.store.transact(|tx| {
+            tx.put_in(
+                &self.checkpoints,
+                format!("checkpoint:{job}").into_bytes(),
+                state.to_vec(),
+            )?;
+            Ok::<_, MemoryError>(())
+        })
+    }
+
+    /// BM25 search of `text` over TOC nodes and grips (optionally one
+    /// `doc_type`, `toc_node` or `grip`) through `indexer`, at most `limit`
+    /// hits, each with its full content read from the store.
+    ///
+    /// # Errors
+    /// A search or store error.
+    pub fn search(
+        &self,
+        indexer: &Indexer<'_, '_, E, SearchDocKey>,
+        text: &str,
+        doc_type: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<SearchHit>, MemoryError> {
+        let mut query = Query::new(text).limit(limit);
+        if let Some(t) = doc_type {
+            query = query.filter("doc_type", t);
+        }
+        let results = indexer.search(&query)?;
+        results
+            .hits
+            .into_iter()
+            .map(|hit| {
+                let id = hit.key.doc_id;
+                let content = if id.starts_with("grip:") {
+                    self.grip(&id)?.map(Found::Grip)
+                } else {
+                    self.toc_node(&id)?.map(Found::Toc)
+                };
+                Ok(SearchHit {
+                    doc_id: id,
+                    score: hit.score,
+                    content,
+                })
+            })
+            .collect()
+    }
+
+    /// Rows per agent-memory space (events, TOC versions, latest pointers,
+    /// grips with their index rows, checkpoints), counted at one snapshot.
+    ///
+    /// # Errors
+    /// A store error.
+    pub fn stats(&self) -> Result<Stats, MemoryError> {
+        let mut tx = self.store.begin();
+        let mut rows = Vec::new();
+        for (name, space) in [
+            (EVENTS, self.events),
+            (TOC_NODES, self.toc),
+            (TOC_LATEST, self.latest),
+            (GRIPS, self.grips),
+            (CHECKPOINTS, self.checkpoints),
+        ] {
+            let n = tx
+                .snapshot_scan_in(&space, &KeyRange::prefix(&[]), None, false)?
+                .rows
+                .len();
+            rows.push((name, n as u64));
+        }
+        Ok(Stats { rows })
+    }
+}
+
+/// The first key after every key starting with `prefix`.
+pub fn prefix_end(prefix: &str) -> Option<Vec<u8>> {
+    strinc(prefix.as_bytes())
+}

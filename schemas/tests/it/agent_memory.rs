@@ -1,0 +1,409 @@
+//! Agent memory on every engine: the document's keys, idempotent events
+//! with their outbox entry, time ranges, TOC versions and the hierarchy,
+//! grips and provenance, search through the outbox-fed index, stats.
+
+use strata_engine::{Engine, KeyspaceSpec, SeededRng};
+use strata_keys::KeyRange;
+use strata_outbox::{Outbox, OutboxConfig, Start};
+use strata_schemas::agent_memory::{
+    AgentMemory, EVENT_TOPIC, EVENTS, Event, EventRef, Found, Grip, Level, MemoryError, TOC_LATEST,
+    TOC_NODES, TocBullet, TocNode, event_key, latest_key, node_grip_key, search_spec, toc_key,
+};
+use strata_search::{Indexer, IndexerConfig, Location};
+use strata_store::{Store, StoreOptions};
+
+use crate::{START_MS, store_on};
+
+/// 2024-01-29 15:00:00 UTC.
+const T: u64 = 1_706_540_400_000;
+
+fn specs() -> Vec<KeyspaceSpec> {
+    AgentMemory::<strata_engine::MemEngine>::declare(StoreOptions::new(
+        strata_codec::Limits::FOUNDATIONDB,
+    ))
+    .keyspace_specs()
+}
+
+fn options() -> StoreOptions {
+    AgentMemory::<strata_engine::MemEngine>::declare(StoreOptions::new(
+        strata_codec::Limits::FOUNDATIONDB,
+    ))
+}
+
+/// A ULID whose last two characters count `n`.
+fn ulid(n: u32) -> String {
+    format!("01HNVX2X7Q00000000000000{n:02}")
+}
+
+fn event(n: u32, at: u64) -> Event {
+    Event {
+        event_id: ulid(n),
+        session_id: "s1".into(),
+        timestamp_ms: at,
+        role: if n.is_multiple_of(2) {
+            "user"
+        } else {
+            "assistant"
+        }
+        .into(),
+        text: format!("message {n}"),
+    }
+}
+
+fn raw_keys<E: Engine>(store: &Store<E>, space: &str) -> Vec<String> {
+    let s = store.space(space).unwrap();
+    let mut tx = store.begin();
+    tx.snapshot_scan_in(&s, &KeyRange::prefix(&[]), None, false)
+        .unwrap()
+        .rows
+        .into_iter()
+        .map(|(k, _)| String::from_utf8(k).unwrap())
+        .collect()
+}
+
+fn node(id: &str, level: Level, title: &str, keywords: &[&str]) -> TocNode {
+    TocNode {
+        node_id: id.into(),
+        level,
+        title: title.into(),
+        bullets: vec![TocBullet {
+            text: format!("{title}, in short"),
+            grip_ids: Vec::new(),
+        }],
+        keywords: keywords.iter().map(|k| (*k).to_owned()).collect(),
+        child_node_ids: Vec::new(),
+        start_ms: T,
+        end_ms: T + 3_600_000,
+        version: 0,
+    }
+}
+
+/// The document's key formats, byte for byte.
+#[test]
+fn keys_have_the_documents_formats() {
+    assert_eq!(
+        event_key(T, "01HNVX2X7Q0000000000000000").unwrap(),
+        "evt:1706540400000:01HNVX2X7Q0000000000000000"
+    );
+    assert_eq!(
+        event_key(5, "01HNVX2X7Q0000000000000000").unwrap(),
+        "evt:0000000000005:01HNVX2X7Q0000000000000000"
+    );
+    assert!(matches!(
+        event_key(T, "not-a-ulid"),
+        Err(MemoryError::Invalid { .. })
+    ));
+    assert!(matches!(
+        event_key(10_000_000_000_000, "01HNVX2X7Q0000000000000000"),
+        Err(MemoryError::Invalid { .. })
+    ));
+    assert_eq!(
+        toc_key("toc:day:2024-01-29", 3),
+        "toc:day:2024-01-29:v000003"
+    );
+    assert_eq!(
+        latest_key("toc:day:2024-01-29"),
+        "latest:toc:day:2024-01-29"
+    );
+    assert_eq!(
+        node_grip_key("toc:day:2024-01-29", "grip:1706540400000:test123"),
+        "node:toc:day:2024-01-29:grip:1706540400000:test123"
+    );
+}
+
+/// An event is written once with its outbox entry; a retry writes
+/// nothing; two concurrent writers of one event: one commits, the other
+/// conflicts.
+fn events_are_idempotent_with_their_outbox_entry<E: Engine>(engine: E) {
+    let (store, clock) = store_on(engine, options());
+    let outbox = Outbox::new(
+        &store,
+        OutboxConfig::default(),
+        clock.clone(),
+        Box::new(SeededRng::new(1)),
+    )
+    .unwrap();
+    outbox
+        .register(EVENT_TOPIC, "segmenter", Start::Beginning)
+        .unwrap();
+    let mem = AgentMemory::open(&store, &outbox).unwrap();
+    assert!(mem.put_event(&event(1, T)).unwrap());
+    assert!(
+        !mem.put_event(&event(1, T)).unwrap(),
+        "a retry writes nothing"
+    );
+    // Two transactions that both saw the event absent.
+    let e2 = event(2, T + 1);
+    let mut a = store.begin();
+    let mut b = store.begin();
+    assert!(mem.put_event_tx(&mut a, &e2).unwrap());
+    assert!(mem.put_event_tx(&mut b, &e2).unwrap());
+    a.commit().unwrap();
+    let err = b.commit().unwrap_err();
+    assert!(err.is_conflict(), "{err:?}");
+    assert_eq!(
+        raw_keys(&store, EVENTS),
+        [
+            format!("evt:1706540400000:{}", ulid(1)),
+            format!("evt:1706540400001:{}", ulid(2))
+        ]
+    );
+    store.engine().sync().unwrap();
+    let lease = outbox.acquire(EVENT_TOPIC, "segmenter", "w").unwrap();
+    let entries = outbox.poll(&lease, mem.event_topic(), 10).unwrap();
+    let keys: Vec<String> = entries.into_iter().map(|d| d.entry.key).collect();
+    assert_eq!(keys, raw_keys(&store, EVENTS), "one outbox entry per event");
+    assert_eq!(mem.event(T, &ulid(1)).unwrap().unwrap().text, "message 1");
+    let _ = START_MS;
+}
+
+/// Events by time range: oldest or newest first, paged, the end excluded.
+fn events_page_through_a_time_range<E: Engine>(engine: E) {
+    let (store, clock) = store_on(engine, options());
+    let outbox = Outbox::new(
+        &store,
+        OutboxConfig::default(),
+        clock,
+        Box::new(SeededRng::new(1)),
+    )
+    .unwrap();
+    let mem = AgentMemory::open(&store, &outbox).unwrap();
+    for n in 0..10u32 {
+        mem.put_event(&event(n, T + u64::from(n) * 1_000)).unwrap();
+    }
+    let texts = |p: &strata_schemas::agent_memory::EventPage| -> Vec<String> {
+        p.events.iter().map(|e| e.text.clone()).collect()
+    };
+    // [T + 2s, T + 7s): events 2..=6.
+    let (start, end) = (T + 2_000, T + 7_000);
+    let first = mem.events(start, end, false, 3, None).unwrap();
+    assert_eq!(texts(&first), ["message 2", "message 3", "message 4"]);
+    assert!(first.more);
+    let last = first.events.last().unwrap();
+    let after = event_key(last.timestamp_ms, &last.event_id).unwrap();
+    let second = mem.events(start, end, false, 3, Some(&after)).unwrap();
+    assert_eq!(texts(&second), ["message 5", "message 6"]);
+    assert!(!second.more);
+    let newest = mem.events(start, end, true, 2, None).unwrap();
+    assert_eq!(texts(&newest), ["message 6", "message 5"]);
+    let last = newest.events.last().unwrap();
+    let after = event_key(last.timestamp_ms, &last.event_id).unwrap();
+    let older = mem.events(start, end, true, 10, Some(&after)).unwrap();
+    assert_eq!(texts(&older), ["message 4", "message 3", "message 2"]);
+    assert!(
+        mem.events(end, start, false, 10, None)
+            .unwrap()
+            .events
+            .is_empty()
+    );
+}
+
+/// TOC versions: consecutive, the latest pointer moved with each, the
+/// document's keys; the hierarchy with child links, idempotent; segments
+/// under their day.
+fn toc_versions_and_the_hierarchy<E: Engine>(engine: E) {
+    let (store, clock) = store_on(engine, options());
+    let outbox = Outbox::new(
+        &store,
+        OutboxConfig::default(),
+        clock,
+        Box::new(SeededRng::new(1)),
+    )
+    .unwrap();
+    let mem = AgentMemory::open(&store, &outbox).unwrap();
+    let day = mem.ensure_hierarchy(T).unwrap();
+    assert_eq!(day, "toc:day:2024-01-29");
+    assert_eq!(
+        mem.toc_node("toc:year:2024")
+            .unwrap()
+            .unwrap()
+            .child_node_ids,
+        ["toc:month:2024-01"]
+    );
+    assert_eq!(
+        mem.toc_node("toc:month:2024-01")
+            .unwrap()
+            .unwrap()
+            .child_node_ids,
+        ["toc:week:2024-w05"]
+    );
+    assert_eq!(
+        mem.toc_node("toc:week:2024-w05")
+            .unwrap()
+            .unwrap()
+            .child_node_ids,
+        std::slice::from_ref(&day)
+    );
+    mem.ensure_hierarchy(T + 60_000).unwrap();
+    assert_eq!(
+        mem.toc_node(&day).unwrap().unwrap().version,
+        1,
+        "nothing new"
+    );
+    // The next day joins the same week and month: they gain a version.
+    mem.ensure_hierarchy(T + 86_400_000).unwrap();
+    let week = mem.toc_node("toc:week:2024-w05").unwrap().unwrap();
+    assert_eq!(week.version, 2);
+    assert_eq!(
+        week.child_node_ids,
+        [day.clone(), "toc:day:2024-01-30".into()]
+    );
+    assert_eq!(
+        mem.toc_node("toc:month:2024-01").unwrap().unwrap().version,
+        1
+    );
+    // A segment under its day.
+    let seg = node(
+        "toc:segment:2024-01-29:abc",
+        Level::Segment,
+        "Auth work",
+        &["jwt"],
+    );
+    assert_eq!(mem.put_segment(&seg).unwrap(), 1);
+    let d = mem.toc_node(&day).unwrap().unwrap();
+    assert_eq!(
+        (d.version, d.child_node_ids.clone()),
+        (2, vec![seg.node_id.clone()])
+    );
+    // Versions of one node, and the document's keys.
+    let mut again = seg.clone();
+    again.title = "Auth work, revised".into();
+    assert_eq!(mem.put_toc_node(&again).unwrap(), 2);
+    let versions = mem.toc_versions(&seg.node_id).unwrap();
+    assert_eq!(
+        versions.iter().map(|v| v.version).collect::<Vec<_>>(),
+        [1, 2]
+    );
+    assert_eq!(
+        mem.toc_node(&seg.node_id).unwrap().unwrap().title,
+        "Auth work, revised"
+    );
+    assert!(raw_keys(&store, TOC_NODES).contains(&"toc:segment:2024-01-29:abc:v000002".to_owned()));
+    let latest = store.space(TOC_LATEST).unwrap();
+    let mut tx = store.begin();
+    assert_eq!(
+        tx.snapshot_get_in(&latest, b"latest:toc:segment:2024-01-29:abc")
+            .unwrap(),
+        Some(vec![0, 0, 0, 2])
+    );
+    assert!(matches!(
+        mem.put_toc_node(&node("day:2024", Level::Day, "x", &[])),
+        Err(MemoryError::Invalid { .. })
+    ));
+    assert!(matches!(
+        mem.put_segment(&node("toc:day:2024-01-29", Level::Day, "x", &[])),
+        Err(MemoryError::Invalid { .. })
+    ));
+}
+
+/// Grips, their node index (moved with the grip), provenance; search over
+/// nodes and grips from the outbox-fed index, content read from the store;
+/// stats and checkpoints.
+fn grips_search_and_stats<E: Engine>(engine: E) {
+    let (store, clock) = store_on(engine, options());
+    let outbox = Outbox::new(
+        &store,
+        OutboxConfig::default(),
+        clock.clone(),
+        Box::new(SeededRng::new(1)),
+    )
+    .unwrap();
+    let mem = AgentMemory::open(&store, &outbox).unwrap();
+    for n in 0..6u32 {
+        mem.put_event(&event(n, T + u64::from(n))).unwrap();
+    }
+    let seg = node(
+        "toc:segment:2024-01-29:abc",
+        Level::Segment,
+        "Authentication design",
+        &["jwt", "oauth"],
+    );
+    mem.put_segment(&seg).unwrap();
+    let grip = Grip {
+        grip_id: "grip:1706540400001:test123".into(),
+        excerpt: "we agreed to rotate refresh tokens".into(),
+        start: EventRef {
+            timestamp_ms: T + 1,
+            event_id: ulid(1),
+        },
+        end: EventRef {
+            timestamp_ms: T + 3,
+            event_id: ulid(3),
+        },
+        source: "segmenter".into(),
+        toc_node_id: Some(seg.node_id.clone()),
+    };
+    mem.put_grip(&grip).unwrap();
+    assert_eq!(
+        mem.grips_for_node(&seg.node_id).unwrap(),
+        std::slice::from_ref(&grip)
+    );
+    let texts: Vec<String> = mem
+        .provenance(&grip.grip_id)
+        .unwrap()
+        .into_iter()
+        .map(|e| e.text)
+        .collect();
+    assert_eq!(texts, ["message 1", "message 2", "message 3"]);
+    // Moved to the day node: the old index row goes.
+    let moved = Grip {
+        toc_node_id: Some("toc:day:2024-01-29".into()),
+        ..grip.clone()
+    };
+    mem.put_grip(&moved).unwrap();
+    assert!(mem.grips_for_node(&seg.node_id).unwrap().is_empty());
+    assert_eq!(
+        mem.grips_for_node("toc:day:2024-01-29").unwrap(),
+        std::slice::from_ref(&moved)
+    );
+    assert!(matches!(
+        mem.provenance("grip:0:none"),
+        Err(MemoryError::NotFound(_))
+    ));
+    // Search: the index is fed by the outbox.
+    store.engine().sync().unwrap();
+    let mut indexer = Indexer::open(
+        &outbox,
+        search_spec().unwrap(),
+        &Location::Memory,
+        IndexerConfig::new("idx"),
+        clock.clone(),
+    )
+    .unwrap();
+    indexer.catch_up().unwrap();
+    let hits = mem.search(&indexer, "oauth", None, 10).unwrap();
+    assert_eq!(hits.len(), 1);
+    assert_eq!(hits[0].doc_id, seg.node_id);
+    assert!(matches!(&hits[0].content, Some(Found::Toc(t)) if t.title == "Authentication design"));
+    let hits = mem
+        .search(&indexer, "refresh tokens", Some("grip"), 10)
+        .unwrap();
+    assert_eq!(hits.len(), 1);
+    assert_eq!(hits[0].content, Some(Found::Grip(moved)));
+    assert!(
+        mem.search(&indexer, "refresh", Some("toc_node"), 10)
+            .unwrap()
+            .is_empty()
+    );
+    assert!(indexer.verify().unwrap().is_exact());
+    // Stats and checkpoints.
+    mem.set_checkpoint("segmenter", b"evt:1706540400005")
+        .unwrap();
+    assert_eq!(
+        mem.checkpoint("segmenter").unwrap().as_deref(),
+        Some(&b"evt:1706540400005"[..])
+    );
+    let stats = mem.stats().unwrap();
+    let rows: std::collections::BTreeMap<&str, u64> = stats.rows.into_iter().collect();
+    assert_eq!(rows["am.events"], 6);
+    assert_eq!(rows["am.grips"], 2, "the grip and its index row");
+    assert_eq!(rows["am.checkpoints"], 1);
+    assert_eq!(rows["am.toc_latest"], 5, "year, month, week, day, segment");
+}
+
+crate::on_each_engine!(
+    events_are_idempotent_with_their_outbox_entry,
+    events_page_through_a_time_range,
+    toc_versions_and_the_hierarchy,
+    grips_search_and_stats,
+);
