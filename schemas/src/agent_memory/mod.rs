@@ -93,6 +93,10 @@ pub enum MemoryError {
     /// The search index failed.
     #[error(transparent)]
     Search(#[from] SearchError),
+    /// An engine capability (statistics, backup, compaction) failed or is
+    /// not offered.
+    #[error(transparent)]
+    Engine(#[from] strata_engine::CapabilityError),
     /// The store failed.
     #[error(transparent)]
     Store(#[from] StoreError),
@@ -254,6 +258,12 @@ pub struct EventPage {
 pub struct Stats {
     /// Rows per agent-memory space, by name.
     pub rows: Vec<(&'static str, u64)>,
+    /// The engine's size of each keyspace (`None` where the engine offers
+    /// no statistics): name, bytes, whether exact.
+    pub disk: Option<Vec<(String, u64, bool)>>,
+    /// Entries of the event topic not yet finished by `consumer`, when
+    /// asked for one.
+    pub outbox_lag: Option<u64>,
 }
 
 /// The event key of `timestamp_ms` and `event_id`: `evt:{ts:013}:{ulid}`.
@@ -895,7 +905,61 @@ impl<'s, E: Engine> AgentMemory<'s, E> {
                 .len();
             rows.push((name, n as u64));
         }
-        Ok(Stats { rows })
+        Ok(Stats {
+            rows,
+            disk: None,
+            outbox_lag: None,
+        })
+    }
+
+    /// [`AgentMemory::stats`], with the engine's sizes per keyspace and
+    /// the event topic's lag for `consumer`.
+    ///
+    /// # Errors
+    /// A store, outbox or engine error.
+    pub fn stats_with(&self, consumer: &str) -> Result<Stats, MemoryError>
+    where
+        E: strata_engine::Statistics,
+    {
+        let mut stats = self.stats()?;
+        let disk = self.store.engine().stats()?;
+        stats.disk = Some(
+            disk.into_iter()
+                .map(|k| (k.name, k.bytes, k.bytes_exact))
+                .collect(),
+        );
+        stats.outbox_lag = Some(self.outbox.lag(EVENT_TOPIC, consumer)?.entries);
+        Ok(stats)
+    }
+
+    /// An online, consistent copy of the whole database (every keyspace,
+    /// the outbox's included) at `path`, which the engine opens like any
+    /// database of its kind. The search index is not copied: rebuild it
+    /// from the copy ([`strata_search::Indexer::rebuild`]).
+    ///
+    /// # Errors
+    /// [`MemoryError::Engine`] (also when the engine offers no backup).
+    pub fn backup(&self, path: &std::path::Path) -> Result<Option<u64>, MemoryError>
+    where
+        E: strata_engine::Backup,
+    {
+        self.store
+            .engine()
+            .backup(path)
+            .map(|info| info.version)
+            .map_err(MemoryError::from)
+    }
+
+    /// Compacts the database now (the events' space included; the outbox's
+    /// space is a queue, trimmed by the outbox, never by age or size).
+    ///
+    /// # Errors
+    /// [`MemoryError::Engine`] (also when the engine offers no compaction).
+    pub fn compact(&self) -> Result<(), MemoryError>
+    where
+        E: strata_engine::Compact,
+    {
+        Ok(self.store.engine().compact()?)
     }
 }
 
