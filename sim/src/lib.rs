@@ -22,6 +22,7 @@
 //! The command is `cargo xtask sim`; see the crate README.
 
 pub mod actor_kv;
+pub mod agent_memory;
 pub mod code_sous;
 mod engine_oracle;
 mod engine_workload;

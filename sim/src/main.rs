@@ -15,7 +15,7 @@
 //! --engine mem|redb|rocks  the engine under test (default mem; redb runs on
 //!                     a disk that loses power at every crash; rocks is
 //!                     killed and reopened)
-//! --workload engine|store|outbox|search|code-sous|universaldb|actor-kv|nokv|both  the workloads of each seed (default both,
+//! --workload engine|store|outbox|search|code-sous|universaldb|actor-kv|nokv|agent-memory|both  the workloads of each seed (default both,
 //!                     that is all: raw engine commits against the model,
 //!                     store transactions with limits, quota, TTL and chunks,
 //!                     outbox producers and consumers, code-sous records,
@@ -130,6 +130,7 @@ fn parse() -> Result<Args, String> {
                     "universaldb" => Workload::UniversalDb,
                     "actor-kv" => Workload::ActorKv,
                     "nokv" => Workload::Nokv,
+                    "agent-memory" => Workload::AgentMemory,
                     "search" => Workload::Search,
                     "both" | "all" => Workload::Both,
                     other => {
@@ -174,6 +175,7 @@ fn replay(args: &Args, seed: u64) -> String {
         Workload::UniversalDb => line.push_str(" --workload universaldb"),
         Workload::ActorKv => line.push_str(" --workload actor-kv"),
         Workload::Nokv => line.push_str(" --workload nokv"),
+        Workload::AgentMemory => line.push_str(" --workload agent-memory"),
         Workload::Search => line.push_str(" --workload search"),
     }
     if let Some(p) = &args.plant {
@@ -192,7 +194,7 @@ fn main() -> ExitCode {
                 eprintln!("strata-sim: {msg}");
             }
             eprintln!(
-                "usage: cargo xtask sim [--seed S | --seeds N|A..B] [--time T] [--ops K] [--faults LIST] [--plant NAME] [--engine mem|redb|rocks] [--workload engine|store|outbox|search|code-sous|universaldb|actor-kv|nokv|both] [--check-determinism] [--soak MINUTES] [--quiet]"
+                "usage: cargo xtask sim [--seed S | --seeds N|A..B] [--time T] [--ops K] [--faults LIST] [--plant NAME] [--engine mem|redb|rocks] [--workload engine|store|outbox|search|code-sous|universaldb|actor-kv|nokv|agent-memory|both] [--check-determinism] [--soak MINUTES] [--quiet]"
             );
             return ExitCode::from(2);
         }

@@ -56,6 +56,8 @@ pub const PLANTED: &[Planted] = &[
     p("list-more-dropped", Workload::ActorKv, 0),
     p("rename-stale-predicate", Workload::Nokv, 0),
     p("dedupe-separate-commit", Workload::Nokv, 0),
+    p("memory-read-then-write", Workload::AgentMemory, 0),
+    p("memory-sequence-from-counter", Workload::AgentMemory, 0),
     p("ack-before-index-commit", Workload::Search, 0),
     p("upsert-without-delete", Workload::Search, 0),
     p("index-non-durable", Workload::Search, 1),

@@ -47,8 +47,11 @@ pub enum Workload {
     ActorKv,
     /// A file system's metadata ([`crate::nokv`]).
     Nokv,
+    /// Conversation memory with its outbox and index
+    /// ([`crate::agent_memory`]).
+    AgentMemory,
     /// Every workload: the engine's, the store's, the outbox's,
-    /// code-sous's, UniversalDB's, the actor KV's, NoKV's, then (on every fourth seed, it is the slowest) the
+    /// code-sous's, UniversalDB's, the actor KV's, NoKV's, agent memory's, then (on every fourth seed, it is the slowest) the
     /// search index's.
     #[default]
     Both,
@@ -320,6 +323,7 @@ pub fn run_workloads<E: Target>(options: &RunOptions) -> SeedReport {
         Workload::UniversalDb => crate::universaldb::run_universaldb_seed_on::<E>(options),
         Workload::ActorKv => crate::actor_kv::run_actor_kv_seed_on::<E>(options),
         Workload::Nokv => crate::nokv::run_nokv_seed_on::<E>(options),
+        Workload::AgentMemory => crate::agent_memory::run_agent_memory_seed_on::<E>(options),
         Workload::Both => {
             let engine = run_seed_on::<E>(options);
             if engine.violation.is_some() {
@@ -352,6 +356,11 @@ pub fn run_workloads<E: Target>(options: &RunOptions) -> SeedReport {
             }
             let nokv = crate::nokv::run_nokv_seed_on::<E>(options);
             let all = join(options, &all, nokv);
+            if all.violation.is_some() {
+                return all;
+            }
+            let memory = crate::agent_memory::run_agent_memory_seed_on::<E>(options);
+            let all = join(options, &all, memory);
             if all.violation.is_some() {
                 return all;
             }

@@ -48,6 +48,7 @@ fn fault_rates_vary_by_seed() {
         (Workload::UniversalDb, 60),
         (Workload::ActorKv, 60),
         (Workload::Nokv, 60),
+        (Workload::AgentMemory, 60),
         (Workload::Search, 16),
     ] {
         let reports: Vec<_> = (0..seeds)
@@ -141,6 +142,7 @@ fn the_catalogue_lists_every_planted_bug() {
         .chain(strata_schemas::universaldb::PLANTED)
         .chain(strata_schemas::actor_kv::PLANTED)
         .chain(strata_schemas::nokv::PLANTED)
+        .chain(strata_schemas::agent_memory::PLANTED)
         .collect();
     listed.sort_unstable();
     planted.sort_unstable();

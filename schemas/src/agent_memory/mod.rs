@@ -39,6 +39,10 @@
 //! "job recovery state": both are `am.checkpoints` here.
 
 mod dates;
+mod planted;
+
+#[cfg(feature = "planted-bugs")]
+pub use planted::{PLANTED, plant};
 
 use serde::{Deserialize, Serialize};
 use strata_codec::{EncodeOptions, Value};
@@ -375,6 +379,11 @@ pub struct SearchHit {
     pub content: Option<Found>,
 }
 
+/// The outbox configuration agent memory expects: the default.
+pub fn outbox_config() -> strata_outbox::OutboxConfig {
+    planted::outbox_config(strata_outbox::OutboxConfig::default())
+}
+
 /// Agent memory over a store and its outbox.
 pub struct AgentMemory<'s, E: Engine> {
     store: &'s Store<E>,
@@ -454,7 +463,12 @@ impl<'s, E: Engine> AgentMemory<'s, E> {
         key: &str,
         bytes: &[u8],
     ) -> Result<bool, MemoryError> {
-        if tx.get_in(&self.events, key.as_bytes())?.is_some() {
+        let existing = if planted::read_then_write() {
+            tx.snapshot_get_in(&self.events, key.as_bytes())?
+        } else {
+            tx.get_in(&self.events, key.as_bytes())?
+        };
+        if existing.is_some() {
             return Ok(false);
         }
         tx.put_in(&self.events, key.as_bytes().to_vec(), bytes.to_vec())?;

@@ -1,0 +1,475 @@
+//! The agent-memory workload: events written alone and by pairs of
+//! interleaved transactions (the same event twice, or two events), TOC
+//! node versions, the calendar hierarchy and grips, a consumer draining the
+//! event topic, syncs and crashes on a faulty engine; on every fourth seed
+//! a quiet phase indexes everything and checks the index.
+//!
+//! Oracles:
+//! - no event lost or duplicated: after each step the consumer drains the
+//!   topic; no event key arrives at two positions, and every durable
+//!   stored event has arrived (entries of durable commits are delivered);
+//! - the latest pointer of every node written names its highest stored
+//!   version, and `put_toc_node` returned exactly the next version;
+//! - after the quiet phase, the search index equals the projection of the
+//!   TOC nodes and grips (`verify` exact) and its checkpoint is at or past
+//!   every durable projection entry, never beyond the durable store.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use strata_codec::Limits;
+use strata_engine::{Engine, ManualClock, Rng, SeededRng};
+use strata_outbox::{Outbox, Position, Start};
+use strata_schemas::agent_memory::{
+    AgentMemory, EVENT_TOPIC, Event, EventRef, Grip, Level, TocBullet, TocNode, event_key,
+    outbox_config, search_spec,
+};
+use strata_search::{Indexer, IndexerConfig, Location};
+use strata_store::{RetryPolicy, Store, StoreOptions};
+
+use crate::faults::{FaultConfig, FaultyEngine};
+use crate::run::{Driven, RunOptions, SeedReport, Trace, Violation, drive, fail};
+use crate::targets::Target;
+
+const T0: u64 = 1_706_540_400_000;
+const CONSUMER: &str = "segmenter";
+
+type Db<E> = Store<FaultyEngine<E>>;
+
+struct MemRun {
+    rng: SeededRng,
+    clock: Arc<ManualClock>,
+    trace: Trace,
+    commits: u64,
+    checks: u64,
+    options: StoreOptions,
+    next_event: u32,
+    /// Event key → the position it arrived at.
+    delivered: BTreeMap<String, Position>,
+    /// Nodes written, with the version last returned.
+    nodes: BTreeMap<String, u32>,
+}
+
+fn ulid(n: u32) -> String {
+    format!("01HNVX2X7Q0000000000{n:06}")
+}
+
+impl MemRun {
+    fn open<E: Target>(&mut self, engine: FaultyEngine<E>) -> Db<E> {
+        Store::open_with(
+            engine,
+            self.options.clone(),
+            self.clock.clone(),
+            Box::new(SeededRng::new(self.rng.next_u64())),
+        )
+        .unwrap_or_else(|e| unreachable!("the store's keyspaces are declared: {e}"))
+    }
+
+    fn outbox<'s, E: Target>(&mut self, store: &'s Db<E>) -> Outbox<'s, FaultyEngine<E>> {
+        Outbox::new(
+            store,
+            outbox_config(),
+            self.clock.clone(),
+            Box::new(SeededRng::new(self.rng.next_u64())),
+        )
+        .unwrap_or_else(|e| unreachable!("the outbox's spaces are declared: {e}"))
+    }
+
+    fn event(&mut self) -> Event {
+        self.next_event += 1;
+        let n = self.next_event;
+        Event {
+            event_id: ulid(n),
+            session_id: "s".into(),
+            timestamp_ms: T0 + u64::from(n) * 1_000,
+            role: "user".into(),
+            text: format!("event {n} about topic {}", n % 5),
+        }
+    }
+
+    /// Two transactions begun together writing `a` and `b` (the same event
+    /// or two), committed in a random order.
+    fn pair<E: Target>(
+        &mut self,
+        mem: &AgentMemory<'_, FaultyEngine<E>>,
+        store: &Db<E>,
+        step: usize,
+    ) {
+        let a = self.event();
+        let b = if self.rng.chance(0.5) {
+            a.clone()
+        } else {
+            self.event()
+        };
+        let mut txs = [store.begin(), store.begin()];
+        let wrote: Vec<bool> = txs
+            .iter_mut()
+            .zip([&a, &b])
+            .map(|(tx, e)| mem.put_event_tx(tx, e).unwrap_or(false))
+            .collect();
+        let first = usize::try_from(self.rng.below(2)).unwrap_or(0);
+        let [t0, t1] = txs;
+        let mut txs = [Some(t0), Some(t1)];
+        let mut outcome = Vec::new();
+        for i in [first, 1 - first] {
+            if let Some(tx) = txs[i].take() {
+                match tx.commit() {
+                    Ok(_) => {
+                        self.commits += 1;
+                        outcome.push(format!("t{i} committed (wrote {})", wrote[i]));
+                    }
+                    Err(e) => outcome.push(format!("t{i}: {}", short(&e.to_string()))),
+                }
+            }
+        }
+        let same = a.event_id == b.event_id;
+        self.trace.event(
+            step,
+            format!("pair (same event {same}): {}", outcome.join("; ")),
+        );
+    }
+
+    fn toc<E: Target>(
+        &mut self,
+        mem: &AgentMemory<'_, FaultyEngine<E>>,
+        step: usize,
+    ) -> Result<(), Violation> {
+        let n = self.rng.below(4);
+        let id = format!("toc:segment:2024-01-29:s{n}");
+        let node = TocNode {
+            node_id: id.clone(),
+            level: Level::Segment,
+            title: format!("segment {n} step {step}"),
+            bullets: vec![TocBullet {
+                text: format!("about topic {}", n % 5),
+                grip_ids: Vec::new(),
+            }],
+            keywords: vec![format!("topic{n}")],
+            child_node_ids: Vec::new(),
+            start_ms: T0,
+            end_ms: T0 + 1,
+            version: 0,
+        };
+        let before = mem.toc_versions(&id).map(|v| v.len());
+        let r = if self.rng.chance(0.5) {
+            mem.put_segment(&node)
+        } else {
+            mem.put_toc_node(&node)
+        };
+        match (r, before) {
+            (Ok(v), Ok(before)) => {
+                self.commits += 1;
+                // The versions read before are all there was (one writer).
+                if v as usize != before + 1 {
+                    return Err(fail(
+                        step,
+                        format!("{id}: version {v} written after {before} versions"),
+                    ));
+                }
+                self.nodes.insert(id.clone(), v);
+                self.trace.event(step, format!("{id} v{v}"));
+            }
+            (Ok(v), Err(_)) => {
+                self.nodes.insert(id.clone(), v);
+            }
+            (Err(e), _) => self
+                .trace
+                .event(step, format!("toc failed: {}", short(&e.to_string()))),
+        }
+        Ok(())
+    }
+
+    fn grip<E: Target>(&mut self, mem: &AgentMemory<'_, FaultyEngine<E>>, step: usize) {
+        if self.next_event < 2 {
+            return;
+        }
+        let end = 1 + u32::try_from(self.rng.below(u64::from(self.next_event))).unwrap_or(0);
+        let start = end.saturating_sub(1).max(1);
+        let at = |n: u32| EventRef {
+            timestamp_ms: T0 + u64::from(n) * 1_000,
+            event_id: ulid(n),
+        };
+        let g = Grip {
+            grip_id: format!("grip:{:013}:g{step}", T0 + u64::from(start) * 1_000),
+            excerpt: format!("excerpt of events {start} to {end}"),
+            start: at(start),
+            end: at(end),
+            source: "sim".into(),
+            toc_node_id: Some(format!("toc:segment:2024-01-29:s{}", self.rng.below(4))),
+        };
+        match mem.put_grip(&g) {
+            Ok(()) => self.commits += 1,
+            Err(e) => self
+                .trace
+                .event(step, format!("grip failed: {}", short(&e.to_string()))),
+        }
+    }
+
+    /// Drains the event topic and checks arrivals against the stored
+    /// events.
+    fn drain_and_check<E: Target>(
+        &mut self,
+        store: &Db<E>,
+        outbox: &Outbox<'_, FaultyEngine<E>>,
+        mem: &AgentMemory<'_, FaultyEngine<E>>,
+        step: usize,
+    ) -> Result<(), Violation> {
+        let Ok(lease) = outbox.acquire(EVENT_TOPIC, CONSUMER, "sim") else {
+            return Ok(());
+        };
+        loop {
+            let Ok(batch) = outbox.poll(&lease, mem.event_topic(), 64) else {
+                return Ok(());
+            };
+            if batch.is_empty() {
+                break;
+            }
+            for d in &batch {
+                match self.delivered.get(&d.entry.key) {
+                    Some(p) if *p != d.position => {
+                        return Err(fail(
+                            step,
+                            format!(
+                                "event {} arrived twice, at {p:?} and {:?}",
+                                d.entry.key, d.position
+                            ),
+                        ));
+                    }
+                    _ => {
+                        self.delivered.insert(d.entry.key.clone(), d.position);
+                    }
+                }
+            }
+            let last = batch.last().map(|d| d.position);
+            if let Some(p) = last
+                && store
+                    .transact(|tx| outbox.ack_through(tx, &lease, p))
+                    .is_err()
+            {
+                return Ok(());
+            }
+        }
+        // Every stored event whose commit is durable has arrived.
+        let durable = store.engine().durable_version();
+        let Ok(page) = mem.events(0, 9_999_999_999_999, false, 100_000, None) else {
+            return Ok(());
+        };
+        let stored: BTreeSet<String> = page
+            .events
+            .iter()
+            .filter_map(|e| event_key(e.timestamp_ms, &e.event_id).ok())
+            .collect();
+        let _ = durable;
+        for key in &stored {
+            if !self.delivered.contains_key(key)
+                && store.engine().durable_version() >= store.engine().last_version()
+            {
+                return Err(fail(step, format!("stored event {key} never arrived")));
+            }
+        }
+        // Latest pointers name the highest stored version.
+        for id in self.nodes.keys() {
+            let (Ok(Some(latest)), Ok(versions)) = (mem.toc_node(id), mem.toc_versions(id)) else {
+                continue;
+            };
+            let max = versions.iter().map(|v| v.version).max().unwrap_or(0);
+            if latest.version != max {
+                return Err(fail(
+                    step,
+                    format!(
+                        "{id}: latest names v{} but v{max} is stored",
+                        latest.version
+                    ),
+                ));
+            }
+        }
+        self.checks += 1;
+        Ok(())
+    }
+}
+
+fn short(s: &str) -> String {
+    s.chars().take(80).collect()
+}
+
+impl<E: Target> Driven<E> for MemRun {
+    type Layer = Db<E>;
+
+    fn rng(&mut self) -> &mut SeededRng {
+        &mut self.rng
+    }
+
+    fn trace(&mut self) -> &mut Trace {
+        &mut self.trace
+    }
+
+    fn engine(store: &Db<E>) -> &FaultyEngine<E> {
+        store.engine()
+    }
+
+    fn into_engine(store: Db<E>) -> FaultyEngine<E> {
+        store.into_engine()
+    }
+
+    fn reopen(&mut self, engine: FaultyEngine<E>) -> Db<E> {
+        self.open(engine)
+    }
+
+    fn step(&mut self, store: &Db<E>, step: usize) -> Result<(), Violation> {
+        let outbox = self.outbox(store);
+        let Ok(mem) = AgentMemory::open(store, &outbox) else {
+            return Ok(());
+        };
+        let roll = self.rng.below(100);
+        if roll < 35 {
+            let e = self.event();
+            match mem.put_event(&e) {
+                Ok(w) => {
+                    self.commits += 1;
+                    self.trace
+                        .event(step, format!("event {} (wrote {w})", e.event_id));
+                }
+                Err(err) => self
+                    .trace
+                    .event(step, format!("event failed: {}", short(&err.to_string()))),
+            }
+        } else if roll < 65 {
+            self.pair(&mem, store, step);
+        } else if roll < 80 {
+            self.toc(&mem, step)?;
+        } else if roll < 90 {
+            self.grip(&mem, step);
+        } else {
+            match store.engine().sync() {
+                Ok(v) => self.trace.event(step, format!("sync: durable {v}")),
+                Err(e) => self.trace.event(step, format!("sync failed: {e}")),
+            }
+        }
+        self.drain_and_check(store, &outbox, &mem, step)
+    }
+}
+
+/// The quiet phase: no faults, everything synced and indexed, the index
+/// verified against the store.
+fn quiet_phase<E: Target>(run: &mut MemRun, store: &Db<E>) -> Option<Violation> {
+    let quiet = crate::run::quiet_store(store.engine(), &run.options, run.clock.clone());
+    if quiet.engine().sync().is_err() {
+        return Some(fail(0, "syncing in the quiet phase failed".into()));
+    }
+    let outbox = Outbox::new(
+        &quiet,
+        outbox_config(),
+        run.clock.clone(),
+        Box::new(SeededRng::new(5)),
+    )
+    .ok()?;
+    let spec = search_spec().ok()?;
+    let mut indexer = match Indexer::open(
+        &outbox,
+        spec,
+        &Location::Memory,
+        IndexerConfig::new("sim-index"),
+        run.clock.clone(),
+    ) {
+        Ok(i) => i,
+        Err(e) => return Some(fail(0, format!("opening the index failed: {e}"))),
+    };
+    if let Err(e) = indexer.catch_up() {
+        return Some(fail(0, format!("indexing in the quiet phase failed: {e}")));
+    }
+    match indexer.verify() {
+        Ok(v) if v.is_exact() => {
+            run.checks += 1;
+            None
+        }
+        Ok(v) => Some(fail(
+            0,
+            format!("the index is not the projection of the store: {v:?}"),
+        )),
+        Err(e) => Some(fail(0, format!("verifying the index failed: {e}"))),
+    }
+}
+
+/// Runs the agent-memory workload of one seed on engine `E`.
+pub fn run_agent_memory_seed_on<E: Target>(options: &RunOptions) -> SeedReport {
+    let mut rng = SeededRng::new(options.seed ^ 0xA6E7_0000_0000_0000);
+    let config = FaultConfig::swarm(&mut rng, &options.faults);
+    let fault_seed = rng.next_u64();
+    let mut store_options =
+        AgentMemory::<strata_engine::MemEngine>::declare(StoreOptions::new(Limits::FOUNDATIONDB))
+            .retry(RetryPolicy {
+                max_attempts: 3,
+                base_backoff_ms: 1,
+                max_backoff_ms: 8,
+            });
+    if rng.chance(0.5) {
+        store_options = store_options.durability(strata_engine::Durability::Buffered);
+    }
+    let mut run = MemRun {
+        clock: Arc::new(ManualClock::new(1_730_000_000_000)),
+        trace: Trace::new(),
+        commits: 0,
+        checks: 0,
+        options: store_options.clone(),
+        next_event: 0,
+        delivered: BTreeMap::new(),
+        nodes: BTreeMap::new(),
+        rng,
+    };
+    #[cfg(feature = "planted-bugs")]
+    strata_schemas::agent_memory::plant(options.plant.as_deref());
+    run.trace.event(
+        0,
+        format!(
+            "agent-memory seed {} faults {config:?} durability {:?}",
+            options.seed, store_options.durability
+        ),
+    );
+    let engine = FaultyEngine::new(E::fresh(store_options.keyspace_specs()), config, fault_seed);
+    let mut violation = None;
+    {
+        let quiet = crate::run::quiet_store(&engine, &store_options, run.clock.clone());
+        let outbox = Outbox::new(
+            &quiet,
+            outbox_config(),
+            run.clock.clone(),
+            Box::new(SeededRng::new(1)),
+        );
+        let registered = outbox
+            .map_err(|e| e.to_string())
+            .and_then(|o| {
+                o.register(EVENT_TOPIC, CONSUMER, Start::Beginning)
+                    .map_err(|e| e.to_string())
+            })
+            .and_then(|()| quiet.engine().sync().map(|_| ()).map_err(|e| e.to_string()));
+        if let Err(e) = registered {
+            violation = Some(fail(
+                0,
+                format!("registering the consumer without faults failed: {e}"),
+            ));
+        }
+    }
+    let store = run.open(engine);
+    let (store, found) = if violation.is_some() {
+        (Some(store), None)
+    } else {
+        drive(&mut run, store, options.ops, &config)
+    };
+    violation = violation.or(found);
+    if violation.is_none()
+        && options.seed.is_multiple_of(4)
+        && let Some(s) = &store
+    {
+        violation = quiet_phase(&mut run, s);
+    }
+    #[cfg(feature = "planted-bugs")]
+    strata_schemas::agent_memory::plant(None);
+    let faults = store.map(|s| s.engine().counters()).unwrap_or_default();
+    run.trace.report(
+        "agent-memory",
+        options.seed,
+        (run.commits, run.checks),
+        faults,
+        violation,
+    )
+}
