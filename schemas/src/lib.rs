@@ -9,8 +9,7 @@
 //! | `universaldb` | [`universaldb`] | typed tuple keys and transactions of a database layer over FoundationDB (`universaldb-keys.md`) |
 //! | `actor-kv` | [`actor_kv`] | an actor runtime's per-actor keyspaces (`actor-kv-structure.md`) |
 //! | `nokv` | [`nokv`] | a file system's metadata service (`nokv-metadata-schema.md`) |
-//!
-//! Not built yet: the agent-memory layer. The crate README says what each module adds to its document.
+//! | `agent-memory` | [`agent_memory`] | conversation memory for agents with an outbox-fed search index (`agent-memory-storage-architecture.md`) | The crate README says what each module adds to its document.
 
 #[cfg(feature = "actor-kv")]
 pub mod actor_kv;
@@ -27,6 +26,7 @@ pub mod universaldb;
 #[cfg(all(
     doctest,
     feature = "actor-kv",
+    feature = "agent-memory",
     feature = "code-sous",
     feature = "nokv",
     feature = "universaldb"

@@ -22,6 +22,7 @@ const BENCHES: &[(&str, &str)] = &[
     ("strata-store", "store"),
     ("strata-outbox", "outbox"),
     ("strata-search", "search"),
+    ("strata-schemas", "agent_memory"),
 ];
 
 /// One A/B comparison as a bench recorded it.

@@ -13,8 +13,10 @@
 //! the search projection of TOC nodes and grips, indexed by `strata-search`
 //! from the outbox, with `rebuild`.
 //!
-//! **Not built yet** (issue 19): the JSON-lines ingest example, the ingest
-//! benchmark, and the simulation workload with its planted bugs.
+//! The example (`examples/agent_memory.rs`) ingests a JSON-lines
+//! conversation and answers a search; the simulation's agent-memory
+//! workload checks events, versions and the index under faults
+//! (`sim/src/agent_memory.rs`).
 //!
 //! # Keyspaces
 //!
