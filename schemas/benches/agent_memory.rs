@@ -109,7 +109,7 @@ fn pipeline<E: Engine>(
     } else {
         5_000
     };
-    let base = 1u64 << 45;
+    let base = 1u64 << 30;
     let start = std::time::Instant::now();
     for k in 0..n {
         let e = event(base + k);

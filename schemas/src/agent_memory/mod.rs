@@ -900,6 +900,19 @@ impl<'s, E: Engine> AgentMemory<'s, E> {
             .collect()
     }
 
+    /// `rebuild-index`: rebuilds `indexer`'s index from the store's
+    /// projection rows at one snapshot into a new generation, switched
+    /// atomically (see [`Indexer::rebuild`]); returns the new indexer.
+    ///
+    /// # Errors
+    /// A search or store error (the indexer is consumed either way).
+    pub fn rebuild_index<'o>(
+        &self,
+        indexer: Indexer<'o, 's, E, SearchDocKey>,
+    ) -> Result<Indexer<'o, 's, E, SearchDocKey>, MemoryError> {
+        Ok(indexer.rebuild()?.0)
+    }
+
     /// Rows per agent-memory space (events, TOC versions, latest pointers,
     /// grips with their index rows, checkpoints), counted at one snapshot.
     ///

@@ -386,6 +386,9 @@ fn grips_search_and_stats<E: Engine>(engine: E) {
             .is_empty()
     );
     assert!(indexer.verify().unwrap().is_exact());
+    let mut indexer = mem.rebuild_index(indexer).unwrap();
+    assert_eq!(mem.search(&indexer, "oauth", None, 10).unwrap().len(), 1);
+    assert!(indexer.verify().unwrap().is_exact());
     // Stats and checkpoints.
     mem.set_checkpoint("segmenter", b"evt:1706540400005")
         .unwrap();
