@@ -26,11 +26,11 @@
 //! | `am.toc_nodes` | TOC node versions, `{node_id}:v{ver:06}` | `General` |
 //! | `am.toc_latest` | latest version pointers, `latest:{node_id}`, a big-endian `u32` | `PointLookup` |
 //! | `am.grips` | grips `{grip_id}` and the node index `node:{node_id}:{grip_id}` | `General` |
-//! | the outbox's spaces | entries and consumer state (`strata-outbox`) | `Queue`: never compacted by age or size |
-//! | `am.checkpoints` | job state, `checkpoint:{job}` | `PointLookup` |
+//! | `strata.outbox` | outbox entries (`strata-outbox`) | `Queue`: never compacted by age or size |
+//! | `strata.outbox.state` ([`CHECKPOINTS`]) | the outbox consumers' checkpoints, and jobs' `checkpoint:{job}` | `General` |
 //!
-//! The search index keeps its own checkpoint in its commit payload; the
-//! outbox's consumer checkpoint lives with the outbox.
+//! The search index keeps its own checkpoint in its commit payload, so
+//! documents and checkpoint are one commit.
 //!
 //! **Where the document contradicts itself:** it gives the TOC key as
 //! `toc:{node_id}:v{ver:06}` and node ids as `toc:day:2024-01-29`, but its
@@ -38,7 +38,8 @@
 //! `toc:toc:day:...`. Node ids here start with `toc:` and the key is
 //! `{node_id}:v{ver:06}`, the example's bytes (tested). Its stats section
 //! counts a `checkpoints` family it otherwise calls a column family of
-//! "job recovery state": both are `am.checkpoints` here.
+//! "job recovery state", and puts the outbox consumers' checkpoints there:
+//! here it is the outbox's consumer-state space, holding both.
 
 mod dates;
 mod planted;
@@ -65,8 +66,10 @@ pub const TOC_NODES: &str = "am.toc_nodes";
 pub const TOC_LATEST: &str = "am.toc_latest";
 /// Grips and their node index.
 pub const GRIPS: &str = "am.grips";
-/// Job checkpoints.
-pub const CHECKPOINTS: &str = "am.checkpoints";
+/// Checkpoints: the outbox's consumer-state space, where the outbox keeps
+/// its consumers' checkpoints; jobs' `checkpoint:{job}` rows live beside
+/// them (their text keys cannot meet the outbox's tuple keys).
+pub const CHECKPOINTS: &str = strata_outbox::STATE;
 /// The outbox topic of new events.
 pub const EVENT_TOPIC: &str = "am.events";
 
@@ -407,7 +410,6 @@ impl<'s, E: Engine> AgentMemory<'s, E> {
             .space(TOC_NODES, Profile::General)
             .space(TOC_LATEST, Profile::PointLookup)
             .space(GRIPS, Profile::General)
-            .space(CHECKPOINTS, Profile::PointLookup)
     }
 
     /// Agent memory on `store` (opened with [`AgentMemory::declare`]d
@@ -914,22 +916,23 @@ impl<'s, E: Engine> AgentMemory<'s, E> {
     }
 
     /// Rows per agent-memory space (events, TOC versions, latest pointers,
-    /// grips with their index rows, checkpoints), counted at one snapshot.
+    /// grips with their index rows, job checkpoints), counted at one
+    /// snapshot.
     ///
     /// # Errors
     /// A store error.
     pub fn stats(&self) -> Result<Stats, MemoryError> {
         let mut tx = self.store.begin();
         let mut rows = Vec::new();
-        for (name, space) in [
-            (EVENTS, self.events),
-            (TOC_NODES, self.toc),
-            (TOC_LATEST, self.latest),
-            (GRIPS, self.grips),
-            (CHECKPOINTS, self.checkpoints),
+        for (name, space, prefix) in [
+            (EVENTS, self.events, &b""[..]),
+            (TOC_NODES, self.toc, b""),
+            (TOC_LATEST, self.latest, b""),
+            (GRIPS, self.grips, b""),
+            (CHECKPOINTS, self.checkpoints, b"checkpoint:"),
         ] {
             let n = tx
-                .snapshot_scan_in(&space, &KeyRange::prefix(&[]), None, false)?
+                .snapshot_scan_in(&space, &KeyRange::prefix(prefix), None, false)?
                 .rows
                 .len();
             rows.push((name, n as u64));
