@@ -36,10 +36,10 @@
 //! `toc:{node_id}:v{ver:06}` and node ids as `toc:day:2024-01-29`, but its
 //! example key is `toc:day:2024-01-29:v000003`, not
 //! `toc:toc:day:...`. Node ids here start with `toc:` and the key is
-//! `{node_id}:v{ver:06}`, the example's bytes (tested). Its stats section
-//! counts a `checkpoints` family it otherwise calls a column family of
-//! "job recovery state", and puts the outbox consumers' checkpoints there:
-//! here it is the outbox's consumer-state space, holding both.
+//! `{node_id}:v{ver:06}`, the example's bytes (tested). Its `checkpoints`
+//! family holds "job recovery state"; here that keyspace is the outbox's
+//! consumer-state space, which holds the outbox consumers' checkpoints
+//! and the jobs' `checkpoint:{job}` rows.
 
 mod dates;
 mod planted;
