@@ -25,7 +25,7 @@ use strata_schemas::actor_kv::client::plan_puts;
 use strata_schemas::actor_kv::{
     ActorId, ActorKv, ActorKvConfig, ActorKvError, ListOptions, ListQuery, PhysicalLayout,
 };
-use strata_store::{RetryPolicy, Store, StoreOptions};
+use strata_store::StoreOptions;
 
 use crate::faults::{FaultConfig, FaultyEngine};
 use crate::run::{Driven, RunOptions, SeedReport, Trace, Violation, drive, driven_on_store, fail};
@@ -98,13 +98,8 @@ struct AkvRun {
 
 impl AkvRun {
     fn open<E: Target>(&mut self, engine: FaultyEngine<E>) -> Kv<E> {
-        let store = Store::open_with(
-            engine,
-            self.options.clone(),
-            self.clock.clone(),
-            Box::new(SeededRng::new(self.rng.next_u64())),
-        )
-        .unwrap_or_else(|e| unreachable!("the store's keyspaces are declared: {e}"));
+        let store =
+            crate::run::open_store(engine, &self.options, self.clock.clone(), &mut self.rng);
         ActorKv::open(store, self.config.clone())
             .unwrap_or_else(|e| unreachable!("the actor KV spaces are declared: {e}"))
     }
@@ -438,16 +433,10 @@ pub fn run_actor_kv_seed_on<E: Target>(options: &RunOptions) -> SeedReport {
     let mut rng = SeededRng::new(options.seed ^ 0xAC70_0000_0000_0000);
     let config = FaultConfig::swarm(&mut rng, &options.faults);
     let fault_seed = rng.next_u64();
-    let mut store_options =
-        ActorKv::<strata_engine::MemEngine>::declare(StoreOptions::new(Limits::FOUNDATIONDB))
-            .retry(RetryPolicy {
-                max_attempts: 3,
-                base_backoff_ms: 1,
-                max_backoff_ms: 8,
-            });
-    if rng.chance(0.5) {
-        store_options = store_options.durability(strata_engine::Durability::Buffered);
-    }
+    let store_options = crate::run::schema_options(
+        &mut rng,
+        ActorKv::<strata_engine::MemEngine>::declare(StoreOptions::new(Limits::FOUNDATIONDB)),
+    );
     let layout = if rng.chance(0.5) {
         PhysicalLayout::Native
     } else {

@@ -25,7 +25,7 @@ use strata_schemas::agent_memory::{
     outbox_config, search_spec,
 };
 use strata_search::{Indexer, IndexerConfig, Location};
-use strata_store::{RetryPolicy, Store, StoreOptions};
+use strata_store::{Store, StoreOptions};
 
 use crate::faults::{FaultConfig, FaultyEngine};
 use crate::run::{Driven, RunOptions, SeedReport, Trace, Violation, drive, fail};
@@ -56,13 +56,7 @@ fn ulid(n: u32) -> String {
 
 impl MemRun {
     fn open<E: Target>(&mut self, engine: FaultyEngine<E>) -> Db<E> {
-        Store::open_with(
-            engine,
-            self.options.clone(),
-            self.clock.clone(),
-            Box::new(SeededRng::new(self.rng.next_u64())),
-        )
-        .unwrap_or_else(|e| unreachable!("the store's keyspaces are declared: {e}"))
+        crate::run::open_store(engine, &self.options, self.clock.clone(), &mut self.rng)
     }
 
     fn outbox<'s, E: Target>(&mut self, store: &'s Db<E>) -> Outbox<'s, FaultyEngine<E>> {
@@ -407,16 +401,10 @@ pub fn run_agent_memory_seed_on<E: Target>(options: &RunOptions) -> SeedReport {
     let mut rng = SeededRng::new(options.seed ^ 0xA6E7_0000_0000_0000);
     let config = FaultConfig::swarm(&mut rng, &options.faults);
     let fault_seed = rng.next_u64();
-    let mut store_options =
-        AgentMemory::<strata_engine::MemEngine>::declare(StoreOptions::new(Limits::FOUNDATIONDB))
-            .retry(RetryPolicy {
-                max_attempts: 3,
-                base_backoff_ms: 1,
-                max_backoff_ms: 8,
-            });
-    if rng.chance(0.5) {
-        store_options = store_options.durability(strata_engine::Durability::Buffered);
-    }
+    let store_options = crate::run::schema_options(
+        &mut rng,
+        AgentMemory::<strata_engine::MemEngine>::declare(StoreOptions::new(Limits::FOUNDATIONDB)),
+    );
     let mut run = MemRun {
         clock: Arc::new(ManualClock::new(1_730_000_000_000)),
         trace: Trace::new(),

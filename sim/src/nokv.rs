@@ -27,7 +27,7 @@ use strata_schemas::nokv::{
     CommandKind, Dentry, Executed, FileType, InodeAttr, MemBlobs, MetaMutation, MetadataCommand,
     Nokv, NokvConfig, NokvError, Outcome, PathHit, ROOT, WatchEvent,
 };
-use strata_store::{RetryPolicy, Scan, Store, StoreOptions};
+use strata_store::{Scan, StoreOptions};
 
 use crate::faults::{FaultConfig, FaultyEngine};
 use crate::run::{Driven, RunOptions, SeedReport, Trace, Violation, drive, driven_on_store, fail};
@@ -85,13 +85,8 @@ struct NokvRun {
 
 impl NokvRun {
     fn open<E: Target>(&mut self, engine: FaultyEngine<E>) -> Fs<E> {
-        let store = Store::open_with(
-            engine,
-            self.options.clone(),
-            self.clock.clone(),
-            Box::new(SeededRng::new(self.rng.next_u64())),
-        )
-        .unwrap_or_else(|e| unreachable!("the store's keyspaces are declared: {e}"));
+        let store =
+            crate::run::open_store(engine, &self.options, self.clock.clone(), &mut self.rng);
         let config = NokvConfig {
             chunk_bytes: 8,
             dedupe_retention_ms: u64::MAX / 4,
@@ -490,17 +485,10 @@ pub fn run_nokv_seed_on<E: Target>(options: &RunOptions) -> SeedReport {
     let mut rng = SeededRng::new(options.seed ^ 0x0F5E_0000_0000_0000);
     let config = FaultConfig::swarm(&mut rng, &options.faults);
     let fault_seed = rng.next_u64();
-    let mut store_options = Nokv::<strata_engine::MemEngine>::declare(StoreOptions::new(
-        Limits::FOUNDATIONDB,
-    ))
-    .retry(RetryPolicy {
-        max_attempts: 3,
-        base_backoff_ms: 1,
-        max_backoff_ms: 8,
-    });
-    if rng.chance(0.5) {
-        store_options = store_options.durability(strata_engine::Durability::Buffered);
-    }
+    let store_options = crate::run::schema_options(
+        &mut rng,
+        Nokv::<strata_engine::MemEngine>::declare(StoreOptions::new(Limits::FOUNDATIONDB)),
+    );
     let mut run = NokvRun {
         clock: Arc::new(ManualClock::new(1_730_000_000_000)),
         trace: Trace::new(),

@@ -447,6 +447,42 @@ macro_rules! driven_on_store {
 }
 pub(crate) use driven_on_store;
 
+/// The store options of a schema workload: `declared` (the schema's
+/// spaces) with a short retry policy, and buffered durability on half the
+/// seeds (one draw from `rng`).
+pub(crate) fn schema_options(
+    rng: &mut SeededRng,
+    declared: strata_store::StoreOptions,
+) -> strata_store::StoreOptions {
+    let options = declared.retry(strata_store::RetryPolicy {
+        max_attempts: 3,
+        base_backoff_ms: 1,
+        max_backoff_ms: 8,
+    });
+    if rng.chance(0.5) {
+        options.durability(strata_engine::Durability::Buffered)
+    } else {
+        options
+    }
+}
+
+/// A store on a faulty `engine` with the run's clock and a generator
+/// seeded from `rng`.
+pub(crate) fn open_store<E: Target>(
+    engine: FaultyEngine<E>,
+    options: &strata_store::StoreOptions,
+    clock: std::sync::Arc<strata_engine::ManualClock>,
+    rng: &mut SeededRng,
+) -> strata_store::Store<FaultyEngine<E>> {
+    strata_store::Store::open_with(
+        engine,
+        options.clone(),
+        clock,
+        Box::new(SeededRng::new(rng.next_u64())),
+    )
+    .unwrap_or_else(|e| unreachable!("the store's keyspaces are declared: {e}"))
+}
+
 /// A store on `engine`'s inner engine, without faults, sharing its data:
 /// for the setup a workload needs before its faulty steps.
 pub(crate) fn quiet_store<'e, E: Target>(

@@ -21,7 +21,7 @@ use strata_keys::tuple::Uuid;
 use strata_keys::tuple_key;
 use strata_schemas::universaldb::keys::{ACTOR, DATA, METADATA};
 use strata_schemas::universaldb::{Database, Isolation, UdbError};
-use strata_store::{RetryPolicy, Store, StoreOptions};
+use strata_store::StoreOptions;
 
 use crate::faults::{FaultConfig, FaultyEngine};
 use crate::run::{
@@ -74,13 +74,8 @@ struct Transfer {
 
 impl UdbRun {
     fn open<E: Target>(&mut self, engine: FaultyEngine<E>) -> Db<E> {
-        let store = Store::open_with(
-            engine,
-            self.options.clone(),
-            self.clock.clone(),
-            Box::new(SeededRng::new(self.rng.next_u64())),
-        )
-        .unwrap_or_else(|e| unreachable!("the store's keyspaces are declared: {e}"));
+        let store =
+            crate::run::open_store(engine, &self.options, self.clock.clone(), &mut self.rng);
         Database::open(store).unwrap_or_else(|e| unreachable!("the udb space is declared: {e}"))
     }
 
@@ -190,16 +185,10 @@ pub fn run_universaldb_seed_on<E: Target>(options: &RunOptions) -> SeedReport {
     let mut rng = SeededRng::new(options.seed ^ 0x0DB0_0000_0000_0000);
     let config = FaultConfig::swarm(&mut rng, &options.faults);
     let fault_seed = rng.next_u64();
-    let mut store_options =
-        Database::<strata_engine::MemEngine>::declare(StoreOptions::new(Limits::FOUNDATIONDB))
-            .retry(RetryPolicy {
-                max_attempts: 3,
-                base_backoff_ms: 1,
-                max_backoff_ms: 8,
-            });
-    if rng.chance(0.5) {
-        store_options = store_options.durability(strata_engine::Durability::Buffered);
-    }
+    let store_options = crate::run::schema_options(
+        &mut rng,
+        Database::<strata_engine::MemEngine>::declare(StoreOptions::new(Limits::FOUNDATIONDB)),
+    );
     let mut run = UdbRun {
         clock: Arc::new(ManualClock::new(1_730_000_000_000)),
         trace: Trace::new(),
