@@ -414,6 +414,22 @@ fn pins_read_history<E: Engine>(engine: E) {
     assert_eq!(history_rows(&fs), 0);
     fs.setattr(M, "7", f, 0o600).unwrap();
     assert_eq!(history_rows(&fs), 0, "no pin, no history");
+    // A pin released, another taken after more changes: pruning removes
+    // the history at or below the live pin's version and keeps the rest.
+    fs.pin(M, "old", 60_000).unwrap();
+    fs.setattr(M, "8", f, 0o640).unwrap();
+    fs.unpin(M, "old").unwrap();
+    fs.pin(M, "new", 60_000).unwrap();
+    fs.setattr(M, "9", f, 0o660).unwrap();
+    let before = history_rows(&fs);
+    let pruned = fs.prune(M).unwrap();
+    // The setattr under the released pin wrote two rows (the inode, and
+    // its dentry's projection); the one under the live pin two more.
+    assert_eq!(pruned.history, 2, "the change made under the released pin");
+    assert_eq!(history_rows(&fs), before - 2);
+    assert_eq!(history_rows(&fs), 2);
+    assert_eq!(fs.getattr_at(M, "new", f).unwrap().unwrap().mode, 0o640);
+    assert_eq!(fs.getattr(M, f).unwrap().unwrap().mode, 0o660);
 }
 
 /// The path index: a hit verified against every component; after an
