@@ -571,7 +571,7 @@ impl<E: Engine> Nokv<E> {
                 generation,
                 projection: Projection::of(&attr),
             };
-            let mut cmd = self.command(mount, request_id, kind);
+            let mut cmd = Self::command(tx, mount, request_id, kind)?;
             cmd.predicates = vec![
                 MetaPredicate::MountCounter(m.next_inode),
                 MetaPredicate::InodeGeneration(parent, Some(dir.generation)),
@@ -624,7 +624,7 @@ impl<E: Engine> Nokv<E> {
             let attr = tx
                 .get(&inode_key(mount, inode))?
                 .ok_or_else(|| NokvError::NotFound(format!("inode {inode}")))?;
-            let mut cmd = self.command(mount, request_id, CommandKind::SetAttr);
+            let mut cmd = Self::command(tx, mount, request_id, CommandKind::SetAttr)?;
             cmd.predicates = vec![MetaPredicate::InodeGeneration(inode, Some(attr.generation))];
             let next = InodeAttr {
                 mode,
@@ -677,7 +677,7 @@ impl<E: Engine> Nokv<E> {
                     name: name.to_owned(),
                 });
             }
-            let mut cmd = self.command(mount, request_id, CommandKind::Link);
+            let mut cmd = Self::command(tx, mount, request_id, CommandKind::Link)?;
             let generation = m.generation_counter();
             cmd.predicates = vec![
                 MetaPredicate::MountCounter(m.next_inode),
@@ -748,7 +748,7 @@ impl<E: Engine> Nokv<E> {
             let d = tx
                 .get(&dentry_key(mount, parent, name))?
                 .ok_or_else(|| NokvError::NotFound(format!("{name:?} in {parent}")))?;
-            let mut cmd = self.command(mount, request_id, CommandKind::Unlink);
+            let mut cmd = Self::command(tx, mount, request_id, CommandKind::Unlink)?;
             cmd.predicates = vec![
                 MetaPredicate::InodeGeneration(parent, Some(dir.generation)),
                 MetaPredicate::Dentry(parent, name.to_owned(), Some((d.child, d.generation))),
@@ -791,7 +791,7 @@ impl<E: Engine> Nokv<E> {
     ) -> Result<Executed, NokvError> {
         name_ok(to_name)?;
         self.replanned(mount, request_id, |tx| {
-            self.rename_plan(tx, mount, request_id, (from, name), (to, to_name))
+            Self::rename_plan(tx, mount, request_id, (from, name), (to, to_name))
         })
     }
 
@@ -812,14 +812,13 @@ impl<E: Engine> Nokv<E> {
     ) -> Result<MetadataCommand, NokvError> {
         name_ok(to_name)?;
         let mut tx = self.store.begin();
-        let mut cmd = self.rename_plan(&mut tx, mount, request_id, (from, name), (to, to_name))?;
+        let mut cmd = Self::rename_plan(&mut tx, mount, request_id, (from, name), (to, to_name))?;
         planted::stale_rename(&mut cmd);
         Ok(cmd)
     }
 
     #[allow(clippy::too_many_lines)] // the rename's cases, in order
     fn rename_plan(
-        &self,
         tx: &mut Tx<'_, E>,
         mount: MountId,
         request_id: &str,
@@ -834,7 +833,7 @@ impl<E: Engine> Nokv<E> {
             let src = tx
                 .get(&dentry_key(mount, from, name))?
                 .ok_or_else(|| NokvError::NotFound(format!("{name:?} in {from}")))?;
-            let mut cmd = self.command(mount, request_id, CommandKind::Rename);
+            let mut cmd = Self::command(tx, mount, request_id, CommandKind::Rename)?;
             cmd.outcome.inode = Some(src.child);
             if from == to && name == to_name {
                 return Ok(cmd);
@@ -998,7 +997,7 @@ impl<E: Engine> Nokv<E> {
             if attr.file_type == FileType::Dir {
                 return Err(NokvError::IsADirectory(inode));
             }
-            let mut cmd = self.command(mount, request_id, CommandKind::Write);
+            let mut cmd = Self::command(tx, mount, request_id, CommandKind::Write)?;
             cmd.predicates = vec![MetaPredicate::InodeGeneration(inode, Some(attr.generation))];
             let generation = attr.body.as_ref().map_or(1, |b| b.manifest_generation + 1);
             if let Some(old) = &attr.body {
@@ -1716,12 +1715,17 @@ impl<E: Engine> Nokv<E> {
     }
 
     /// A command of `kind` planned at this transaction's snapshot.
-    fn command(&self, mount: MountId, request_id: &str, kind: CommandKind) -> MetadataCommand {
-        MetadataCommand {
+    fn command(
+        tx: &mut Tx<'_, E>,
+        mount: MountId,
+        request_id: &str,
+        kind: CommandKind,
+    ) -> Result<MetadataCommand, NokvError> {
+        Ok(MetadataCommand {
             mount,
             request_id: request_id.to_owned(),
             kind,
-            read_version: self.store.last_commit_seen(),
+            read_version: tx.read_version()?,
             predicates: Vec::new(),
             mutations: Vec::new(),
             watch: Vec::new(),
@@ -1729,7 +1733,7 @@ impl<E: Engine> Nokv<E> {
                 inode: None,
                 released: None,
             },
-        }
+        })
     }
 
     /// Plans with `plan` at a fresh snapshot and executes, re-planning when

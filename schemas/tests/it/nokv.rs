@@ -321,6 +321,11 @@ fn a_stale_plan_is_refused<E: Engine>(engine: E) {
     fs.create(M, "2", ROOT, "f", 0o600).unwrap();
     let plan = fs.plan_rename(M, "3", ROOT, "f", d, "g").unwrap();
     assert_eq!(plan.kind, CommandKind::Rename);
+    assert_eq!(
+        plan.read_version,
+        fs.store().read().unwrap().version().unwrap(),
+        "planned at the current version"
+    );
     fs.unlink(M, "4", ROOT, "f").unwrap();
     assert!(matches!(
         fs.execute(&plan),

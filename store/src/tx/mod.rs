@@ -117,6 +117,15 @@ impl<'s, E: Engine + 's> Tx<'s, E> {
         self.now
     }
 
+    /// The commit version the transaction reads at (its snapshot's, taken
+    /// now if no read has taken it yet).
+    ///
+    /// # Errors
+    /// An engine failure taking or reading the snapshot.
+    pub fn read_version(&mut self) -> Result<u64, StoreError> {
+        Ok(strata_engine::Snapshot::version(self.snap()?)?)
+    }
+
     /// Commits with this durability instead of the store's.
     pub fn set_durability(&mut self, durability: Durability) {
         self.durability = durability;

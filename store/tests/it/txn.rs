@@ -26,6 +26,20 @@ fn n(i: u64) -> CountKey {
 }
 
 #[test]
+fn a_transaction_reads_at_one_version() {
+    on_every_engine!(common::options(Limits::FOUNDATIONDB), |store, _clock| {
+        let first = store.put(&DocKey { actor: 1, id: 1 }, &doc(1)).unwrap();
+        let mut tx = store.begin();
+        assert_eq!(tx.read_version().unwrap(), first.version);
+        let second = store.put(&DocKey { actor: 1, id: 2 }, &doc(2)).unwrap();
+        assert!(second.version > first.version);
+        assert_eq!(tx.read_version().unwrap(), first.version, "its snapshot's");
+        assert_eq!(tx.get(&DocKey { actor: 1, id: 2 }).unwrap(), None);
+        assert_eq!(store.begin().read_version().unwrap(), second.version);
+    });
+}
+
+#[test]
 fn reads_see_the_transactions_own_writes() {
     on_every_engine!(common::options(Limits::FOUNDATIONDB), |store, _clock| {
         store.put(&DocKey { actor: 1, id: 2 }, &doc(2)).unwrap();
