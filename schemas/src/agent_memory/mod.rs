@@ -311,9 +311,10 @@ pub fn node_grip_key(node_id: &str, grip_id: &str) -> String {
     format!("node:{node_id}:{grip_id}")
 }
 
+/// A node id starts with `toc:`, has something after it, and does not end
+/// with `:` (its versions' keys then parse back unambiguously).
 fn check_node_id(node_id: &str) -> Result<(), MemoryError> {
-    if !node_id.starts_with("toc:") || node_id.contains(":v") && node_id.ends_with(char::is_numeric)
-    {
+    if !node_id.starts_with("toc:") || node_id.len() == 4 || node_id.ends_with(':') {
         return Err(MemoryError::Invalid {
             what: "TOC node id (toc:{level}:{...})",
             value: node_id.to_owned(),
@@ -646,7 +647,16 @@ impl<'s, E: Engine> AgentMemory<'s, E> {
         let mut tx = self.store.begin();
         let page =
             tx.snapshot_scan_in(&self.toc, &KeyRange::prefix(prefix.as_bytes()), None, false)?;
-        page.rows.iter().map(|(k, v)| decode(k, v)).collect()
+        // Keys of other nodes can share the prefix (`toc:a:v` of `toc:a` and
+        // of `toc:a:vx`): a version's key ends with exactly six digits.
+        page.rows
+            .iter()
+            .filter(|(k, _)| {
+                let rest = &k[prefix.len()..];
+                rest.len() == 6 && rest.iter().all(u8::is_ascii_digit)
+            })
+            .map(|(k, v)| decode(k, v))
+            .collect()
     }
 
     /// Makes sure the year, month, week and day nodes of `timestamp_ms`

@@ -100,6 +100,10 @@ fn keys_have_the_documents_formats() {
         Err(MemoryError::Invalid { .. })
     ));
     assert_eq!(
+        event_key(9_999_999_999_999, "01HNVX2X7Q0000000000000000").unwrap(),
+        "evt:9999999999999:01HNVX2X7Q0000000000000000"
+    );
+    assert_eq!(
         toc_key("toc:day:2024-01-29", 3),
         "toc:day:2024-01-29:v000003"
     );
@@ -288,10 +292,34 @@ fn toc_versions_and_the_hierarchy<E: Engine>(engine: E) {
             .unwrap(),
         Some(vec![0, 0, 0, 2])
     );
-    assert!(matches!(
-        mem.put_toc_node(&node("day:2024", Level::Day, "x", &[])),
-        Err(MemoryError::Invalid { .. })
-    ));
+    for bad in ["day:2024", "toc:", "toc:day:"] {
+        assert!(matches!(
+            mem.put_toc_node(&node(bad, Level::Day, "x", &[])),
+            Err(MemoryError::Invalid { .. })
+        ));
+    }
+    // A node whose id extends another's with `:v...` keeps its versions
+    // apart; ids ending in digits are fine.
+    mem.put_toc_node(&node("toc:x:a", Level::Segment, "a", &[]))
+        .unwrap();
+    mem.put_toc_node(&node("toc:x:a:vx", Level::Segment, "ax", &[]))
+        .unwrap();
+    mem.put_toc_node(&node("toc:x:a:v1", Level::Segment, "a1", &[]))
+        .unwrap();
+    assert_eq!(mem.toc_versions("toc:x:a").unwrap().len(), 1);
+    assert_eq!(mem.toc_versions("toc:x:a:v1").unwrap()[0].title, "a1");
+    // The search projection carries the node's level.
+    let projected = store
+        .get(&strata_schemas::agent_memory::SearchDocKey {
+            doc_id: seg.node_id.clone(),
+        })
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (projected.doc_type.as_str(), projected.level.as_str()),
+        ("toc_node", "segment")
+    );
+    assert_eq!(projected.keywords, "jwt");
     assert!(matches!(
         mem.put_segment(&node("toc:day:2024-01-29", Level::Day, "x", &[])),
         Err(MemoryError::Invalid { .. })
