@@ -51,7 +51,7 @@ use serde::{Deserialize, Serialize};
 use strata_codec::{EncodeOptions, Value};
 use strata_engine::{Engine, Profile};
 use strata_keys::tuple_key;
-use strata_keys::{KeyRange, Ulid, strinc};
+use strata_keys::{KeyRange, Ulid};
 use strata_outbox::{Outbox, OutboxError, Topic};
 use strata_search::{Document, IndexSpec, Indexer, Query, SearchError};
 use strata_store::{Space, Store, StoreError, StoreOptions, Tx};
@@ -1003,9 +1003,4 @@ impl<'s, E: Engine> AgentMemory<'s, E> {
     {
         Ok(self.store.engine().compact()?)
     }
-}
-
-/// The first key after every key starting with `prefix`.
-pub fn prefix_end(prefix: &str) -> Option<Vec<u8>> {
-    strinc(prefix.as_bytes())
 }

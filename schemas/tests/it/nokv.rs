@@ -15,7 +15,7 @@ use strata_schemas::nokv::{
     WatchEvent,
 };
 
-use crate::store_on;
+use crate::{START_MS, store_on};
 
 const M: u64 = 7;
 
@@ -169,13 +169,20 @@ fn commands_dedupe_and_fence<E: Engine>(engine: E) {
 /// body released with the last link, blocks drained from the object store.
 fn links_projections_and_gc<E: Engine>(engine: E) {
     let Fs {
-        nokv: fs, blobs, ..
+        nokv: fs,
+        blobs,
+        clock,
     } = open(engine);
     let dir = created(&fs.mkdir(M, "d", ROOT, "d", 0o755).unwrap());
     let f = created(&fs.create(M, "c", ROOT, "f", 0o600).unwrap());
+    assert_eq!(fs.getattr(M, f).unwrap().unwrap().generation, 1);
     fs.link(M, "l", f, dir, "g").unwrap();
-    assert_eq!(fs.getattr(M, f).unwrap().unwrap().link_count, 2);
+    let linked = fs.getattr(M, f).unwrap().unwrap();
+    assert_eq!((linked.link_count, linked.generation), (2, 2));
+    clock.advance(5_000);
     fs.setattr(M, "s", f, 0o644).unwrap();
+    let set = fs.getattr(M, f).unwrap().unwrap();
+    assert_eq!((set.generation, set.mtime_ms), (3, START_MS + 5_000));
     for (parent, name) in [(ROOT, "f"), (dir, "g")] {
         let p = fs.lookup(M, parent, name).unwrap().unwrap().projection;
         assert_eq!((p.mode, p.link_count), (0o644, 2), "{name}");
