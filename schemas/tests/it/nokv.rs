@@ -15,6 +15,8 @@ use strata_schemas::nokv::{
     WatchEvent,
 };
 
+use strata_schemas::nokv::keys::ManifestKey;
+
 use crate::{START_MS, store_on};
 
 const M: u64 = 7;
@@ -512,7 +514,86 @@ fn retention_prunes_what_no_reader_needs<E: Engine>(engine: E) {
     ));
 }
 
+/// Generations: every dentry's is unique in the mount, a rename gives the
+/// moved name a new one and bumps both directories, a rename onto itself
+/// changes nothing, bodies bump the inode's generation and mtime, a
+/// damaged manifest is a typed error, and a path whose dentry was rebound
+/// (even to the same inode) is repaired rather than served from the index.
+fn generations_and_manifests<E: Engine>(engine: E) {
+    let Fs {
+        nokv: fs, clock, ..
+    } = open(engine);
+    let d = created(&fs.mkdir(M, "1", ROOT, "d", 0o755).unwrap());
+    let e = created(&fs.mkdir(M, "2", ROOT, "e", 0o755).unwrap());
+    let f = created(&fs.create(M, "3", d, "f", 0o600).unwrap());
+    fs.link(M, "4", f, e, "g").unwrap();
+    let before = fs.lookup(M, d, "f").unwrap().unwrap();
+    let (dg, eg) = (
+        fs.getattr(M, d).unwrap().unwrap().generation,
+        fs.getattr(M, e).unwrap().unwrap().generation,
+    );
+    fs.rename(M, "5", d, "f", e, "h").unwrap();
+    let moved = fs.lookup(M, e, "h").unwrap().unwrap();
+    assert_eq!(moved.child, f);
+    assert_ne!(moved.generation, before.generation, "a new binding");
+    assert_eq!(fs.getattr(M, d).unwrap().unwrap().generation, dg + 1);
+    assert_eq!(fs.getattr(M, e).unwrap().unwrap().generation, eg + 1);
+    // Onto itself: nothing changes.
+    let attr = fs.getattr(M, f).unwrap().unwrap();
+    fs.rename(M, "6", e, "h", e, "h").unwrap();
+    assert_eq!(fs.lookup(M, e, "h").unwrap().unwrap(), moved);
+    assert_eq!(fs.getattr(M, f).unwrap().unwrap(), attr);
+    // One name of two over the other: the file's generation moves on.
+    fs.rename(M, "7", e, "g", e, "h").unwrap();
+    let one = fs.getattr(M, f).unwrap().unwrap();
+    assert_eq!((one.link_count, one.generation), (1, attr.generation + 1));
+    // Every dentry generation in the mount is distinct.
+    fs.create(M, "8", d, "n", 0o600).unwrap();
+    let mut generations: Vec<u64> = [ROOT, d, e]
+        .iter()
+        .flat_map(|dir| fs.readdirplus(M, *dir).unwrap())
+        .map(|(_, x)| x.generation)
+        .collect();
+    let count = generations.len();
+    generations.sort_unstable();
+    generations.dedup();
+    assert_eq!(generations.len(), count);
+    // A body write bumps the generation and sets mtime.
+    clock.advance(7_000);
+    fs.write(M, "9", f, b"abcdefghij").unwrap();
+    let written = fs.getattr(M, f).unwrap().unwrap();
+    assert_eq!(
+        (written.generation, written.mtime_ms),
+        (one.generation + 1, START_MS + 7_000)
+    );
+    // A manifest row missing, or out of place: typed errors.
+    let key = |chunk| ManifestKey {
+        mount: M,
+        inode: f,
+        generation: 1,
+        chunk,
+    };
+    let last = fs.store().get(&key(2)).unwrap().unwrap();
+    fs.store().delete(&key(2)).unwrap();
+    assert!(matches!(fs.read(M, f), Err(NokvError::Body { .. })));
+    fs.store().put(&key(3), &last).unwrap();
+    assert!(matches!(fs.read(M, f), Err(NokvError::Body { .. })));
+    fs.store().delete(&key(3)).unwrap();
+    fs.store().put(&key(2), &last).unwrap();
+    assert_eq!(fs.read(M, f).unwrap(), b"abcdefghij");
+    // A path's dentry rebound to the same inode: repaired, not served.
+    assert_eq!(fs.index_path(M, "ws", "/e/h").unwrap(), f);
+    fs.rename(M, "10", e, "h", e, "tmp").unwrap();
+    fs.rename(M, "11", e, "tmp", e, "h").unwrap();
+    assert_eq!(
+        fs.lookup_path(M, "ws", "/e/h").unwrap(),
+        PathHit::Walk(f, true)
+    );
+    assert_eq!(fs.lookup_path(M, "ws", "/e/h").unwrap(), PathHit::Index(f));
+}
+
 crate::on_each_engine!(
+    generations_and_manifests,
     namespace_basics,
     commands_dedupe_and_fence,
     links_projections_and_gc,
