@@ -507,6 +507,19 @@ fn retention_prunes_what_no_reader_needs<E: Engine>(engine: E) {
     assert_eq!(fs.watch_events(M, ROOT).unwrap().len(), 1);
     clock.advance(23 * 60 * 60 * 1000);
     assert_eq!(fs.prune(M).unwrap().dedupe, 5);
+    // A live pin keeps the events after it, however old or many.
+    let d = created(&fs.mkdir(M, "w0", ROOT, "w", 0o755).unwrap());
+    fs.create(M, "w1", d, "before", 0o600).unwrap();
+    let pinned = fs.pin(M, "keep", 10 * 60 * 60 * 1000).unwrap();
+    for i in 0..5 {
+        fs.create(M, &format!("w{}", i + 2), d, &format!("after{i}"), 0o600)
+            .unwrap();
+    }
+    clock.advance(2 * 60 * 60 * 1000);
+    let pruned = fs.prune(M).unwrap();
+    let kept = fs.watch_events(M, d).unwrap();
+    assert_eq!(kept.len(), 5, "{pruned:?}: the five after the pin");
+    assert!(kept.iter().all(|(v, _)| *v > pinned));
     // The request id is forgotten: the same id applies again.
     assert!(matches!(
         fs.create(M, "c0", ROOT, "again", 0o600).unwrap(),
