@@ -199,8 +199,14 @@ fn links_projections_and_gc<E: Engine>(engine: E) {
     fs.write(M, "w", f, b"hello world").unwrap();
     assert_eq!(fs.read(M, f).unwrap(), b"hello world");
     assert_eq!(blobs.keys().len(), 3, "three 4-byte chunks");
+    let gen_before = fs.getattr(M, f).unwrap().unwrap().generation;
     let u = fs.unlink(M, "u1", ROOT, "f").unwrap();
     assert_eq!(u.outcome().released, None);
+    assert_eq!(
+        fs.getattr(M, f).unwrap().unwrap().generation,
+        gen_before + 1,
+        "losing a name changes the inode"
+    );
     let p = fs.lookup(M, dir, "g").unwrap().unwrap().projection;
     assert_eq!(p.link_count, 1, "the remaining name's projection follows");
     let u = fs.unlink(M, "u2", dir, "g").unwrap();
