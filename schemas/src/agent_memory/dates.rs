@@ -101,6 +101,11 @@ mod tests {
         assert_eq!(day_id(4_107_542_400_000), "toc:day:2100-03-01");
         assert_eq!(day_id(4_107_542_400_000 - 1), "toc:day:2100-02-28");
         assert_eq!(days_from_civil(2024, 1, 29), 19_751);
+        // Day numbers counted by Python's `datetime.date` arithmetic.
+        assert_eq!(days_from_civil(2024, 3, 1), 19_783);
+        assert_eq!(days_from_civil(2100, 3, 1), 47_541);
+        assert_eq!(days_from_civil(1969, 12, 31), -1);
+        assert_eq!(days_from_civil(1600, 2, 29), -135_081);
         // The last day of a 400-year cycle and the day after:
         // 2000-02-29 and 2000-03-01 00:00 UTC.
         assert_eq!(day_id(951_782_400_000), "toc:day:2000-02-29");
