@@ -181,6 +181,14 @@ fn links_projections_and_gc<E: Engine>(engine: E) {
     fs.link(M, "l", f, dir, "g").unwrap();
     let linked = fs.getattr(M, f).unwrap().unwrap();
     assert_eq!((linked.link_count, linked.generation), (2, 2));
+    // The link took a dentry generation of its own: the next name gets
+    // another.
+    fs.create(M, "c2", dir, "other", 0o600).unwrap();
+    assert_ne!(
+        fs.lookup(M, dir, "g").unwrap().unwrap().generation,
+        fs.lookup(M, dir, "other").unwrap().unwrap().generation
+    );
+    fs.unlink(M, "c3", dir, "other").unwrap();
     clock.advance(5_000);
     fs.setattr(M, "s", f, 0o644).unwrap();
     let set = fs.getattr(M, f).unwrap().unwrap();
@@ -452,6 +460,27 @@ fn pins_read_history<E: Engine>(engine: E) {
     assert_eq!(fs.getattr(M, f).unwrap().unwrap().mode, 0o660);
 }
 
+/// A pin's lease ends at its last millisecond: from then on no history is
+/// written for it and reads through it are refused.
+fn a_pin_ends_with_its_lease<E: Engine>(engine: E) {
+    let Fs {
+        nokv: fs, clock, ..
+    } = open(engine);
+    let f = created(&fs.create(M, "1", ROOT, "f", 0o600).unwrap());
+    fs.pin(M, "short", 1_000).unwrap();
+    clock.advance(999);
+    fs.setattr(M, "2", f, 0o640).unwrap();
+    let rows = history_rows(&fs);
+    assert!(rows > 0, "written while the lease runs");
+    clock.advance(1);
+    fs.setattr(M, "3", f, 0o644).unwrap();
+    assert_eq!(history_rows(&fs), rows, "nothing once the lease has ended");
+    assert!(matches!(
+        fs.getattr_at(M, "short", f),
+        Err(NokvError::Pin(_, _))
+    ));
+}
+
 /// The path index: a hit verified against every component; after an
 /// ancestor is renamed and the path rebuilt, the stale entry falls back to
 /// the walk and is repaired.
@@ -585,6 +614,21 @@ fn generations_and_manifests<E: Engine>(engine: E) {
         (written.generation, written.mtime_ms),
         (one.generation + 1, START_MS + 7_000)
     );
+    // A directory's mtime follows its entries.
+    fs.create(M, "9b", d, "m", 0o600).unwrap();
+    assert_eq!(
+        fs.getattr(M, d).unwrap().unwrap().mtime_ms,
+        START_MS + 7_000
+    );
+    // An inode whose size disagrees with its chunks: a typed error.
+    let mut wrong = written.clone();
+    if let Some(b) = wrong.body.as_mut() {
+        b.size += 1;
+    }
+    let inode_key = strata_schemas::nokv::keys::InodeKey { mount: M, inode: f };
+    fs.store().put(&inode_key, &wrong).unwrap();
+    assert!(matches!(fs.read(M, f), Err(NokvError::Body { .. })));
+    fs.store().put(&inode_key, &written).unwrap();
     // A manifest row missing, or out of place: typed errors.
     let key = |chunk| ManifestKey {
         mount: M,
@@ -621,6 +665,7 @@ crate::on_each_engine!(
     a_stale_plan_is_refused,
     the_watch_log_replays_to_the_state,
     pins_read_history,
+    a_pin_ends_with_its_lease,
     the_path_index_is_verified,
     retention_prunes_what_no_reader_needs,
 );
