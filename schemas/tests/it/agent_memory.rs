@@ -14,7 +14,7 @@ use strata_schemas::agent_memory::{
 use strata_search::{Indexer, IndexerConfig, Location};
 use strata_store::{Store, StoreOptions};
 
-use crate::{START_MS, store_on};
+use crate::store_on;
 
 /// 2024-01-29 15:00:00 UTC.
 const T: u64 = 1_706_540_400_000;
@@ -160,7 +160,6 @@ fn events_are_idempotent_with_their_outbox_entry<E: Engine>(engine: E) {
     let keys: Vec<String> = entries.into_iter().map(|d| d.entry.key).collect();
     assert_eq!(keys, raw_keys(&store, EVENTS), "one outbox entry per event");
     assert_eq!(mem.event(T, &ulid(1)).unwrap().unwrap().text, "message 1");
-    let _ = START_MS;
 }
 
 /// Events by time range: oldest or newest first, paged, the end excluded.
