@@ -632,17 +632,7 @@ impl<E: Engine> Nokv<E> {
                 generation: attr.generation + 1,
                 ..attr
             };
-            Self::reproject(tx, mount, inode, &next, &mut cmd)?;
-            cmd.mutations
-                .push(MetaMutation::PutInode(inode, next.clone()));
-            cmd.watch.push((
-                inode,
-                WatchEvent::Changed {
-                    inode,
-                    generation: next.generation,
-                },
-            ));
-            cmd.outcome.inode = Some(inode);
+            Self::changed(tx, mount, inode, next, &mut cmd)?;
             Ok(cmd)
         })
     }
@@ -1033,17 +1023,7 @@ impl<E: Engine> Nokv<E> {
                 body: Some(summary),
                 ..attr
             };
-            Self::reproject(tx, mount, inode, &next, &mut cmd)?;
-            cmd.mutations
-                .push(MetaMutation::PutInode(inode, next.clone()));
-            cmd.watch.push((
-                inode,
-                WatchEvent::Changed {
-                    inode,
-                    generation: next.generation,
-                },
-            ));
-            cmd.outcome.inode = Some(inode);
+            Self::changed(tx, mount, inode, next, &mut cmd)?;
             Ok(cmd)
         })
     }
@@ -1764,6 +1744,28 @@ impl<E: Engine> Nokv<E> {
                 other => return other,
             }
         }
+    }
+
+    /// `inode` becomes `next`: every dentry's projection follows, the
+    /// inode is written, its scope is told, and the command returns it.
+    fn changed(
+        tx: &mut Tx<'_, E>,
+        mount: MountId,
+        inode: InodeId,
+        next: InodeAttr,
+        cmd: &mut MetadataCommand,
+    ) -> Result<(), NokvError> {
+        Self::reproject(tx, mount, inode, &next, cmd)?;
+        cmd.watch.push((
+            inode,
+            WatchEvent::Changed {
+                inode,
+                generation: next.generation,
+            },
+        ));
+        cmd.mutations.push(MetaMutation::PutInode(inode, next));
+        cmd.outcome.inode = Some(inode);
+        Ok(())
     }
 
     /// Every dentry of `inode` gets its new projection (hard links
