@@ -4,7 +4,9 @@
 
 #![allow(clippy::too_many_lines)]
 
-use strata_engine::{Engine, KeyspaceSpec, SeededRng};
+use std::sync::Arc;
+
+use strata_engine::{Engine, KeyspaceSpec, ManualClock, SeededRng};
 use strata_keys::KeyRange;
 use strata_outbox::{Outbox, OutboxConfig, Start};
 use strata_schemas::agent_memory::{
@@ -61,6 +63,21 @@ fn raw_keys<E: Engine>(store: &Store<E>, space: &str) -> Vec<String> {
         .into_iter()
         .map(|(k, _)| String::from_utf8(k).unwrap())
         .collect()
+}
+
+/// The outbox of `store` with the test's clock and a seeded generator.
+fn outbox_on<'s, E: Engine>(
+    store: &'s Store<E>,
+    clock: &Arc<ManualClock>,
+    seed: u64,
+) -> Outbox<'s, E> {
+    Outbox::new(
+        store,
+        OutboxConfig::default(),
+        clock.clone(),
+        Box::new(SeededRng::new(seed)),
+    )
+    .unwrap()
 }
 
 fn node(id: &str, level: Level, title: &str, keywords: &[&str]) -> TocNode {
@@ -122,13 +139,7 @@ fn keys_have_the_documents_formats() {
 /// conflicts.
 fn events_are_idempotent_with_their_outbox_entry<E: Engine>(engine: E) {
     let (store, clock) = store_on(engine, options());
-    let outbox = Outbox::new(
-        &store,
-        OutboxConfig::default(),
-        clock.clone(),
-        Box::new(SeededRng::new(1)),
-    )
-    .unwrap();
+    let outbox = outbox_on(&store, &clock, 1);
     outbox
         .register(EVENT_TOPIC, "segmenter", Start::Beginning)
         .unwrap();
@@ -165,13 +176,7 @@ fn events_are_idempotent_with_their_outbox_entry<E: Engine>(engine: E) {
 /// Events by time range: oldest or newest first, paged, the end excluded.
 fn events_page_through_a_time_range<E: Engine>(engine: E) {
     let (store, clock) = store_on(engine, options());
-    let outbox = Outbox::new(
-        &store,
-        OutboxConfig::default(),
-        clock,
-        Box::new(SeededRng::new(1)),
-    )
-    .unwrap();
+    let outbox = outbox_on(&store, &clock, 1);
     let mem = AgentMemory::open(&store, &outbox).unwrap();
     for n in 0..10u32 {
         mem.put_event(&event(n, T + u64::from(n) * 1_000)).unwrap();
@@ -208,13 +213,7 @@ fn events_page_through_a_time_range<E: Engine>(engine: E) {
 /// under their day.
 fn toc_versions_and_the_hierarchy<E: Engine>(engine: E) {
     let (store, clock) = store_on(engine, options());
-    let outbox = Outbox::new(
-        &store,
-        OutboxConfig::default(),
-        clock,
-        Box::new(SeededRng::new(1)),
-    )
-    .unwrap();
+    let outbox = outbox_on(&store, &clock, 1);
     let mem = AgentMemory::open(&store, &outbox).unwrap();
     let day = mem.ensure_hierarchy(T).unwrap();
     assert_eq!(day, "toc:day:2024-01-29");
@@ -330,13 +329,7 @@ fn toc_versions_and_the_hierarchy<E: Engine>(engine: E) {
 /// stats and checkpoints.
 fn grips_search_and_stats<E: Engine>(engine: E) {
     let (store, clock) = store_on(engine, options());
-    let outbox = Outbox::new(
-        &store,
-        OutboxConfig::default(),
-        clock.clone(),
-        Box::new(SeededRng::new(1)),
-    )
-    .unwrap();
+    let outbox = outbox_on(&store, &clock, 1);
     let mem = AgentMemory::open(&store, &outbox).unwrap();
     for n in 0..6u32 {
         mem.put_event(&event(n, T + u64::from(n))).unwrap();
@@ -452,13 +445,7 @@ where
     F: Fn(&std::path::Path) -> E,
 {
     let (store, clock) = store_on(engine, options());
-    let outbox = Outbox::new(
-        &store,
-        OutboxConfig::default(),
-        clock.clone(),
-        Box::new(SeededRng::new(1)),
-    )
-    .unwrap();
+    let outbox = outbox_on(&store, &clock, 1);
     outbox
         .register(EVENT_TOPIC, "segmenter", Start::Beginning)
         .unwrap();
@@ -484,13 +471,7 @@ where
     }
     mem.put_event(&event(9, T + 9)).unwrap();
     let (copied, clock2) = store_on(reopen(&copy), options());
-    let outbox2 = Outbox::new(
-        &copied,
-        OutboxConfig::default(),
-        clock2,
-        Box::new(SeededRng::new(2)),
-    )
-    .unwrap();
+    let outbox2 = outbox_on(&copied, &clock2, 2);
     let restored = AgentMemory::open(&copied, &outbox2).unwrap();
     let page = restored.events(T, T + 100, false, 100, None).unwrap();
     assert_eq!(page.events.len(), 5, "the copy is as of the backup");
