@@ -65,8 +65,8 @@
 //!
 //! # Limits and the size function
 //!
-//! [`Limits`] with presets [`Limits::ACTOR_KV`], [`Limits::FOUNDATIONDB`] and
-//! [`Limits::UNBOUNDED`]; every check counts bytes with [`stored_size`]
+//! [`Limits`] with presets [`Limits::ACTOR_KV`], [`Limits::FOUNDATIONDB`],
+//! [`Limits::POSTGRES`] and [`Limits::UNBOUNDED`]; every check counts bytes with [`stored_size`]
 //! (encoded key plus stored value bytes, per row). See [`limits`].
 //!
 //! # Chunking

@@ -61,6 +61,18 @@ impl Limits {
         quota_bytes: u64::MAX,
     };
 
+    /// What `strata-engine-postgres` stores: keys up to 16,384 bytes,
+    /// values up to 256 MiB per row (that engine refuses anything longer
+    /// before sending it), and 1 GiB per commit (one transaction, held in
+    /// memory by the client while it is sent); no entry count, no quota.
+    pub const POSTGRES: Self = Self {
+        max_key_bytes: 16_384,
+        max_value_bytes: 256 << 20,
+        max_batch_entries: usize::MAX,
+        max_batch_bytes: 1 << 30,
+        quota_bytes: u64::MAX,
+    };
+
     /// No limit at all (every maximum is the largest integer).
     pub const UNBOUNDED: Self = Self {
         max_key_bytes: usize::MAX,

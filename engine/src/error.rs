@@ -53,6 +53,23 @@ pub enum MutationError {
     /// the engine implements).
     #[error("not supported by this engine")]
     Unsupported,
+    /// The key is longer than this engine can store (an engine with a
+    /// hard maximum says so in its docs and refuses before writing).
+    #[error("key of {len} bytes is longer than this engine's maximum of {max}")]
+    KeyTooLarge {
+        /// The key's length.
+        len: usize,
+        /// The engine's maximum.
+        max: usize,
+    },
+    /// The value is larger than this engine can store in one row.
+    #[error("value of {len} bytes is larger than this engine's maximum of {max}")]
+    ValueTooLarge {
+        /// The value's length.
+        len: usize,
+        /// The engine's maximum.
+        max: usize,
+    },
 }
 
 /// Why a predicate is invalid (the commit then applies nothing).

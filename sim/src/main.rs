@@ -12,9 +12,10 @@
 //! --plant NAME        enable a planted bug (build with `planted-bugs`);
 //!                     `--plant all` searches every planted bug (up to 100
 //!                     seeds each, or the `--seeds` range) and prints a table
-//! --engine mem|redb|rocks  the engine under test (default mem; redb runs on
+//! --engine mem|redb|rocks|postgres  the engine under test (default mem; redb runs on
 //!                     a disk that loses power at every crash; rocks is
-//!                     killed and reopened)
+//!                     killed and reopened; postgres runs on a throwaway
+//!                     server of the process, killed and restarted at every crash)
 //! --workload engine|store|outbox|search|code-sous|universaldb|actor-kv|nokv|agent-memory|both  the workloads of each seed (default both,
 //!                     that is all: raw engine commits against the model,
 //!                     store transactions with limits, quota, TTL and chunks,
@@ -53,6 +54,40 @@ struct Args {
     check: bool,
     quiet: bool,
     soak: Option<Duration>,
+}
+
+fn engine_named(name: &str) -> Result<EngineKind, String> {
+    Ok(match name {
+        "mem" => EngineKind::Mem,
+        "redb" => EngineKind::Redb,
+        "rocks" => EngineKind::Rocks,
+        "postgres" => EngineKind::Postgres,
+        other => {
+            return Err(format!(
+                "unknown engine {other:?} (mem, redb, rocks, postgres)"
+            ));
+        }
+    })
+}
+
+fn workload_named(name: &str) -> Result<Workload, String> {
+    Ok(match name {
+        "engine" => Workload::Engine,
+        "store" => Workload::Store,
+        "outbox" => Workload::Outbox,
+        "code-sous" => Workload::CodeSous,
+        "universaldb" => Workload::UniversalDb,
+        "actor-kv" => Workload::ActorKv,
+        "nokv" => Workload::Nokv,
+        "agent-memory" => Workload::AgentMemory,
+        "search" => Workload::Search,
+        "both" | "all" => Workload::Both,
+        other => {
+            return Err(format!(
+                "unknown workload {other:?} (engine, store, outbox, search, code-sous, universaldb, actor-kv, nokv, agent-memory, both)"
+            ));
+        }
+    })
 }
 
 fn parse() -> Result<Args, String> {
@@ -113,33 +148,10 @@ fn parse() -> Result<Args, String> {
             }
             "--plant" => args.plant = Some(value()?),
             "--engine" => {
-                args.engine = match value()?.as_str() {
-                    "mem" => EngineKind::Mem,
-                    "redb" => EngineKind::Redb,
-                    "rocks" => EngineKind::Rocks,
-                    other => return Err(format!("unknown engine {other:?} (mem, redb, rocks)")),
-                };
+                args.engine = engine_named(&value()?)?;
                 args.engine_given = true;
             }
-            "--workload" => {
-                args.workload = match value()?.as_str() {
-                    "engine" => Workload::Engine,
-                    "store" => Workload::Store,
-                    "outbox" => Workload::Outbox,
-                    "code-sous" => Workload::CodeSous,
-                    "universaldb" => Workload::UniversalDb,
-                    "actor-kv" => Workload::ActorKv,
-                    "nokv" => Workload::Nokv,
-                    "agent-memory" => Workload::AgentMemory,
-                    "search" => Workload::Search,
-                    "both" | "all" => Workload::Both,
-                    other => {
-                        return Err(format!(
-                            "unknown workload {other:?} (engine, store, outbox, search, both)"
-                        ));
-                    }
-                };
-            }
+            "--workload" => args.workload = workload_named(&value()?)?,
             "--check-determinism" => args.check = true,
             "--soak" => {
                 let minutes: f64 = value()?.parse().map_err(|e| format!("--soak: {e}"))?;
@@ -165,6 +177,7 @@ fn replay(args: &Args, seed: u64) -> String {
         EngineKind::Mem => {}
         EngineKind::Redb => line.push_str(" --engine redb"),
         EngineKind::Rocks => line.push_str(" --engine rocks"),
+        EngineKind::Postgres => line.push_str(" --engine postgres"),
     }
     match args.workload {
         Workload::Both => {}
@@ -194,7 +207,7 @@ fn main() -> ExitCode {
                 eprintln!("strata-sim: {msg}");
             }
             eprintln!(
-                "usage: cargo xtask sim [--seed S | --seeds N|A..B] [--time T] [--ops K] [--faults LIST] [--plant NAME] [--engine mem|redb|rocks] [--workload engine|store|outbox|search|code-sous|universaldb|actor-kv|nokv|agent-memory|both] [--check-determinism] [--soak MINUTES] [--quiet]"
+                "usage: cargo xtask sim [--seed S | --seeds N|A..B] [--time T] [--ops K] [--faults LIST] [--plant NAME] [--engine mem|redb|rocks|postgres] [--workload engine|store|outbox|search|code-sous|universaldb|actor-kv|nokv|agent-memory|both] [--check-determinism] [--soak MINUTES] [--quiet]"
             );
             return ExitCode::from(2);
         }

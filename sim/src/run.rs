@@ -67,6 +67,9 @@ pub enum EngineKind {
     Redb,
     /// RocksDB in a temporary directory; crashes are process kills.
     Rocks,
+    /// PostgreSQL, a throwaway server of the process; crashes are kills of
+    /// every server process and a restart.
+    Postgres,
 }
 
 impl RunOptions {
@@ -291,6 +294,7 @@ pub fn run_seed(options: &RunOptions) -> SeedReport {
     let report = match options.engine {
         EngineKind::Mem => run_workloads::<MemEngine>(options),
         EngineKind::Redb => run_workloads::<crate::targets::RedbTarget>(options),
+        EngineKind::Postgres => run_workloads::<crate::targets::PostgresTarget>(options),
         #[cfg(feature = "rocks")]
         EngineKind::Rocks => run_workloads::<crate::targets::RocksTarget>(options),
         #[cfg(not(feature = "rocks"))]

@@ -160,6 +160,76 @@ impl Harness for PowerLossHarness {
     }
 }
 
+/// PostgreSQL: a server of this process (started once, on first use), a
+/// new database for each engine; a crash is a `SIGKILL` of every server
+/// process and a restart (what reached the server's log survives).
+pub type PostgresTarget = Harnessed<PostgresHarness>;
+
+/// Opens `PostgresEngine` on a new database of this process's throwaway
+/// server; crashes kill and restart the server.
+#[derive(Default)]
+pub struct PostgresHarness {
+    config: Option<strata_engine_postgres::postgres::Config>,
+    specs: Vec<KeyspaceSpec>,
+}
+
+/// The server of this process, stopped by its watchdog when the process
+/// ends. It runs with `fsync = off`: the simulation's crashes are process
+/// kills, which lose what the server had not yet handed to the operating
+/// system (its log buffers), with or without fsync; skipping fsync makes
+/// each restart's recovery checkpoint take milliseconds instead of a
+/// second. Power loss is not simulated on this engine.
+fn postgres_server() -> &'static strata_engine_postgres::testing::TestServer {
+    static SERVER: std::sync::OnceLock<strata_engine_postgres::testing::TestServer> =
+        std::sync::OnceLock::new();
+    SERVER.get_or_init(|| {
+        strata_engine_postgres::testing::TestServer::start_with(&["fsync = off"])
+            .unwrap_or_else(|e| panic!("no PostgreSQL server for the simulation: {e}"))
+    })
+}
+
+impl PostgresHarness {
+    fn connect(&self) -> strata_engine_postgres::PostgresEngine {
+        let config = self.config.clone().unwrap_or_default();
+        strata_engine_postgres::PostgresEngine::open(
+            config,
+            self.specs.clone(),
+            strata_engine_postgres::PostgresOptions::default(),
+        )
+        .unwrap_or_else(|e| panic!("PostgreSQL engine failed to open: {e}"))
+    }
+}
+
+impl Harness for PostgresHarness {
+    type Engine = strata_engine_postgres::PostgresEngine;
+
+    fn open(&mut self, keyspaces: &[KeyspaceSpec]) -> Self::Engine {
+        let config = postgres_server()
+            .database("sim")
+            .unwrap_or_else(|e| panic!("no database for the simulation: {e}"));
+        self.config = Some(config);
+        self.specs = keyspaces.to_vec();
+        self.connect()
+    }
+
+    fn reopen(&mut self, engine: Self::Engine) -> Self::Engine {
+        drop(engine);
+        self.connect()
+    }
+
+    fn crash(&mut self, engine: Self::Engine, _rng: &mut dyn Rng) -> Option<Self::Engine> {
+        let server = postgres_server();
+        server
+            .kill()
+            .unwrap_or_else(|e| panic!("could not kill the server: {e}"));
+        drop(engine);
+        server
+            .restart()
+            .unwrap_or_else(|e| panic!("the server did not restart: {e}"));
+        Some(self.connect())
+    }
+}
+
 #[cfg(feature = "rocks")]
 pub use rocks::{RocksHarness, RocksTarget};
 

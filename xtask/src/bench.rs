@@ -19,6 +19,7 @@ const BENCHES: &[(&str, &str)] = &[
     ("strata-engine", "engine"),
     ("strata-engine-redb", "redb"),
     ("strata-engine-rocks", "rocks"),
+    ("strata-engine-postgres", "postgres"),
     ("strata-store", "store"),
     ("strata-outbox", "outbox"),
     ("strata-search", "search"),

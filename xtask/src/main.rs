@@ -26,10 +26,13 @@ commands:
   test    fmt check, clippy -D warnings (all targets), cargo nextest run --workspace,
           doctests, the planted-bug tests, a short decoder fuzz, and short fixed-seed
           simulations (with a
-          determinism check; on redb too); ends with `summary: N passed, M failed`
+          determinism check; on redb too; engine and store workloads on PostgreSQL);
+          starts a throwaway PostgreSQL server the tests share (installs
+          postgresql-15 with apt when missing and possible);
+          ends with `summary: N passed, M failed`
   sim     the deterministic simulation (release build); options are passed on:
           --seed S | --seeds N|A..B, --time T, --ops K, --faults LIST,
-          --plant NAME|all (all: every planted bug, a table), --engine mem|redb|rocks,
+          --plant NAME|all (all: every planted bug, a table), --engine mem|redb|rocks|postgres,
           --workload engine|store|outbox|search|both,
           --check-determinism, --soak MINUTES, --quiet
           (`--engine rocks` builds RocksDB in release mode once: ~15 minutes)
@@ -46,7 +49,8 @@ commands:
   tidy    the architecture's rules: dependency layering of the crates, doc links and
           paths that exist inside the repository, no doc comment that only repeats
           its item's name (also the first step of `test`)
-  prereqs whether each thing the build needs beyond cargo (libclang, cargo-nextest)
+  prereqs whether each thing the build needs beyond cargo (libclang, cargo-nextest,
+          PostgreSQL's server programs, OpenSSL's headers and pkg-config)
           is present, checked as the build will load it; installs nothing
           (`test` and `sim` install what is missing when they can)
   help    this text
@@ -218,6 +222,49 @@ const STEPS: &[(&str, &[&str], Parser)] = &[
         ],
         no_counts,
     ),
+    // A real server, killed and restarted at each crash (about 0.2 s).
+    (
+        "sim postgres engine",
+        &[
+            "run",
+            "--quiet",
+            "--locked",
+            "-p",
+            "strata-sim",
+            "--",
+            "--engine",
+            "postgres",
+            "--workload",
+            "engine",
+            "--seeds",
+            "0..10",
+            "--ops",
+            "400",
+            "--quiet",
+        ],
+        no_counts,
+    ),
+    (
+        "sim postgres store",
+        &[
+            "run",
+            "--quiet",
+            "--locked",
+            "-p",
+            "strata-sim",
+            "--",
+            "--engine",
+            "postgres",
+            "--workload",
+            "store",
+            "--seeds",
+            "0..6",
+            "--ops",
+            "400",
+            "--quiet",
+        ],
+        no_counts,
+    ),
 ];
 
 fn no_counts(_: &str) -> Option<Counts> {
@@ -259,16 +306,24 @@ fn test(args: &[String]) -> Result<(), String> {
         }
     };
 
+    // The PostgreSQL server the tests share, from the nextest step on;
+    // stopped when this function returns (also on failure).
+    let mut postgres: Option<TestPostgres> = None;
     for (name, args, parse) in STEPS {
         if *name == "clippy" {
-            // The first step that builds RocksDB's bindings.
+            // The first step that builds RocksDB's bindings, and OpenSSL's.
             prereq::ensure(&prereq::LIBCLANG)?;
+            prereq::ensure(&prereq::LIBSSL)?;
+            prereq::ensure(&prereq::PKG_CONFIG)?;
         }
         if *name == "nextest" {
             prereq::ensure(&prereq::NEXTEST)?;
+            prereq::ensure(&prereq::POSTGRES)?;
+            postgres = Some(TestPostgres::start()?);
         }
         step(name, args, *parse)?;
     }
+    drop(postgres);
 
     println!(
         "xtask test: all steps passed in {:.0}s ({})",
@@ -341,6 +396,13 @@ fn sim(args: &[String]) -> ExitCode {
         }
         cmd.extend(["--features", "rocks"]);
     }
+    let postgres_named = args
+        .windows(2)
+        .any(|w| w[0] == "--engine" && w[1] == "postgres");
+    if postgres_named && let Err(why) = prereq::ensure(&prereq::POSTGRES) {
+        eprintln!("xtask: {why}");
+        return ExitCode::FAILURE;
+    }
     cmd.push("--");
     cmd.extend(args.iter().map(String::as_str));
     println!("$ cargo {}", cmd.join(" "));
@@ -355,6 +417,71 @@ fn sim(args: &[String]) -> ExitCode {
     }
 }
 
+/// The environment every cargo command of this run gets (the shared
+/// PostgreSQL server's socket, once it runs).
+static SHARED_ENV: std::sync::Mutex<Vec<(String, String)>> = std::sync::Mutex::new(Vec::new());
+
+/// The throwaway PostgreSQL server the test processes of one run share
+/// (each test takes its own database on it): `strata-test-postgres` runs
+/// it until its standard input closes, which dropping this does.
+struct TestPostgres {
+    child: std::process::Child,
+}
+
+impl TestPostgres {
+    const SOCKET_ENV: &str = "STRATA_PG_TEST_SOCKET";
+
+    fn start() -> Result<Self, String> {
+        let args = [
+            "run",
+            "--quiet",
+            "--locked",
+            "-p",
+            "strata-engine-postgres",
+            "--features",
+            "test-server",
+            "--bin",
+            "strata-test-postgres",
+        ];
+        println!("$ cargo {}", args.join(" "));
+        let mut child = Command::new(cargo())
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .map_err(|e| format!("could not start cargo: {e}"))?;
+        let mut line = String::new();
+        let read = child
+            .stdout
+            .take()
+            .map(|out| BufReader::new(out).read_line(&mut line));
+        let dir = line.trim().to_owned();
+        if !matches!(read, Some(Ok(n)) if n > 0) || dir.is_empty() {
+            let _ = child.wait();
+            return Err("the test PostgreSQL server did not start (its error is above)".to_owned());
+        }
+        println!("xtask: test PostgreSQL server on socket directory {dir}");
+        SHARED_ENV
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push((Self::SOCKET_ENV.to_owned(), dir));
+        Ok(Self { child })
+    }
+}
+
+impl Drop for TestPostgres {
+    fn drop(&mut self) {
+        SHARED_ENV
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .retain(|(k, _)| k != Self::SOCKET_ENV);
+        // Closing its standard input stops the server.
+        drop(self.child.stdin.take());
+        let _ = self.child.wait();
+    }
+}
+
 fn cargo() -> String {
     std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned())
 }
@@ -365,8 +492,13 @@ fn cargo() -> String {
 fn run_cargo(args: &[&str], parse: fn(&str) -> Option<Counts>) -> Result<Counts, (Counts, String)> {
     println!("$ cargo {}", args.join(" "));
     let _ = std::io::stdout().flush();
+    let env = SHARED_ENV
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .clone();
     let mut child = Command::new(cargo())
         .args(args)
+        .envs(env)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()

@@ -52,8 +52,62 @@ pub const NEXTEST: Prerequisite = Prerequisite {
     by_hand: "install it with `cargo install cargo-nextest --locked`",
 };
 
+/// PostgreSQL's server programs (initdb, pg_ctl, postgres), which the
+/// PostgreSQL engine's tests and simulation run as throwaway servers. The
+/// test harness looks in `STRATA_PG_BIN`, then in Debian's
+/// `/usr/lib/postgresql/<version>/bin`; so does this check.
+pub const POSTGRES: Prerequisite = Prerequisite {
+    name: "postgresql",
+    needed_by: "the PostgreSQL engine's tests and simulation",
+    present: postgres_present,
+    install: Install::Apt("postgresql-15"),
+    by_hand: "install PostgreSQL's server (Debian/Ubuntu: `apt-get install -y postgresql-15`) or point STRATA_PG_BIN at the directory holding initdb and pg_ctl",
+};
+
+/// OpenSSL's headers, which `openssl-sys` (under native-tls, the PostgreSQL
+/// engine's TLS, tested in the suite) compiles against.
+pub const LIBSSL: Prerequisite = Prerequisite {
+    name: "libssl-dev",
+    needed_by: "the PostgreSQL engine's TLS (openssl-sys)",
+    present: || {
+        Path::new("/usr/include/openssl/ssl.h").is_file()
+            || std::env::var_os("OPENSSL_DIR").is_some()
+    },
+    install: Install::Apt("libssl-dev"),
+    by_hand: "install OpenSSL's headers (Debian/Ubuntu: `apt-get install -y libssl-dev`) or point OPENSSL_DIR at an OpenSSL installation",
+};
+
+/// pkg-config, which `openssl-sys` asks where OpenSSL is.
+pub const PKG_CONFIG: Prerequisite = Prerequisite {
+    name: "pkg-config",
+    needed_by: "the PostgreSQL engine's TLS (openssl-sys)",
+    present: || {
+        Command::new("pkg-config")
+            .arg("--version")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+            || std::env::var_os("OPENSSL_DIR").is_some()
+    },
+    install: Install::Apt("pkg-config"),
+    by_hand: "install pkg-config (Debian/Ubuntu: `apt-get install -y pkg-config`) or point OPENSSL_DIR at an OpenSSL installation",
+};
+
 /// Every prerequisite, for `cargo xtask prereqs`.
-pub const ALL: &[Prerequisite] = &[LIBCLANG, NEXTEST];
+pub const ALL: &[Prerequisite] = &[LIBCLANG, NEXTEST, POSTGRES, LIBSSL, PKG_CONFIG];
+
+fn postgres_present() -> bool {
+    let has = |dir: &Path| dir.join("initdb").is_file() && dir.join("pg_ctl").is_file();
+    if let Some(dir) = std::env::var_os("STRATA_PG_BIN") {
+        return has(Path::new(&dir));
+    }
+    std::fs::read_dir("/usr/lib/postgresql")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .any(|e| has(&e.path().join("bin")))
+}
 
 /// Makes sure `p` is present: installs it when missing and possible,
 /// otherwise returns a message naming what to install.

@@ -6,7 +6,7 @@
 //! - **Dependencies** (from every member's `Cargo.toml`): each workspace
 //!   crate may depend only on the workspace crates its layer allows
 //!   ([`LAYERS`]); only `engine-rocks` names `rocksdb`, only `engine-redb`
-//!   names `redb`; nothing depends on the simulation except through a
+//!   names `redb`, only `engine-postgres` names `postgres`; nothing depends on the simulation except through a
 //!   listed dev-dependency exception ([`SIM_DEV_EXCEPTIONS`]).
 //! - **Doc paths**: every relative link target in a Markdown file or a doc
 //!   comment, and every path-like code span in `ARCHITECTURE.md` and the
@@ -26,6 +26,7 @@ pub const LAYERS: &[(&str, &[&str])] = &[
     ("engine-testkit", &["engine"]),
     ("engine-redb", &["engine"]),
     ("engine-rocks", &["engine"]),
+    ("engine-postgres", &["engine"]),
     ("store", &["keys", "codec", "engine"]),
     ("outbox", &["keys", "codec", "engine", "store"]),
     ("search", &["keys", "codec", "engine", "store", "outbox"]),
@@ -42,6 +43,7 @@ pub const LAYERS: &[(&str, &[&str])] = &[
             "engine-testkit",
             "engine-redb",
             "engine-rocks",
+            "engine-postgres",
             "store",
             "outbox",
             "search",
@@ -55,6 +57,7 @@ pub const LAYERS: &[(&str, &[&str])] = &[
 pub const OWNED: &[(&str, &str)] = &[
     ("rocksdb", "engine-rocks"),
     ("redb", "engine-redb"),
+    ("postgres", "engine-postgres"),
     ("tantivy", "search"),
 ];
 

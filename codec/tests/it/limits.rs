@@ -27,6 +27,12 @@ fn presets_are_the_documented_numbers() {
         (10_000, 100_000, 10_000_000)
     );
     assert_eq!(f.max_batch_entries, usize::MAX);
+    let p = Limits::POSTGRES;
+    assert_eq!(
+        (p.max_key_bytes, p.max_value_bytes, p.max_batch_bytes),
+        (16_384, 268_435_456, 1_073_741_824)
+    );
+    assert!(p.check_key(&vec![0; 16_384]).is_ok() && p.check_key(&vec![0; 16_385]).is_err());
     assert!(
         Limits::UNBOUNDED
             .check_batch(rows(10_000, 1 << 20, 1 << 20))

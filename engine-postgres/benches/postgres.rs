@@ -1,0 +1,331 @@
+//! `PostgresEngine` against the raw `postgres` crate on the same server and
+//! data: one-put commits (durable and buffered) against a plain upsert,
+//! get against a point select, a 1,000-row scan against a range select;
+//! then commits per second of concurrent durable writers on PostgreSQL,
+//! redb and RocksDB on this machine. The server is a throwaway one
+//! (`testing::TestServer`, fsync on) on a Unix socket. Interleaved A/B
+//! first (see `bench-support/ab.rs`), then criterion.
+
+#![allow(clippy::many_single_char_names)]
+
+use std::hint::black_box;
+
+use criterion::{Criterion, criterion_group};
+use postgres::{Client, Statement};
+use strata_engine::{
+    Commit, Durability, Engine, Keyspace, KeyspaceSpec, Profile, RangeSpec, Rng, SeededRng,
+    Snapshot,
+};
+use strata_engine_postgres::testing::TestServer;
+use strata_engine_postgres::{PostgresEngine, PostgresOptions};
+
+#[path = "../../bench-support/ab.rs"]
+mod ab;
+use ab::ab;
+
+const N: usize = 10_000;
+
+/// The raw side: one connection per durability, its statements prepared.
+struct Raw {
+    durable: Client,
+    buffered: Client,
+    upsert_d: Statement,
+    upsert_b: Statement,
+    get: Statement,
+    scan: Statement,
+}
+
+struct Setup {
+    raw: std::cell::RefCell<Raw>,
+    ours: PostgresEngine,
+    ks: Keyspace,
+    keys: Vec<Vec<u8>>,
+    value: Vec<u8>,
+    // Last: the engine and clients close before the server stops.
+    _server: TestServer,
+}
+
+const UPSERT: &str = "INSERT INTO raw_kv (key, value) VALUES ($1, $2) \
+                      ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value";
+
+fn setup() -> Setup {
+    let server = TestServer::start().expect("a PostgreSQL server for the bench");
+    let config = server.database("bench").unwrap();
+    let mut rng = SeededRng::new(0x5EED);
+    let mut keys: Vec<Vec<u8>> = (0..N)
+        .map(|_| [b"user/".as_slice(), &rng.next_u64().to_be_bytes()].concat())
+        .collect();
+    keys.sort();
+    let value = vec![0xAB; 100];
+    let ours = PostgresEngine::open(
+        config.clone(),
+        vec![KeyspaceSpec::new("a", Profile::General)],
+        PostgresOptions {
+            pool_size: 20,
+            ..PostgresOptions::default()
+        },
+    )
+    .unwrap();
+    let ks = ours.keyspace("a").unwrap();
+    let mut durable = config.connect(postgres::NoTls).unwrap();
+    durable
+        .batch_execute("CREATE TABLE raw_kv (key bytea PRIMARY KEY, value bytea NOT NULL)")
+        .unwrap();
+    let mut buffered = config.connect(postgres::NoTls).unwrap();
+    buffered
+        .batch_execute("SET synchronous_commit = off")
+        .unwrap();
+    // Both sides load the same rows in the same ten transactions.
+    for chunk in keys.chunks(1_000) {
+        let mut txn = durable.transaction().unwrap();
+        let stmt = txn.prepare(UPSERT).unwrap();
+        for k in chunk {
+            txn.execute(&stmt, &[&k, &value]).unwrap();
+        }
+        txn.commit().unwrap();
+    }
+    for chunk in keys.chunks(1_000) {
+        let mut c = Commit::new();
+        for k in chunk {
+            c = c.put(ks, k.clone(), value.clone());
+        }
+        ours.commit(c).unwrap();
+    }
+    durable.batch_execute("VACUUM ANALYZE raw_kv").unwrap();
+    strata_engine::Compact::compact(&ours).unwrap();
+    let raw = Raw {
+        upsert_d: durable.prepare(UPSERT).unwrap(),
+        upsert_b: buffered.prepare(UPSERT).unwrap(),
+        get: durable
+            .prepare("SELECT value FROM raw_kv WHERE key = $1")
+            .unwrap(),
+        scan: durable
+            .prepare("SELECT key, value FROM raw_kv WHERE key >= $1 ORDER BY key LIMIT 1000")
+            .unwrap(),
+        durable,
+        buffered,
+    };
+    Setup {
+        raw: std::cell::RefCell::new(raw),
+        ours,
+        ks,
+        keys,
+        value,
+        _server: server,
+    }
+}
+
+fn raw_put(s: &Setup, k: &[u8], durable: bool) {
+    let raw = &mut *s.raw.borrow_mut();
+    if durable {
+        raw.durable.execute(&raw.upsert_d, &[&k, &s.value]).unwrap();
+    } else {
+        raw.buffered
+            .execute(&raw.upsert_b, &[&k, &s.value])
+            .unwrap();
+    }
+}
+
+fn ours_put(s: &Setup, k: &[u8], durable: bool) {
+    let d = if durable {
+        Durability::Immediate
+    } else {
+        Durability::Buffered
+    };
+    s.ours
+        .commit(
+            Commit::new()
+                .put(s.ks, k.to_vec(), s.value.clone())
+                .durability(d),
+        )
+        .unwrap();
+}
+
+fn raw_get(s: &Setup, k: &[u8]) -> Option<Vec<u8>> {
+    let raw = &mut *s.raw.borrow_mut();
+    raw.durable
+        .query_opt(&raw.get, &[&k])
+        .unwrap()
+        .map(|r| r.get(0))
+}
+
+fn raw_scan(s: &Setup, from: &[u8]) -> usize {
+    let raw = &mut *s.raw.borrow_mut();
+    let rows = raw.durable.query(&raw.scan, &[&from]).unwrap();
+    let mut n = 0;
+    for row in rows {
+        black_box((row.get::<_, Vec<u8>>(0), row.get::<_, Vec<u8>>(1)));
+        n += 1;
+    }
+    n
+}
+
+fn ours_scan(s: &Setup, from: &[u8]) -> usize {
+    let snap = s.ours.snapshot().unwrap();
+    let range = RangeSpec {
+        start: std::ops::Bound::Included(from.to_vec()),
+        ..RangeSpec::all()
+    }
+    .limit(1_000);
+    let mut n = 0;
+    for row in snap.range(s.ks, range).unwrap() {
+        black_box(row.unwrap());
+        n += 1;
+    }
+    n
+}
+
+fn ab_report(s: &Setup) {
+    ab::section("PostgresEngine vs the postgres crate");
+    println!("interleaved A/B, 7 rounds, median per operation:");
+    let (mut i, mut j) = (0, 0);
+    let next = |i: &mut usize| {
+        *i = (*i + 7_919) % N;
+        s.keys[*i].clone()
+    };
+    ab(
+        "commit, durable",
+        7,
+        100,
+        1,
+        || raw_put(s, &next(&mut i), true),
+        || ours_put(s, &next(&mut j), true),
+    );
+    ab(
+        "commit, buffered",
+        7,
+        1_000,
+        1,
+        || raw_put(s, &next(&mut i), false),
+        || ours_put(s, &next(&mut j), false),
+    );
+    ab(
+        "get, own snapshot",
+        7,
+        2_000,
+        1,
+        || {
+            black_box(raw_get(s, &next(&mut i)));
+        },
+        || {
+            black_box(s.ours.snapshot().unwrap().get(s.ks, &next(&mut j)).unwrap());
+        },
+    );
+    let snap = s.ours.snapshot().unwrap();
+    ab(
+        "get, in a snapshot",
+        7,
+        2_000,
+        1,
+        || {
+            black_box(raw_get(s, &next(&mut i)));
+        },
+        || {
+            black_box(snap.get(s.ks, &next(&mut j)).unwrap());
+        },
+    );
+    drop(snap);
+    let from = s.keys[N / 3].clone();
+    assert_eq!(raw_scan(s, &from), ours_scan(s, &from));
+    ab(
+        "scan 1,000 rows",
+        7,
+        30,
+        1_000,
+        || {
+            raw_scan(s, &from);
+        },
+        || {
+            ours_scan(s, &from);
+        },
+    );
+}
+
+fn criterion_benches(c: &mut Criterion) {
+    let s = setup();
+    let mut i = 0;
+    let mut next = || {
+        i = (i + 7_919) % N;
+        s.keys[i].clone()
+    };
+    let mut g = c.benchmark_group("commit_buffered");
+    g.bench_function("raw", |b| b.iter(|| raw_put(&s, &next(), false)));
+    g.bench_function("ours", |b| b.iter(|| ours_put(&s, &next(), false)));
+    g.finish();
+    let mut g = c.benchmark_group("get");
+    g.bench_function("raw", |b| b.iter(|| raw_get(&s, &s.keys[N / 2])));
+    g.bench_function("ours", |b| {
+        b.iter(|| {
+            s.ours
+                .snapshot()
+                .unwrap()
+                .get(s.ks, &s.keys[N / 2])
+                .unwrap()
+        });
+    });
+    g.finish();
+    let from = s.keys[N / 3].clone();
+    let mut g = c.benchmark_group("scan_1000");
+    g.bench_function("raw", |b| b.iter(|| raw_scan(&s, &from)));
+    g.bench_function("ours", |b| b.iter(|| ours_scan(&s, &from)));
+    g.finish();
+}
+
+criterion_group! {
+    name = benches;
+    config = ab::criterion_config(20);
+    targets = criterion_benches
+}
+
+/// Commits per second of 1, 4 and 16 concurrent durable writers, each
+/// making one-put `Immediate` commits, on `e`.
+fn writers<E: Engine + Sync>(name: &str, e: &E, ks: Keyspace) {
+    let value = vec![0xCD; 100];
+    let mut first = 1u64 << 40;
+    let mut one = None;
+    for n in [1u64, 4, 16] {
+        let each = 1_024 / n;
+        #[allow(clippy::disallowed_methods)] // a benchmark measures wall time
+        let t = std::time::Instant::now();
+        strata_engine_testkit::commit_in_parallel(e, ks, n, each, first, &value);
+        #[allow(clippy::disallowed_methods)]
+        let secs = t.elapsed().as_secs_f64();
+        first += n * each;
+        #[allow(clippy::cast_precision_loss)]
+        let per_second = (n * each) as f64 / secs;
+        let base = *one.get_or_insert(per_second);
+        ab::note(&format!(
+            "  {name}, {n} durable writers: {per_second:.0} commits/s ({:.2}x one writer)",
+            per_second / base
+        ));
+    }
+}
+
+fn main() {
+    ab::run(
+        || {
+            let s = setup();
+            ab_report(&s);
+            ab::section("concurrent durable writers");
+            writers("PostgreSQL", &s.ours, s.ks);
+            let dir = ab::BenchDir::new("postgres-writers");
+            let specs = vec![KeyspaceSpec::new("a", Profile::General)];
+            let redb = strata_engine_redb::RedbEngine::open(
+                dir.join("w.redb"),
+                specs.clone(),
+                strata_engine_redb::RedbOptions::default(),
+            )
+            .unwrap();
+            writers("redb", &redb, redb.keyspace("a").unwrap());
+            drop(redb);
+            let rocks = strata_engine_rocks::RocksEngine::open(
+                dir.join("w.rocks"),
+                specs,
+                strata_engine_rocks::RocksOptions::default(),
+            )
+            .unwrap();
+            writers("RocksDB", &rocks, rocks.keyspace("a").unwrap());
+        },
+        benches,
+    );
+}

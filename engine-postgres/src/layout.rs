@@ -1,0 +1,212 @@
+//! How keys and keyspaces are laid out in tables, and the SQL that reads
+//! them in byte order.
+//!
+//! A PostgreSQL B-tree refuses index entries above about 2,700 bytes, so a
+//! key cannot be one indexed column. Each key is split in two: `kp`, its
+//! first [`INDEXED_PREFIX`] bytes, and `kr`, the rest (empty for shorter
+//! keys). `bytea` compares as bytes (memcmp, then length), and comparing
+//! `(kp, kr)` pairs lexicographically gives exactly the byte order of the
+//! whole keys:
+//!
+//! - two keys no longer than the prefix have `kr` empty and compare by `kp`;
+//! - a key `a` no longer than the prefix against a longer key `b`: `kp` of
+//!   `b` is its first `INDEXED_PREFIX` bytes; if `a` is a prefix of `b` it
+//!   is a prefix of that too and sorts first, as it should; otherwise the
+//!   first differing byte decides both comparisons alike;
+//! - two longer keys have `kp` of equal length: `kp` decides, or, when
+//!   equal, `kr` does.
+//!
+//! The primary key is `(kp, kh)` with `kh = sha256(kr)`, a generated
+//! column: bounded in size, unique per key. Ranges are ordered by
+//! `(kp, kr)`: the index gives `kp` order, and rows that share a whole
+//! 2,048-byte prefix (rare) are sorted by `kr` on the fly.
+
+use std::fmt::Write as _;
+use std::ops::Bound;
+
+/// Bytes of a key stored in the indexed column `kp`; the rest goes to `kr`.
+/// An index entry then holds at most this plus the 32-byte hash and
+/// headers, well under PostgreSQL's limit of about 2,700 bytes.
+pub const INDEXED_PREFIX: usize = 2_048;
+
+/// The two columns a key is stored in.
+pub(crate) fn split(key: &[u8]) -> (&[u8], &[u8]) {
+    key.split_at(key.len().min(INDEXED_PREFIX))
+}
+
+/// The table of the keyspace with catalogue id `id`: a number, so any
+/// keyspace name is safe (names are data in `strata_keyspaces`).
+pub(crate) fn table(id: i32) -> String {
+    format!("strata_ks_{id}")
+}
+
+/// The `CREATE TABLE` of a keyspace table. Queue keyspaces delete most rows
+/// they write: autovacuum is told to come sooner.
+pub(crate) fn create_table(table: &str, queue: bool) -> String {
+    let with = if queue {
+        " WITH (autovacuum_vacuum_scale_factor = 0.02, autovacuum_vacuum_threshold = 1000)"
+    } else {
+        ""
+    };
+    format!(
+        "CREATE TABLE IF NOT EXISTS {table} (\
+         kp bytea NOT NULL, \
+         kr bytea NOT NULL, \
+         kh bytea GENERATED ALWAYS AS (sha256(kr)) STORED, \
+         value bytea NOT NULL, \
+         PRIMARY KEY (kp, kh)){with}"
+    )
+}
+
+/// A range condition under construction: SQL text and its parameters (as
+/// owned byte strings, bound in order).
+#[derive(Debug, Default)]
+pub(crate) struct Condition {
+    pub sql: String,
+    pub params: Vec<Vec<u8>>,
+}
+
+impl Condition {
+    /// Adds `key <op> bound` (in byte order), where `op` is one of `>=`,
+    /// `>`, `<=`, `<`.
+    fn compare(&mut self, op: &str, bound: &[u8]) {
+        let (bp, br) = split(bound);
+        self.params.push(bp.to_vec());
+        let p = self.params.len();
+        self.params.push(br.to_vec());
+        let r = self.params.len();
+        // `kp` first, alone, so the index serves it; ties on `kp` are then
+        // decided by `kr`.
+        let (wide, strict) = match op {
+            ">=" | ">" => (">=", ">"),
+            _ => ("<=", "<"),
+        };
+        let sep = if self.sql.is_empty() { "" } else { " AND " };
+        let _ = write!(
+            self.sql,
+            "{sep}kp {wide} ${p} AND (kp {strict} ${p} OR kr {op} ${r})"
+        );
+    }
+
+    /// Adds the lower bound of a range.
+    pub fn lower(&mut self, bound: &Bound<Vec<u8>>) {
+        match bound {
+            Bound::Included(b) => self.compare(">=", b),
+            Bound::Excluded(b) => self.compare(">", b),
+            Bound::Unbounded => {}
+        }
+    }
+
+    /// Adds the upper bound of a range.
+    pub fn upper(&mut self, bound: &Bound<Vec<u8>>) {
+        match bound {
+            Bound::Included(b) => self.compare("<=", b),
+            Bound::Excluded(b) => self.compare("<", b),
+            Bound::Unbounded => {}
+        }
+    }
+
+    /// Adds "strictly after `key`" in the direction of a scan.
+    pub fn after(&mut self, key: &[u8], reverse: bool) {
+        self.compare(if reverse { "<" } else { ">" }, key);
+    }
+
+    /// `WHERE ...`, or nothing.
+    pub fn where_clause(&self) -> String {
+        if self.sql.is_empty() {
+            String::new()
+        } else {
+            format!(" WHERE {}", self.sql)
+        }
+    }
+}
+
+/// The bounds of a scan of `table` in key order, `limit` rows at most (the
+/// limit is the next parameter).
+pub(crate) fn scan(table: &str, cond: &Condition, reverse: bool) -> String {
+    let dir = if reverse { " DESC" } else { "" };
+    format!(
+        "SELECT kp, kr, value FROM {table}{} ORDER BY kp{dir}, kr{dir} LIMIT ${}",
+        cond.where_clause(),
+        cond.params.len() + 1
+    )
+}
+
+/// The key a row's two columns hold.
+pub(crate) fn join(kp: &[u8], kr: &[u8]) -> Vec<u8> {
+    let mut key = Vec::with_capacity(kp.len() + kr.len());
+    key.extend_from_slice(kp);
+    key.extend_from_slice(kr);
+    key
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn split_keeps_the_prefix_indexed_and_the_rest_apart() {
+        assert_eq!(split(b""), (&b""[..], &b""[..]));
+        let long = vec![7u8; INDEXED_PREFIX + 3];
+        let (p, r) = split(&long);
+        assert_eq!((p.len(), r.len()), (2_048, 3));
+        let exact = vec![1u8; INDEXED_PREFIX];
+        assert_eq!(split(&exact).1.len(), 0);
+        assert_eq!(join(p, r), long);
+    }
+
+    /// The pair order is the byte order, on keys around the split point
+    /// (compared as PostgreSQL compares `bytea`: as byte strings).
+    #[test]
+    fn pair_order_is_byte_order() {
+        let n = INDEXED_PREFIX;
+        let base = |len: usize, last: u8| {
+            let mut k = vec![0x61; len];
+            if let Some(b) = k.last_mut() {
+                *b = last;
+            }
+            k
+        };
+        let keys = [
+            vec![],
+            base(1, 0),
+            base(n - 1, 0x61),
+            base(n - 1, 0xFF),
+            base(n, 0x00),
+            base(n, 0x61),
+            base(n + 1, 0x00),
+            base(n + 1, 0x61),
+            base(n + 5, 0xFF),
+            base(2 * n + 1, 0x62),
+            vec![0x62],
+            vec![0xFF; n + 1],
+        ];
+        for a in &keys {
+            for b in &keys {
+                let (pa, pb) = (split(a), split(b));
+                assert_eq!(pa.cmp(&pb), a.cmp(b), "{} vs {} bytes", a.len(), b.len());
+            }
+        }
+    }
+
+    #[test]
+    fn conditions_bind_each_bound_once_in_order() {
+        let mut c = Condition::default();
+        c.lower(&Bound::Included(b"a".to_vec()));
+        c.upper(&Bound::Excluded(b"b".to_vec()));
+        assert_eq!(
+            c.sql,
+            "kp >= $1 AND (kp > $1 OR kr >= $2) AND kp <= $3 AND (kp < $3 OR kr < $4)"
+        );
+        assert_eq!(c.params, [b"a".to_vec(), vec![], b"b".to_vec(), vec![]]);
+        assert_eq!(
+            scan("t", &c, true),
+            "SELECT kp, kr, value FROM t WHERE kp >= $1 AND (kp > $1 OR kr >= $2) AND kp <= $3 AND (kp < $3 OR kr < $4) ORDER BY kp DESC, kr DESC LIMIT $5"
+        );
+        let none = Condition::default();
+        assert_eq!(
+            scan("t", &none, false),
+            "SELECT kp, kr, value FROM t ORDER BY kp, kr LIMIT $1"
+        );
+    }
+}

@@ -1,0 +1,579 @@
+//! The Strata engine contract on a PostgreSQL server, for services that
+//! outgrow one machine: several processes, replicas and failover, the same
+//! keys, store, outbox and schemas as on the embedded engines.
+//!
+//! ```no_run
+//! use strata_engine::{Commit, Durability, Engine, KeyspaceSpec, Profile, Snapshot};
+//! use strata_engine_postgres::{PostgresEngine, PostgresOptions};
+//!
+//! let specs = vec![KeyspaceSpec::new("kv", Profile::PointLookup)];
+//! let engine = PostgresEngine::connect(
+//!     "postgres://app:secret@db.internal:5432/app?sslmode=disable",
+//!     specs,
+//!     PostgresOptions::default(),
+//! )?;
+//! let kv = engine.keyspace("kv")?;
+//! let info = engine.commit(Commit::new().put(kv, b"k".to_vec(), b"v".to_vec()))?;
+//! assert!(info.durable);
+//! assert_eq!(engine.snapshot()?.get(kv, b"k")?.as_deref(), Some(&b"v"[..]));
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! # Mapping
+//!
+//! - **Keyspaces** are tables `strata_ks_<id>`, where `id` numbers the
+//!   keyspace's name in the catalogue table `strata_keyspaces`: any name is
+//!   safe, none is spliced into SQL. Tables are created on open (under an
+//!   advisory lock, so processes opening at once do not race) and never
+//!   dropped. A key is stored as an indexed 2,048-byte prefix and the rest;
+//!   see [`layout`] for why the pair sorts as the key does.
+//! - **Commits** are one transaction on one pooled connection. Its first
+//!   statement increments the version row of `strata_meta`; the row lock
+//!   it takes serialises every commit of every process on the database, so
+//!   versions are strictly increasing, gap-free and in the order of the
+//!   write-ahead log. Predicates are then checked and counters read inside
+//!   the transaction, under that lock, and the mutations applied with
+//!   versionstamps filled from the version. A failed predicate rolls the
+//!   transaction back, version included.
+//! - **Snapshots** are read-only `REPEATABLE READ` transactions whose first
+//!   statement reads the version, so [`Snapshot::version`] is exact. Ranges
+//!   stream in batches, each a keyset-paginated query inside the
+//!   snapshot's transaction: a range with a limit up to
+//!   [`PostgresOptions::range_batch`] is one query; others read 64 rows
+//!   first, then twice as many each time, up to that.
+//!
+//! # Durability
+//!
+//! | level | PostgreSQL | after a server crash |
+//! |---|---|---|
+//! | `Immediate` | the commit, then in the same round trip a one-row synchronous write: the reply comes after the log is flushed past the commit (and, with a synchronous standby, flushed there) | kept |
+//! | `Buffered` | `synchronous_commit = off`: the reply comes before the flush | a suffix may be lost |
+//! | `sync()` | the same one-row synchronous write, reading the version | every earlier commit kept |
+//!
+//! A lost suffix, never a hole: commits are serialised by the version
+//! row's lock, which is released only after the commit record is in the
+//! log, so commit records are in version order, and recovery replays the
+//! log up to the last flushed record. A synchronous write flushes the log
+//! up to its own record, so past every commit before it.
+//!
+//! Every commit transaction itself commits asynchronously, so the version
+//! row's lock is held only until its commit record is in the log, not
+//! through the flush; the synchronous write after an `Immediate` commit
+//! touches a row of its own session, so concurrent ones wait for no lock
+//! and share the server's log flushes (group commit).
+//!
+//! `durable_version()` is the highest version this engine has seen made
+//! durable: by its own `Immediate` commits and by `sync()`, which reads the
+//! database's version inside the synchronous write, so it covers the
+//! commits of other processes too. `last_version()` is the highest version
+//! this engine has committed or seen; other processes may be ahead.
+//!
+//! A commit whose `COMMIT` reply is lost (the connection broke) is resolved
+//! on a new connection with `txid_status` of its transaction id: committed,
+//! aborted, or else reported as [`CommitError::OutcomeUnknown`]. It is
+//! never retried. A failure before `COMMIT` was sent applies nothing (the
+//! server rolls back an unfinished transaction when its connection drops),
+//! so the engine retries it once on a new connection when the first
+//! statement on a pooled connection finds it dead (a server restart).
+//!
+//! # Limits
+//!
+//! Keys up to [`MAX_KEY_BYTES`] (16 KiB) and values up to
+//! [`MAX_VALUE_BYTES`] (256 MiB); a commit writing a longer key or a larger
+//! value is refused with [`MutationError::KeyTooLarge`] or
+//! [`MutationError::ValueTooLarge`] before anything is sent.
+//! `strata_codec::Limits::POSTGRES` states the same maxima for the layers
+//! above.
+
+pub mod layout;
+mod pool;
+mod read;
+#[cfg(feature = "test-server")]
+pub mod testing;
+mod write;
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use strata_engine::{
+    Backup, BackupInfo, CapabilityError, Commit, CommitError, CommitInfo, Compact, Engine,
+    EngineError, KeyspaceSpec, KeyspaceStats, Keyspaces, MutationError, Profile, ReadError,
+    Statistics,
+};
+
+pub use crate::pool::PoolError;
+pub use crate::read::{PostgresRange, PostgresSnapshot};
+/// The `postgres` crate, for its [`Config`](postgres::Config).
+pub use postgres;
+
+use crate::pool::{Connector, Pool, Pooled};
+
+/// The longest key this engine stores, in bytes.
+pub const MAX_KEY_BYTES: usize = 16_384;
+
+/// The largest value this engine stores in one row, in bytes (PostgreSQL's
+/// own limit for a `bytea` is 1 GB; a quarter of it keeps every statement
+/// message well under the protocol's 1 GB).
+pub const MAX_VALUE_BYTES: usize = 256 << 20;
+
+/// The storage layout written in `strata_meta` (row 3); a database with
+/// another is refused at open.
+const LAYOUT_VERSION: i64 = 1;
+
+/// Serialises engines opening (creating tables) on one database.
+const OPEN_LOCK: i64 = 0x5354_5241_5441_0001;
+
+/// Options of [`PostgresEngine::open`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PostgresOptions {
+    /// Most connections open at once (default 8). A snapshot holds one for
+    /// its life, a commit for its duration.
+    pub pool_size: usize,
+    /// How long to wait for a connection when all are in use before
+    /// failing with [`PoolError::Exhausted`] (default 30 s).
+    pub pool_wait: Duration,
+    /// Most rows a range reads per query (default 1,024); the first query
+    /// reads 64 and each next one twice as many, up to this.
+    pub range_batch: usize,
+}
+
+impl Default for PostgresOptions {
+    fn default() -> Self {
+        Self {
+            pool_size: 8,
+            pool_wait: Duration::from_secs(30),
+            range_batch: 1_024,
+        }
+    }
+}
+
+/// The engine contract on PostgreSQL. See the [crate docs](crate).
+pub struct PostgresEngine {
+    pool: Pool,
+    keyspaces: Keyspaces,
+    /// The table of each keyspace, in declaration order.
+    tables: Vec<String>,
+    options: PostgresOptions,
+    last: AtomicU64,
+    durable: AtomicU64,
+}
+
+impl std::fmt::Debug for PostgresEngine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PostgresEngine")
+            .field("keyspaces", &self.keyspaces.specs())
+            .field("tables", &self.tables)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A backend error of this crate, boxed as the contract keeps it; a
+/// `postgres::Error` is wrapped so that its message names the server's
+/// error (its own says only "db error").
+pub(crate) fn boxed<E: std::error::Error + Send + Sync + 'static>(
+    e: E,
+) -> strata_engine::BackendError {
+    let b: strata_engine::BackendError = Box::new(e);
+    match b.downcast::<postgres::Error>() {
+        Ok(pg) => Box::new(ServerError::Postgres(*pg)),
+        Err(other) => other,
+    }
+}
+
+/// A `postgres::Error` in words: the server's severity, code and message
+/// when the server sent one.
+pub(crate) fn describe(e: &postgres::Error) -> String {
+    match e.as_db_error() {
+        Some(db) => format!("{} {}: {}", db.severity(), db.code().code(), db.message()),
+        None => match std::error::Error::source(e) {
+            Some(cause) => format!("{e}: {cause}"),
+            None => e.to_string(),
+        },
+    }
+}
+
+/// Whether `e` says the connection (or the server) went away, rather than
+/// that a statement failed.
+pub(crate) fn is_connection_error(e: &postgres::Error) -> bool {
+    if e.is_closed() {
+        return true;
+    }
+    if let Some(code) = e.code() {
+        let c = code.code();
+        // Class 08: connection exception; 57P01-03: the server is shutting
+        // down, crashed, or not yet accepting connections.
+        return c.starts_with("08") || matches!(c, "57P01" | "57P02" | "57P03");
+    }
+    std::error::Error::source(e).is_some_and(<dyn std::error::Error>::is::<std::io::Error>)
+}
+
+/// An error of the server or the connection that is not a statement's.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ServerError {
+    /// The database was written by a newer (or unknown) layout.
+    #[error("the database's strata layout is {found}, this engine writes {expected}")]
+    Layout {
+        /// What `strata_meta` says.
+        found: i64,
+        /// What this engine writes.
+        expected: i64,
+    },
+    /// The server answered something this engine did not expect.
+    #[error("unexpected answer from the server: {0}")]
+    Unexpected(&'static str),
+    /// The server or the connection failed.
+    #[error("postgres: {}", describe(.0))]
+    Postgres(#[source] postgres::Error),
+}
+
+impl PostgresEngine {
+    /// Connects to the server at `url` (a `postgres://` URL or a key=value
+    /// string, as libpq takes them; a `host` starting with `/` is a Unix
+    /// socket directory) without TLS, and opens the keyspaces.
+    ///
+    /// # Errors
+    /// An unparsable URL, a failed connection or a refused layout, as
+    /// [`EngineError::Backend`]; [`EngineError::DuplicateKeyspace`].
+    pub fn connect(
+        url: &str,
+        specs: Vec<KeyspaceSpec>,
+        options: PostgresOptions,
+    ) -> Result<Self, EngineError> {
+        let config: postgres::Config = url
+            .parse()
+            .map_err(|e: postgres::Error| EngineError::Backend(boxed(e)))?;
+        Self::open(config, specs, options)
+    }
+
+    /// Opens the keyspaces on the server `config` names, without TLS.
+    ///
+    /// # Errors
+    /// As [`PostgresEngine::connect`].
+    pub fn open(
+        config: postgres::Config,
+        specs: Vec<KeyspaceSpec>,
+        options: PostgresOptions,
+    ) -> Result<Self, EngineError> {
+        Self::init(config, Connector::Plain, specs, options)
+    }
+
+    /// Opens the keyspaces on the server `config` names, over TLS with
+    /// `tls` when the server and `config`'s `sslmode` agree on it
+    /// (`sslmode=require` refuses a server without TLS).
+    ///
+    /// # Errors
+    /// As [`PostgresEngine::connect`].
+    #[cfg(feature = "tls")]
+    pub fn open_tls(
+        config: postgres::Config,
+        tls: native_tls::TlsConnector,
+        specs: Vec<KeyspaceSpec>,
+        options: PostgresOptions,
+    ) -> Result<Self, EngineError> {
+        let connector = Connector::Tls(postgres_native_tls::MakeTlsConnector::new(tls));
+        Self::init(config, connector, specs, options)
+    }
+
+    fn init(
+        config: postgres::Config,
+        connector: Connector,
+        specs: Vec<KeyspaceSpec>,
+        options: PostgresOptions,
+    ) -> Result<Self, EngineError> {
+        let keyspaces = Keyspaces::new(specs)?;
+        let pool = Pool::new(config, connector, options.pool_size, options.pool_wait);
+        let tables = {
+            let mut pooled = pool.get().map_err(|e| EngineError::Backend(boxed(e)))?;
+            create(&mut pooled, &keyspaces).map_err(EngineError::Backend)?
+        };
+        let engine = Self {
+            pool,
+            keyspaces,
+            tables,
+            options,
+            last: AtomicU64::new(0),
+            durable: AtomicU64::new(0),
+        };
+        // The state found is made durable (a server that did not crash may
+        // still hold buffered commits of another process in memory), which
+        // also reads the version.
+        engine.sync()?;
+        tracing::debug!(
+            version = engine.last_version(),
+            keyspaces = engine.tables.len(),
+            "postgres engine open"
+        );
+        Ok(engine)
+    }
+
+    /// The options it was opened with.
+    pub fn options(&self) -> PostgresOptions {
+        self.options
+    }
+
+    /// Drops every idle pooled connection; the next use connects anew.
+    /// Connections found dead are replaced anyway; this is for callers that
+    /// know the server moved (a failover to a standby behind the same
+    /// address).
+    pub fn reconnect(&self) {
+        self.pool.clear_idle();
+    }
+
+    /// The table of keyspace `ks`, if this instance issued it.
+    pub(crate) fn table(&self, ks: strata_engine::Keyspace) -> Option<&str> {
+        self.keyspaces.index_of(ks).map(|i| self.tables[i].as_str())
+    }
+
+    /// A pooled connection for a read or a commit.
+    pub(crate) fn pooled(&self) -> Result<Pooled<'_>, PoolError> {
+        self.pool.get()
+    }
+
+    /// A fresh connection outside the pool's count.
+    pub(crate) fn fresh(&self) -> Result<pool::Conn, PoolError> {
+        self.pool.connect()
+    }
+
+    pub(crate) fn seen(&self, version: u64) {
+        self.last.fetch_max(version, Ordering::SeqCst);
+    }
+
+    pub(crate) fn made_durable(&self, version: u64) {
+        self.seen(version);
+        self.durable.fetch_max(version, Ordering::SeqCst);
+    }
+}
+
+/// Creates the meta, catalogue and keyspace tables that are missing, under
+/// an advisory lock, and returns the keyspaces' tables.
+fn create(
+    pooled: &mut Pooled<'_>,
+    keyspaces: &Keyspaces,
+) -> Result<Vec<String>, strata_engine::BackendError> {
+    let client = &mut pooled.conn().client;
+    let mut txn = client.transaction().map_err(boxed)?;
+    txn.execute("SELECT pg_advisory_xact_lock($1)", &[&OPEN_LOCK])
+        .map_err(boxed)?;
+    txn.batch_execute(&format!(
+        "CREATE TABLE IF NOT EXISTS strata_meta (id int PRIMARY KEY, value bigint NOT NULL);
+         INSERT INTO strata_meta VALUES (1, 0), (3, {LAYOUT_VERSION}) ON CONFLICT (id) DO NOTHING;
+         CREATE TABLE IF NOT EXISTS strata_flush (pid int PRIMARY KEY, n bigint NOT NULL);
+         CREATE TABLE IF NOT EXISTS strata_keyspaces (
+             id int GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+             name text NOT NULL UNIQUE)"
+    ))
+    .map_err(boxed)?;
+    let found: i64 = txn
+        .query_one("SELECT value FROM strata_meta WHERE id = 3", &[])
+        .map_err(boxed)?
+        .get(0);
+    if found != LAYOUT_VERSION {
+        return Err(boxed(ServerError::Layout {
+            found,
+            expected: LAYOUT_VERSION,
+        }));
+    }
+    let mut tables = Vec::with_capacity(keyspaces.len());
+    for spec in keyspaces.specs() {
+        txn.execute(
+            "INSERT INTO strata_keyspaces (name) VALUES ($1) ON CONFLICT (name) DO NOTHING",
+            &[&spec.name],
+        )
+        .map_err(boxed)?;
+        let id: i32 = txn
+            .query_one(
+                "SELECT id FROM strata_keyspaces WHERE name = $1",
+                &[&spec.name],
+            )
+            .map_err(boxed)?
+            .get(0);
+        let table = layout::table(id);
+        txn.batch_execute(&layout::create_table(
+            &table,
+            spec.profile == Profile::Queue,
+        ))
+        .map_err(boxed)?;
+        tables.push(table);
+    }
+    txn.commit().map_err(boxed)?;
+    Ok(tables)
+}
+
+/// Refuses a commit that writes a key or value this engine cannot store,
+/// before anything is sent.
+fn check_sizes(commit: &Commit) -> Result<(), CommitError> {
+    for (index, m) in commit.mutations.iter().enumerate() {
+        let (key, value) = match m {
+            strata_engine::Mutation::Put { key, value, .. }
+            | strata_engine::Mutation::PutVersionstamped { key, value, .. } => (key, Some(value)),
+            strata_engine::Mutation::Add { key, .. } => (key, None),
+            _ => continue,
+        };
+        let reason = if key.len() > MAX_KEY_BYTES {
+            MutationError::KeyTooLarge {
+                len: key.len(),
+                max: MAX_KEY_BYTES,
+            }
+        } else if let Some(v) = value.filter(|v| v.len() > MAX_VALUE_BYTES) {
+            MutationError::ValueTooLarge {
+                len: v.len(),
+                max: MAX_VALUE_BYTES,
+            }
+        } else {
+            continue;
+        };
+        return Err(CommitError::InvalidMutation { index, reason });
+    }
+    Ok(())
+}
+
+impl Engine for PostgresEngine {
+    type Snapshot<'e> = PostgresSnapshot<'e>;
+
+    fn keyspaces(&self) -> &Keyspaces {
+        &self.keyspaces
+    }
+
+    fn snapshot(&self) -> Result<PostgresSnapshot<'_>, ReadError> {
+        PostgresSnapshot::begin(self)
+    }
+
+    fn commit(&self, commit: Commit) -> Result<CommitInfo, CommitError> {
+        self.keyspaces.check_commit(&commit)?;
+        check_sizes(&commit)?;
+        self.write_group(std::slice::from_ref(&commit))
+            .pop()
+            .unwrap_or_else(|| {
+                Err(CommitError::Backend(boxed(ServerError::Unexpected(
+                    "no result",
+                ))))
+            })
+    }
+
+    /// One transaction for the whole group: each commit's predicates see
+    /// the group's earlier commits, a refused commit writes nothing and
+    /// fails alone, the applied ones take consecutive versions, and the
+    /// transaction commits synchronously when any applied member is
+    /// `Immediate`. A statement that fails rolls back the whole group.
+    fn commit_group(&self, commits: Vec<Commit>) -> Vec<Result<CommitInfo, CommitError>> {
+        // Commits refused before anything is sent fail alone; the others
+        // go in one transaction, in order.
+        let mut results: Vec<Option<Result<CommitInfo, CommitError>>> = Vec::new();
+        let mut sent = Vec::new();
+        for c in commits {
+            match self
+                .keyspaces
+                .check_commit(&c)
+                .and_then(|()| check_sizes(&c))
+            {
+                Ok(()) => {
+                    results.push(None);
+                    sent.push(c);
+                }
+                Err(e) => results.push(Some(Err(e))),
+            }
+        }
+        let mut written = if sent.is_empty() {
+            Vec::new()
+        } else {
+            self.write_group(&sent)
+        }
+        .into_iter();
+        results
+            .into_iter()
+            .map(|r| {
+                r.or_else(|| written.next()).unwrap_or_else(|| {
+                    Err(CommitError::Backend(boxed(ServerError::Unexpected(
+                        "fewer results than commits",
+                    ))))
+                })
+            })
+            .collect()
+    }
+
+    fn sync(&self) -> Result<u64, EngineError> {
+        let version = self.sync_write().map_err(EngineError::Backend)?;
+        self.made_durable(version);
+        Ok(self.durable_version())
+    }
+
+    fn durable_version(&self) -> u64 {
+        self.durable.load(Ordering::SeqCst)
+    }
+
+    fn last_version(&self) -> u64 {
+        self.last.load(Ordering::SeqCst)
+    }
+}
+
+impl Statistics for PostgresEngine {
+    /// Exact counts and bytes (key and value lengths), from a scan of each
+    /// table in one snapshot: costly on large tables.
+    fn stats(&self) -> Result<Vec<KeyspaceStats>, CapabilityError> {
+        let err = |e: postgres::Error| CapabilityError::Backend(boxed(e));
+        let mut pooled = self
+            .pooled()
+            .map_err(|e| CapabilityError::Backend(boxed(e)))?;
+        let client = &mut pooled.conn().client;
+        let mut txn = client
+            .build_transaction()
+            .isolation_level(postgres::IsolationLevel::RepeatableRead)
+            .read_only(true)
+            .start()
+            .map_err(err)?;
+        let mut out = Vec::with_capacity(self.tables.len());
+        for (spec, table) in self.keyspaces.specs().iter().zip(&self.tables) {
+            let row = txn
+                .query_one(
+                    &format!(
+                        "SELECT count(*), coalesce(sum(length(kp) + length(kr) + length(value)), 0)::bigint FROM {table}"
+                    ),
+                    &[],
+                )
+                .map_err(err)?;
+            let (entries, bytes): (i64, i64) = (row.get(0), row.get(1));
+            out.push(KeyspaceStats {
+                name: spec.name.clone(),
+                entries: entries.unsigned_abs(),
+                entries_exact: true,
+                bytes: bytes.unsigned_abs(),
+                bytes_exact: true,
+            });
+        }
+        txn.commit().map_err(err)?;
+        Ok(out)
+    }
+}
+
+impl Backup for PostgresEngine {
+    /// Unsupported: a server database is backed up with the server's own
+    /// tools (`pg_dump`, or `pg_basebackup` and WAL archiving for a point
+    /// in time), which see every process's commits.
+    fn backup(&self, _path: &std::path::Path) -> Result<BackupInfo, CapabilityError> {
+        Err(CapabilityError::Unsupported {
+            engine: "PostgresEngine",
+            capability: "backup",
+            why: "back up a server database with pg_dump or pg_basebackup",
+        })
+    }
+}
+
+impl Compact for PostgresEngine {
+    /// `VACUUM (ANALYZE)` of every keyspace table: dead rows' space is made
+    /// reusable (not returned to the operating system) and the planner's
+    /// statistics refreshed.
+    fn compact(&self) -> Result<(), CapabilityError> {
+        let mut pooled = self
+            .pooled()
+            .map_err(|e| CapabilityError::Backend(boxed(e)))?;
+        for table in &self.tables {
+            pooled
+                .conn()
+                .client
+                .batch_execute(&format!("VACUUM (ANALYZE) {table}"))
+                .map_err(|e| CapabilityError::Backend(boxed(e)))?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,242 @@
+//! Snapshots: read-only `REPEATABLE READ` transactions, and ranges that
+//! stream from them in batches.
+
+use std::collections::VecDeque;
+use std::sync::{Mutex, PoisonError};
+
+use postgres::SimpleQueryMessage;
+use postgres::types::ToSql;
+use strata_engine::{Keyspace, RangeSpec, ReadError, Snapshot};
+
+use crate::layout::{self, Condition};
+use crate::pool::Pooled;
+use crate::{PostgresEngine, ServerError, boxed, is_connection_error};
+
+/// Rows the first query of a range reads; each next one reads twice as
+/// many, up to [`PostgresOptions::range_batch`](crate::PostgresOptions).
+const FIRST_BATCH: usize = 64;
+
+/// The first value of the first row of a simple query's answer.
+pub(crate) fn first_value(messages: &[SimpleQueryMessage]) -> Option<&str> {
+    messages.iter().find_map(|m| match m {
+        SimpleQueryMessage::Row(row) => row.get(0),
+        _ => None,
+    })
+}
+
+/// A consistent view: one read-only `REPEATABLE READ` transaction on one
+/// pooled connection, held until the snapshot is dropped. While it lives,
+/// the server keeps every row version it may read (vacuum cannot remove
+/// them): keep snapshots short.
+pub struct PostgresSnapshot<'e> {
+    engine: &'e PostgresEngine,
+    conn: Mutex<Option<Pooled<'e>>>,
+    version: u64,
+}
+
+impl std::fmt::Debug for PostgresSnapshot<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PostgresSnapshot")
+            .field("version", &self.version)
+            .finish_non_exhaustive()
+    }
+}
+
+const BEGIN: &str = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; \
+                     SELECT value FROM strata_meta WHERE id = 1";
+
+fn begin_on(pooled: &mut Pooled<'_>) -> Result<u64, postgres::Error> {
+    let answer = pooled.conn().client.simple_query(BEGIN)?;
+    Ok(first_value(&answer)
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0))
+}
+
+impl<'e> PostgresSnapshot<'e> {
+    pub(crate) fn begin(engine: &'e PostgresEngine) -> Result<Self, ReadError> {
+        let pool_err = |e| ReadError::Backend(boxed(e));
+        let mut pooled = engine.pooled().map_err(pool_err)?;
+        let version = match begin_on(&mut pooled) {
+            Ok(v) => v,
+            // A pooled connection the server dropped (a restart): nothing
+            // was read, so a new connection is as good.
+            Err(e) if is_connection_error(&e) => {
+                pooled.discard();
+                pooled = engine.pooled().map_err(pool_err)?;
+                begin_on(&mut pooled).map_err(|e| ReadError::Backend(boxed(e)))?
+            }
+            Err(e) => return Err(ReadError::Backend(boxed(e))),
+        };
+        engine.seen(version);
+        Ok(Self {
+            engine,
+            conn: Mutex::new(Some(pooled)),
+            version,
+        })
+    }
+
+    /// Runs `f` on the snapshot's connection.
+    fn with<T>(
+        &self,
+        f: impl FnOnce(&mut crate::pool::Conn) -> Result<T, postgres::Error>,
+    ) -> Result<T, ReadError> {
+        let mut guard = self.conn.lock().unwrap_or_else(PoisonError::into_inner);
+        let pooled = guard.as_mut().ok_or_else(|| {
+            ReadError::Backend(boxed(ServerError::Unexpected(
+                "the snapshot's connection was lost",
+            )))
+        })?;
+        match f(pooled.conn()) {
+            Ok(v) => Ok(v),
+            Err(e) => {
+                if is_connection_error(&e) {
+                    // The transaction is gone with its connection.
+                    if let Some(p) = guard.take() {
+                        p.discard();
+                    }
+                }
+                Err(ReadError::Backend(boxed(e)))
+            }
+        }
+    }
+
+    fn table(&self, ks: Keyspace) -> Result<&'e str, ReadError> {
+        self.engine.table(ks).ok_or(ReadError::UnknownKeyspace(ks))
+    }
+}
+
+impl Drop for PostgresSnapshot<'_> {
+    fn drop(&mut self) {
+        let slot = self.conn.get_mut().unwrap_or_else(PoisonError::into_inner);
+        if let Some(mut pooled) = slot.take() {
+            // Ends the transaction; a connection that cannot is not reused.
+            if pooled.conn().client.batch_execute("ROLLBACK").is_err() {
+                pooled.discard();
+            }
+        }
+    }
+}
+
+impl<'e> Snapshot for PostgresSnapshot<'e> {
+    type Range<'s>
+        = PostgresRange<'s, 'e>
+    where
+        Self: 's;
+
+    fn version(&self) -> Result<u64, ReadError> {
+        Ok(self.version)
+    }
+
+    fn get(&self, ks: Keyspace, key: &[u8]) -> Result<Option<Vec<u8>>, ReadError> {
+        let table = self.table(ks)?;
+        let (kp, kr) = layout::split(key);
+        self.with(|conn| {
+            let stmt = conn.prepare(&format!(
+                "SELECT value FROM {table} WHERE kp = $1 AND kh = sha256($2)"
+            ))?;
+            let row = conn.client.query_opt(&stmt, &[&kp, &kr])?;
+            Ok(row.map(|r| r.get::<_, Vec<u8>>(0)))
+        })
+    }
+
+    fn range(&self, ks: Keyspace, range: RangeSpec) -> Result<PostgresRange<'_, 'e>, ReadError> {
+        let table = self.table(ks)?;
+        range.validate()?;
+        Ok(PostgresRange {
+            snapshot: self,
+            table,
+            remaining: range.limit.unwrap_or(usize::MAX),
+            last: None,
+            rows: VecDeque::new(),
+            // A limited range that fits one batch is one query; others
+            // start small, for callers that stop early.
+            batch: range.limit.map_or(FIRST_BATCH, |n| {
+                n.clamp(1, self.engine.options.range_batch.max(1))
+            }),
+            done: false,
+            range,
+        })
+    }
+}
+
+/// A streaming range: keyset-paginated queries in the snapshot's
+/// transaction, each starting after the last key read.
+pub struct PostgresRange<'s, 'e> {
+    snapshot: &'s PostgresSnapshot<'e>,
+    table: &'e str,
+    range: RangeSpec,
+    remaining: usize,
+    last: Option<Vec<u8>>,
+    rows: VecDeque<(Vec<u8>, Vec<u8>)>,
+    batch: usize,
+    done: bool,
+}
+
+impl std::fmt::Debug for PostgresRange<'_, '_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PostgresRange")
+            .field("range", &self.range)
+            .field("remaining", &self.remaining)
+            .finish_non_exhaustive()
+    }
+}
+
+impl PostgresRange<'_, '_> {
+    /// Reads the next batch into `rows`.
+    fn fetch(&mut self) -> Result<(), ReadError> {
+        let want = self.batch.min(self.remaining);
+        let mut cond = Condition::default();
+        cond.lower(&self.range.start);
+        cond.upper(&self.range.end);
+        if let Some(last) = &self.last {
+            cond.after(last, self.range.reverse);
+        }
+        let sql = layout::scan(self.table, &cond, self.range.reverse);
+        let limit = i64::try_from(want).unwrap_or(i64::MAX);
+        let rows = self.snapshot.with(|conn| {
+            let stmt = conn.prepare(&sql)?;
+            let mut params: Vec<&(dyn ToSql + Sync)> = cond
+                .params
+                .iter()
+                .map(|p| p as &(dyn ToSql + Sync))
+                .collect();
+            params.push(&limit);
+            conn.client.query(&stmt, &params)
+        })?;
+        if rows.len() < want {
+            self.done = true;
+        }
+        for row in rows {
+            let kp: &[u8] = row.get(0);
+            let kr: &[u8] = row.get(1);
+            self.rows.push_back((layout::join(kp, kr), row.get(2)));
+        }
+        self.last = self.rows.back().map(|(k, _)| k.clone());
+        self.batch = (self.batch * 2).min(self.snapshot.engine.options.range_batch.max(1));
+        Ok(())
+    }
+}
+
+impl Iterator for PostgresRange<'_, '_> {
+    type Item = Result<(Vec<u8>, Vec<u8>), ReadError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.remaining == 0 {
+            return None;
+        }
+        if self.rows.is_empty() {
+            if self.done {
+                return None;
+            }
+            if let Err(e) = self.fetch() {
+                // A failed read ends the range.
+                self.done = true;
+                self.remaining = 0;
+                return Some(Err(e));
+            }
+        }
+        let row = self.rows.pop_front()?;
+        self.remaining -= 1;
+        Some(Ok(row))
+    }
+}

@@ -1,0 +1,565 @@
+//! Commits: one transaction per commit (or group), serialised by the
+//! version row's lock; and `sync`.
+
+use std::collections::HashMap;
+
+use postgres::types::ToSql;
+use strata_engine::implement::{self, GroupFailed, Op, Reads};
+use strata_engine::{Commit, CommitError, CommitInfo, Durability, Keyspace, RangeSpec};
+
+use crate::layout::{self, Condition};
+use crate::pool::{Conn, Pooled};
+use crate::read::first_value;
+use crate::{PostgresEngine, ServerError, boxed, is_connection_error};
+
+/// Most rows in one statement of a multi-row put or delete, and most bytes
+/// of keys and values: each statement is one protocol message, which
+/// PostgreSQL caps at 1 GB.
+const ROWS_PER_STATEMENT: usize = 1_000;
+const BYTES_PER_STATEMENT: usize = 64 << 20;
+
+/// The first statement of every commit: takes the version row's lock (the
+/// commit lock of the whole database), and returns the next version and the
+/// transaction's id (to resolve a lost `COMMIT` reply).
+const BEGIN: &str = "BEGIN ISOLATION LEVEL READ COMMITTED; \
+     UPDATE strata_meta SET value = value + 1 WHERE id = 1 RETURNING value, txid_current()";
+
+/// A transaction that makes the log durable up to its own commit record,
+/// so past every commit before it: a one-row write (a commit that wrote
+/// nothing would not wait for a flush) to this session's own row of
+/// `strata_flush`, so concurrent flushes never wait for each other's locks,
+/// committed synchronously.
+/// `$read` runs inside it, before the commit.
+macro_rules! flush_sql {
+    ($read:literal) => {
+        concat!(
+            "BEGIN ISOLATION LEVEL READ COMMITTED; \
+             SET LOCAL synchronous_commit TO on; \
+             INSERT INTO strata_flush VALUES (pg_backend_pid(), 1) \
+             ON CONFLICT (pid) DO UPDATE SET n = strata_flush.n + 1; ",
+            $read,
+            "COMMIT"
+        )
+    };
+}
+
+/// [`flush_sql`] appended to a commit's statements.
+const FLUSH_AFTER: &str = concat!("; ", flush_sql!(""));
+
+/// [`flush_sql`] reading the version: a sync.
+const SYNC: &str = flush_sql!("SELECT value FROM strata_meta WHERE id = 1; ");
+
+fn begin_on(pooled: &mut Pooled<'_>) -> Result<(u64, i64), postgres::Error> {
+    let answer = pooled.conn().client.simple_query(BEGIN)?;
+    let row = answer.iter().find_map(|m| match m {
+        postgres::SimpleQueryMessage::Row(r) => Some((r.get(0), r.get(1))),
+        _ => None,
+    });
+    match row {
+        Some((Some(v), Some(x))) => Ok((v.parse().unwrap_or(0), x.parse().unwrap_or(-1))),
+        _ => Ok((0, -1)),
+    }
+}
+
+fn backend(e: postgres::Error) -> CommitError {
+    CommitError::Backend(boxed(e))
+}
+
+/// What became of a transaction whose `COMMIT` reply was lost.
+enum Fate {
+    Committed,
+    Aborted,
+    Unknown,
+}
+
+impl PostgresEngine {
+    /// Writes `commits` (already checked for keyspaces and sizes) in one
+    /// transaction; one result per commit, in order.
+    pub(crate) fn write_group(&self, commits: &[Commit]) -> Vec<Result<CommitInfo, CommitError>> {
+        let n = commits.len();
+        let fail_all = |e: CommitError| -> Vec<Result<CommitInfo, CommitError>> {
+            let msg = e.to_string();
+            let mut out = vec![Err(e)];
+            out.extend((1..n).map(|_| Err(GroupFailed::not_applied(&msg))));
+            out
+        };
+        let mut pooled = match self.pooled() {
+            Ok(p) => p,
+            Err(e) => return fail_all(CommitError::Backend(boxed(e))),
+        };
+        let (first, xid) = match begin_on(&mut pooled) {
+            Ok(v) => v,
+            // The pooled connection was dead (a server restart): nothing
+            // was applied, so one retry on a new connection is safe.
+            Err(e) if is_connection_error(&e) => {
+                pooled.discard();
+                let retried = self
+                    .pooled()
+                    .map_err(|e| CommitError::Backend(boxed(e)))
+                    .and_then(|mut p| begin_on(&mut p).map(|v| (p, v)).map_err(backend));
+                match retried {
+                    Ok((p, v)) => {
+                        pooled = p;
+                        v
+                    }
+                    Err(e) => return fail_all(e),
+                }
+            }
+            Err(e) => {
+                pooled.discard();
+                return fail_all(backend(e));
+            }
+        };
+        if first == 0 || xid < 0 {
+            pooled.discard();
+            return fail_all(CommitError::Backend(boxed(ServerError::Unexpected(
+                "the version row is missing",
+            ))));
+        }
+        let mut outcomes: Vec<Result<u64, CommitError>> = Vec::with_capacity(n);
+        let mut next = first;
+        let mut immediate = false;
+        for (i, commit) in commits.iter().enumerate() {
+            let checked = {
+                let mut reads = TxReads {
+                    engine: self,
+                    conn: pooled.conn(),
+                };
+                implement::check_predicates(&commit.predicates, &mut reads)
+                    .and_then(|()| implement::resolve(next, &commit.mutations, &mut reads))
+            };
+            let written = match checked {
+                Err(e @ CommitError::Backend(_)) => Err(e),
+                Err(e) => {
+                    outcomes.push(Err(e));
+                    continue;
+                }
+                Ok(ops) => self.apply(pooled.conn(), &ops),
+            };
+            if let Err(e) = written {
+                // Part of this commit may be in the transaction: roll all
+                // of it back.
+                if pooled.conn().client.batch_execute("ROLLBACK").is_err() {
+                    pooled.discard();
+                }
+                return abandon(outcomes, i, e, n);
+            }
+            immediate |= commit.durability == Durability::Immediate;
+            outcomes.push(Ok(next));
+            next += 1;
+        }
+        let applied = next - first;
+        if applied == 0 {
+            if pooled.conn().client.batch_execute("ROLLBACK").is_err() {
+                pooled.discard();
+            }
+            return outcomes.into_iter().map(|r| r.map(info(false))).collect();
+        }
+        self.finish(pooled, outcomes, first, next - 1, immediate, xid)
+    }
+
+    /// Commits the transaction holding applied commits `first..=last`
+    /// (their versions in `outcomes`); when `immediate`, waits until the
+    /// log is durable past it. A lost or failed reply is resolved by asking
+    /// what became of `xid`.
+    ///
+    /// The transaction itself always commits asynchronously: the version
+    /// row's lock (which every commit waits for) is then released once the
+    /// commit record is in the log, not after its flush. Durability comes
+    /// from the [`flush_sql`] transaction after it, in the same round trip: its
+    /// synchronous commit flushes the log past this commit's record, and
+    /// concurrent flushes share one fsync (PostgreSQL's group flush), so
+    /// concurrent `Immediate` commits share durable writes while their
+    /// versions stay in log order.
+    fn finish(
+        &self,
+        mut pooled: Pooled<'_>,
+        outcomes: Vec<Result<u64, CommitError>>,
+        first: u64,
+        last: u64,
+        immediate: bool,
+        xid: i64,
+    ) -> Vec<Result<CommitInfo, CommitError>> {
+        let finish = format!(
+            "{}SET LOCAL synchronous_commit TO off; COMMIT{}",
+            if last == first {
+                String::new()
+            } else {
+                // The first statement took `first`; the group took more.
+                format!("UPDATE strata_meta SET value = {last} WHERE id = 1; ")
+            },
+            if immediate { FLUSH_AFTER } else { "" }
+        );
+        let Err(e) = pooled.conn().client.simple_query(&finish) else {
+            if immediate {
+                self.made_durable(last);
+            } else {
+                self.seen(last);
+            }
+            return outcomes
+                .into_iter()
+                .map(|r| r.map(info(immediate)))
+                .collect();
+        };
+        // Which statement failed is unknown: end whatever transaction is
+        // open, then ask the server.
+        if is_connection_error(&e) || pooled.conn().client.batch_execute("ROLLBACK").is_err() {
+            pooled.discard();
+        } else {
+            drop(pooled);
+        }
+        tracing::warn!(xid, error = %e, "a commit's reply was lost or failed");
+        let msg = e.to_string();
+        match self.fate(xid) {
+            Fate::Committed => {
+                // Applied; durable when asked only if a sync now says so.
+                if !immediate {
+                    self.seen(last);
+                    return outcomes.into_iter().map(|r| r.map(info(false))).collect();
+                }
+                if self.sync_write().is_ok_and(|v| v >= last) {
+                    self.made_durable(last);
+                    return outcomes.into_iter().map(|r| r.map(info(true))).collect();
+                }
+                let why = format!("{msg}; the commit was applied, but is not known durable");
+                outcomes
+                    .into_iter()
+                    .map(|r| r.and_then(|_| Err(GroupFailed::unknown(&why))))
+                    .collect()
+            }
+            Fate::Aborted => outcomes
+                .into_iter()
+                .map(|r| r.and_then(|_| Err(GroupFailed::not_applied(&msg))))
+                .collect(),
+            Fate::Unknown => outcomes
+                .into_iter()
+                .map(|r| r.and_then(|_| Err(GroupFailed::unknown(&msg))))
+                .collect(),
+        }
+    }
+
+    /// Asks a new connection what became of transaction `xid`. A server
+    /// that is restarting is asked a few times.
+    fn fate(&self, xid: i64) -> Fate {
+        for attempt in 0..5u32 {
+            if attempt > 0 {
+                std::thread::sleep(std::time::Duration::from_millis(200 << attempt));
+            }
+            let Ok(mut conn) = self.fresh() else {
+                continue;
+            };
+            let status = conn
+                .client
+                .query_one("SELECT txid_status($1)", &[&xid])
+                .map(|r| r.get::<_, Option<String>>(0));
+            return match status.as_ref().map(|s| s.as_deref()) {
+                Ok(Some("committed")) => Fate::Committed,
+                Ok(Some("aborted")) => Fate::Aborted,
+                // In progress (the old session still finishing), or too
+                // old to know.
+                _ => Fate::Unknown,
+            };
+        }
+        Fate::Unknown
+    }
+
+    /// The [`flush_sql`] transaction, reading the version inside it: when it
+    /// returns, the log is flushed (and, with a synchronous standby,
+    /// flushed there) past every commit up to the version it returns.
+    pub(crate) fn sync_write(&self) -> Result<u64, strata_engine::BackendError> {
+        let mut pooled = self.pooled().map_err(boxed)?;
+        let answer = match pooled.conn().client.simple_query(SYNC) {
+            Ok(a) => a,
+            Err(e) if is_connection_error(&e) => {
+                pooled.discard();
+                let mut fresh = self.pooled().map_err(boxed)?;
+                fresh.conn().client.simple_query(SYNC).map_err(boxed)?
+            }
+            Err(e) => {
+                pooled.discard();
+                return Err(boxed(e));
+            }
+        };
+        first_value(&answer)
+            .and_then(|v| v.parse().ok())
+            .ok_or_else(|| boxed(ServerError::Unexpected("no version in the sync's answer")))
+    }
+
+    /// Applies resolved changes in the open transaction: runs of puts
+    /// (and of deletes) to one keyspace go in few multi-row statements.
+    fn apply(&self, conn: &mut Conn, ops: &[Op]) -> Result<(), CommitError> {
+        let table = |ks: Keyspace| self.table(ks).ok_or(CommitError::UnknownKeyspace(ks));
+        let mut i = 0;
+        while i < ops.len() {
+            match &ops[i] {
+                Op::Put(ks, ..) => {
+                    let run = run_len(&ops[i..], |op| matches!(op, Op::Put(k, ..) if k == ks));
+                    put_rows(conn, table(*ks)?, &ops[i..i + run])?;
+                    i += run;
+                }
+                Op::Delete(ks, _) => {
+                    let run = run_len(&ops[i..], |op| matches!(op, Op::Delete(k, _) if k == ks));
+                    delete_rows(conn, table(*ks)?, &ops[i..i + run])?;
+                    i += run;
+                }
+                Op::DeleteRange(ks, range) => {
+                    delete_range(conn, table(*ks)?, range)?;
+                    i += 1;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+fn info(durable: bool) -> impl Fn(u64) -> CommitInfo {
+    move |version| CommitInfo { version, durable }
+}
+
+/// The results of a group whose transaction was rolled back when commit
+/// `failed` met `error` (as redb's engine reports it).
+fn abandon(
+    outcomes: Vec<Result<u64, CommitError>>,
+    failed: usize,
+    error: CommitError,
+    n: usize,
+) -> Vec<Result<CommitInfo, CommitError>> {
+    let msg = error.to_string();
+    let mut results: Vec<_> = outcomes
+        .into_iter()
+        .map(|r| r.and_then(|_| Err(GroupFailed::not_applied(&msg))))
+        .collect();
+    debug_assert_eq!(results.len(), failed);
+    results.push(Err(error));
+    results.extend((failed + 1..n).map(|_| Err(GroupFailed::not_applied(&msg))));
+    results
+}
+
+/// How many ops from the start satisfy `same`.
+fn run_len(ops: &[Op], same: impl Fn(&Op) -> bool) -> usize {
+    ops.iter().take_while(|op| same(op)).count().max(1)
+}
+
+/// Consecutive chunks of `rows` within the per-statement bounds.
+fn chunks<T>(rows: &[T], size: impl Fn(&T) -> usize) -> Vec<&[T]> {
+    let mut out = Vec::new();
+    let (mut start, mut bytes) = (0, 0);
+    for (i, row) in rows.iter().enumerate() {
+        let s = size(row);
+        if i > start && (i - start >= ROWS_PER_STATEMENT || bytes + s > BYTES_PER_STATEMENT) {
+            out.push(&rows[start..i]);
+            start = i;
+            bytes = 0;
+        }
+        bytes += s;
+    }
+    if start < rows.len() {
+        out.push(&rows[start..]);
+    }
+    out
+}
+
+/// Upserts a run of puts to one table. A key written twice in the run
+/// keeps its last value (one statement may not touch a row twice).
+fn put_rows(conn: &mut Conn, table: &str, ops: &[Op]) -> Result<(), CommitError> {
+    let mut last: HashMap<&[u8], usize> = HashMap::with_capacity(ops.len());
+    let mut rows: Vec<(&[u8], &[u8])> = Vec::with_capacity(ops.len());
+    for op in ops {
+        if let Op::Put(_, key, value) = op {
+            if let Some(&at) = last.get(key.as_slice()) {
+                rows[at].1 = value;
+            } else {
+                last.insert(key, rows.len());
+                rows.push((key, value));
+            }
+        }
+    }
+    if let [(key, value)] = rows[..] {
+        let (kp, kr) = layout::split(key);
+        let stmt = conn
+            .prepare(&format!(
+                "INSERT INTO {table} (kp, kr, value) VALUES ($1, $2, $3) \
+                 ON CONFLICT (kp, kh) DO UPDATE SET value = EXCLUDED.value"
+            ))
+            .map_err(backend)?;
+        conn.client
+            .execute(&stmt, &[&kp, &kr, &value])
+            .map_err(backend)?;
+        return Ok(());
+    }
+    let stmt = conn
+        .prepare(&format!(
+            "INSERT INTO {table} (kp, kr, value) \
+             SELECT * FROM unnest($1::bytea[], $2::bytea[], $3::bytea[]) \
+             ON CONFLICT (kp, kh) DO UPDATE SET value = EXCLUDED.value"
+        ))
+        .map_err(backend)?;
+    for chunk in chunks(&rows, |(k, v)| k.len() + v.len()) {
+        let (mut kps, mut krs, mut values) = (Vec::new(), Vec::new(), Vec::new());
+        for (key, value) in chunk {
+            let (kp, kr) = layout::split(key);
+            kps.push(kp);
+            krs.push(kr);
+            values.push(*value);
+        }
+        conn.client
+            .execute(&stmt, &[&kps, &krs, &values])
+            .map_err(backend)?;
+    }
+    Ok(())
+}
+
+/// Deletes a run of keys from one table.
+fn delete_rows(conn: &mut Conn, table: &str, ops: &[Op]) -> Result<(), CommitError> {
+    let keys: Vec<&[u8]> = ops
+        .iter()
+        .filter_map(|op| match op {
+            Op::Delete(_, key) => Some(key.as_slice()),
+            _ => None,
+        })
+        .collect();
+    if let [key] = keys[..] {
+        let (kp, kr) = layout::split(key);
+        let stmt = conn
+            .prepare(&format!(
+                "DELETE FROM {table} WHERE kp = $1 AND kh = sha256($2)"
+            ))
+            .map_err(backend)?;
+        conn.client.execute(&stmt, &[&kp, &kr]).map_err(backend)?;
+        return Ok(());
+    }
+    let stmt = conn
+        .prepare(&format!(
+            "DELETE FROM {table} t USING unnest($1::bytea[], $2::bytea[]) AS d(kp, kr) \
+             WHERE t.kp = d.kp AND t.kh = sha256(d.kr)"
+        ))
+        .map_err(backend)?;
+    for chunk in chunks(&keys, |k| k.len()) {
+        let (kps, krs): (Vec<&[u8]>, Vec<&[u8]>) = chunk.iter().map(|k| layout::split(k)).unzip();
+        conn.client.execute(&stmt, &[&kps, &krs]).map_err(backend)?;
+    }
+    Ok(())
+}
+
+fn delete_range(conn: &mut Conn, table: &str, range: &RangeSpec) -> Result<(), CommitError> {
+    let mut bounds = Condition::default();
+    bounds.lower(&range.start);
+    bounds.upper(&range.end);
+    let stmt = conn
+        .prepare(&format!("DELETE FROM {table}{}", bounds.where_clause()))
+        .map_err(backend)?;
+    let params: Vec<&(dyn ToSql + Sync)> = bounds
+        .params
+        .iter()
+        .map(|p| p as &(dyn ToSql + Sync))
+        .collect();
+    conn.client.execute(&stmt, &params).map_err(backend)?;
+    Ok(())
+}
+
+/// Reads of the latest state inside the commit's transaction. Under the
+/// version row's lock, each statement (`READ COMMITTED`) sees every commit
+/// before this one, and this transaction's own earlier writes.
+struct TxReads<'a> {
+    engine: &'a PostgresEngine,
+    conn: &'a mut Conn,
+}
+
+impl TxReads<'_> {
+    fn table(&self, ks: Keyspace) -> Result<&str, CommitError> {
+        self.engine
+            .table(ks)
+            .ok_or(CommitError::UnknownKeyspace(ks))
+    }
+}
+
+impl Reads for TxReads<'_> {
+    fn get(&mut self, ks: Keyspace, key: &[u8]) -> Result<Option<Vec<u8>>, CommitError> {
+        let table = self.table(ks)?;
+        let (kp, kr) = layout::split(key);
+        let stmt = self
+            .conn
+            .prepare(&format!(
+                "SELECT value FROM {table} WHERE kp = $1 AND kh = sha256($2)"
+            ))
+            .map_err(backend)?;
+        let row = self
+            .conn
+            .client
+            .query_opt(&stmt, &[&kp, &kr])
+            .map_err(backend)?;
+        Ok(row.map(|r| r.get(0)))
+    }
+
+    /// One query per keyspace asked.
+    fn get_many(
+        &mut self,
+        keys: &[(Keyspace, &[u8])],
+    ) -> Result<Vec<Option<Vec<u8>>>, CommitError> {
+        if let [(ks, key)] = keys {
+            return Ok(vec![self.get(*ks, key)?]);
+        }
+        let mut out = vec![None; keys.len()];
+        let mut spaces: Vec<Keyspace> = keys.iter().map(|(ks, _)| *ks).collect();
+        spaces.sort_unstable();
+        spaces.dedup();
+        for ks in spaces {
+            let table = self.table(ks)?.to_owned();
+            let (mut kps, mut krs, mut at) = (Vec::new(), Vec::new(), Vec::new());
+            for (i, (k, key)) in keys.iter().enumerate() {
+                if *k == ks {
+                    let (kp, kr) = layout::split(key);
+                    kps.push(kp);
+                    krs.push(kr);
+                    at.push(i);
+                }
+            }
+            let stmt = self
+                .conn
+                .prepare(&format!(
+                    "SELECT q.i, t.value FROM unnest($1::bytea[], $2::bytea[]) WITH ORDINALITY AS q(kp, kr, i) \
+                     JOIN {table} t ON t.kp = q.kp AND t.kh = sha256(q.kr)"
+                ))
+                .map_err(backend)?;
+            for row in self
+                .conn
+                .client
+                .query(&stmt, &[&kps, &krs])
+                .map_err(backend)?
+            {
+                let i: i64 = row.get(0);
+                let slot = usize::try_from(i - 1)
+                    .ok()
+                    .and_then(|j| at.get(j))
+                    .ok_or_else(|| {
+                        CommitError::Backend(boxed(ServerError::Unexpected(
+                            "a row number out of range",
+                        )))
+                    })?;
+                out[*slot] = Some(row.get(1));
+            }
+        }
+        Ok(out)
+    }
+
+    fn any_in(&mut self, ks: Keyspace, range: &RangeSpec) -> Result<bool, CommitError> {
+        let table = self.table(ks)?;
+        let mut cond = Condition::default();
+        cond.lower(&range.start);
+        cond.upper(&range.end);
+        let stmt = self
+            .conn
+            .prepare(&format!(
+                "SELECT 1 FROM {table}{} LIMIT 1",
+                cond.where_clause()
+            ))
+            .map_err(backend)?;
+        let params: Vec<&(dyn ToSql + Sync)> = cond
+            .params
+            .iter()
+            .map(|p| p as &(dyn ToSql + Sync))
+            .collect();
+        let rows = self.conn.client.query(&stmt, &params).map_err(backend)?;
+        Ok(!rows.is_empty())
+    }
+}

@@ -1,0 +1,193 @@
+//! Several processes on one database, and connections the server drops.
+
+use std::process::{Command, Stdio};
+
+use strata_engine::{
+    Commit, Durability, Engine, KeyspaceSpec, Mutation, Profile, RangeSpec, Snapshot, StampAt,
+};
+use strata_engine_postgres::{PostgresEngine, PostgresOptions};
+
+const CHILD: &str = "STRATA_PG_CHILD";
+const COMMITS: u64 = 150;
+
+fn specs() -> Vec<KeyspaceSpec> {
+    vec![
+        KeyspaceSpec::new("rows", Profile::General),
+        KeyspaceSpec::new("log", Profile::Queue),
+    ]
+}
+
+/// One writer process: `COMMITS` commits, each a row of its own, a shared
+/// counter and a versionstamped log entry, printing each commit's version.
+fn child(config: &str, id: u8) {
+    let e =
+        PostgresEngine::connect(config, specs(), PostgresOptions::default()).expect("child open");
+    let (rows, log) = (e.keyspace("rows").unwrap(), e.keyspace("log").unwrap());
+    for i in 0..COMMITS {
+        let durability = if i % 3 == 0 {
+            Durability::Immediate
+        } else {
+            Durability::Buffered
+        };
+        let info = e
+            .commit(
+                Commit::new()
+                    .durability(durability)
+                    .put(rows, [&[id][..], &i.to_be_bytes()].concat(), vec![id])
+                    .mutate(Mutation::Add {
+                        ks: rows,
+                        key: b"count".to_vec(),
+                        delta: 1,
+                    })
+                    .mutate(Mutation::PutVersionstamped {
+                        ks: log,
+                        key: [&b"e"[..], &[0; 10]].concat(),
+                        value: [&[id][..], &i.to_be_bytes()].concat(),
+                        at: StampAt::Key(1),
+                    }),
+            )
+            .expect("child commit");
+        println!("v {} {id} {i}", info.version);
+    }
+}
+
+/// Two processes commit in a loop on one database, with this process
+/// committing too: no version is given twice, none is skipped, no write is
+/// lost, and the log's versionstamps are the versions each commit was told.
+#[test]
+fn two_processes_commit_without_duplicates_or_losses() {
+    if let Ok(spec) = std::env::var(CHILD) {
+        let (id, config) = spec.split_once(' ').expect("id and config");
+        child(config, id.parse().expect("id"));
+        return;
+    }
+    let (server, config, e) = super::open("processes", specs(), PostgresOptions::default());
+    let dbname = config.get_dbname().expect("dbname").to_owned();
+    let url = format!(
+        "host={} port={} user={} dbname={dbname}",
+        server.socket_dir().display(),
+        strata_engine_postgres::testing::PORT,
+        strata_engine_postgres::testing::USER
+    );
+    let children: Vec<_> = (1..=2u8)
+        .map(|id| {
+            Command::new(std::env::current_exe().unwrap())
+                .args([
+                    "--exact",
+                    "processes::two_processes_commit_without_duplicates_or_losses",
+                    "--nocapture",
+                ])
+                .env(CHILD, format!("{id} {url}"))
+                .stdout(Stdio::piped())
+                .stderr(Stdio::inherit())
+                .spawn()
+                .expect("spawn a writer")
+        })
+        .collect();
+    let (rows, log) = (e.keyspace("rows").unwrap(), e.keyspace("log").unwrap());
+    // (version, writer, i) of every commit, this process's as writer 0.
+    let mut told: Vec<(u64, u8, u64)> = Vec::new();
+    for i in 0..COMMITS {
+        let info = e
+            .commit(
+                Commit::new()
+                    .put(rows, [&[0][..], &i.to_be_bytes()].concat(), vec![0])
+                    .mutate(Mutation::Add {
+                        ks: rows,
+                        key: b"count".to_vec(),
+                        delta: 1,
+                    })
+                    .mutate(Mutation::PutVersionstamped {
+                        ks: log,
+                        key: [&b"e"[..], &[0; 10]].concat(),
+                        value: [&[0][..], &i.to_be_bytes()].concat(),
+                        at: StampAt::Key(1),
+                    })
+                    .durability(Durability::Buffered),
+            )
+            .unwrap();
+        told.push((info.version, 0, i));
+    }
+    for c in children {
+        let out = c.wait_with_output().expect("writer output");
+        assert!(out.status.success(), "a writer process failed");
+        for line in String::from_utf8_lossy(&out.stdout).lines() {
+            let mut f = line
+                .strip_prefix("v ")
+                .map(|l| l.split(' ').map(|n| n.parse::<u64>().unwrap()));
+            if let Some(f) = f.as_mut() {
+                let (v, id, i) = (f.next().unwrap(), f.next().unwrap(), f.next().unwrap());
+                told.push((v, u8::try_from(id).unwrap(), i));
+            }
+        }
+    }
+    let total = 3 * COMMITS;
+    assert_eq!(told.len() as u64, total, "every commit reported");
+    let mut versions: Vec<u64> = told.iter().map(|t| t.0).collect();
+    versions.sort_unstable();
+    versions.dedup();
+    assert_eq!(versions.len() as u64, total, "a version was given twice");
+    assert_eq!(
+        versions.last().copied(),
+        Some(versions[0] + total - 1),
+        "versions have a gap"
+    );
+    let synced = e.sync().unwrap();
+    assert_eq!(
+        synced,
+        versions[0] + total - 1,
+        "the database's version is the last commit's"
+    );
+    let s = e.snapshot().unwrap();
+    assert_eq!(
+        s.get(rows, b"count").unwrap(),
+        Some((i64::try_from(total).unwrap()).to_le_bytes().to_vec())
+    );
+    let n_rows = s.range(rows, RangeSpec::all()).unwrap().count() as u64;
+    assert_eq!(n_rows, total + 1, "every row and the counter");
+    // The log in key order is the commits in version order, each entry
+    // stamped with the version its writer was told.
+    told.sort_unstable();
+    let entries: Vec<(Vec<u8>, Vec<u8>)> = s
+        .range(log, RangeSpec::all())
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(entries.len() as u64, total);
+    for ((key, value), (v, id, i)) in entries.iter().zip(&told) {
+        assert_eq!(key[1..9], v.to_be_bytes(), "stamp of commit {v}");
+        assert_eq!(key[9..11], [0, 0]);
+        assert_eq!(value[..], [&[*id][..], &i.to_be_bytes()].concat()[..]);
+    }
+}
+
+/// The server ends every connection of the engine: the next snapshot and
+/// commit connect anew; a snapshot whose connection died fails its reads
+/// with a typed error.
+#[test]
+fn dropped_connections_are_reestablished() {
+    let (server, config, e) = super::open("dropped", specs(), PostgresOptions::default());
+    let rows = e.keyspace("rows").unwrap();
+    e.commit(Commit::new().put(rows, b"a".to_vec(), b"1".to_vec()))
+        .unwrap();
+    let old = e.snapshot().unwrap();
+    let dbname = config.get_dbname().unwrap();
+    server
+        .admin(&format!(
+            "SELECT pg_terminate_backend(pid, 10000) FROM pg_stat_activity WHERE datname = '{dbname}'"
+        ))
+        .unwrap();
+    assert!(matches!(
+        old.get(rows, b"a"),
+        Err(strata_engine::ReadError::Backend(_))
+    ));
+    drop(old);
+    let v = e
+        .commit(Commit::new().put(rows, b"b".to_vec(), b"2".to_vec()))
+        .unwrap()
+        .version;
+    let s = e.snapshot().unwrap();
+    assert_eq!(s.version().unwrap(), v);
+    assert_eq!(s.get(rows, b"a").unwrap().as_deref(), Some(&b"1"[..]));
+    assert_eq!(s.get(rows, b"b").unwrap().as_deref(), Some(&b"2"[..]));
+}
