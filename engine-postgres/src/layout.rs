@@ -119,6 +119,49 @@ impl Condition {
             format!(" WHERE {}", self.sql)
         }
     }
+
+    /// `WHERE ...` with the parameters written in as literals (for a
+    /// simple query, which takes none).
+    pub fn where_inline(&self) -> String {
+        let mut sql = self.where_clause();
+        // From the highest number down, so `$1` never eats `$12`'s start.
+        for (i, p) in self.params.iter().enumerate().rev() {
+            sql = sql.replace(&format!("${}", i + 1), &literal(p));
+        }
+        sql
+    }
+}
+
+/// `bytes` as a SQL `bytea` literal: an escape string (its meaning does not
+/// depend on `standard_conforming_strings`) in hex.
+pub(crate) fn literal(bytes: &[u8]) -> String {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut out = String::with_capacity(bytes.len() * 2 + 14);
+    out.push_str("E'\\\\x");
+    for b in bytes {
+        out.push(char::from(HEX[usize::from(b >> 4)]));
+        out.push(char::from(HEX[usize::from(b & 0xF)]));
+    }
+    out.push_str("'::bytea");
+    out
+}
+
+/// The bytes of a `bytea` in PostgreSQL's hex output (`\x4142`), `None`
+/// for anything else.
+pub(crate) fn parse_hex(text: &str) -> Option<Vec<u8>> {
+    let hex = text.strip_prefix("\\x")?.as_bytes();
+    if hex.len() % 2 != 0 {
+        return None;
+    }
+    let digit = |c: u8| match c {
+        b'0'..=b'9' => Some(c - b'0'),
+        b'a'..=b'f' => Some(c - b'a' + 10),
+        b'A'..=b'F' => Some(c - b'A' + 10),
+        _ => None,
+    };
+    hex.chunks_exact(2)
+        .map(|p| Some(digit(p[0])? << 4 | digit(p[1])?))
+        .collect()
 }
 
 /// The bounds of a scan of `table` in key order, `limit` rows at most (the
@@ -187,6 +230,25 @@ mod tests {
                 assert_eq!(pa.cmp(&pb), a.cmp(b), "{} vs {} bytes", a.len(), b.len());
             }
         }
+    }
+
+    #[test]
+    fn literals_are_hex_escape_strings_and_parse_back() {
+        assert_eq!(literal(&[]), "E'\\\\x'::bytea");
+        assert_eq!(literal(&[0x00, 0xAB, 0x7F]), "E'\\\\x00ab7f'::bytea");
+        assert_eq!(parse_hex("\\x00ab7F"), Some(vec![0x00, 0xAB, 0x7F]));
+        assert_eq!(parse_hex("\\x"), Some(vec![]));
+        assert_eq!(parse_hex("\\x0"), None);
+        assert_eq!(parse_hex("\\xzz"), None);
+        assert_eq!(parse_hex("ab"), None);
+        let mut c = Condition::default();
+        for i in 0..6u8 {
+            c.lower(&Bound::Included(vec![i]));
+        }
+        let inline = c.where_inline();
+        assert!(!inline.contains('$'), "{inline}");
+        assert!(inline.contains("kr >= E'\\\\x'::bytea"), "{inline}");
+        assert!(inline.contains("kp >= E'\\\\x05'::bytea"), "{inline}");
     }
 
     #[test]

@@ -63,9 +63,19 @@ impl<'e> PostgresSnapshot<'e> {
             Err(e) if is_connection_error(&e) => {
                 pooled.discard();
                 pooled = engine.pooled().map_err(pool_err)?;
-                begin_on(&mut pooled).map_err(|e| ReadError::Backend(boxed(e)))?
+                match begin_on(&mut pooled) {
+                    Ok(v) => v,
+                    Err(e) => {
+                        pooled.discard();
+                        return Err(ReadError::Backend(boxed(e)));
+                    }
+                }
             }
-            Err(e) => return Err(ReadError::Backend(boxed(e))),
+            // The session's state is unknown: it is not reused.
+            Err(e) => {
+                pooled.discard();
+                return Err(ReadError::Backend(boxed(e)));
+            }
         };
         engine.seen(version);
         Ok(Self {

@@ -2,10 +2,14 @@
 //! version row's lock; and `sync`.
 
 use std::collections::HashMap;
+use std::fmt::Write as _;
 
+use postgres::SimpleQueryMessage;
 use postgres::types::ToSql;
 use strata_engine::implement::{self, GroupFailed, Op, Reads};
-use strata_engine::{Commit, CommitError, CommitInfo, Durability, Keyspace, RangeSpec};
+use strata_engine::{
+    Commit, CommitError, CommitInfo, Durability, Keyspace, Mutation, Predicate, RangeSpec,
+};
 
 use crate::layout::{self, Condition};
 use crate::pool::{Conn, Pooled};
@@ -17,6 +21,11 @@ use crate::{PostgresEngine, ServerError, boxed, is_connection_error};
 /// PostgreSQL caps at 1 GB.
 const ROWS_PER_STATEMENT: usize = 1_000;
 const BYTES_PER_STATEMENT: usize = 64 << 20;
+
+/// A single commit whose keys and values hold at most this many bytes
+/// sends them as text with its `COMMIT` (one round trip for the writes and
+/// the commit); a larger one sends them in binary, statement by statement.
+const LITERAL_BYTES: usize = 256 << 10;
 
 /// The first statement of every commit: takes the version row's lock (the
 /// commit lock of the whole database), and returns the next version and the
@@ -49,16 +58,27 @@ const FLUSH_AFTER: &str = concat!("; ", flush_sql!(""));
 /// [`flush_sql`] reading the version: a sync.
 const SYNC: &str = flush_sql!("SELECT value FROM strata_meta WHERE id = 1; ");
 
-fn begin_on(pooled: &mut Pooled<'_>) -> Result<(u64, i64), postgres::Error> {
-    let answer = pooled.conn().client.simple_query(BEGIN)?;
+/// Begins a commit: [`BEGIN`], then `reads` (statements whose rows are
+/// tagged, see [`Prefetched`]), in one round trip. Returns the first
+/// version, the transaction id and the answer.
+fn begin_on(
+    pooled: &mut Pooled<'_>,
+    reads: &str,
+) -> Result<(u64, i64, Vec<SimpleQueryMessage>), postgres::Error> {
+    let answer = if reads.is_empty() {
+        pooled.conn().client.simple_query(BEGIN)?
+    } else {
+        let sql = format!("{BEGIN}; SET LOCAL bytea_output = 'hex'; {reads}");
+        pooled.conn().client.simple_query(&sql)?
+    };
     let row = answer.iter().find_map(|m| match m {
-        postgres::SimpleQueryMessage::Row(r) => Some((r.get(0), r.get(1))),
+        SimpleQueryMessage::Row(r) => Some((r.get(0), r.get(1))),
         _ => None,
     });
-    match row {
-        Some((Some(v), Some(x))) => Ok((v.parse().unwrap_or(0), x.parse().unwrap_or(-1))),
-        _ => Ok((0, -1)),
-    }
+    Ok(match row {
+        Some((Some(v), Some(x))) => (v.parse().unwrap_or(0), x.parse().unwrap_or(-1), answer),
+        _ => (0, -1, answer),
+    })
 }
 
 fn backend(e: postgres::Error) -> CommitError {
@@ -83,56 +103,55 @@ impl PostgresEngine {
             out.extend((1..n).map(|_| Err(GroupFailed::not_applied(&msg))));
             out
         };
-        let mut pooled = match self.pooled() {
-            Ok(p) => p,
-            Err(e) => return fail_all(CommitError::Backend(boxed(e))),
+        // A single commit reads what its predicates and counters need in
+        // the first round trip, and sends its writes with the commit in the
+        // second; a group goes statement by statement, as each commit's
+        // reads must see the earlier ones' writes.
+        let single = n == 1;
+        let reads = if single {
+            self.prefetch_sql(&commits[0])
+        } else {
+            Prefetch::default()
         };
-        let (first, xid) = match begin_on(&mut pooled) {
-            Ok(v) => v,
-            // The pooled connection was dead (a server restart): nothing
-            // was applied, so one retry on a new connection is safe.
-            Err(e) if is_connection_error(&e) => {
-                pooled.discard();
-                let retried = self
-                    .pooled()
-                    .map_err(|e| CommitError::Backend(boxed(e)))
-                    .and_then(|mut p| begin_on(&mut p).map(|v| (p, v)).map_err(backend));
-                match retried {
-                    Ok((p, v)) => {
-                        pooled = p;
-                        v
-                    }
-                    Err(e) => return fail_all(e),
-                }
-            }
-            Err(e) => {
-                pooled.discard();
-                return fail_all(backend(e));
-            }
+        let (mut pooled, first, xid, answer) = match self.begin(&reads.sql) {
+            Ok(begun) => begun,
+            Err(e) => return fail_all(e),
         };
-        if first == 0 || xid < 0 {
-            pooled.discard();
-            return fail_all(CommitError::Backend(boxed(ServerError::Unexpected(
-                "the version row is missing",
-            ))));
-        }
+        let prefetched = reads.answers(&answer);
         let mut outcomes: Vec<Result<u64, CommitError>> = Vec::with_capacity(n);
         let mut next = first;
         let mut immediate = false;
+        let mut writes = String::new();
         for (i, commit) in commits.iter().enumerate() {
             let checked = {
-                let mut reads = TxReads {
+                let tx = TxReads {
                     engine: self,
                     conn: pooled.conn(),
                 };
-                implement::check_predicates(&commit.predicates, &mut reads)
-                    .and_then(|()| implement::resolve(next, &commit.mutations, &mut reads))
+                let check = |reads: &mut dyn Reads| {
+                    implement::check_predicates(&commit.predicates, reads)
+                        .and_then(|()| implement::resolve(next, &commit.mutations, reads))
+                };
+                if single {
+                    check(&mut Answered {
+                        prefetched: &prefetched,
+                        tx,
+                    })
+                } else {
+                    let mut tx = tx;
+                    check(&mut tx)
+                }
             };
             let written = match checked {
                 Err(e @ CommitError::Backend(_)) => Err(e),
                 Err(e) => {
                     outcomes.push(Err(e));
                     continue;
+                }
+                // Small enough to send as text with the commit.
+                Ok(ops) if single && op_bytes(&ops) <= LITERAL_BYTES => {
+                    writes = self.literal_writes(&ops);
+                    Ok(())
                 }
                 Ok(ops) => self.apply(pooled.conn(), &ops),
             };
@@ -155,13 +174,167 @@ impl PostgresEngine {
             }
             return outcomes.into_iter().map(|r| r.map(info(false))).collect();
         }
-        self.finish(pooled, outcomes, first, next - 1, immediate, xid)
+        self.finish(pooled, outcomes, (first, next - 1), immediate, xid, &writes)
     }
 
-    /// Commits the transaction holding applied commits `first..=last`
-    /// (their versions in `outcomes`); when `immediate`, waits until the
-    /// log is durable past it. A lost or failed reply is resolved by asking
-    /// what became of `xid`.
+    /// Begins a commit's transaction on a pooled connection, reading
+    /// `reads` with it: the connection, the first version, the
+    /// transaction id and the answer.
+    fn begin(
+        &self,
+        reads: &str,
+    ) -> Result<(Pooled<'_>, u64, i64, Vec<SimpleQueryMessage>), CommitError> {
+        let mut pooled = self.pooled().map_err(|e| CommitError::Backend(boxed(e)))?;
+        let (first, xid, answer) = match begin_on(&mut pooled, reads) {
+            Ok(v) => v,
+            // The pooled connection was dead (a server restart): nothing
+            // was applied, so one retry on a new connection is safe.
+            Err(e) if is_connection_error(&e) => {
+                pooled.discard();
+                pooled = self.pooled().map_err(|e| CommitError::Backend(boxed(e)))?;
+                match begin_on(&mut pooled, reads) {
+                    Ok(v) => v,
+                    Err(e) => {
+                        pooled.discard();
+                        return Err(backend(e));
+                    }
+                }
+            }
+            Err(e) => {
+                pooled.discard();
+                return Err(backend(e));
+            }
+        };
+        if first == 0 || xid < 0 {
+            pooled.discard();
+            return Err(CommitError::Backend(boxed(ServerError::Unexpected(
+                "the version row is missing",
+            ))));
+        }
+        Ok((pooled, first, xid, answer))
+    }
+
+    /// The reads a single commit will ask for, as tagged statements.
+    fn prefetch_sql(&self, commit: &Commit) -> Prefetch {
+        let mut p = Prefetch::default();
+        let points = commit
+            .predicates
+            .iter()
+            .filter_map(|pr| match pr {
+                Predicate::Exists { ks, key }
+                | Predicate::Absent { ks, key }
+                | Predicate::ValueEquals { ks, key, .. } => Some((*ks, key)),
+                _ => None,
+            })
+            .chain(commit.mutations.iter().filter_map(|m| match m {
+                Mutation::Add { ks, key, .. } => Some((*ks, key)),
+                _ => None,
+            }));
+        for (ks, key) in points {
+            let Some(table) = self.table(ks) else {
+                continue;
+            };
+            let (kp, kr) = layout::split(key);
+            let i = p.points.len();
+            let _ = write!(
+                p.sql,
+                "SELECT 'p{i}', value FROM {table} WHERE kp = {} AND kh = sha256({}); ",
+                layout::literal(kp),
+                layout::literal(kr)
+            );
+            p.points.push((ks, key.clone()));
+        }
+        for pr in &commit.predicates {
+            if let Predicate::RangeEmpty { ks, range } = pr {
+                let Some(table) = self.table(*ks) else {
+                    continue;
+                };
+                let mut bounds = Condition::default();
+                bounds.lower(&range.start);
+                bounds.upper(&range.end);
+                let i = p.ranges.len();
+                let _ = write!(
+                    p.sql,
+                    "SELECT 'r{i}', EXISTS (SELECT 1 FROM {table}{} LIMIT 1)::text; ",
+                    bounds.where_inline()
+                );
+                p.ranges.push((*ks, range.clone()));
+            }
+        }
+        p
+    }
+
+    /// Resolved changes as SQL statements with their bytes written in.
+    fn literal_writes(&self, ops: &[Op]) -> String {
+        let mut sql = String::new();
+        let mut i = 0;
+        while i < ops.len() {
+            let (ks, run) = match &ops[i] {
+                Op::Put(ks, ..) => (
+                    *ks,
+                    run_len(&ops[i..], |op| matches!(op, Op::Put(k, ..) if *k == *ks)),
+                ),
+                Op::Delete(ks, _) => (
+                    *ks,
+                    run_len(&ops[i..], |op| matches!(op, Op::Delete(k, _) if *k == *ks)),
+                ),
+                Op::DeleteRange(ks, _) => (*ks, 1),
+            };
+            // Checked by the caller: every keyspace was issued here.
+            let Some(table) = self.table(ks) else {
+                i += run;
+                continue;
+            };
+            match &ops[i] {
+                Op::Put(..) => {
+                    let rows = last_puts(&ops[i..i + run]);
+                    let _ = write!(sql, "INSERT INTO {table} (kp, kr, value) VALUES ");
+                    for (j, (key, value)) in rows.iter().enumerate() {
+                        let (kp, kr) = layout::split(key);
+                        let sep = if j == 0 { "" } else { ", " };
+                        let _ = write!(
+                            sql,
+                            "{sep}({}, {}, {})",
+                            layout::literal(kp),
+                            layout::literal(kr),
+                            layout::literal(value)
+                        );
+                    }
+                    sql.push_str(" ON CONFLICT (kp, kh) DO UPDATE SET value = EXCLUDED.value; ");
+                }
+                Op::Delete(..) => {
+                    let _ = write!(sql, "DELETE FROM {table} WHERE (kp, kh) IN (");
+                    for (j, op) in ops[i..i + run].iter().enumerate() {
+                        if let Op::Delete(_, key) = op {
+                            let (kp, kr) = layout::split(key);
+                            let sep = if j == 0 { "" } else { ", " };
+                            let _ = write!(
+                                sql,
+                                "{sep}({}, sha256({}))",
+                                layout::literal(kp),
+                                layout::literal(kr)
+                            );
+                        }
+                    }
+                    sql.push_str("); ");
+                }
+                Op::DeleteRange(_, range) => {
+                    let mut bounds = Condition::default();
+                    bounds.lower(&range.start);
+                    bounds.upper(&range.end);
+                    let _ = write!(sql, "DELETE FROM {table}{}; ", bounds.where_inline());
+                }
+            }
+            i += run;
+        }
+        sql
+    }
+
+    /// Sends `writes` (statements, possibly none) and commits the
+    /// transaction holding applied commits `first..=last` (their versions
+    /// in `outcomes`); when `immediate`, waits until the log is durable past
+    /// it. A lost or failed reply is resolved by asking what became of
+    /// `xid`: a failed write rolls the whole transaction back.
     ///
     /// The transaction itself always commits asynchronously: the version
     /// row's lock (which every commit waits for) is then released once the
@@ -175,13 +348,13 @@ impl PostgresEngine {
         &self,
         mut pooled: Pooled<'_>,
         outcomes: Vec<Result<u64, CommitError>>,
-        first: u64,
-        last: u64,
+        (first, last): (u64, u64),
         immediate: bool,
         xid: i64,
+        writes: &str,
     ) -> Vec<Result<CommitInfo, CommitError>> {
         let finish = format!(
-            "{}SET LOCAL synchronous_commit TO off; COMMIT{}",
+            "{writes}{}SET LOCAL synchronous_commit TO off; COMMIT{}",
             if last == first {
                 String::new()
             } else {
@@ -359,9 +532,9 @@ fn chunks<T>(rows: &[T], size: impl Fn(&T) -> usize) -> Vec<&[T]> {
     out
 }
 
-/// Upserts a run of puts to one table. A key written twice in the run
-/// keeps its last value (one statement may not touch a row twice).
-fn put_rows(conn: &mut Conn, table: &str, ops: &[Op]) -> Result<(), CommitError> {
+/// The keys and values of a run of puts, a key written twice keeping its
+/// last value (one statement may not touch a row twice).
+fn last_puts(ops: &[Op]) -> Vec<(&[u8], &[u8])> {
     let mut last: HashMap<&[u8], usize> = HashMap::with_capacity(ops.len());
     let mut rows: Vec<(&[u8], &[u8])> = Vec::with_capacity(ops.len());
     for op in ops {
@@ -374,6 +547,29 @@ fn put_rows(conn: &mut Conn, table: &str, ops: &[Op]) -> Result<(), CommitError>
             }
         }
     }
+    rows
+}
+
+/// The bytes of keys and values `ops` write or name.
+fn op_bytes(ops: &[Op]) -> usize {
+    ops.iter()
+        .map(|op| match op {
+            Op::Put(_, k, v) => k.len() + v.len(),
+            Op::Delete(_, k) => k.len(),
+            Op::DeleteRange(_, r) => {
+                let len = |b: &std::ops::Bound<Vec<u8>>| match b {
+                    std::ops::Bound::Included(k) | std::ops::Bound::Excluded(k) => k.len(),
+                    std::ops::Bound::Unbounded => 0,
+                };
+                len(&r.start) + len(&r.end)
+            }
+        })
+        .sum()
+}
+
+/// Upserts a run of puts to one table.
+fn put_rows(conn: &mut Conn, table: &str, ops: &[Op]) -> Result<(), CommitError> {
+    let rows = last_puts(ops);
     if let [(key, value)] = rows[..] {
         let (kp, kr) = layout::split(key);
         let stmt = conn
@@ -455,6 +651,89 @@ fn delete_range(conn: &mut Conn, table: &str, range: &RangeSpec) -> Result<(), C
         .collect();
     conn.client.execute(&stmt, &params).map_err(backend)?;
     Ok(())
+}
+
+/// The reads of a single commit, asked for in its first round trip: each
+/// statement's one row is tagged `p<i>` (a point read, the value) or
+/// `r<i>` (whether a range holds a key).
+#[derive(Default)]
+struct Prefetch {
+    sql: String,
+    points: Vec<(Keyspace, Vec<u8>)>,
+    ranges: Vec<(Keyspace, RangeSpec)>,
+}
+
+impl Prefetch {
+    /// The answers found in `answer`; a read whose row is missing is an
+    /// absent key.
+    fn answers(&self, answer: &[SimpleQueryMessage]) -> Prefetched<'_> {
+        let mut points: HashMap<(Keyspace, &[u8]), Option<Vec<u8>>> = self
+            .points
+            .iter()
+            .map(|(ks, k)| ((*ks, k.as_slice()), None))
+            .collect();
+        let mut ranges: HashMap<(Keyspace, &RangeSpec), bool> = HashMap::new();
+        let mut valid = true;
+        for m in answer {
+            let SimpleQueryMessage::Row(row) = m else {
+                continue;
+            };
+            let (Some(tag), value) = (row.get(0), row.get(1)) else {
+                continue;
+            };
+            let index = |t: &str| t[1..].parse::<usize>().ok();
+            if tag.starts_with('p') {
+                let found = value.and_then(layout::parse_hex);
+                valid &= value.is_none() || found.is_some();
+                if let Some((ks, k)) = index(tag).and_then(|i| self.points.get(i)) {
+                    points.insert((*ks, k.as_slice()), found);
+                }
+            } else if tag.starts_with('r')
+                && let Some((ks, r)) = index(tag).and_then(|i| self.ranges.get(i))
+            {
+                ranges.insert((*ks, r), value == Some("true"));
+            }
+        }
+        Prefetched {
+            points,
+            ranges,
+            valid,
+        }
+    }
+}
+
+/// The answers of a [`Prefetch`].
+struct Prefetched<'p> {
+    points: HashMap<(Keyspace, &'p [u8]), Option<Vec<u8>>>,
+    ranges: HashMap<(Keyspace, &'p RangeSpec), bool>,
+    /// False when a value came back in a form not understood: every read
+    /// then goes to the transaction.
+    valid: bool,
+}
+
+/// [`Reads`] answered from [`Prefetched`], asking the transaction for
+/// anything it does not hold.
+struct Answered<'a, 'p> {
+    prefetched: &'a Prefetched<'p>,
+    tx: TxReads<'a>,
+}
+
+impl Reads for Answered<'_, '_> {
+    fn get(&mut self, ks: Keyspace, key: &[u8]) -> Result<Option<Vec<u8>>, CommitError> {
+        if self.prefetched.valid
+            && let Some(v) = self.prefetched.points.get(&(ks, key))
+        {
+            return Ok(v.clone());
+        }
+        self.tx.get(ks, key)
+    }
+
+    fn any_in(&mut self, ks: Keyspace, range: &RangeSpec) -> Result<bool, CommitError> {
+        if let Some(found) = self.prefetched.ranges.get(&(ks, range)) {
+            return Ok(*found);
+        }
+        self.tx.any_in(ks, range)
+    }
 }
 
 /// Reads of the latest state inside the commit's transaction. Under the

@@ -142,7 +142,7 @@ fn a_lost_commit_reply_is_resolved_not_retried() {
         .unwrap();
     server.admin("SELECT pg_reload_conf()").unwrap();
     // The checkpointer takes the new setting up asynchronously.
-    std::thread::sleep(Duration::from_millis(1_000));
+    std::thread::sleep(Duration::from_secs(1));
     let done = AtomicBool::new(false);
     let result = std::thread::scope(|s| {
         let commit = s.spawn(|| {
