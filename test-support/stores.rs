@@ -1,7 +1,8 @@
 //! A store on each engine for integration tests (the store's, the
 //! outbox's, search's), included with `#[path = ...] mod stores;` (a source
 //! file, not a crate): a temporary directory removed on drop, and a store
-//! on `MemEngine`, `RedbEngine` or `RocksEngine` with a manual clock.
+//! on `MemEngine`, `RedbEngine`, `RocksEngine` or `PostgresEngine` with a
+//! manual clock.
 
 // Each including test crate uses a part of it.
 #![allow(dead_code)]
@@ -9,6 +10,8 @@
 use std::sync::Arc;
 
 use strata_engine::{Engine, ManualClock, MemEngine, SeededRng};
+use strata_engine_postgres::testing::TestServer;
+use strata_engine_postgres::{PostgresEngine, PostgresOptions};
 use strata_engine_redb::{RedbEngine, RedbOptions};
 use strata_engine_rocks::{RocksEngine, RocksOptions};
 use strata_store::{Store, StoreOptions};
@@ -82,4 +85,19 @@ pub fn rocks(options: StoreOptions) -> (Store<RocksEngine>, Arc<ManualClock>, Di
     .unwrap();
     let (s, c) = store_on(engine, options);
     (s, c, dir)
+}
+
+/// A store on a new database of the test run's PostgreSQL server (the
+/// one `cargo xtask test` shares, or one started for this process); the
+/// server handle keeps a private server running while the store lives.
+pub fn postgres(
+    options: StoreOptions,
+) -> (Store<PostgresEngine>, Arc<ManualClock>, Arc<TestServer>) {
+    let server =
+        TestServer::shared().unwrap_or_else(|e| panic!("no PostgreSQL server for the tests: {e}"));
+    let config = server.database("store").unwrap();
+    let engine =
+        PostgresEngine::open(config, options.keyspace_specs(), PostgresOptions::default()).unwrap();
+    let (s, c) = store_on(engine, options);
+    (s, c, server)
 }

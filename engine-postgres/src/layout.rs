@@ -71,8 +71,17 @@ impl Condition {
     /// `>`, `<=`, `<`.
     fn compare(&mut self, op: &str, bound: &[u8]) {
         let (bp, br) = split(bound);
+        let sep = if self.sql.is_empty() { "" } else { " AND " };
         self.params.push(bp.to_vec());
         let p = self.params.len();
+        // A bound no longer than the prefix has an empty rest: `>=` and
+        // `<` are then decided by `kp` alone (every `kr` is >= the empty
+        // string, none is below it), and the index decides them row by
+        // row with no filter.
+        if br.is_empty() && matches!(op, ">=" | "<") {
+            let _ = write!(self.sql, "{sep}kp {op} ${p}");
+            return;
+        }
         self.params.push(br.to_vec());
         let r = self.params.len();
         // `kp` first, alone, so the index serves it; ties on `kp` are then
@@ -81,7 +90,6 @@ impl Condition {
             ">=" | ">" => (">=", ">"),
             _ => ("<=", "<"),
         };
-        let sep = if self.sql.is_empty() { "" } else { " AND " };
         let _ = write!(
             self.sql,
             "{sep}kp {wide} ${p} AND (kp {strict} ${p} OR kr {op} ${r})"
@@ -106,9 +114,17 @@ impl Condition {
         }
     }
 
-    /// Adds "strictly after `key`" in the direction of a scan.
-    pub fn after(&mut self, key: &[u8], reverse: bool) {
-        self.compare(if reverse { "<" } else { ">" }, key);
+    /// Adds "strictly after the row `(kp, kh)`" in the index order a scan
+    /// reads (descending when `reverse`): a row comparison the index
+    /// serves directly.
+    pub fn after_row(&mut self, kp: &[u8], kh: &[u8], reverse: bool) {
+        self.params.push(kp.to_vec());
+        let p = self.params.len();
+        self.params.push(kh.to_vec());
+        let h = self.params.len();
+        let op = if reverse { "<" } else { ">" };
+        let sep = if self.sql.is_empty() { "" } else { " AND " };
+        let _ = write!(self.sql, "{sep}(kp, kh) {op} (${p}, ${h})");
     }
 
     /// `WHERE ...`, or nothing.
@@ -164,12 +180,15 @@ pub(crate) fn parse_hex(text: &str) -> Option<Vec<u8>> {
         .collect()
 }
 
-/// The bounds of a scan of `table` in key order, `limit` rows at most (the
-/// limit is the next parameter).
+/// A scan of `table` within `cond` in the primary key's order `(kp, kh)`
+/// (descending when `reverse`), `limit` rows at most (the limit is the next
+/// parameter). That is byte order except among rows sharing all of `kp`,
+/// which come in hash order; the reader puts those in order (see
+/// `read.rs`). Ordering by `kr` in SQL would put a sort over every row.
 pub(crate) fn scan(table: &str, cond: &Condition, reverse: bool) -> String {
     let dir = if reverse { " DESC" } else { "" };
     format!(
-        "SELECT kp, kr, value FROM {table}{} ORDER BY kp{dir}, kr{dir} LIMIT ${}",
+        "SELECT kp, kr, value FROM {table}{} ORDER BY kp{dir}, kh{dir} LIMIT ${}",
         cond.where_clause(),
         cond.params.len() + 1
     )
@@ -243,32 +262,43 @@ mod tests {
         assert_eq!(parse_hex("ab"), None);
         let mut c = Condition::default();
         for i in 0..6u8 {
-            c.lower(&Bound::Included(vec![i]));
+            c.lower(&Bound::Excluded(vec![i]));
         }
         let inline = c.where_inline();
         assert!(!inline.contains('$'), "{inline}");
-        assert!(inline.contains("kr >= E'\\\\x'::bytea"), "{inline}");
+        assert!(inline.contains("kr > E'\\\\x'::bytea"), "{inline}");
         assert!(inline.contains("kp >= E'\\\\x05'::bytea"), "{inline}");
     }
 
     #[test]
     fn conditions_bind_each_bound_once_in_order() {
         let mut c = Condition::default();
-        c.lower(&Bound::Included(b"a".to_vec()));
-        c.upper(&Bound::Excluded(b"b".to_vec()));
+        c.lower(&Bound::Excluded(b"a".to_vec()));
+        c.upper(&Bound::Included(b"b".to_vec()));
         assert_eq!(
             c.sql,
-            "kp >= $1 AND (kp > $1 OR kr >= $2) AND kp <= $3 AND (kp < $3 OR kr < $4)"
+            "kp >= $1 AND (kp > $1 OR kr > $2) AND kp <= $3 AND (kp < $3 OR kr <= $4)"
         );
         assert_eq!(c.params, [b"a".to_vec(), vec![], b"b".to_vec(), vec![]]);
+        c.after_row(b"k", b"h", true);
         assert_eq!(
             scan("t", &c, true),
-            "SELECT kp, kr, value FROM t WHERE kp >= $1 AND (kp > $1 OR kr >= $2) AND kp <= $3 AND (kp < $3 OR kr < $4) ORDER BY kp DESC, kr DESC LIMIT $5"
+            "SELECT kp, kr, value FROM t WHERE kp >= $1 AND (kp > $1 OR kr > $2) AND kp <= $3 AND (kp < $3 OR kr <= $4) AND (kp, kh) < ($5, $6) ORDER BY kp DESC, kh DESC LIMIT $7"
         );
+        // Short bounds of `>=` and `<` need no rest.
+        let mut short = Condition::default();
+        short.lower(&Bound::Included(b"a".to_vec()));
+        short.upper(&Bound::Excluded(b"b".to_vec()));
+        assert_eq!(short.sql, "kp >= $1 AND kp < $2");
+        let long = vec![7u8; INDEXED_PREFIX + 1];
+        let mut c = Condition::default();
+        c.lower(&Bound::Included(long.clone()));
+        assert_eq!(c.sql, "kp >= $1 AND (kp > $1 OR kr >= $2)");
+        assert_eq!(c.params, [long[..INDEXED_PREFIX].to_vec(), vec![7]]);
         let none = Condition::default();
         assert_eq!(
             scan("t", &none, false),
-            "SELECT kp, kr, value FROM t ORDER BY kp, kr LIMIT $1"
+            "SELECT kp, kr, value FROM t ORDER BY kp, kh LIMIT $1"
         );
     }
 }

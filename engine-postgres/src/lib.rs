@@ -577,3 +577,9 @@ impl Compact for PostgresEngine {
         Ok(())
     }
 }
+
+/// This crate's README example, compiled as a doctest (not run: it needs a
+/// server).
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;

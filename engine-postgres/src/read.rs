@@ -6,6 +6,7 @@ use std::sync::{Mutex, PoisonError};
 
 use postgres::SimpleQueryMessage;
 use postgres::types::ToSql;
+use sha2::Digest as _;
 use strata_engine::{Keyspace, RangeSpec, ReadError, Snapshot};
 
 use crate::layout::{self, Condition};
@@ -156,13 +157,16 @@ impl<'e> Snapshot for PostgresSnapshot<'e> {
             snapshot: self,
             table,
             remaining: range.limit.unwrap_or(usize::MAX),
-            last: None,
-            rows: VecDeque::new(),
-            // A limited range that fits one batch is one query; others
-            // start small, for callers that stop early.
+            ready: VecDeque::new(),
+            held: Vec::new(),
+            // A limited range that fits one batch is one query (one row
+            // more than the limit shows that the last group is whole);
+            // others start small, for callers that stop early.
             batch: range.limit.map_or(FIRST_BATCH, |n| {
-                n.clamp(1, self.engine.options.range_batch.max(1))
+                n.saturating_add(1)
+                    .clamp(1, self.engine.options.range_batch.max(1))
             }),
+            cursor: None,
             done: false,
             range,
         })
@@ -170,14 +174,26 @@ impl<'e> Snapshot for PostgresSnapshot<'e> {
 }
 
 /// A streaming range: keyset-paginated queries in the snapshot's
-/// transaction, each starting after the last key read.
+/// transaction, in the primary key's order `(kp, kh)`, each starting after
+/// the last row read.
+///
+/// That order is byte order except among rows that share all of `kp` (keys
+/// longer than the indexed prefix, equal over all of it), which come in
+/// hash order. So the rows of the last `kp` seen are held back until a row
+/// with another `kp` (or the end) shows the group is whole, then put in
+/// `kr` order. Ranges over keys shorter than the prefix hold back one row;
+/// a group of many long keys sharing the prefix is held whole in memory.
 pub struct PostgresRange<'s, 'e> {
     snapshot: &'s PostgresSnapshot<'e>,
     table: &'e str,
     range: RangeSpec,
     remaining: usize,
-    last: Option<Vec<u8>>,
-    rows: VecDeque<(Vec<u8>, Vec<u8>)>,
+    /// `(kp, kh)` of the last row read.
+    cursor: Option<(Vec<u8>, Vec<u8>)>,
+    /// Rows in order, ready to be yielded.
+    ready: VecDeque<(Vec<u8>, Vec<u8>)>,
+    /// The rows of the last `kp` read: `(kp, kr, value)`.
+    held: Vec<(Vec<u8>, Vec<u8>, Vec<u8>)>,
     batch: usize,
     done: bool,
 }
@@ -192,14 +208,33 @@ impl std::fmt::Debug for PostgresRange<'_, '_> {
 }
 
 impl PostgresRange<'_, '_> {
-    /// Reads the next batch into `rows`.
+    /// Moves the held group, in key order, to the ready rows.
+    fn release(&mut self) {
+        let mut group = std::mem::take(&mut self.held);
+        if group.len() > 1 {
+            group.sort_unstable_by(|a, b| a.1.cmp(&b.1));
+            if self.range.reverse {
+                group.reverse();
+            }
+        }
+        for (kp, kr, value) in group {
+            let key = if kr.is_empty() {
+                kp
+            } else {
+                layout::join(&kp, &kr)
+            };
+            self.ready.push_back((key, value));
+        }
+    }
+
+    /// Reads the next batch.
     fn fetch(&mut self) -> Result<(), ReadError> {
-        let want = self.batch.min(self.remaining);
+        let want = self.batch.min(self.remaining.saturating_add(1)).max(1);
         let mut cond = Condition::default();
         cond.lower(&self.range.start);
         cond.upper(&self.range.end);
-        if let Some(last) = &self.last {
-            cond.after(last, self.range.reverse);
+        if let Some((kp, kh)) = &self.cursor {
+            cond.after_row(kp, kh, self.range.reverse);
         }
         let sql = layout::scan(self.table, &cond, self.range.reverse);
         let limit = i64::try_from(want).unwrap_or(i64::MAX);
@@ -213,15 +248,26 @@ impl PostgresRange<'_, '_> {
             params.push(&limit);
             conn.client.query(&stmt, &params)
         })?;
-        if rows.len() < want {
+        let whole = rows.len() < want;
+        let last = rows.len().checked_sub(1);
+        for (i, row) in rows.into_iter().enumerate() {
+            let kp: Vec<u8> = row.get(0);
+            if self.held.first().is_some_and(|(held, ..)| *held != kp) {
+                self.release();
+            }
+            let kr: Vec<u8> = row.get(1);
+            if Some(i) == last {
+                // The row's `kh`, computed here rather than sent for every
+                // row.
+                let kh = sha2::Sha256::digest(&kr).to_vec();
+                self.cursor = Some((kp.clone(), kh));
+            }
+            self.held.push((kp, kr, row.get(2)));
+        }
+        if whole {
+            self.release();
             self.done = true;
         }
-        for row in rows {
-            let kp: &[u8] = row.get(0);
-            let kr: &[u8] = row.get(1);
-            self.rows.push_back((layout::join(kp, kr), row.get(2)));
-        }
-        self.last = self.rows.back().map(|(k, _)| k.clone());
         self.batch = (self.batch * 2).min(self.snapshot.engine.options.range_batch.max(1));
         Ok(())
     }
@@ -234,7 +280,7 @@ impl Iterator for PostgresRange<'_, '_> {
         if self.remaining == 0 {
             return None;
         }
-        if self.rows.is_empty() {
+        while self.ready.is_empty() {
             if self.done {
                 return None;
             }
@@ -245,7 +291,7 @@ impl Iterator for PostgresRange<'_, '_> {
                 return Some(Err(e));
             }
         }
-        let row = self.rows.pop_front()?;
+        let row = self.ready.pop_front()?;
         self.remaining -= 1;
         Some(Ok(row))
     }

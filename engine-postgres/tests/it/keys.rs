@@ -246,3 +246,89 @@ fn ranges_stream_in_batches() {
     }
     assert_eq!((na, nb), (2_500, 2_500));
 }
+
+/// Random ranges (bounds inside and outside shared prefixes, both
+/// directions, limits) over keys of which many share the whole indexed
+/// prefix, read in batches of 2 to 5 rows, against a sorted map.
+#[test]
+fn random_ranges_over_shared_prefixes_match_a_sorted_map() {
+    use std::collections::BTreeMap;
+    use strata_engine::{Rng, SeededRng};
+    let (_s, config, e) = super::open(
+        "random_ranges",
+        vec![KeyspaceSpec::new("k", Profile::General)],
+        PostgresOptions::default(),
+    );
+    let ks = e.keyspace("k").unwrap();
+    let mut rng = SeededRng::new(20);
+    let prefixes: Vec<Vec<u8>> = (0..3u8).map(|i| vec![b'p' + i; INDEXED_PREFIX]).collect();
+    let key = |rng: &mut SeededRng| -> Vec<u8> {
+        let mut k = if rng.chance(0.8) {
+            prefixes[usize::try_from(rng.below(3)).unwrap()].clone()
+        } else {
+            vec![
+                b'p' + u8::try_from(rng.below(4)).unwrap();
+                usize::try_from(rng.below(3)).unwrap() + 1
+            ]
+        };
+        for _ in 0..rng.below(4) {
+            k.push(u8::try_from(rng.below(4)).unwrap() * 0x55);
+        }
+        k
+    };
+    let mut oracle = BTreeMap::new();
+    let mut c = Commit::new();
+    for i in 0..120u32 {
+        let k = key(&mut rng);
+        oracle.insert(k.clone(), i.to_be_bytes().to_vec());
+        c = c.put(ks, k, i.to_be_bytes().to_vec());
+    }
+    e.commit(c).unwrap();
+    for batch in 2..=5 {
+        let e2 = strata_engine_postgres::PostgresEngine::open(
+            config.clone(),
+            vec![KeyspaceSpec::new("k", Profile::General)],
+            PostgresOptions {
+                range_batch: batch,
+                ..PostgresOptions::default()
+            },
+        )
+        .unwrap();
+        let ks2 = e2.keyspace("k").unwrap();
+        let snap = e2.snapshot().unwrap();
+        for _ in 0..40 {
+            let bound = |rng: &mut SeededRng| match rng.below(3) {
+                0 => Bound::Unbounded,
+                1 => Bound::Included(key(rng)),
+                _ => Bound::Excluded(key(rng)),
+            };
+            let (start, end) = (bound(&mut rng), bound(&mut rng));
+            let range = RangeSpec {
+                start,
+                end,
+                reverse: rng.chance(0.5),
+                limit: rng
+                    .chance(0.5)
+                    .then(|| usize::try_from(rng.below(30)).unwrap()),
+            };
+            if range.validate().is_err() {
+                continue;
+            }
+            let mut expect: Vec<(Vec<u8>, Vec<u8>)> = oracle
+                .iter()
+                .filter(|(k, _)| range.contains(k))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect();
+            if range.reverse {
+                expect.reverse();
+            }
+            expect.truncate(range.limit.unwrap_or(usize::MAX));
+            let got: Vec<(Vec<u8>, Vec<u8>)> = snap
+                .range(ks2, range.clone())
+                .unwrap()
+                .map(Result::unwrap)
+                .collect();
+            assert_eq!(got, expect, "batch {batch}, {range:?}");
+        }
+    }
+}

@@ -59,7 +59,7 @@ pub(crate) fn config() -> OutboxConfig {
 
 #[path = "../../../test-support/stores.rs"]
 mod stores;
-pub(crate) use stores::{T0, mem, redb, rocks};
+pub(crate) use stores::{T0, mem, postgres, redb, rocks};
 
 /// Runs the body on a fresh store of each engine, with an outbox.
 #[macro_export]
@@ -77,6 +77,11 @@ macro_rules! on_every_engine {
         }
         {
             let ($store, $clock, _dir) = $crate::rocks($crate::options($durability));
+            let $outbox = $crate::outbox(&$store, &$clock);
+            $body
+        }
+        {
+            let ($store, $clock, _server) = $crate::postgres($crate::options($durability));
             let $outbox = $crate::outbox(&$store, &$clock);
             $body
         }

@@ -65,6 +65,27 @@ pub fn rocks(specs: Vec<KeyspaceSpec>, dir: &TempDir) -> RocksEngine {
     RocksEngine::open(dir.0.join("rocks"), specs, RocksOptions::default()).unwrap()
 }
 
+/// The test run's PostgreSQL server (the one `cargo xtask test` shares, or
+/// one for this process, kept while the handle lives).
+pub fn postgres_server() -> Arc<strata_engine_postgres::testing::TestServer> {
+    strata_engine_postgres::testing::TestServer::shared()
+        .unwrap_or_else(|e| panic!("no PostgreSQL server for the tests: {e}"))
+}
+
+/// An engine on a new database of `server`.
+pub fn postgres(
+    specs: Vec<KeyspaceSpec>,
+    server: &strata_engine_postgres::testing::TestServer,
+) -> strata_engine_postgres::PostgresEngine {
+    let config = server.database("schemas").unwrap();
+    strata_engine_postgres::PostgresEngine::open(
+        config,
+        specs,
+        strata_engine_postgres::PostgresOptions::default(),
+    )
+    .unwrap()
+}
+
 /// Defines `#[test] fn {case}_{engine}` for each engine, calling the
 /// generic `case::<E>(engine)`.
 #[macro_export]
@@ -94,6 +115,15 @@ macro_rules! on_each_engine {
                 fn $case() {
                     let dir = $crate::TempDir::new(stringify!($case));
                     super::$case($crate::rocks(super::specs(), &dir));
+                }
+            )*
+        }
+        mod postgres_engine {
+            $(
+                #[test]
+                fn $case() {
+                    let server = $crate::postgres_server();
+                    super::$case($crate::postgres(super::specs(), &server));
                 }
             )*
         }

@@ -77,7 +77,7 @@ pub fn options(limits: Limits) -> StoreOptions {
 
 #[path = "../../../test-support/stores.rs"]
 mod stores;
-pub use stores::{Dir as TempDir, T0, redb, rocks, store_on};
+pub use stores::{Dir as TempDir, T0, postgres, redb, rocks, store_on};
 
 /// A store on a new `MemEngine` (no directory needed).
 pub fn mem(options: StoreOptions) -> (Store<MemEngine>, Arc<ManualClock>) {
@@ -85,7 +85,8 @@ pub fn mem(options: StoreOptions) -> (Store<MemEngine>, Arc<ManualClock>) {
     store_on(engine, options)
 }
 
-/// Runs `body` on a `MemEngine`, a `RedbEngine` and a `RocksEngine` store.
+/// Runs `body` on a `MemEngine`, a `RedbEngine`, a `RocksEngine` and a
+/// `PostgresEngine` store.
 #[macro_export]
 macro_rules! on_every_engine {
     ($options:expr, |$store:ident, $clock:ident| $body:block) => {{
@@ -99,6 +100,10 @@ macro_rules! on_every_engine {
         }
         {
             let ($store, $clock, _dir) = $crate::common::rocks($options);
+            $body
+        }
+        {
+            let ($store, $clock, _server) = $crate::common::postgres($options);
             $body
         }
     }};
