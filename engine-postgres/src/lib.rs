@@ -358,10 +358,11 @@ fn create(
     txn.batch_execute(&format!(
         "CREATE TABLE IF NOT EXISTS strata_meta (id int PRIMARY KEY, value bigint NOT NULL);
          INSERT INTO strata_meta VALUES (1, 0), (3, {LAYOUT_VERSION}) ON CONFLICT (id) DO NOTHING;
-         CREATE TABLE IF NOT EXISTS strata_flush (pid int PRIMARY KEY, n bigint NOT NULL);
+         CREATE TABLE IF NOT EXISTS strata_flush (
+             pid int PRIMARY KEY, n bigint NOT NULL DEFAULT 0, xid bigint, version bigint);
          CREATE TABLE IF NOT EXISTS strata_keyspaces (
              id int GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-             name text NOT NULL UNIQUE)"
+             name bytea NOT NULL UNIQUE)"
     ))
     .map_err(boxed)?;
     let found: i64 = txn
@@ -376,16 +377,16 @@ fn create(
     }
     let mut tables = Vec::with_capacity(keyspaces.len());
     for spec in keyspaces.specs() {
+        // Names are stored as bytes: any name (a NUL, any script) is kept
+        // whatever the database's encoding.
+        let name = spec.name.as_bytes();
         txn.execute(
             "INSERT INTO strata_keyspaces (name) VALUES ($1) ON CONFLICT (name) DO NOTHING",
-            &[&spec.name],
+            &[&name],
         )
         .map_err(boxed)?;
         let id: i32 = txn
-            .query_one(
-                "SELECT id FROM strata_keyspaces WHERE name = $1",
-                &[&spec.name],
-            )
+            .query_one("SELECT id FROM strata_keyspaces WHERE name = $1", &[&name])
             .map_err(boxed)?
             .get(0);
         let table = layout::table(id);

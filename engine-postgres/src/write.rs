@@ -8,7 +8,7 @@ use postgres::SimpleQueryMessage;
 use postgres::types::ToSql;
 use strata_engine::implement::{self, GroupFailed, Op, Reads};
 use strata_engine::{
-    Commit, CommitError, CommitInfo, Durability, Keyspace, Mutation, Predicate, RangeSpec,
+    Commit, CommitError, CommitInfo, Durability, Keyspace, Mutation, Predicate, RangeSpec, StampAt,
 };
 
 use crate::layout::{self, Condition};
@@ -44,7 +44,7 @@ macro_rules! flush_sql {
         concat!(
             "BEGIN ISOLATION LEVEL READ COMMITTED; \
              SET LOCAL synchronous_commit TO on; \
-             INSERT INTO strata_flush VALUES (pg_backend_pid(), 1) \
+             INSERT INTO strata_flush (pid, n) VALUES (pg_backend_pid(), 1) \
              ON CONFLICT (pid) DO UPDATE SET n = strata_flush.n + 1; ",
             $read,
             "COMMIT"
@@ -85,6 +85,36 @@ fn backend(e: postgres::Error) -> CommitError {
     CommitError::Backend(boxed(e))
 }
 
+/// The version the current transaction took (after its update of the
+/// version row), as SQL.
+const VERSION: &str = "SELECT value FROM strata_meta WHERE id = 1";
+
+/// Whether a commit reads nothing: no predicate, no counter.
+fn is_blind(commit: &Commit) -> bool {
+    commit.predicates.is_empty()
+        && !commit
+            .mutations
+            .iter()
+            .any(|m| matches!(m, Mutation::Add { .. }))
+}
+
+/// Reads for a commit that has none.
+struct NoReads;
+
+impl Reads for NoReads {
+    fn get(&mut self, _: Keyspace, _: &[u8]) -> Result<Option<Vec<u8>>, CommitError> {
+        Err(CommitError::Backend(boxed(ServerError::Unexpected(
+            "a read in a commit that reads nothing",
+        ))))
+    }
+
+    fn any_in(&mut self, _: Keyspace, _: &RangeSpec) -> Result<bool, CommitError> {
+        Err(CommitError::Backend(boxed(ServerError::Unexpected(
+            "a read in a commit that reads nothing",
+        ))))
+    }
+}
+
 /// What became of a transaction whose `COMMIT` reply was lost.
 enum Fate {
     Committed,
@@ -97,6 +127,12 @@ impl PostgresEngine {
     /// transaction; one result per commit, in order.
     pub(crate) fn write_group(&self, commits: &[Commit]) -> Vec<Result<CommitInfo, CommitError>> {
         let n = commits.len();
+        if let [commit] = commits
+            && is_blind(commit)
+            && let Some(result) = self.write_blind(commit)
+        {
+            return vec![result];
+        }
         let fail_all = |e: CommitError| -> Vec<Result<CommitInfo, CommitError>> {
             let msg = e.to_string();
             let mut out = vec![Err(e)];
@@ -175,6 +211,199 @@ impl PostgresEngine {
             return outcomes.into_iter().map(|r| r.map(info(false))).collect();
         }
         self.finish(pooled, outcomes, (first, next - 1), immediate, xid, &writes)
+    }
+
+    /// A commit that reads nothing (no predicate, no counter) and writes
+    /// at most [`LITERAL_BYTES`]: the first round trip begins the
+    /// transaction and learns its id, without any lock; the second takes
+    /// the version row's lock, writes (versionstamps computed by the server
+    /// from the version it just took) and commits. The lock is held only
+    /// while the server runs that second message, not across a round trip,
+    /// so concurrent blind commits queue on it briefly. `None` for a commit
+    /// too large to send as text (the caller goes the general way).
+    fn write_blind(&self, commit: &Commit) -> Option<Result<CommitInfo, CommitError>> {
+        // Validates every mutation (stamp offsets, ranges) before sending;
+        // with no counter there is nothing to read.
+        let ops = match implement::resolve(0, &commit.mutations, &mut NoReads) {
+            Ok(ops) => ops,
+            Err(e) => return Some(Err(e)),
+        };
+        if op_bytes(&ops) > LITERAL_BYTES {
+            return None;
+        }
+        let immediate = commit.durability == Durability::Immediate;
+        let sql = format!(
+            "UPDATE strata_meta SET value = value + 1 WHERE id = 1 RETURNING value; \
+             {}\
+             INSERT INTO strata_flush (pid, xid, version) \
+             VALUES (pg_backend_pid(), txid_current(), ({VERSION})) \
+             ON CONFLICT (pid) DO UPDATE SET xid = EXCLUDED.xid, version = EXCLUDED.version; \
+             SET LOCAL synchronous_commit TO off; COMMIT{}",
+            self.blind_writes(&commit.mutations, &ops),
+            if immediate { FLUSH_AFTER } else { "" }
+        );
+        let (mut pooled, xid) = match self.begin_blind() {
+            Ok(begun) => begun,
+            Err(e) => return Some(Err(e)),
+        };
+        let e = match pooled.conn().client.simple_query(&sql) {
+            Ok(answer) => {
+                let Some(version) = first_value(&answer).and_then(|v| v.parse().ok()) else {
+                    pooled.discard();
+                    return Some(Err(CommitError::OutcomeUnknown(boxed(
+                        ServerError::Unexpected("no version in a commit's answer"),
+                    ))));
+                };
+                if immediate {
+                    self.made_durable(version);
+                } else {
+                    self.seen(version);
+                }
+                return Some(Ok(CommitInfo {
+                    version,
+                    durable: immediate,
+                }));
+            }
+            Err(e) => e,
+        };
+        if is_connection_error(&e) || pooled.conn().client.batch_execute("ROLLBACK").is_err() {
+            pooled.discard();
+        } else {
+            drop(pooled);
+        }
+        tracing::warn!(xid, error = %e, "a commit's reply was lost or failed");
+        let msg = e.to_string();
+        Some(match self.fate(xid) {
+            Fate::Committed => match self.version_of(xid) {
+                Some(version) => self
+                    .settle(version, immediate, &msg)
+                    .map(|durable| CommitInfo { version, durable }),
+                None => Err(GroupFailed::unknown(&format!(
+                    "{msg}; the commit was applied, its version is not known"
+                ))),
+            },
+            Fate::Aborted => Err(GroupFailed::not_applied(&msg)),
+            Fate::Unknown => Err(GroupFailed::unknown(&msg)),
+        })
+    }
+
+    /// Begins a blind commit's transaction: the connection and the
+    /// transaction's id.
+    fn begin_blind(&self) -> Result<(Pooled<'_>, i64), CommitError> {
+        const BEGIN_BLIND: &str = "BEGIN ISOLATION LEVEL READ COMMITTED; SELECT txid_current()";
+        let xid_of =
+            |answer: &[SimpleQueryMessage]| first_value(answer).and_then(|v| v.parse().ok());
+        let mut pooled = self.pooled().map_err(|e| CommitError::Backend(boxed(e)))?;
+        let answer = match pooled.conn().client.simple_query(BEGIN_BLIND) {
+            Ok(a) => a,
+            // A dead pooled connection: nothing was sent that could apply.
+            Err(e) if is_connection_error(&e) => {
+                pooled.discard();
+                pooled = self.pooled().map_err(|e| CommitError::Backend(boxed(e)))?;
+                match pooled.conn().client.simple_query(BEGIN_BLIND) {
+                    Ok(a) => a,
+                    Err(e) => {
+                        pooled.discard();
+                        return Err(backend(e));
+                    }
+                }
+            }
+            Err(e) => {
+                pooled.discard();
+                return Err(backend(e));
+            }
+        };
+        if let Some(xid) = xid_of(&answer) {
+            Ok((pooled, xid))
+        } else {
+            pooled.discard();
+            Err(CommitError::Backend(boxed(ServerError::Unexpected(
+                "no transaction id",
+            ))))
+        }
+    }
+
+    /// The version a blind commit with transaction `xid` took, from the row
+    /// its session wrote in the same transaction (`None` once a later
+    /// session with the same process id overwrote it).
+    fn version_of(&self, xid: i64) -> Option<u64> {
+        let mut conn = self.fresh().ok()?;
+        let row = conn
+            .client
+            .query_opt("SELECT version FROM strata_flush WHERE xid = $1", &[&xid])
+            .ok()??;
+        row.get::<_, Option<i64>>(0)
+            .and_then(|v| u64::try_from(v).ok())
+    }
+
+    /// After a lost reply, for a commit known applied at `version`:
+    /// whether it is durable as its durability asks (`Ok(false)` for a
+    /// buffered one); an `Immediate` one that no sync can confirm is an
+    /// unknown outcome.
+    fn settle(&self, version: u64, immediate: bool, msg: &str) -> Result<bool, CommitError> {
+        if !immediate {
+            self.seen(version);
+            return Ok(false);
+        }
+        if self.sync_write().is_ok_and(|v| v >= version) {
+            self.made_durable(version);
+            return Ok(true);
+        }
+        Err(GroupFailed::unknown(&format!(
+            "{msg}; the commit was applied, but is not known durable"
+        )))
+    }
+
+    /// A blind commit's writes as statements: plain puts, deletes and
+    /// range deletes as [`literal_writes`](Self::literal_writes) writes
+    /// them; each versionstamped put alone, its stamp computed from the
+    /// version the transaction took.
+    fn blind_writes(&self, mutations: &[Mutation], ops: &[Op]) -> String {
+        let mut sql = String::new();
+        let mut plain: Vec<Op> = Vec::new();
+        let mut order: u32 = 0;
+        for (m, op) in mutations.iter().zip(ops) {
+            let Mutation::PutVersionstamped { ks, key, value, at } = m else {
+                plain.push(op.clone());
+                continue;
+            };
+            sql.push_str(&self.literal_writes(&std::mem::take(&mut plain)));
+            let Some(table) = self.table(*ks) else {
+                continue;
+            };
+            let stamp = match at {
+                StampAt::KeyInverted(_) => format!(
+                    "(int8send(~({VERSION})) || substring(int4send(~{order}) from 3 for 2))"
+                ),
+                StampAt::Key(_) | StampAt::Value(_) => {
+                    format!("(int8send(({VERSION})) || substring(int4send({order}) from 3 for 2))")
+                }
+            };
+            order += 1;
+            let placed = |bytes: &[u8], offset: usize| {
+                format!(
+                    "overlay({} placing {stamp} from {} for 10)",
+                    layout::literal(bytes),
+                    offset + 1
+                )
+            };
+            let (k, v) = match at {
+                StampAt::Key(o) | StampAt::KeyInverted(o) => {
+                    (placed(key, *o), layout::literal(value))
+                }
+                StampAt::Value(o) => (layout::literal(key), placed(value, *o)),
+            };
+            let p = layout::INDEXED_PREFIX;
+            let _ = write!(
+                sql,
+                "INSERT INTO {table} (kp, kr, value) \
+                 SELECT substring(k from 1 for {p}), substring(k from {}), v FROM (SELECT {k} AS k, {v} AS v) s \
+                 ON CONFLICT (kp, kh) DO UPDATE SET value = EXCLUDED.value; ",
+                p + 1
+            );
+        }
+        sql.push_str(&self.literal_writes(&plain));
+        sql
     }
 
     /// Begins a commit's transaction on a pooled connection, reading
@@ -384,22 +613,16 @@ impl PostgresEngine {
         tracing::warn!(xid, error = %e, "a commit's reply was lost or failed");
         let msg = e.to_string();
         match self.fate(xid) {
-            Fate::Committed => {
-                // Applied; durable when asked only if a sync now says so.
-                if !immediate {
-                    self.seen(last);
-                    return outcomes.into_iter().map(|r| r.map(info(false))).collect();
+            Fate::Committed => match self.settle(last, immediate, &msg) {
+                Ok(durable) => outcomes.into_iter().map(|r| r.map(info(durable))).collect(),
+                Err(e) => {
+                    let why = e.to_string();
+                    outcomes
+                        .into_iter()
+                        .map(|r| r.and_then(|_| Err(GroupFailed::unknown(&why))))
+                        .collect()
                 }
-                if self.sync_write().is_ok_and(|v| v >= last) {
-                    self.made_durable(last);
-                    return outcomes.into_iter().map(|r| r.map(info(true))).collect();
-                }
-                let why = format!("{msg}; the commit was applied, but is not known durable");
-                outcomes
-                    .into_iter()
-                    .map(|r| r.and_then(|_| Err(GroupFailed::unknown(&why))))
-                    .collect()
-            }
+            },
             Fate::Aborted => outcomes
                 .into_iter()
                 .map(|r| r.and_then(|_| Err(GroupFailed::not_applied(&msg))))

@@ -125,56 +125,90 @@ fn a_server_crash_loses_at_most_a_suffix_of_buffered_commits() {
     );
 }
 
+/// A way to commit one stamped row, returning its version.
+type Way = fn(&PostgresEngine, Durability) -> Result<u64, CommitError>;
+
+/// A stamped commit that also requires a key absent: it reads, so it takes
+/// the general way (version lock first, writes with the `COMMIT`).
+fn stamped_checked(e: &PostgresEngine, durability: Durability) -> Result<u64, CommitError> {
+    let log = e.keyspace("log").unwrap();
+    e.commit(
+        Commit::new()
+            .require(strata_engine::Predicate::Absent {
+                ks: log,
+                key: b"never".to_vec(),
+            })
+            .mutate(Mutation::PutVersionstamped {
+                ks: log,
+                key: vec![0; 10],
+                value: vec![1; 100],
+                at: StampAt::Key(0),
+            })
+            .durability(durability),
+    )
+    .map(|i| i.version)
+}
+
 /// An `Immediate` commit waits for a synchronous standby that never
-/// comes; its session is ended by the server, so its `COMMIT` reply is
-/// lost. The engine asks the server what became of the transaction (it
-/// committed locally) and reports it applied, with its version, durable
-/// once a sync succeeded; it never commits it twice.
+/// comes; its session is ended by the server, so its reply is lost. The
+/// engine asks the server what became of the transaction (it committed
+/// locally) and reports it applied, with its version, durable once a sync
+/// succeeded; it never commits it twice. Both ways a commit can go: one
+/// that reads nothing (its version found from its session's row), and one
+/// with a predicate.
 #[test]
 fn a_lost_commit_reply_is_resolved_not_retried() {
     let server = TestServer::start().expect("a private server");
     let config = server.database("lost_reply").unwrap();
     let dbname = config.get_dbname().unwrap().to_owned();
     let e = PostgresEngine::open(config, specs(), PostgresOptions::default()).unwrap();
-    let before = stamped(&e, Durability::Immediate).unwrap();
-    server
-        .admin("ALTER SYSTEM SET synchronous_standby_names = 'nobody_standby'")
-        .unwrap();
-    server.admin("SELECT pg_reload_conf()").unwrap();
-    // The checkpointer takes the new setting up asynchronously.
-    std::thread::sleep(Duration::from_secs(1));
-    let done = AtomicBool::new(false);
-    let result = std::thread::scope(|s| {
-        let commit = s.spawn(|| {
-            let r = stamped(&e, Durability::Immediate);
-            done.store(true, Ordering::SeqCst);
-            r
-        });
-        // The commit is waiting for the standby: end its session.
-        std::thread::sleep(Duration::from_millis(500));
-        assert!(
-            !done.load(Ordering::SeqCst),
-            "the commit did not wait for the standby"
-        );
+    let mut versions = vec![stamped(&e, Durability::Immediate).unwrap()];
+    let ways: [Way; 2] = [stamped, stamped_checked];
+    for (way, commit) in ways.into_iter().enumerate() {
         server
-            .admin(&format!(
-                "SELECT pg_terminate_backend(pid, 10000) FROM pg_stat_activity \
-                 WHERE datname = '{dbname}' AND wait_event = 'SyncRep'"
-            ))
-            .unwrap();
-        std::thread::sleep(Duration::from_millis(300));
-        // Let the sync the engine runs to learn durability through.
-        server
-            .admin("ALTER SYSTEM RESET synchronous_standby_names")
+            .admin("ALTER SYSTEM SET synchronous_standby_names = 'nobody_standby'")
             .unwrap();
         server.admin("SELECT pg_reload_conf()").unwrap();
-        commit.join().unwrap()
-    });
-    let v = result.expect("the lost reply resolved as committed");
-    assert_eq!(v, before + 1);
-    let (m, rows) = present(&e);
-    assert_eq!((m, rows), (v, vec![before, v]), "applied once, not retried");
-    assert!(e.durable_version() >= v);
+        // The checkpointer takes the new setting up asynchronously.
+        std::thread::sleep(Duration::from_secs(1));
+        let done = AtomicBool::new(false);
+        let result = std::thread::scope(|s| {
+            let pending = s.spawn(|| {
+                let r = commit(&e, Durability::Immediate);
+                done.store(true, Ordering::SeqCst);
+                r
+            });
+            // The commit is waiting for the standby: end its session.
+            std::thread::sleep(Duration::from_millis(500));
+            assert!(
+                !done.load(Ordering::SeqCst),
+                "way {way}: the commit did not wait for the standby"
+            );
+            server
+                .admin(&format!(
+                    "SELECT pg_terminate_backend(pid, 10000) FROM pg_stat_activity \
+                     WHERE datname = '{dbname}' AND wait_event = 'SyncRep'"
+                ))
+                .unwrap();
+            std::thread::sleep(Duration::from_millis(300));
+            // Let the sync the engine runs to learn durability through.
+            server
+                .admin("ALTER SYSTEM RESET synchronous_standby_names")
+                .unwrap();
+            server.admin("SELECT pg_reload_conf()").unwrap();
+            pending.join().unwrap()
+        });
+        let v = result.unwrap_or_else(|err| panic!("way {way}: not resolved as committed: {err}"));
+        assert_eq!(v, versions.last().unwrap() + 1, "way {way}");
+        versions.push(v);
+        let (m, rows) = present(&e);
+        assert_eq!(
+            (m, &rows),
+            (v, &versions),
+            "way {way}: applied once, not retried"
+        );
+        assert!(e.durable_version() >= v, "way {way}");
+    }
 }
 
 /// A primary with a synchronous standby on the same machine: `Immediate`
