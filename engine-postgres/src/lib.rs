@@ -27,14 +27,18 @@
 //!   advisory lock, so processes opening at once do not race) and never
 //!   dropped. A key is stored as an indexed 2,048-byte prefix and the rest;
 //!   see [`layout`] for why the pair sorts as the key does.
-//! - **Commits** are one transaction on one pooled connection. Its first
-//!   statement increments the version row of `strata_meta`; the row lock
-//!   it takes serialises every commit of every process on the database, so
-//!   versions are strictly increasing, gap-free and in the order of the
-//!   write-ahead log. Predicates are then checked and counters read inside
-//!   the transaction, under that lock, and the mutations applied with
-//!   versionstamps filled from the version. A failed predicate rolls the
-//!   transaction back, version included.
+//! - **Commits** are one transaction on one pooled connection. It
+//!   increments the version row of `strata_meta`; the row lock it takes
+//!   serialises every commit of every process on the database, so versions
+//!   are strictly increasing, gap-free and in the order of the write-ahead
+//!   log. Predicates are checked and counters read inside the transaction,
+//!   under that lock, and the mutations applied with versionstamps filled
+//!   from the version. A failed predicate rolls the transaction back,
+//!   version included. A commit that reads (predicates, counters) takes the
+//!   lock in its first round trip and commits in its second; one that reads
+//!   nothing takes the lock only inside its second, where the server
+//!   computes its versionstamps, so the lock is never held across a round
+//!   trip.
 //! - **Snapshots** are read-only `REPEATABLE READ` transactions whose first
 //!   statement reads the version, so [`Snapshot::version`] is exact. Ranges
 //!   stream in batches, each a keyset-paginated query inside the
