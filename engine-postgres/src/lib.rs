@@ -197,8 +197,18 @@ pub(crate) fn describe(e: &postgres::Error) -> String {
 }
 
 /// Whether `e` says the connection (or the server) went away, rather than
-/// that a statement failed.
-pub(crate) fn is_connection_error(e: &postgres::Error) -> bool {
+/// that a statement failed: the connection is closed, the socket failed,
+/// or the server answered with SQLSTATE class 08 (connection exception) or
+/// 57P01–57P03 (shutting down, crashed, starting). Such a connection is
+/// not reused, and work that sent nothing is retried once on a new one.
+///
+/// ```no_run
+/// let mut client = postgres::Client::connect("host=/run/postgresql user=app", postgres::NoTls)?;
+/// let err = client.batch_execute("SELEC 1").unwrap_err();
+/// assert!(!strata_engine_postgres::is_connection_error(&err), "a syntax error is the statement's");
+/// # Ok::<(), postgres::Error>(())
+/// ```
+pub fn is_connection_error(e: &postgres::Error) -> bool {
     if e.is_closed() {
         return true;
     }

@@ -229,7 +229,10 @@ fn ranges_stream_in_batches() {
     // Two ranges of one snapshot interleaved, while a commit lands: both
     // keep the snapshot's view.
     let mut a = s.range(ks, RangeSpec::all()).unwrap();
-    assert!(format!("{a:?}").starts_with("PostgresRange { range: RangeSpec"), "{a:?}");
+    assert!(
+        format!("{a:?}").starts_with("PostgresRange { range: RangeSpec"),
+        "{a:?}"
+    );
     let mut b = s.range(ks, RangeSpec::all().reversed()).unwrap();
     e.commit(
         Commit::new()

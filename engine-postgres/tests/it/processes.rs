@@ -191,3 +191,98 @@ fn dropped_connections_are_reestablished() {
     assert_eq!(s.get(rows, b"a").unwrap().as_deref(), Some(&b"1"[..]));
     assert_eq!(s.get(rows, b"b").unwrap().as_deref(), Some(&b"2"[..]));
 }
+
+/// What the engine says of itself and does with its sessions: its options
+/// and tables, `reconnect` closing idle sessions, connection errors told
+/// from statement errors, and the queue profile's table settings.
+#[test]
+fn sessions_options_and_table_settings() {
+    use strata_engine_postgres::is_connection_error;
+    let (server, config, e) = super::open(
+        "sessions",
+        specs(),
+        PostgresOptions {
+            pool_size: 3,
+            ..PostgresOptions::default()
+        },
+    );
+    assert_eq!(e.options().pool_size, 3);
+    let debug = format!("{e:?}");
+    assert!(
+        debug.contains("PostgresEngine") && debug.contains("strata_ks_"),
+        "{debug}"
+    );
+    let rows = e.keyspace("rows").unwrap();
+    // Two sessions open at once, then idle in the pool.
+    let (a, b) = (e.snapshot().unwrap(), e.snapshot().unwrap());
+    drop((a, b));
+    e.commit(Commit::new().put(rows, b"k".to_vec(), b"v".to_vec()))
+        .unwrap();
+    let dbname = config.get_dbname().unwrap().to_owned();
+    let mut admin = server.config("postgres").connect(postgres::NoTls).unwrap();
+    let sessions = |admin: &mut postgres::Client| -> i64 {
+        admin
+            .query_one(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = $1",
+                &[&dbname],
+            )
+            .unwrap()
+            .get(0)
+    };
+    assert_eq!(sessions(&mut admin), 2, "two pooled sessions");
+    e.reconnect();
+    let mut left = sessions(&mut admin);
+    for _ in 0..100 {
+        if left == 0 {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        left = sessions(&mut admin);
+    }
+    assert_eq!(left, 0, "reconnect closes idle sessions");
+    assert!(e.snapshot().unwrap().get(rows, b"k").unwrap().is_some());
+    // A statement's error is not the connection's; a refused connection is.
+    let err = admin.batch_execute("SELEC 1").unwrap_err();
+    assert!(!is_connection_error(&err), "{err}");
+    let mut gone = postgres::Config::new();
+    gone.host_path("/nonexistent-strata-socket-dir")
+        .user("strata");
+    let Err(err) = gone.connect(postgres::NoTls) else {
+        panic!("connected to a directory with no server")
+    };
+    assert!(is_connection_error(&err), "{err}");
+    let mut victim = server.config(&dbname).connect(postgres::NoTls).unwrap();
+    admin
+        .execute(
+            "SELECT pg_terminate_backend(pid, 10000) FROM pg_stat_activity WHERE datname = $1",
+            &[&dbname],
+        )
+        .unwrap();
+    let err = victim.batch_execute("SELECT 1").unwrap_err();
+    assert!(is_connection_error(&err), "{err}");
+    // The queue keyspace's table asks autovacuum to come sooner; the
+    // general one does not.
+    let mut db = server.config(&dbname).connect(postgres::NoTls).unwrap();
+    let options: Vec<(Vec<u8>, Option<Vec<String>>)> = db
+        .query(
+            "SELECT k.name, c.reloptions FROM strata_keyspaces k \
+             JOIN pg_class c ON c.relname = 'strata_ks_' || k.id ORDER BY k.name",
+            &[],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect();
+    assert_eq!(options.len(), 2);
+    assert_eq!(options[0].0, b"log");
+    assert!(
+        options[0].1.as_ref().is_some_and(|o| o
+            .iter()
+            .any(|x| x.starts_with("autovacuum_vacuum_scale_factor"))),
+        "{options:?}"
+    );
+    assert_eq!(
+        (options[1].0.as_slice(), &options[1].1),
+        (&b"rows"[..], &None)
+    );
+}
