@@ -522,42 +522,71 @@ impl Engine for PostgresEngine {
     }
 }
 
+impl PostgresEngine {
+    /// Runs `work` on a pooled connection and, if that connection turns out
+    /// dead (the server restarted, or ended the session), once more on a
+    /// new one: for work safe to repeat (reads, `VACUUM`). A connection
+    /// whose work failed is not reused.
+    fn repeatable<T>(
+        &self,
+        work: impl Fn(&mut postgres::Client) -> Result<T, postgres::Error>,
+    ) -> Result<T, CapabilityError> {
+        let fail = |e| CapabilityError::Backend(boxed(e));
+        let mut pooled = self.pooled().map_err(fail)?;
+        match work(&mut pooled.conn().client) {
+            Ok(v) => Ok(v),
+            Err(e) if is_connection_error(&e) => {
+                pooled.discard();
+                let mut fresh = self.pooled().map_err(fail)?;
+                work(&mut fresh.conn().client).map_err(|e| {
+                    fresh.discard();
+                    CapabilityError::Backend(boxed(e))
+                })
+            }
+            Err(e) => {
+                pooled.discard();
+                Err(CapabilityError::Backend(boxed(e)))
+            }
+        }
+    }
+}
+
 impl Statistics for PostgresEngine {
     /// Exact counts and bytes (key and value lengths), from a scan of each
     /// table in one snapshot: costly on large tables.
     fn stats(&self) -> Result<Vec<KeyspaceStats>, CapabilityError> {
-        let err = |e: postgres::Error| CapabilityError::Backend(boxed(e));
-        let mut pooled = self
-            .pooled()
-            .map_err(|e| CapabilityError::Backend(boxed(e)))?;
-        let client = &mut pooled.conn().client;
-        let mut txn = client
-            .build_transaction()
-            .isolation_level(postgres::IsolationLevel::RepeatableRead)
-            .read_only(true)
-            .start()
-            .map_err(err)?;
-        let mut out = Vec::with_capacity(self.tables.len());
-        for (spec, table) in self.keyspaces.specs().iter().zip(&self.tables) {
-            let row = txn
-                .query_one(
+        let counts = self.repeatable(|client| {
+            let mut txn = client
+                .build_transaction()
+                .isolation_level(postgres::IsolationLevel::RepeatableRead)
+                .read_only(true)
+                .start()?;
+            let mut counts = Vec::with_capacity(self.tables.len());
+            for table in &self.tables {
+                let row = txn.query_one(
                     &format!(
                         "SELECT count(*), coalesce(sum(length(kp) + length(kr) + length(value)), 0)::bigint FROM {table}"
                     ),
                     &[],
-                )
-                .map_err(err)?;
-            let (entries, bytes): (i64, i64) = (row.get(0), row.get(1));
-            out.push(KeyspaceStats {
+                )?;
+                counts.push((row.get::<_, i64>(0), row.get::<_, i64>(1)));
+            }
+            txn.commit()?;
+            Ok(counts)
+        })?;
+        Ok(self
+            .keyspaces
+            .specs()
+            .iter()
+            .zip(counts)
+            .map(|(spec, (entries, bytes))| KeyspaceStats {
                 name: spec.name.clone(),
                 entries: entries.unsigned_abs(),
                 entries_exact: true,
                 bytes: bytes.unsigned_abs(),
                 bytes_exact: true,
-            });
-        }
-        txn.commit().map_err(err)?;
-        Ok(out)
+            })
+            .collect())
     }
 }
 
@@ -579,17 +608,12 @@ impl Compact for PostgresEngine {
     /// reusable (not returned to the operating system) and the planner's
     /// statistics refreshed.
     fn compact(&self) -> Result<(), CapabilityError> {
-        let mut pooled = self
-            .pooled()
-            .map_err(|e| CapabilityError::Backend(boxed(e)))?;
-        for table in &self.tables {
-            pooled
-                .conn()
-                .client
-                .batch_execute(&format!("VACUUM (ANALYZE) {table}"))
-                .map_err(|e| CapabilityError::Backend(boxed(e)))?;
-        }
-        Ok(())
+        self.repeatable(|client| {
+            for table in &self.tables {
+                client.batch_execute(&format!("VACUUM (ANALYZE) {table}"))?;
+            }
+            Ok(())
+        })
     }
 }
 

@@ -285,4 +285,15 @@ fn sessions_options_and_table_settings() {
         (options[1].0.as_slice(), &options[1].1),
         (&b"rows"[..], &None)
     );
+    // Compaction vacuums every keyspace table.
+    strata_engine::Compact::compact(&e).unwrap();
+    let vacuumed: i64 = db
+        .query_one(
+            "SELECT count(*) FROM pg_stat_user_tables \
+             WHERE relname LIKE 'strata_ks_%' AND vacuum_count > 0",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(vacuumed, 2, "both keyspace tables vacuumed");
 }
