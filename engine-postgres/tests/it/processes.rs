@@ -297,3 +297,30 @@ fn sessions_options_and_table_settings() {
         .get(0);
     assert_eq!(vacuumed, 2, "both keyspace tables vacuumed");
 }
+
+/// The pool never opens more sessions than its size: with every session
+/// held by a snapshot, the next one waits `pool_wait` and fails with a
+/// typed error naming the pool, and succeeds once a snapshot is dropped.
+#[test]
+fn the_pool_is_bounded() {
+    let (_server, _config, e) = super::open(
+        "pool",
+        specs(),
+        PostgresOptions {
+            pool_size: 2,
+            pool_wait: std::time::Duration::from_millis(200),
+            ..PostgresOptions::default()
+        },
+    );
+    let a = e.snapshot().unwrap();
+    let b = e.snapshot().unwrap();
+    let err = e.snapshot().unwrap_err();
+    assert!(
+        matches!(err, strata_engine::ReadError::Backend(_))
+            && err.to_string().contains("pool of 2"),
+        "{err}"
+    );
+    drop(a);
+    let c = e.snapshot().unwrap();
+    assert_eq!(c.version().unwrap(), b.version().unwrap());
+}
