@@ -323,4 +323,23 @@ fn the_pool_is_bounded() {
     drop(a);
     let c = e.snapshot().unwrap();
     assert_eq!(c.version().unwrap(), b.version().unwrap());
+    drop((b, c));
+    // A waiter gets the session another thread gives back.
+    let (_server2, _config2, e) = super::open(
+        "pool_wait",
+        specs(),
+        PostgresOptions {
+            pool_size: 1,
+            pool_wait: std::time::Duration::from_secs(10),
+            ..PostgresOptions::default()
+        },
+    );
+    let held = e.snapshot().unwrap();
+    std::thread::scope(|s| {
+        s.spawn(move || {
+            std::thread::sleep(std::time::Duration::from_millis(100));
+            drop(held);
+        });
+        assert!(e.snapshot().is_ok(), "the waiter got the returned session");
+    });
 }
