@@ -344,6 +344,36 @@ impl PostgresEngine {
         self.pool.get()
     }
 
+    /// Sends a transaction's first message on a pooled connection; if that
+    /// connection turns out dead (a server restart ended it while idle),
+    /// sends it once more on a new one: nothing was applied by a message
+    /// that never reached a live session. A connection whose message
+    /// failed is not reused.
+    pub(crate) fn first_message<T>(
+        &self,
+        send: impl Fn(&mut Pooled<'_>) -> Result<T, postgres::Error>,
+    ) -> Result<(Pooled<'_>, T), strata_engine::BackendError> {
+        let mut pooled = self.pooled().map_err(boxed)?;
+        match send(&mut pooled) {
+            Ok(v) => Ok((pooled, v)),
+            Err(e) if is_connection_error(&e) => {
+                pooled.discard();
+                let mut fresh = self.pooled().map_err(boxed)?;
+                match send(&mut fresh) {
+                    Ok(v) => Ok((fresh, v)),
+                    Err(e) => {
+                        fresh.discard();
+                        Err(boxed(e))
+                    }
+                }
+            }
+            Err(e) => {
+                pooled.discard();
+                Err(boxed(e))
+            }
+        }
+    }
+
     /// A fresh connection outside the pool's count.
     pub(crate) fn fresh(&self) -> Result<pool::Conn, PoolError> {
         self.pool.connect()
@@ -531,23 +561,9 @@ impl PostgresEngine {
         &self,
         work: impl Fn(&mut postgres::Client) -> Result<T, postgres::Error>,
     ) -> Result<T, CapabilityError> {
-        let fail = |e| CapabilityError::Backend(boxed(e));
-        let mut pooled = self.pooled().map_err(fail)?;
-        match work(&mut pooled.conn().client) {
-            Ok(v) => Ok(v),
-            Err(e) if is_connection_error(&e) => {
-                pooled.discard();
-                let mut fresh = self.pooled().map_err(fail)?;
-                work(&mut fresh.conn().client).map_err(|e| {
-                    fresh.discard();
-                    CapabilityError::Backend(boxed(e))
-                })
-            }
-            Err(e) => {
-                pooled.discard();
-                Err(CapabilityError::Backend(boxed(e)))
-            }
-        }
+        self.first_message(|p| work(&mut p.conn().client))
+            .map(|(_, v)| v)
+            .map_err(CapabilityError::Backend)
     }
 }
 

@@ -55,29 +55,7 @@ fn begin_on(pooled: &mut Pooled<'_>) -> Result<u64, postgres::Error> {
 
 impl<'e> PostgresSnapshot<'e> {
     pub(crate) fn begin(engine: &'e PostgresEngine) -> Result<Self, ReadError> {
-        let pool_err = |e| ReadError::Backend(boxed(e));
-        let mut pooled = engine.pooled().map_err(pool_err)?;
-        let version = match begin_on(&mut pooled) {
-            Ok(v) => v,
-            // A pooled connection the server dropped (a restart): nothing
-            // was read, so a new connection is as good.
-            Err(e) if is_connection_error(&e) => {
-                pooled.discard();
-                pooled = engine.pooled().map_err(pool_err)?;
-                match begin_on(&mut pooled) {
-                    Ok(v) => v,
-                    Err(e) => {
-                        pooled.discard();
-                        return Err(ReadError::Backend(boxed(e)));
-                    }
-                }
-            }
-            // The session's state is unknown: it is not reused.
-            Err(e) => {
-                pooled.discard();
-                return Err(ReadError::Backend(boxed(e)));
-            }
-        };
+        let (pooled, version) = engine.first_message(begin_on).map_err(ReadError::Backend)?;
         engine.seen(version);
         Ok(Self {
             engine,

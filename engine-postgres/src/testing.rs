@@ -138,6 +138,34 @@ impl TestServer {
         Self::start_inner(settings, true)
     }
 
+    /// A server handle on a new, empty temporary directory (owned by the
+    /// server's user), nothing started yet.
+    fn in_new_dir(
+        bin: PathBuf,
+        as_nobody: bool,
+        port: u16,
+        tcp: bool,
+    ) -> Result<Self, TestServerError> {
+        let dir = std::env::temp_dir().join(format!(
+            "strata-pg-{}-{}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir)?;
+        if as_nobody {
+            std::os::unix::fs::chown(&dir, Some(NOBODY), Some(NOBODY))?;
+        }
+        Ok(Self {
+            dir,
+            bin,
+            owned: true,
+            as_nobody,
+            port,
+            tcp,
+        })
+    }
+
     fn start_inner(settings: &[&str], tcp: bool) -> Result<Self, TestServerError> {
         let bin = find_bin()?;
         let port = if tcp {
@@ -147,24 +175,7 @@ impl TestServer {
         } else {
             PORT
         };
-        let dir = std::env::temp_dir().join(format!(
-            "strata-pg-{}-{}",
-            std::process::id(),
-            NEXT.fetch_add(1, Ordering::Relaxed)
-        ));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir)?;
-        let server = Self {
-            dir,
-            bin,
-            owned: true,
-            as_nobody: is_root(),
-            port,
-            tcp,
-        };
-        if server.as_nobody {
-            std::os::unix::fs::chown(&server.dir, Some(NOBODY), Some(NOBODY))?;
-        }
+        let server = Self::in_new_dir(bin, is_root(), port, tcp)?;
         server.run(
             "initdb",
             &[
@@ -378,24 +389,7 @@ impl TestServer {
     /// # Errors
     /// As [`TestServer::start`].
     pub fn start_standby(&self) -> Result<Self, TestServerError> {
-        let dir = std::env::temp_dir().join(format!(
-            "strata-pg-{}-{}",
-            std::process::id(),
-            NEXT.fetch_add(1, Ordering::Relaxed)
-        ));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir)?;
-        let standby = Self {
-            dir,
-            bin: self.bin.clone(),
-            owned: true,
-            as_nobody: self.as_nobody,
-            port: PORT,
-            tcp: false,
-        };
-        if standby.as_nobody {
-            std::os::unix::fs::chown(&standby.dir, Some(NOBODY), Some(NOBODY))?;
-        }
+        let standby = Self::in_new_dir(self.bin.clone(), self.as_nobody, PORT, false)?;
         standby.run(
             "pg_basebackup",
             &[

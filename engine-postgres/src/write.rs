@@ -293,26 +293,9 @@ impl PostgresEngine {
         const BEGIN_BLIND: &str = "BEGIN ISOLATION LEVEL READ COMMITTED; SELECT txid_current()";
         let xid_of =
             |answer: &[SimpleQueryMessage]| first_value(answer).and_then(|v| v.parse().ok());
-        let mut pooled = self.pooled().map_err(|e| CommitError::Backend(boxed(e)))?;
-        let answer = match pooled.conn().client.simple_query(BEGIN_BLIND) {
-            Ok(a) => a,
-            // A dead pooled connection: nothing was sent that could apply.
-            Err(e) if is_connection_error(&e) => {
-                pooled.discard();
-                pooled = self.pooled().map_err(|e| CommitError::Backend(boxed(e)))?;
-                match pooled.conn().client.simple_query(BEGIN_BLIND) {
-                    Ok(a) => a,
-                    Err(e) => {
-                        pooled.discard();
-                        return Err(backend(e));
-                    }
-                }
-            }
-            Err(e) => {
-                pooled.discard();
-                return Err(backend(e));
-            }
-        };
+        let (pooled, answer) = self
+            .first_message(|p| p.conn().client.simple_query(BEGIN_BLIND))
+            .map_err(CommitError::Backend)?;
         if let Some(xid) = xid_of(&answer) {
             Ok((pooled, xid))
         } else {
@@ -413,27 +396,9 @@ impl PostgresEngine {
         &self,
         reads: &str,
     ) -> Result<(Pooled<'_>, u64, i64, Vec<SimpleQueryMessage>), CommitError> {
-        let mut pooled = self.pooled().map_err(|e| CommitError::Backend(boxed(e)))?;
-        let (first, xid, answer) = match begin_on(&mut pooled, reads) {
-            Ok(v) => v,
-            // The pooled connection was dead (a server restart): nothing
-            // was applied, so one retry on a new connection is safe.
-            Err(e) if is_connection_error(&e) => {
-                pooled.discard();
-                pooled = self.pooled().map_err(|e| CommitError::Backend(boxed(e)))?;
-                match begin_on(&mut pooled, reads) {
-                    Ok(v) => v,
-                    Err(e) => {
-                        pooled.discard();
-                        return Err(backend(e));
-                    }
-                }
-            }
-            Err(e) => {
-                pooled.discard();
-                return Err(backend(e));
-            }
-        };
+        let (pooled, (first, xid, answer)) = self
+            .first_message(|p| begin_on(p, reads))
+            .map_err(CommitError::Backend)?;
         if first == 0 || xid < 0 {
             pooled.discard();
             return Err(CommitError::Backend(boxed(ServerError::Unexpected(
@@ -663,19 +628,7 @@ impl PostgresEngine {
     /// returns, the log is flushed (and, with a synchronous standby,
     /// flushed there) past every commit up to the version it returns.
     pub(crate) fn sync_write(&self) -> Result<u64, strata_engine::BackendError> {
-        let mut pooled = self.pooled().map_err(boxed)?;
-        let answer = match pooled.conn().client.simple_query(SYNC) {
-            Ok(a) => a,
-            Err(e) if is_connection_error(&e) => {
-                pooled.discard();
-                let mut fresh = self.pooled().map_err(boxed)?;
-                fresh.conn().client.simple_query(SYNC).map_err(boxed)?
-            }
-            Err(e) => {
-                pooled.discard();
-                return Err(boxed(e));
-            }
-        };
+        let (_pooled, answer) = self.first_message(|p| p.conn().client.simple_query(SYNC))?;
         first_value(&answer)
             .and_then(|v| v.parse().ok())
             .ok_or_else(|| boxed(ServerError::Unexpected("no version in the sync's answer")))

@@ -17,37 +17,41 @@ fn specs() -> Vec<KeyspaceSpec> {
     ]
 }
 
-/// One writer process: `COMMITS` commits, each a row of its own, a shared
-/// counter and a versionstamped log entry, printing each commit's version.
+/// Writer `id`'s commit number `i`: a row of its own, the shared counter
+/// and a versionstamped log entry; returns its version.
+fn logged_commit(e: &PostgresEngine, id: u8, i: u64, durability: Durability) -> u64 {
+    let (rows, log) = (e.keyspace("rows").unwrap(), e.keyspace("log").unwrap());
+    e.commit(
+        Commit::new()
+            .durability(durability)
+            .put(rows, [&[id][..], &i.to_be_bytes()].concat(), vec![id])
+            .mutate(Mutation::Add {
+                ks: rows,
+                key: b"count".to_vec(),
+                delta: 1,
+            })
+            .mutate(Mutation::PutVersionstamped {
+                ks: log,
+                key: [&b"e"[..], &[0; 10]].concat(),
+                value: [&[id][..], &i.to_be_bytes()].concat(),
+                at: StampAt::Key(1),
+            }),
+    )
+    .expect("a writer's commit")
+    .version
+}
+
+/// One writer process: `COMMITS` commits, printing each one's version.
 fn child(config: &str, id: u8) {
     let e =
         PostgresEngine::connect(config, specs(), PostgresOptions::default()).expect("child open");
-    let (rows, log) = (e.keyspace("rows").unwrap(), e.keyspace("log").unwrap());
     for i in 0..COMMITS {
         let durability = if i % 3 == 0 {
             Durability::Immediate
         } else {
             Durability::Buffered
         };
-        let info = e
-            .commit(
-                Commit::new()
-                    .durability(durability)
-                    .put(rows, [&[id][..], &i.to_be_bytes()].concat(), vec![id])
-                    .mutate(Mutation::Add {
-                        ks: rows,
-                        key: b"count".to_vec(),
-                        delta: 1,
-                    })
-                    .mutate(Mutation::PutVersionstamped {
-                        ks: log,
-                        key: [&b"e"[..], &[0; 10]].concat(),
-                        value: [&[id][..], &i.to_be_bytes()].concat(),
-                        at: StampAt::Key(1),
-                    }),
-            )
-            .expect("child commit");
-        println!("v {} {id} {i}", info.version);
+        println!("v {} {id} {i}", logged_commit(&e, id, i, durability));
     }
 }
 
@@ -88,25 +92,8 @@ fn two_processes_commit_without_duplicates_or_losses() {
     // (version, writer, i) of every commit, this process's as writer 0.
     let mut told: Vec<(u64, u8, u64)> = Vec::new();
     for i in 0..COMMITS {
-        let info = e
-            .commit(
-                Commit::new()
-                    .put(rows, [&[0][..], &i.to_be_bytes()].concat(), vec![0])
-                    .mutate(Mutation::Add {
-                        ks: rows,
-                        key: b"count".to_vec(),
-                        delta: 1,
-                    })
-                    .mutate(Mutation::PutVersionstamped {
-                        ks: log,
-                        key: [&b"e"[..], &[0; 10]].concat(),
-                        value: [&[0][..], &i.to_be_bytes()].concat(),
-                        at: StampAt::Key(1),
-                    })
-                    .durability(Durability::Buffered),
-            )
-            .unwrap();
-        told.push((info.version, 0, i));
+        let version = logged_commit(&e, 0, i, Durability::Buffered);
+        told.push((version, 0, i));
     }
     for c in children {
         let out = c.wait_with_output().expect("writer output");
