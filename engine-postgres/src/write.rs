@@ -266,14 +266,8 @@ impl PostgresEngine {
             }
             Err(e) => e,
         };
-        if is_connection_error(&e) || pooled.conn().client.batch_execute("ROLLBACK").is_err() {
-            pooled.discard();
-        } else {
-            drop(pooled);
-        }
-        tracing::warn!(xid, error = %e, "a commit's reply was lost or failed");
-        let msg = e.to_string();
-        Some(match self.fate(xid) {
+        let (fate, msg) = self.after_failure(pooled, &e, xid);
+        Some(match fate {
             Fate::Committed => match self.version_of(xid) {
                 Some(version) => self
                     .settle(version, immediate, &msg)
@@ -568,16 +562,8 @@ impl PostgresEngine {
                 .map(|r| r.map(info(immediate)))
                 .collect();
         };
-        // Which statement failed is unknown: end whatever transaction is
-        // open, then ask the server.
-        if is_connection_error(&e) || pooled.conn().client.batch_execute("ROLLBACK").is_err() {
-            pooled.discard();
-        } else {
-            drop(pooled);
-        }
-        tracing::warn!(xid, error = %e, "a commit's reply was lost or failed");
-        let msg = e.to_string();
-        match self.fate(xid) {
+        let (fate, msg) = self.after_failure(pooled, &e, xid);
+        match fate {
             Fate::Committed => match self.settle(last, immediate, &msg) {
                 Ok(durable) => outcomes.into_iter().map(|r| r.map(info(durable))).collect(),
                 Err(e) => {
@@ -597,6 +583,25 @@ impl PostgresEngine {
                 .map(|r| r.and_then(|_| Err(GroupFailed::unknown(&msg))))
                 .collect(),
         }
+    }
+
+    /// After a commit's last message failed with `e`: which statement
+    /// failed is unknown, so whatever transaction is open is ended (or the
+    /// connection dropped), then the server is asked what became of
+    /// transaction `xid`. Returns its fate and the error's text.
+    fn after_failure(
+        &self,
+        mut pooled: Pooled<'_>,
+        e: &postgres::Error,
+        xid: i64,
+    ) -> (Fate, String) {
+        if is_connection_error(e) || pooled.conn().client.batch_execute("ROLLBACK").is_err() {
+            pooled.discard();
+        } else {
+            drop(pooled);
+        }
+        tracing::warn!(xid, error = %e, "a commit's reply was lost or failed");
+        (self.fate(xid), e.to_string())
     }
 
     /// Asks a new connection what became of transaction `xid`. A server
