@@ -233,6 +233,9 @@ pub enum ServerError {
         /// What this engine writes.
         expected: i64,
     },
+    /// The database holds no Strata tables.
+    #[error("not a Strata database: it has no strata_meta table")]
+    NotStrata,
     /// The server answered something this engine did not expect.
     #[error("unexpected answer from the server: {0}")]
     Unexpected(&'static str),
@@ -319,6 +322,34 @@ impl PostgresEngine {
             "postgres engine open"
         );
         Ok(engine)
+    }
+
+    /// The keyspaces stored in the database `config` names (every name in
+    /// its catalogue table, declared at the last open or not), in order,
+    /// over one plain connection that writes nothing.
+    ///
+    /// # Errors
+    /// [`ServerError::NotStrata`] for a database without Strata's tables;
+    /// the connection's or the server's error, as
+    /// [`EngineError::Backend`].
+    pub fn stored_keyspaces(config: &postgres::Config) -> Result<Vec<String>, EngineError> {
+        let err = |e: postgres::Error| EngineError::Backend(boxed(e));
+        let mut client = config.connect(postgres::NoTls).map_err(err)?;
+        let found: Option<String> = client
+            .query_one("SELECT to_regclass('strata_keyspaces')::text", &[])
+            .map_err(err)?
+            .get(0);
+        if found.is_none() {
+            return Err(EngineError::Backend(boxed(ServerError::NotStrata)));
+        }
+        let mut names: Vec<String> = client
+            .query("SELECT name FROM strata_keyspaces", &[])
+            .map_err(err)?
+            .iter()
+            .map(|row| String::from_utf8_lossy(row.get::<_, &[u8]>(0)).into_owned())
+            .collect();
+        names.sort();
+        Ok(names)
     }
 
     /// The options it was opened with.
@@ -541,6 +572,32 @@ impl Engine for PostgresEngine {
         let version = self.sync_write().map_err(EngineError::Backend)?;
         self.made_durable(version);
         Ok(self.durable_version())
+    }
+
+    /// One synchronous transaction raises the version row (to the
+    /// greater of its value and `at_least`: safe to repeat).
+    fn raise_version(&self, at_least: u64) -> Result<u64, strata_engine::Error> {
+        let target = i64::try_from(at_least).unwrap_or(i64::MAX);
+        let version = self
+            .repeatable(|client| {
+                let mut txn = client.transaction()?;
+                txn.batch_execute("SET LOCAL synchronous_commit = on")?;
+                let v: i64 = txn
+                    .query_one(
+                        "UPDATE strata_meta SET value = GREATEST(value, $1) WHERE id = 1 RETURNING value",
+                        &[&target],
+                    )?
+                    .get(0);
+                txn.commit()?;
+                Ok(v)
+            })
+            .map_err(|e| match e {
+                CapabilityError::Backend(b) => CommitError::OutcomeUnknown(b),
+                other => CommitError::OutcomeUnknown(Box::new(other)),
+            })?;
+        let version = version.unsigned_abs();
+        self.made_durable(version);
+        Ok(version)
     }
 
     fn durable_version(&self) -> u64 {

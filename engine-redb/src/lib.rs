@@ -57,8 +57,8 @@ use std::ops::Bound;
 use std::path::Path;
 
 use redb::{
-    Database, ReadableDatabase, ReadableTable, ReadableTableMetadata, StorageBackend,
-    TableDefinition,
+    Database, ReadOnlyDatabase, ReadableDatabase, ReadableTable, ReadableTableMetadata,
+    StorageBackend, TableDefinition, TableHandle,
 };
 use strata_engine::implement::{
     self, GroupCommitter, GroupFailed, GroupResults, Op, Reads, Sequencer,
@@ -96,9 +96,57 @@ impl Default for RedbOptions {
     }
 }
 
+/// A commit, sync or version change asked of an engine opened with
+/// [`RedbEngine::open_read_only`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OpenedReadOnly;
+
+impl std::fmt::Display for OpenedReadOnly {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("the database was opened read-only")
+    }
+}
+
+impl std::error::Error for OpenedReadOnly {}
+
+/// A database that is not one of this engine's (no `strata.meta` table),
+/// found by [`RedbEngine::open_read_only`] or [`RedbEngine::stored_keyspaces`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NotStrata(pub String);
+
+impl std::fmt::Display for NotStrata {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "not a Strata database: {}", self.0)
+    }
+}
+
+impl std::error::Error for NotStrata {}
+
+/// The database, writable or opened read-only.
+enum Db {
+    Writable(Database),
+    ReadOnly(ReadOnlyDatabase),
+}
+
+impl Db {
+    fn begin_read(&self) -> Result<redb::ReadTransaction, redb::TransactionError> {
+        match self {
+            Self::Writable(db) => db.begin_read(),
+            Self::ReadOnly(db) => db.begin_read(),
+        }
+    }
+
+    fn begin_write(&self) -> Result<redb::WriteTransaction, strata_engine::BackendError> {
+        match self {
+            Self::Writable(db) => db.begin_write().map_err(|e| backend(redb::Error::from(e))),
+            Self::ReadOnly(_) => Err(Box::new(OpenedReadOnly)),
+        }
+    }
+}
+
 /// The engine contract on redb. See the [crate docs](crate).
 pub struct RedbEngine {
-    db: Database,
+    db: Db,
     keyspaces: Keyspaces,
     tables: Vec<String>,
     /// Serialises commits (as redb serialises write transactions anyway),
@@ -177,6 +225,85 @@ impl RedbEngine {
         Self::init(db, specs)
     }
 
+    /// Opens the existing database at `path` without writing to it: reads
+    /// and snapshots work, commits and syncs fail with [`OpenedReadOnly`]
+    /// as the backend error. Every keyspace in `specs` must exist. redb
+    /// refuses a database another process has open for writing
+    /// (`DatabaseAlreadyOpen`), and one that was not closed cleanly (it
+    /// needs a writable open to repair it).
+    ///
+    /// # Errors
+    /// [`EngineError::Backend`] with the redb error, [`NotStrata`], or
+    /// the missing keyspace's table error.
+    pub fn open_read_only(
+        path: impl AsRef<Path>,
+        specs: Vec<KeyspaceSpec>,
+        options: RedbOptions,
+    ) -> Result<Self, EngineError> {
+        let db = Self::builder(options)
+            .open_read_only(path)
+            .map_err(|e| EngineError::Backend(backend(e)))?;
+        let keyspaces = Keyspaces::new(specs)?;
+        let tables: Vec<String> = (0..keyspaces.len())
+            .filter_map(|i| keyspaces.storage_name(i))
+            .collect();
+        let err = |e: redb::Error| EngineError::Backend(backend(e));
+        let version = {
+            let txn = db.begin_read().map_err(|e| err(e.into()))?;
+            let version = read_version(&txn)?;
+            for t in &tables {
+                txn.open_table(def(t)).map_err(|e| err(e.into()))?;
+            }
+            version
+        };
+        Ok(Self {
+            db: Db::ReadOnly(db),
+            keyspaces,
+            tables,
+            seq: Sequencer::new(version),
+            group: GroupCommitter::new(MAX_GROUP),
+        })
+    }
+
+    /// The keyspaces stored in the database at `path` (tables this engine
+    /// made, whether declared at the last open or not), by name, in
+    /// order, opened read-only.
+    ///
+    /// # Errors
+    /// As [`RedbEngine::open_read_only`].
+    pub fn stored_keyspaces(path: impl AsRef<Path>) -> Result<Vec<String>, EngineError> {
+        let db = Self::builder(RedbOptions::default())
+            .open_read_only(path)
+            .map_err(|e| EngineError::Backend(backend(e)))?;
+        let err = |e: redb::Error| EngineError::Backend(backend(e));
+        let txn = db.begin_read().map_err(|e| err(e.into()))?;
+        read_version(&txn)?;
+        let mut names: Vec<String> = txn
+            .list_tables()
+            .map_err(|e| err(e.into()))?
+            .filter_map(|t| t.name().strip_prefix("ks.").map(str::to_owned))
+            .collect();
+        names.sort();
+        Ok(names)
+    }
+
+    /// Compacts the database file at `path`, which no engine may have
+    /// open: redb compacts only with exclusive access (see the
+    /// [`Compact`] implementation). Returns whether it compacted anything.
+    ///
+    /// # Errors
+    /// The redb error as [`CapabilityError::Backend`] (another process
+    /// holding the file: `DatabaseAlreadyOpen`).
+    pub fn compact_file(path: impl AsRef<Path>) -> Result<bool, CapabilityError> {
+        let err = |e: redb::Error| CapabilityError::Backend(backend(e));
+        let mut db = Database::open(path).map_err(|e| err(e.into()))?;
+        {
+            let txn = db.begin_read().map_err(|e| err(e.into()))?;
+            read_version(&txn).map_err(CapabilityError::Engine)?;
+        }
+        db.compact().map_err(|e| err(e.into()))
+    }
+
     fn builder(options: RedbOptions) -> redb::Builder {
         let mut builder = Database::builder();
         builder.set_cache_size(options.cache_bytes);
@@ -206,7 +333,7 @@ impl RedbEngine {
         };
         txn.commit().map_err(|e| err(e.into()))?;
         Ok(Self {
-            db,
+            db: Db::Writable(db),
             keyspaces,
             tables,
             seq: Sequencer::new(version),
@@ -284,7 +411,6 @@ impl RedbEngine {
         let txn = match self.db.begin_write() {
             Ok(txn) => txn,
             Err(e) => {
-                let e = redb::Error::from(e);
                 return (0..n).map(|_| Err(GroupFailed::not_applied(&e))).collect();
             }
         };
@@ -372,6 +498,23 @@ impl RedbEngine {
         }
         slot.as_mut().ok_or(CommitError::UnknownKeyspace(ks))
     }
+}
+
+/// The version in the meta table of `txn`'s database; [`NotStrata`] when
+/// there is no meta table.
+fn read_version(txn: &redb::ReadTransaction) -> Result<u64, EngineError> {
+    let meta = match txn.open_table(META) {
+        Ok(meta) => meta,
+        Err(redb::TableError::TableDoesNotExist(_)) => {
+            return Err(EngineError::Backend(Box::new(NotStrata(
+                "no strata.meta table".to_owned(),
+            ))));
+        }
+        Err(e) => return Err(EngineError::Backend(backend(redb::Error::from(e)))),
+    };
+    meta.get(VERSION)
+        .map_err(|e| EngineError::Backend(backend(e)))
+        .map(|v| v.map_or(0, |g| g.value()))
 }
 
 /// The results of a written group.
@@ -471,11 +614,32 @@ impl Engine for RedbEngine {
     fn sync(&self) -> Result<u64, EngineError> {
         let err = |e: redb::Error| EngineError::Backend(backend(e));
         self.seq.sync(|| {
-            let mut txn = self.db.begin_write().map_err(|e| err(e.into()))?;
+            let mut txn = self.db.begin_write().map_err(EngineError::Backend)?;
             txn.set_durability(redb::Durability::Immediate)
                 .map_err(|e| err(e.into()))?;
             txn.commit().map_err(|e| err(e.into()))
         })
+    }
+
+    /// One durable write transaction that stores the raised version.
+    fn raise_version(&self, at_least: u64) -> Result<u64, strata_engine::Error> {
+        let err = |e: redb::Error| CommitError::Backend(backend(e));
+        let mut sequence = self.seq.begin();
+        let to = sequence.raise_to(at_least);
+        if to == self.seq.last() {
+            drop(sequence);
+            return Ok(to);
+        }
+        let mut txn = self.db.begin_write().map_err(CommitError::Backend)?;
+        txn.set_durability(redb::Durability::Immediate)
+            .map_err(|e| err(e.into()))?;
+        {
+            let mut meta = txn.open_table(META).map_err(|e| err(e.into()))?;
+            meta.insert(VERSION, to).map_err(|e| err(e.into()))?;
+        }
+        txn.commit()
+            .map_err(|e| CommitError::OutcomeUnknown(backend(redb::Error::from(e))))?;
+        Ok(sequence.publish(true))
     }
 
     fn durable_version(&self) -> u64 {
@@ -554,7 +718,8 @@ impl Backup for RedbEngine {
 impl Compact for RedbEngine {
     /// Unsupported while open: redb compacts a database only with
     /// exclusive access (`Database::compact` takes `&mut`), and commits and
-    /// snapshots share this engine.
+    /// snapshots share this engine. [`RedbEngine::compact_file`] compacts a
+    /// database no engine has open.
     fn compact(&self) -> Result<(), CapabilityError> {
         Err(CapabilityError::Unsupported {
             engine: "RedbEngine",

@@ -208,8 +208,54 @@ impl RocksEngine {
         specs: Vec<KeyspaceSpec>,
         options: RocksOptions,
     ) -> Result<Self, EngineError> {
+        Self::open_mode(path.as_ref(), specs, &options, false)
+    }
+
+    /// Opens the existing database in directory `path` without writing to
+    /// it (RocksDB's read-only mode, which takes no lock, so another
+    /// process may have it open): reads and snapshots see the state at
+    /// open, including its unflushed log; commits and syncs fail with
+    /// RocksDB's "not supported in read-only mode" as the backend error.
+    /// Every keyspace in `specs` must exist.
+    ///
+    /// # Errors
+    /// The RocksDB error as [`EngineError::Backend`] (a directory that is
+    /// no database, a missing column family).
+    pub fn open_read_only(
+        path: impl AsRef<Path>,
+        specs: Vec<KeyspaceSpec>,
+        options: RocksOptions,
+    ) -> Result<Self, EngineError> {
+        Self::open_mode(path.as_ref(), specs, &options, true)
+    }
+
+    /// The keyspaces stored in the database in directory `path` (column
+    /// families this engine made, declared at the last open or not), by
+    /// name, in order. Reads only the manifest.
+    ///
+    /// # Errors
+    /// The RocksDB error as [`EngineError::Backend`] (no database there).
+    pub fn stored_keyspaces(path: impl AsRef<Path>) -> Result<Vec<String>, EngineError> {
+        let families = DB::list_cf(&Options::default(), path.as_ref())
+            .map_err(|e| EngineError::Backend(backend(e)))?;
+        if !families.iter().any(|f| f == META) {
+            return Err(EngineError::Backend(missing(META)));
+        }
+        let mut names: Vec<String> = families
+            .iter()
+            .filter_map(|f| f.strip_prefix("ks.").map(str::to_owned))
+            .collect();
+        names.sort();
+        Ok(names)
+    }
+
+    fn open_mode(
+        path: &Path,
+        specs: Vec<KeyspaceSpec>,
+        options: &RocksOptions,
+        read_only: bool,
+    ) -> Result<Self, EngineError> {
         let keyspaces = Keyspaces::new(specs)?;
-        let path = path.as_ref();
         let cache = Cache::new_lru_cache(options.block_cache_bytes);
         let mut db_options = Options::default();
         db_options.create_if_missing(true);
@@ -223,7 +269,7 @@ impl RocksEngine {
         for (spec, name) in keyspaces.specs().iter().zip(&families) {
             descriptors.push(ColumnFamilyDescriptor::new(
                 name,
-                family_options(spec.profile, &options, &cache),
+                family_options(spec.profile, options, &cache),
             ));
         }
         for name in existing {
@@ -231,8 +277,14 @@ impl RocksEngine {
                 descriptors.push(ColumnFamilyDescriptor::new(name, Options::default()));
             }
         }
-        let db = DB::open_cf_descriptors(&db_options, path, descriptors)
-            .map_err(|e| EngineError::Backend(backend(e)))?;
+        let db = if read_only {
+            db_options.create_if_missing(false);
+            db_options.create_missing_column_families(false);
+            DB::open_cf_descriptors_read_only(&db_options, path, descriptors, false)
+        } else {
+            DB::open_cf_descriptors(&db_options, path, descriptors)
+        }
+        .map_err(|e| EngineError::Backend(backend(e)))?;
         let version = {
             let meta = db
                 .cf_handle(META)
@@ -533,6 +585,28 @@ impl Engine for RocksEngine {
                 .flush_wal(true)
                 .map_err(|e| EngineError::Backend(backend(e)))
         })
+    }
+
+    /// One synced write of the raised version record.
+    fn raise_version(&self, at_least: u64) -> Result<u64, strata_engine::Error> {
+        let mut sequence = self.seq.begin();
+        let to = sequence.raise_to(at_least);
+        if to == self.seq.last() {
+            drop(sequence);
+            return Ok(to);
+        }
+        let mut batch = WriteBatch::default();
+        batch.put_cf(
+            self.meta().map_err(CommitError::Backend)?,
+            VERSION,
+            to.to_be_bytes(),
+        );
+        let mut wo = WriteOptions::default();
+        wo.set_sync(true);
+        self.db
+            .write_opt(batch, &wo)
+            .map_err(|e| CommitError::OutcomeUnknown(backend(e)))?;
+        Ok(sequence.publish(true))
     }
 
     fn durable_version(&self) -> u64 {

@@ -1065,6 +1065,51 @@ pub fn durability_across_reopen<H: Harness>(mut h: H) {
     assert_eq!(all(&e, ks(&e, "a")).len(), 3);
 }
 
+/// `raise_version` lifts the last version without touching data, durably:
+/// the next commit (and its versionstamps) sorts above it, across reopen;
+/// a lower target changes nothing.
+pub fn raise_version<H: Harness>(mut h: H) {
+    let e = h.open(&specs());
+    let a = ks(&e, "a");
+    let v1 = commit(&e, Commit::new().put(a, b"k".to_vec(), b"1".to_vec()));
+    let raised = e.raise_version(v1 + 300).expect("raise");
+    assert_eq!(raised, v1 + 300, "raised to exactly the target");
+    assert_eq!(e.last_version(), v1 + 300);
+    assert!(
+        e.durable_version() >= v1 + 300,
+        "a raised version is durable"
+    );
+    assert_eq!(
+        e.raise_version(5).expect("lower target"),
+        v1 + 300,
+        "a lower target changes nothing"
+    );
+    assert_eq!(
+        all(&e, a),
+        vec![(b"k".to_vec(), b"1".to_vec())],
+        "no data changed"
+    );
+    let e = h.reopen(e);
+    let a = ks(&e, "a");
+    assert_eq!(
+        e.last_version(),
+        v1 + 300,
+        "the raised version survives reopen"
+    );
+    let next = e
+        .commit(Commit::new().mutate(Mutation::PutVersionstamped {
+            ks: a,
+            key: b"s".to_vec(),
+            value: vec![0; 10],
+            at: StampAt::Value(0),
+        }))
+        .expect("commit")
+        .version;
+    assert_eq!(next, v1 + 301, "the next commit follows the raised version");
+    let stamp = get(&e, a, b"s").expect("stamped");
+    assert_eq!(stamp[..8], (v1 + 301).to_be_bytes(), "stamps follow it too");
+}
+
 /// Keyspaces added and dropped across a clean reopen: a kept keyspace keeps
 /// its data under its name, whatever its new position; an added one starts
 /// empty and takes commits; a dropped one is no longer named; versions

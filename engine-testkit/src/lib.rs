@@ -35,9 +35,9 @@ pub mod suite {
         bounds_and_limits, commit_groups, concurrent_commits, counters, crash_contract,
         delete_range, durability_across_reopen, foreign_handles_are_refused,
         inverted_versionstamps_sort_newest_first, keyspaces_across_reopen, point_ops,
-        predicates_are_the_atomicity_fence, range_order_is_byte_order, reverse_ranges,
-        snapshot_isolation, snapshot_isolation_under_concurrent_commits, stats, typed_errors,
-        versionstamps_order_commits,
+        predicates_are_the_atomicity_fence, raise_version, range_order_is_byte_order,
+        reverse_ranges, snapshot_isolation, snapshot_isolation_under_concurrent_commits, stats,
+        typed_errors, versionstamps_order_commits,
     };
     pub use crate::model_check::model_check;
 }
@@ -81,7 +81,7 @@ macro_rules! conformance_tests {
             delete_range, snapshot_isolation, snapshot_isolation_under_concurrent_commits,
             predicates_are_the_atomicity_fence, concurrent_commits, commit_groups,
             versionstamps_order_commits, inverted_versionstamps_sort_newest_first, counters,
-            durability_across_reopen, keyspaces_across_reopen, crash_contract, typed_errors,
+            durability_across_reopen, raise_version, keyspaces_across_reopen, crash_contract, typed_errors,
             foreign_handles_are_refused, stats, model_check);
     };
     (@tests $harness:expr; $($name:ident),*) => {

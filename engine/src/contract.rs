@@ -452,6 +452,29 @@ pub trait Engine: Send + Sync {
 
     /// The highest committed version (0 before the first commit).
     fn last_version(&self) -> u64;
+
+    /// Raises the last committed version to at least `at_least`, durably,
+    /// changing no data, so the next commit gets a higher version; returns
+    /// the last version. A lower `at_least` changes nothing.
+    ///
+    /// For tools that copy rows from another database (`strata copy`):
+    /// copied keys and values may carry that database's versionstamps (an
+    /// outbox's entries, its consumers' checkpoints), and the copy's own
+    /// commits must sort after them.
+    ///
+    /// The default commits empty commits until it gets there, then syncs:
+    /// correct for any engine but one commit per version. The embedded
+    /// engines override it with one write.
+    ///
+    /// # Errors
+    /// A commit or sync failure; versions raised so far stay raised.
+    fn raise_version(&self, at_least: u64) -> Result<u64, crate::Error> {
+        while self.last_version() < at_least {
+            self.commit(Commit::new().durability(Durability::Buffered))?;
+        }
+        self.sync()?;
+        Ok(self.last_version())
+    }
 }
 
 /// A shared reference to an engine is an engine: several owners (a store
@@ -464,6 +487,10 @@ impl<E: Engine + ?Sized> Engine for &E {
 
     fn keyspaces(&self) -> &Keyspaces {
         (**self).keyspaces()
+    }
+
+    fn raise_version(&self, at_least: u64) -> Result<u64, crate::Error> {
+        (**self).raise_version(at_least)
     }
 
     fn keyspace(&self, name: &str) -> Result<Keyspace, EngineError> {

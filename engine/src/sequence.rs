@@ -156,6 +156,14 @@ impl Sequence<'_> {
         *self.guard + self.taken
     }
 
+    /// Raises the version this sequence publishes to at least `version`
+    /// (see [`Engine::raise_version`](crate::Engine::raise_version)), taking
+    /// no commit's version; returns the version it will publish.
+    pub fn raise_to(&mut self, version: u64) -> u64 {
+        self.taken = self.taken.max(version.saturating_sub(*self.guard));
+        *self.guard + self.taken
+    }
+
     /// The number of versions taken so far.
     pub fn taken(&self) -> u64 {
         self.taken
@@ -186,6 +194,17 @@ impl Sequence<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn raising_skips_versions_and_never_lowers() {
+        let seq = Sequencer::new(5);
+        let mut s = seq.begin();
+        assert_eq!(s.raise_to(3), 5);
+        assert_eq!(s.raise_to(40), 40);
+        assert_eq!(s.publish(true), 40);
+        assert_eq!((seq.last(), seq.durable()), (40, 40));
+        assert_eq!(seq.begin().version(), 41);
+    }
 
     #[test]
     fn an_abandoned_commit_takes_no_version() {

@@ -6,7 +6,9 @@
 //!
 //! `cargo run -p strata-schemas --features agent-memory --example agent_memory [FILE.jsonl] [DIR]`
 //!
-//! Without a file it writes a short sample conversation first.
+//! Without a file (or with `-`) it writes a short sample conversation
+//! first. Given a DIR, the database (`memory.redb`) and the index stay
+//! there, for `strata info DIR/memory.redb` and the other commands.
 
 use std::io::BufRead;
 use std::sync::Arc;
@@ -41,7 +43,7 @@ const SAMPLE: &str = r#"{"session_id":"s1","timestamp_ms":1706540400000,"role":"
 #[allow(clippy::too_many_lines)] // one walk through, in order
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut args = std::env::args().skip(1);
-    let file = args.next();
+    let file = args.next().filter(|f| f != "-");
     let given_dir = args.next();
     let dir = given_dir.clone().map_or_else(
         || std::env::temp_dir().join(format!("strata-agent-memory-{}", std::process::id())),

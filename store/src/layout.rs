@@ -64,6 +64,14 @@ pub(crate) fn chunk_owner(row_key: &[u8]) -> Option<Vec<u8>> {
         .map(|(_, k, _)| k)
 }
 
+/// The chunk index of a chunk row.
+pub(crate) fn chunk_index(row_key: &[u8]) -> Option<u32> {
+    tuple::unpack::<(String, Vec<u8>, u32)>(row_key)
+        .ok()
+        .filter(|(tag, _, _)| tag == CHUNK)
+        .map(|(_, _, i)| i)
+}
+
 /// The usage counter of a quota scope.
 pub(crate) fn quota_key(scope: &[u8]) -> Vec<u8> {
     tuple::pack(&(QUOTA, scope))

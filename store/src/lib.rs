@@ -76,6 +76,7 @@ mod read;
 mod space;
 mod store;
 mod tx;
+mod verify;
 
 pub use collections::{ChunkedLog, Members, SetIndex, SortedSet};
 pub use error::{LimitedRow, RowKind, StoreError};
@@ -85,10 +86,11 @@ pub use ops::{
 #[cfg(feature = "planted-bugs")]
 pub use options::PlantedBug;
 pub use options::{RetryPolicy, ScopeFn, StoreOptions};
-pub use read::{Cursor, Expiring, Page, ReadView, Scan, ScanIter};
+pub use read::{Cursor, Expiring, Page, RawValue, ReadView, Scan, ScanIter};
 pub use space::{CatalogEntry, Space};
 pub use store::Store;
 pub use tx::{Expiry, RawPage, Tx};
+pub use verify::{Problem, Verification};
 
 /// This crate's README example, compiled and run as a doctest.
 #[cfg(doctest)]

@@ -11,6 +11,17 @@ use strata_keys::Key;
 /// Maps a data key to the quota scope it is charged to, if any.
 pub type ScopeFn = Arc<dyn Fn(&[u8]) -> Option<Vec<u8>> + Send + Sync>;
 
+/// The packed bytes of the first `elements` tuple elements of `key`, when
+/// it is a tuple of at least that many.
+fn tuple_prefix(key: &[u8], elements: usize) -> Option<Vec<u8>> {
+    let all = strata_keys::tuple::unpack::<Vec<strata_keys::tuple::Element<'_>>>(key).ok()?;
+    if all.len() < elements {
+        return None;
+    }
+    let prefix = strata_keys::tuple::pack(&all[..elements].to_vec());
+    key.starts_with(&prefix).then_some(prefix)
+}
+
 /// How a transaction retries after a conflict.
 ///
 /// Attempt `n` (from 1) that conflicts waits a random time between half
@@ -95,6 +106,9 @@ pub struct StoreOptions {
     pub verify_checksums: bool,
     pub(crate) chunked: Vec<TypeId>,
     pub(crate) scope: Option<ScopeFn>,
+    /// How the scope was given, for the catalog: `Some(n)` for
+    /// [`StoreOptions::quota_scope_tuple_prefix`].
+    pub(crate) scope_rule: Option<usize>,
     pub(crate) spaces: Vec<crate::space::SpaceSpec>,
     #[cfg(feature = "planted-bugs")]
     pub(crate) planted: Option<PlantedBug>,
@@ -219,6 +233,7 @@ impl StoreOptions {
             verify_checksums: true,
             chunked: Vec::new(),
             scope: None,
+            scope_rule: None,
             spaces: Vec::new(),
             #[cfg(feature = "planted-bugs")]
             planted: None,
@@ -260,6 +275,31 @@ impl StoreOptions {
         scope: impl Fn(&[u8]) -> Option<Vec<u8>> + Send + Sync + 'static,
     ) -> Self {
         self.scope = Some(Arc::new(scope));
+        self.scope_rule = None;
+        self
+    }
+
+    /// Charges every data key of at least `elements` FoundationDB tuple
+    /// elements to the quota scope of its first `elements` elements (their
+    /// packed bytes); other keys are not charged. Unlike a scope function,
+    /// this rule is recorded in the catalog by
+    /// [`Store::publish_catalog`](crate::Store::publish_catalog), so a tool
+    /// (`strata verify`) can recount the quota without the application's
+    /// code ([`StoreOptions::from_catalog`]).
+    ///
+    /// ```
+    /// use strata_codec::Limits;
+    /// use strata_store::StoreOptions;
+    ///
+    /// // Every key under ("actor", id) is one actor's scope.
+    /// let options = StoreOptions::new(Limits::FOUNDATIONDB.with_quota(1 << 20))
+    ///     .quota_scope_tuple_prefix(2);
+    /// # let _ = options;
+    /// ```
+    #[must_use]
+    pub fn quota_scope_tuple_prefix(mut self, elements: usize) -> Self {
+        self.scope = Some(Arc::new(move |key: &[u8]| tuple_prefix(key, elements)));
+        self.scope_rule = Some(elements);
         self
     }
 
@@ -346,6 +386,70 @@ impl StoreOptions {
 
     pub(crate) fn is_chunked<K: Key + 'static>(&self) -> bool {
         K::CHUNKED || self.chunked.contains(&TypeId::of::<K>())
+    }
+
+    /// Options that describe the store recorded in `catalog` (as
+    /// [`Store::catalog`](crate::Store::catalog) lists it, written by
+    /// [`Store::publish_catalog`](crate::Store::publish_catalog)): its data
+    /// and system keyspaces, its spaces with their profiles and whether
+    /// they are charged, and a quota scope given by
+    /// [`StoreOptions::quota_scope_tuple_prefix`]. The rest (limits,
+    /// chunked types, a scope function, durability) is the application's
+    /// and stays as `self` has it. Returns whether the catalog described a
+    /// store (its data and system keyspaces); when not, `self` is
+    /// unchanged.
+    pub fn from_catalog(&mut self, catalog: &[crate::CatalogEntry]) -> bool {
+        let mut data = None;
+        let mut system = None;
+        let mut spaces = Vec::new();
+        for entry in catalog {
+            match entry.kind.as_str() {
+                "keyspace" => {
+                    let Ok((role, profile, charged)) =
+                        strata_keys::tuple::unpack::<(String, String, bool)>(&entry.detail)
+                            .or_else(|_| {
+                                strata_keys::tuple::unpack::<(String, String)>(&entry.detail)
+                                    .map(|(r, p)| (r, p, false))
+                            })
+                    else {
+                        continue;
+                    };
+                    match role.as_str() {
+                        "data" => data = Some(entry.name.clone()),
+                        "system" => system = Some(entry.name.clone()),
+                        _ => spaces.push((
+                            entry.name.clone(),
+                            crate::space::profile_of(&profile),
+                            charged,
+                        )),
+                    }
+                }
+                "quota" if entry.name == "scope" => {
+                    if let Ok(("tuple-prefix", n)) =
+                        strata_keys::tuple::unpack::<(String, u64)>(&entry.detail)
+                            .as_ref()
+                            .map(|(k, n)| (k.as_str(), *n))
+                        && let Ok(n) = usize::try_from(n)
+                    {
+                        *self = std::mem::take(self).quota_scope_tuple_prefix(n);
+                    }
+                }
+                _ => {}
+            }
+        }
+        let (Some(data), Some(system)) = (data, system) else {
+            return false;
+        };
+        self.data_keyspace = data;
+        self.system_keyspace = system;
+        for (name, profile, charged) in spaces {
+            self.declare_space(name, profile, charged);
+        }
+        true
+    }
+
+    pub(crate) fn has_scope(&self) -> bool {
+        self.scope.is_some()
     }
 
     pub(crate) fn scope_of(&self, key: &[u8]) -> Option<Vec<u8>> {

@@ -469,6 +469,72 @@ impl<E: Engine> Store<E> {
     }
 }
 
+/// A data row read without its key type (see [`ReadView::raw`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RawValue {
+    /// The value's envelope, reassembled when it was chunked; decode it
+    /// with `strata_codec::envelope`.
+    pub envelope: Vec<u8>,
+    /// The chunk rows it is stored in (`None`: inline).
+    pub chunks: Option<u32>,
+}
+
+impl<E: Engine> ReadView<'_, E> {
+    /// The stored value of data key `key` (encoded) without its key type,
+    /// expired or not: its envelope, reassembled from its chunks when
+    /// chunked (the whole value's checksum verified). For tools that
+    /// decode values they have no type for (`strata get`).
+    ///
+    /// # Errors
+    /// [`StoreError::Chunk`] (key type `"untyped"`) for a chunked value
+    /// whose manifest or chunks are damaged; an engine failure.
+    pub fn raw(&self, key: &[u8]) -> Result<Option<RawValue>, StoreError> {
+        let Some(meta) = self.snap.get(self.store.data, key)? else {
+            return Ok(None);
+        };
+        let chunk_err = |source| StoreError::Chunk {
+            key_type: "untyped",
+            source,
+        };
+        let Some(manifest) = Header::read(&meta)
+            .ok()
+            .filter(|h| h.chunked)
+            .map(|_| self.store.planner.read_meta(key, &meta))
+            .transpose()
+            .map_err(chunk_err)?
+            .flatten()
+        else {
+            return Ok(Some(RawValue {
+                envelope: meta,
+                chunks: None,
+            }));
+        };
+        let chunks = self.store.planner.layout().chunks_from(key, 0);
+        let rows = self
+            .snap
+            .range(
+                self.store.system,
+                RangeSpec {
+                    start: Bound::Included(chunks.start),
+                    end: chunks.end.map_or(Bound::Unbounded, Bound::Excluded),
+                    reverse: false,
+                    limit: None,
+                },
+            )?
+            .collect::<Result<Vec<_>, _>>()?;
+        let whole = self
+            .store
+            .planner
+            .assemble(key, &meta, rows)
+            .map_err(chunk_err)?;
+        Ok(Some(RawValue {
+            envelope: whole.into_owned(),
+            chunks: Some(manifest.chunk_count),
+        }))
+    }
+}
+
 /// Whether a data row holds a value that has not expired at `now`, by its
 /// header alone (a row whose header does not parse counts as live: it is
 /// there, and reading it will say what is wrong).

@@ -25,7 +25,11 @@ use strata_keys::{KeyRange, tuple};
 /// declaring crate chooses).
 /// [`Store::publish_catalog`](crate::Store::publish_catalog) records the
 /// store's own keyspaces and every declared space (kind `"keyspace"`, detail
-/// `(role, profile)`); crates add their own kinds (topics, consumers,
+/// `(role, profile)`, and `(role, profile, true)` for a charged space;
+/// kind `"quota"`, name `"scope"`, detail `("tuple-prefix", n)` for a
+/// scope given by
+/// [`StoreOptions::quota_scope_tuple_prefix`](crate::StoreOptions::quota_scope_tuple_prefix);
+/// a scope function is code and is not recorded); crates add their own kinds (topics, consumers,
 /// indexes) with [`Tx::catalog_put`](crate::Tx::catalog_put);
 /// [`Store::catalog`](crate::Store::catalog) lists it all, so a tool can
 /// describe a database without the application's code. Opening a store
@@ -102,6 +106,17 @@ pub(crate) fn read_catalog(key: &[u8], value: &[u8]) -> Option<CatalogEntry> {
         version,
         detail,
     })
+}
+
+/// The profile a catalog name stands for (`General` for a name this
+/// version does not know).
+pub(crate) fn profile_of(name: &str) -> Profile {
+    match name {
+        "point-lookup" => Profile::PointLookup,
+        "append-only" => Profile::AppendOnly,
+        "queue" => Profile::Queue,
+        _ => Profile::General,
+    }
 }
 
 /// The name of a profile in the catalog.

@@ -238,8 +238,10 @@ impl<E: Engine> Store<E> {
 
     /// Records the store's keyspaces in the catalog: the data and system
     /// keyspaces and every declared space, kind `"keyspace"`, detail the
-    /// tuple `(role, profile)`. One commit, only when something differs;
-    /// returns whether it wrote.
+    /// tuple `(role, profile)` (`(role, profile, true)` for a charged
+    /// space), and the quota scope rule when the options give one (see
+    /// [`Space`]). Writes only what differs, in as many commits as the
+    /// batch limit needs; returns whether it wrote.
     ///
     /// # Errors
     /// As [`Store::transact`].
@@ -255,23 +257,43 @@ impl<E: Engine> Store<E> {
             ),
         ];
         for s in &self.options.spaces {
+            let profile = crate::space::profile_name(s.profile);
             wanted.push((
                 s.name.clone(),
-                strata_keys::tuple::pack(&("space", crate::space::profile_name(s.profile))),
+                if s.charged {
+                    strata_keys::tuple::pack(&("space", profile, true))
+                } else {
+                    strata_keys::tuple::pack(&("space", profile))
+                },
             ));
         }
-        self.transact(|tx| {
-            let mut wrote = false;
-            for (name, detail) in &wanted {
-                let key = crate::space::catalog_key("keyspace", name);
-                let want = crate::space::catalog_value(CATALOG_FORMAT, detail);
-                if tx.read_system_row(&key)?.as_deref() != Some(want.as_slice()) {
-                    tx.catalog_put("keyspace", name, CATALOG_FORMAT, detail)?;
-                    wrote = true;
+        let quota = self
+            .options
+            .scope_rule
+            .map(|n| strata_keys::tuple::pack(&("tuple-prefix", n as u64)));
+        let rows = wanted
+            .iter()
+            .map(|(name, detail)| ("keyspace", name.as_str(), detail))
+            .chain(quota.iter().map(|detail| ("quota", "scope", detail)));
+        let rows: Vec<_> = rows.collect();
+        // A commit per batch of rows the limits allow (publishing again
+        // after a failure finishes the job).
+        let mut wrote = false;
+        for batch in rows.chunks(self.options.limits.max_batch_entries.max(1)) {
+            wrote |= self.transact(|tx| {
+                let mut wrote = false;
+                for (kind, name, detail) in batch {
+                    let key = crate::space::catalog_key(kind, name);
+                    let want = crate::space::catalog_value(CATALOG_FORMAT, detail);
+                    if tx.read_system_row(&key)?.as_deref() != Some(want.as_slice()) {
+                        tx.catalog_put(kind, name, CATALOG_FORMAT, detail)?;
+                        wrote = true;
+                    }
                 }
-            }
-            Ok(wrote)
-        })
+                Ok::<_, StoreError>(wrote)
+            })?;
+        }
+        Ok(wrote)
     }
 
     /// A consistent read view at the engine's latest version, with the

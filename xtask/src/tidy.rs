@@ -35,6 +35,19 @@ pub const LAYERS: &[(&str, &[&str])] = &[
         &["keys", "codec", "engine", "store", "outbox", "search"],
     ),
     (
+        "cli",
+        &[
+            "keys",
+            "codec",
+            "engine",
+            "engine-redb",
+            "engine-rocks",
+            "engine-postgres",
+            "store",
+            "outbox",
+        ],
+    ),
+    (
         "sim",
         &[
             "keys",

@@ -419,6 +419,9 @@ impl<'s, E: Engine> AgentMemory<'s, E> {
     /// # Errors
     /// A store error when a space was not declared.
     pub fn open(store: &'s Store<E>, outbox: &'s Outbox<'s, E>) -> Result<Self, MemoryError> {
+        // The keyspaces described in the store's catalog, for tools
+        // (`strata info`): a read, and a commit only when it changed.
+        store.publish_catalog()?;
         Ok(Self {
             store,
             outbox,

@@ -10,6 +10,7 @@ mod reads;
 mod spaces;
 mod ttl;
 mod txn;
+mod verify;
 
 /// A store is shared between threads like its engine.
 #[test]

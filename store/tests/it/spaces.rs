@@ -304,7 +304,13 @@ fn the_catalog_describes_the_keyspaces_and_what_crates_record() {
             entries,
             vec![
                 keyspace("data", "data", "point-lookup"),
-                keyspace("ext.charged", "space", "general"),
+                // A charged space says so.
+                (
+                    "keyspace".to_owned(),
+                    "ext.charged".to_owned(),
+                    1,
+                    tuple::pack(&("space", "general", true)),
+                ),
                 keyspace("ext.queue", "space", "queue"),
                 keyspace("strata.system", "system", "general"),
                 (

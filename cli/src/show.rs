@@ -1,0 +1,155 @@
+//! Rows decoded for people and for machines: a key in its notation, a
+//! value from its envelope (or raw), as JSON objects that the text output
+//! is printed from.
+
+use serde_json::{Value as Json, json};
+use std::fmt::Write as _;
+use strata_codec::{Codec, Header, envelope};
+use strata_engine::Engine;
+use strata_store::ReadView;
+
+use crate::notation::{hex, key_kind, render_key};
+
+/// The most body bytes shown in hex.
+const HEX_SHOWN: usize = 64;
+
+/// A key as JSON: its notation, its kind and its hex.
+pub fn key_json(key: &[u8]) -> Json {
+    json!({ "key": render_key(key), "kind": key_kind(key), "hex": hex(key) })
+}
+
+/// A value without an envelope: bytes, shown as a tuple, text or hex.
+pub fn raw_value_json(value: &[u8]) -> Json {
+    json!({
+        "envelope": false,
+        "length": value.len(),
+        "shown": if value.is_empty() { "b\"\"".to_owned() } else { render_key(value) },
+        "hex": hex(&value[..value.len().min(HEX_SHOWN)]),
+    })
+}
+
+/// A data row's value: its header, checksum state, chunk count and body.
+/// A chunked value is read whole through `view` (one value, its chunk
+/// count); `now_ms` tells whether it expired.
+pub fn data_value_json<E: Engine>(
+    view: &ReadView<'_, E>,
+    key: &[u8],
+    stored: &[u8],
+    now_ms: u64,
+) -> Json {
+    let header = match Header::read(stored) {
+        Ok(h) => h,
+        Err(e) => {
+            let mut raw = raw_value_json(stored);
+            raw["error"] = json!(format!("not an envelope: {e}"));
+            return raw;
+        }
+    };
+    let checksum = match (header.checksum, envelope::verify(key, stored)) {
+        (None, _) => "absent".to_owned(),
+        (Some(_), Ok(_)) => "ok".to_owned(),
+        (Some(_), Err(e)) => format!("bad: {e}"),
+    };
+    let mut out = json!({
+        "envelope": true,
+        "format": format!("{:#04x}", stored.first().copied().unwrap_or(0)),
+        "codec": header.codec.to_string(),
+        "schema_version": header.version,
+        "flags": {
+            "expires": header.expires_at.is_some(),
+            "checksum": header.checksum.is_some(),
+            "chunked": header.chunked,
+            "keyless": header.keyless,
+        },
+        "expires_at_ms": header.expires_at,
+        "expired": header.is_expired(now_ms),
+        "checksum": checksum,
+    });
+    let whole = if header.chunked {
+        match view.raw(key) {
+            Ok(Some(raw)) => {
+                out["chunks"] = json!(raw.chunks);
+                Some(raw.envelope)
+            }
+            Ok(None) => None,
+            Err(e) => {
+                out["error"] = json!(format!("chunks: {e}"));
+                None
+            }
+        }
+    } else {
+        Some(stored.to_vec())
+    };
+    if let Some(whole) = whole {
+        match Header::read(&whole) {
+            Ok(h) => {
+                let body = &whole[h.len..];
+                out["length"] = json!(body.len());
+                out["body"] = body_json(header.codec, body);
+            }
+            Err(e) => out["error"] = json!(format!("reassembled value: {e}")),
+        }
+    }
+    out
+}
+
+fn body_json(codec: Codec, body: &[u8]) -> Json {
+    match codec {
+        Codec::Json => serde_json::from_slice::<Json>(body).map_or_else(
+            |e| json!({ "hex": hex(&body[..body.len().min(HEX_SHOWN)]), "error": e.to_string() }),
+            |v| json!({ "json": v }),
+        ),
+        Codec::Raw if std::str::from_utf8(body).is_ok_and(|t| !t.contains('\0')) => {
+            json!({ "text": String::from_utf8_lossy(body) })
+        }
+        _ => json!({
+            "hex": hex(&body[..body.len().min(HEX_SHOWN)]),
+            "truncated": body.len() > HEX_SHOWN,
+        }),
+    }
+}
+
+/// One row as text: `KEY = VALUE` with the value's header on the line.
+pub fn row_text(key: &Json, value: &Json) -> String {
+    let k = key["key"].as_str().unwrap_or_default();
+    if value["envelope"] != json!(true) {
+        let shown = value["shown"].as_str().unwrap_or_default();
+        return format!("{k} = {shown} ({} bytes)", value["length"]);
+    }
+    let mut head = format!(
+        "{} v{}, checksum {}",
+        value["codec"].as_str().unwrap_or("?"),
+        value["schema_version"],
+        value["checksum"].as_str().unwrap_or("?"),
+    );
+    if let Some(n) = value["chunks"].as_u64() {
+        let _ = write!(head, ", {n} chunks");
+    }
+    if let Some(at) = value["expires_at_ms"].as_u64() {
+        let expired = if value["expired"] == json!(true) {
+            " (expired)"
+        } else {
+            ""
+        };
+        let _ = write!(head, ", expires at {at}{expired}");
+    }
+    if let Some(e) = value["error"].as_str() {
+        let _ = write!(head, ", ERROR {e}");
+    }
+    let body = &value["body"];
+    let shown = if let Some(j) = body.get("json") {
+        serde_json::to_string_pretty(j).unwrap_or_default()
+    } else if let Some(t) = body.get("text").and_then(Json::as_str) {
+        format!("{t:?}")
+    } else if let Some(h) = body.get("hex").and_then(Json::as_str) {
+        let more = if body["truncated"] == json!(true) {
+            "..."
+        } else {
+            ""
+        };
+        format!("0x{h}{more}")
+    } else {
+        String::new()
+    };
+    format!("{k} = [{head}] {} bytes: {shown}", value["length"])
+}

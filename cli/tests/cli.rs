@@ -1,0 +1,526 @@
+//! The `strata` binary run against databases these tests create on redb
+//! and RocksDB: every command's output (text and `--json`), `verify`
+//! passing on a clean database and catching planted damage, clear errors
+//! for what is not a database or is held by another process.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use assert_cmd::Command;
+use serde::{Deserialize, Serialize};
+use serde_json::Value as Json;
+use strata_codec::{Limits, value};
+use strata_engine::{
+    Clock, Commit, Engine, ManualClock, Mutation, RangeSpec, SeededRng, Snapshot, SystemClock,
+};
+use strata_engine_redb::{RedbEngine, RedbOptions};
+use strata_engine_rocks::{RocksEngine, RocksOptions};
+use strata_keys::{tuple, tuple_key};
+use strata_outbox::{Outbox, OutboxConfig, Start, Topic};
+use strata_store::{Store, StoreOptions};
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct Note {
+    title: String,
+    stars: u32,
+}
+value!(Note: json, version = 2);
+
+#[derive(Debug, Clone, PartialEq)]
+struct NoteKey {
+    user: u64,
+    id: u64,
+}
+#[derive(Debug, Clone, PartialEq)]
+struct BlobKey {
+    user: u64,
+}
+tuple_key! {
+    NoteKey -> Note = ("note", {user}, {id});
+    BlobKey -> Vec<u8> = ("blob", {user});
+}
+
+/// A directory removed when dropped.
+struct Dir(PathBuf);
+impl Dir {
+    fn new(name: &str) -> Self {
+        let p = std::env::temp_dir().join(format!("strata-cli-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&p);
+        std::fs::create_dir_all(&p).unwrap();
+        Self(p)
+    }
+}
+impl Drop for Dir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn options() -> StoreOptions {
+    let limits = Limits {
+        max_value_bytes: 300,
+        ..Limits::FOUNDATIONDB.with_quota(1 << 30)
+    };
+    Outbox::<RedbEngine>::declare(
+        StoreOptions::new(limits)
+            .chunked::<BlobKey>()
+            .chunk_size(128)
+            .quota_scope_tuple_prefix(2),
+    )
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Which {
+    Redb,
+    Rocks,
+}
+
+fn open_engine(which: Which, path: &Path) -> Box<dyn Fn() -> Either> {
+    let path = path.to_owned();
+    Box::new(move || match which {
+        Which::Redb => Either::Redb(
+            RedbEngine::open(&path, options().keyspace_specs(), RedbOptions::default()).unwrap(),
+        ),
+        Which::Rocks => Either::Rocks(
+            RocksEngine::open(&path, options().keyspace_specs(), RocksOptions::default()).unwrap(),
+        ),
+    })
+}
+
+enum Either {
+    Redb(RedbEngine),
+    Rocks(RocksEngine),
+}
+
+/// Writes the test database: two notes, a chunked blob (450 bytes in 4
+/// chunks), a note expiring in an hour, an expired one, three outbox
+/// entries, a consumer that finished one and dead-lettered none.
+fn fill<E: Engine>(engine: E) {
+    // The tool reads expiry with the system clock: this store writes with
+    // the same time.
+    let clock = Arc::new(ManualClock::new(SystemClock.now_ms()));
+    let store = Store::open_with(
+        engine,
+        options(),
+        clock.clone(),
+        Box::new(SeededRng::new(1)),
+    )
+    .unwrap();
+    store.publish_catalog().unwrap();
+    let outbox = Outbox::new(
+        &store,
+        OutboxConfig::default(),
+        clock.clone(),
+        Box::new(SeededRng::new(2)),
+    )
+    .unwrap();
+    let topic: Topic<String> = Topic::new("notes").unwrap();
+    outbox
+        .register("notes", "indexer", Start::Beginning)
+        .unwrap();
+    for id in 1..=2 {
+        store
+            .transact(|tx| {
+                tx.put(
+                    &NoteKey { user: 7, id },
+                    &Note {
+                        title: format!("note {id}"),
+                        stars: u32::try_from(id).unwrap(),
+                    },
+                )?;
+                outbox.push(tx, &topic, &format!("put {id}"))?;
+                Ok::<_, strata_outbox::OutboxError>(())
+            })
+            .unwrap();
+    }
+    store.put(&BlobKey { user: 7 }, &vec![0xAB; 450]).unwrap();
+    store
+        .put_with_ttl(
+            &NoteKey { user: 8, id: 1 },
+            &Note {
+                title: "soon".into(),
+                stars: 0,
+            },
+            3_600_000,
+        )
+        .unwrap();
+    store
+        .put_with_ttl(
+            &NoteKey { user: 8, id: 2 },
+            &Note {
+                title: "gone".into(),
+                stars: 0,
+            },
+            1,
+        )
+        .unwrap();
+    store
+        .transact(|tx| {
+            outbox.push(tx, &topic, &"third".to_owned())?;
+            Ok::<_, strata_outbox::OutboxError>(())
+        })
+        .unwrap();
+    store.engine().sync().unwrap();
+}
+
+fn create(which: Which, dir: &Dir) -> PathBuf {
+    let path = match which {
+        Which::Redb => dir.0.join("db.redb"),
+        Which::Rocks => dir.0.join("rocks"),
+    };
+    match open_engine(which, &path)() {
+        Either::Redb(e) => fill(e),
+        Either::Rocks(e) => fill(e),
+    }
+    path
+}
+
+fn strata() -> Command {
+    Command::cargo_bin("strata").unwrap()
+}
+
+fn run(args: &[&str]) -> (i32, String, String) {
+    let out = strata().args(args).output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn json(args: &[&str]) -> Json {
+    let mut all = vec!["--json"];
+    all.extend_from_slice(args);
+    let (code, out, err) = run(&all);
+    assert_eq!(code, 0, "{args:?}: {err}");
+    serde_json::from_str(&out).unwrap_or_else(|e| panic!("{args:?}: {e}: {out}"))
+}
+
+fn p(path: &Path) -> &str {
+    path.to_str().unwrap()
+}
+
+#[allow(clippy::too_many_lines)] // one walk through every command, in order
+fn inspect(which: Which, engine_name: &str) {
+    let dir = Dir::new(&format!("inspect-{which:?}"));
+    let db = create(which, &dir);
+    let db = p(&db);
+
+    let info = json(&["info", db]);
+    assert_eq!(info["engine"], engine_name);
+    assert_eq!(info["catalog"], true);
+    // Commits: publish, register, two notes, blob, two expiring, third.
+    assert_eq!(info["last_version"], 8);
+    let ks = |name: &str| {
+        info["keyspaces"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|k| k["name"] == name)
+            .cloned()
+            .unwrap_or_else(|| panic!("{name} in {info}"))
+    };
+    assert_eq!(ks("data")["role"], "data");
+    assert_eq!(ks("data")["profile"], "point-lookup");
+    assert_eq!(ks("strata.outbox")["profile"], "queue");
+    assert_eq!(ks("strata.system")["role"], "system");
+    let consumers = info["consumers"].as_array().unwrap();
+    assert_eq!(consumers.len(), 1);
+    assert_eq!(consumers[0]["topic"], "notes");
+    assert_eq!(consumers[0]["consumer"], "indexer");
+    assert_eq!(consumers[0]["lag_entries"], 3);
+    let (code, text, _) = run(&["info", db]);
+    assert_eq!(code, 0);
+    assert!(text.contains("catalog: yes"), "{text}");
+    assert!(
+        text.contains("notes/indexer: checkpoint 0.0, lag 3 entries"),
+        "{text}"
+    );
+
+    // Scan: keys in tuple notation, values from their envelopes.
+    let scan = json(&["scan", db, "data", "--tuple-prefix", r#"("note", 7)"#]);
+    let rows = scan["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 2);
+    assert_eq!(rows[0]["key"]["key"], r#"("note", 7, 1)"#);
+    assert_eq!(
+        rows[0]["key"]["hex"],
+        "026e6f7465001507150 1".replace(' ', "")
+    );
+    assert_eq!(rows[0]["value"]["codec"], "json");
+    assert_eq!(rows[0]["value"]["schema_version"], 2);
+    assert_eq!(rows[0]["value"]["checksum"], "ok");
+    assert_eq!(rows[0]["value"]["body"]["json"]["title"], "note 1");
+    assert_eq!(rows[1]["value"]["body"]["json"]["stars"], 2);
+    let reversed = json(&["scan", db, "data", "--reverse", "--limit", "1"]);
+    assert_eq!(reversed["rows"][0]["key"]["key"], r#"("note", 8, 2)"#);
+    let (_, text, _) = run(&["scan", db, "data", "--prefix", r#"("note", 8)"#]);
+    let line = text
+        .lines()
+        .find(|l| l.starts_with(r#"("note", 8, 1) = [json v2, checksum ok, expires at "#))
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(!line.contains("(expired)"), "{line}");
+    assert!(
+        text.contains(r#"("note", 8, 2) = "#) && text.contains("(expired)"),
+        "{text}"
+    );
+    assert!(text.contains("(2 rows)"), "{text}");
+
+    // Get: the chunked blob is one value with its chunk count.
+    let blob = json(&["get", db, "data", r#"("blob", 7)"#]);
+    assert_eq!(blob["found"], true);
+    assert_eq!(blob["value"]["chunks"], 4);
+    assert_eq!(blob["value"]["flags"]["chunked"], true);
+    assert_eq!(blob["value"]["length"], 450, "the whole reassembled body");
+    assert_eq!(blob["value"]["codec"], "raw");
+    assert_eq!(
+        blob["value"]["body"]["hex"],
+        "ab".repeat(64),
+        "the first 64 bytes"
+    );
+    let hexed = json(&["get", db, "data", "0x02626c6f62001507"]);
+    assert_eq!(hexed["value"]["chunks"], 4, "the same key in hex");
+    let (code, text, _) = run(&["get", db, "data", r#"("note", 9, 9)"#]);
+    assert_eq!(code, 1);
+    assert!(text.contains("not found"));
+    // Another keyspace is shown raw, and says so.
+    let (code, text, _) = run(&["scan", db, "strata.outbox"]);
+    assert_eq!(code, 0);
+    assert!(text.contains("values shown raw"), "{text}");
+    assert!(text.contains("(3 rows)"), "{text}");
+
+    // Verify: clean.
+    let v = json(&["verify", db]);
+    assert_eq!(v["ok"], true, "{v}");
+    assert_eq!(v["values"], 5);
+    assert_eq!(v["chunked_values"], 1);
+    assert_eq!(v["chunk_rows"], 4);
+    assert_eq!(v["expiry_entries"], 2);
+    // ("note", 7), ("note", 8) and ("blob", 7).
+    assert_eq!(v["quota_scopes"], 3);
+    assert_eq!(v["outbox_consumers"], 1);
+
+    // Outbox: list, dead letters, reset.
+    let list = json(&["outbox", db, "list"]);
+    assert_eq!(list["consumers"][0]["lag_entries"], 3);
+    let dead = json(&["outbox", db, "dead", "notes", "indexer"]);
+    assert_eq!(dead["dead_letters"].as_array().unwrap().len(), 0);
+    let reset = json(&["outbox", db, "reset", "notes", "indexer", "end"]);
+    assert_eq!(reset["checkpoint"], "8.65535");
+    assert_eq!(
+        json(&["outbox", db, "list"])["consumers"][0]["lag_entries"],
+        0
+    );
+
+    // Sweep removes the expired note (its clock is the system's).
+    let sweep = json(&["sweep", db]);
+    assert_eq!(sweep["removed"], 1);
+    let gone = run(&["get", db, "data", r#"("note", 8, 2)"#]);
+    assert_eq!(gone.0, 1);
+    assert_eq!(json(&["verify", db])["values"], 4);
+
+    // Backup, restore, compact.
+    let backup = dir.0.join("backup");
+    let b = json(&["backup", db, p(&backup)]);
+    assert!(b["version"].as_u64().unwrap() >= 10);
+    let (code, _, err) = run(&["backup", db, p(&backup)]);
+    assert_eq!(code, 2);
+    assert!(err.contains("exists"), "{err}");
+    let restored = dir.0.join("restored");
+    json(&["restore", p(&backup), p(&restored)]);
+    assert_eq!(json(&["verify", p(&restored)])["values"], 4);
+    json(&["compact", db]);
+    assert_eq!(json(&["verify", db])["ok"], true);
+}
+
+#[test]
+fn inspect_and_operate_redb() {
+    inspect(Which::Redb, "redb");
+}
+
+#[test]
+fn inspect_and_operate_rocksdb() {
+    inspect(Which::Rocks, "rocksdb");
+}
+
+/// The rows of a keyspace, for a planted change to pick from.
+type Rows<'a> = &'a dyn Fn(strata_engine::Keyspace) -> Vec<(Vec<u8>, Vec<u8>)>;
+
+/// Damages the database at `db` with `m` (keyspace by name).
+fn plant(
+    which: Which,
+    db: &Path,
+    keyspace: &str,
+    m: impl Fn(strata_engine::Keyspace, Rows<'_>) -> Mutation,
+) {
+    fn go<E: Engine>(
+        e: &E,
+        keyspace: &str,
+        m: &dyn Fn(strata_engine::Keyspace, Rows<'_>) -> Mutation,
+    ) {
+        let ks = e.keyspace(keyspace).unwrap();
+        let rows = |k| {
+            e.snapshot()
+                .unwrap()
+                .range(k, RangeSpec::all())
+                .unwrap()
+                .collect::<Result<Vec<_>, _>>()
+                .unwrap()
+        };
+        e.commit(Commit::new().mutate(m(ks, &rows))).unwrap();
+    }
+    match open_engine(which, db)() {
+        Either::Redb(e) => go(&e, keyspace, &m),
+        Either::Rocks(e) => go(&e, keyspace, &m),
+    }
+}
+
+fn verify_catches(which: Which) {
+    let dir = Dir::new(&format!("verify-{which:?}"));
+    let clean = create(which, &dir);
+    let (code, text, _) = run(&["verify", p(&clean)]);
+    assert_eq!(code, 0, "{text}");
+    assert!(text.ends_with("OK: nothing wrong\n"), "{text}");
+
+    let note = tuple::pack(&("note", 7u64, 1u64));
+    // A flipped byte in a value (same length: only the checksum sees it).
+    plant(which, &clean, "data", |ks, rows| {
+        let (k, mut v) = rows(ks).into_iter().find(|(k, _)| *k == note).unwrap();
+        let last = v.len() - 1;
+        v[last] ^= 0x01;
+        Mutation::Put {
+            ks,
+            key: k,
+            value: v,
+        }
+    });
+    let v = {
+        let (code, out, _) = run(&["--json", "verify", p(&clean)]);
+        assert_eq!(code, 1, "damage is exit status 1");
+        serde_json::from_str::<Json>(&out).unwrap()
+    };
+    assert_eq!(v["ok"], false);
+    let problems = v["problems"].as_array().unwrap();
+    assert_eq!(problems.len(), 1, "{problems:?}");
+    assert!(
+        problems[0]
+            .as_str()
+            .unwrap()
+            .starts_with("value at 026e6f7465"),
+        "{problems:?}"
+    );
+    assert!(
+        problems[0].as_str().unwrap().contains("checksum"),
+        "{problems:?}"
+    );
+
+    // A deleted chunk row.
+    let dir2 = Dir::new(&format!("verify2-{which:?}"));
+    let db = create(which, &dir2);
+    plant(which, &db, "strata.system", |ks, rows| {
+        let chunk = rows(ks)
+            .into_iter()
+            .find(|(k, _)| k.starts_with(&tuple::pack(&("c",))[..2]))
+            .unwrap();
+        Mutation::Delete { ks, key: chunk.0 }
+    });
+    let (code, text, _) = run(&["verify", p(&db)]);
+    assert_eq!(code, 1);
+    assert!(
+        text.contains("PROBLEM chunked value at 02626c6f6200"),
+        "{text}"
+    );
+    assert!(text.contains("FAILED"), "{text}");
+
+    // A quota counter off by one.
+    let dir3 = Dir::new(&format!("verify3-{which:?}"));
+    let db = create(which, &dir3);
+    let scope = tuple::pack(&("note", 7u64));
+    plant(which, &db, "strata.system", |ks, _| Mutation::Add {
+        ks,
+        key: tuple::pack(&("q", scope.as_slice())),
+        delta: 1,
+    });
+    let (code, text, _) = run(&["verify", p(&db)]);
+    assert_eq!(code, 1);
+    let expected = format!("PROBLEM quota scope {}: counter ", strata_hex(&scope));
+    assert!(text.contains(&expected), "{text}");
+    assert_eq!(text.matches("PROBLEM").count(), 1, "{text}");
+}
+
+fn strata_hex(b: &[u8]) -> String {
+    b.iter().fold(String::new(), |mut s, x| {
+        let _ = std::fmt::Write::write_fmt(&mut s, format_args!("{x:02x}"));
+        s
+    })
+}
+
+#[test]
+fn verify_catches_planted_damage_on_redb() {
+    verify_catches(Which::Redb);
+}
+
+#[test]
+fn verify_catches_planted_damage_on_rocksdb() {
+    verify_catches(Which::Rocks);
+}
+
+#[test]
+fn copy_redb_to_rocksdb_is_verified_and_raises_the_version() {
+    let dir = Dir::new("copy");
+    let src = create(Which::Redb, &dir);
+    let dest = dir.0.join("copy-rocks");
+    let out = json(&["copy", p(&src), p(&dest)]);
+    assert_eq!(out["dest_engine"], "rocksdb");
+    assert_eq!(out["resumed"], false);
+    let version = out["version"].as_u64().unwrap();
+    assert!(version >= 8, "the copy's version is at least the source's");
+    // Rows: 5 data, the system rows, 3 outbox entries, the consumer.
+    assert!(out["rows"].as_u64().unwrap() > 10);
+    let a = json(&["scan", p(&src), "data", "--limit", "0"]);
+    let b = json(&["scan", p(&dest), "data", "--limit", "0"]);
+    assert_eq!(a["rows"], b["rows"]);
+    assert_eq!(json(&["verify", p(&dest)])["ok"], true);
+    assert_eq!(json(&["info", p(&dest)])["last_version"], version);
+    // A second copy into the same destination is refused.
+    let (code, _, err) = run(&["copy", p(&src), p(&dest)]);
+    assert_eq!(code, 2);
+    assert!(err.contains("holds data"), "{err}");
+}
+
+#[test]
+fn not_a_database_and_held_databases_are_clear_errors() {
+    let dir = Dir::new("errors");
+    let (code, _, err) = run(&["info", p(&dir.0.join("missing.redb"))]);
+    assert_eq!(code, 2);
+    assert!(err.contains("does not exist"), "{err}");
+    let text = dir.0.join("notes.txt");
+    std::fs::write(&text, "hello, not a database").unwrap();
+    let (code, _, err) = run(&["verify", p(&text)]);
+    assert_eq!(code, 2);
+    assert!(err.contains("not a redb file"), "{err}");
+    let (code, _, err) = run(&["info", p(&dir.0)]);
+    assert_eq!(code, 2);
+    assert!(err.contains("CURRENT"), "{err}");
+    // A redb file this process holds open for writing.
+    let db = dir.0.join("held.redb");
+    let held = RedbEngine::open(&db, options().keyspace_specs(), RedbOptions::default()).unwrap();
+    let (code, _, err) = run(&["info", p(&db)]);
+    assert_eq!(code, 2);
+    assert!(err.contains("another process holds it"), "{err}");
+    drop(held);
+    // A truncated file.
+    let (code, _, err) = run(&["info", p(&db)]);
+    assert_eq!(code, 0, "{err}");
+    let bytes = std::fs::read(&db).unwrap();
+    std::fs::write(&db, &bytes[..bytes.len() / 3]).unwrap();
+    let (code, _, err) = run(&["info", p(&db)]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.starts_with("strata: "), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+    // A bad key notation.
+    let dir2 = Dir::new("errors2");
+    let ok = create(Which::Redb, &dir2);
+    let (code, _, err) = run(&["get", p(&ok), "data", r#"("unterminated"#]);
+    assert_eq!(code, 2);
+    assert!(err.contains("unterminated"), "{err}");
+}

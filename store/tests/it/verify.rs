@@ -1,0 +1,281 @@
+//! `Store::verify` passes on a sound store and names each planted kind of
+//! damage; `StoreOptions::from_catalog` rebuilds what a tool needs.
+
+use std::ops::ControlFlow;
+
+use strata_codec::Limits;
+use strata_engine::{Commit, Engine, MemEngine, Mutation, RangeSpec, Snapshot};
+use strata_keys::tuple;
+use strata_store::{Problem, Store, StoreOptions};
+
+use crate::common::{BlobKey, Doc, DocKey};
+
+fn options() -> StoreOptions {
+    // Values above 200 bytes are chunked, in chunks of 100.
+    StoreOptions::new(Limits {
+        max_value_bytes: 200,
+        ..Limits::FOUNDATIONDB.with_quota(1 << 30)
+    })
+    .chunked::<BlobKey>()
+    .chunk_size(100)
+    .quota_scope_tuple_prefix(2)
+}
+
+/// A store with an inline doc, a chunked blob of 5 chunks and an expiring
+/// doc, for actors 1 and 2.
+fn filled(engine: &MemEngine) -> Store<&MemEngine> {
+    let store = Store::open(engine, options()).unwrap();
+    let doc = Doc {
+        title: "t".into(),
+        body: vec![3; 40],
+    };
+    store.put(&DocKey { actor: 1, id: 1 }, &doc).unwrap();
+    store
+        .put(&BlobKey { actor: 1, id: 2 }, &vec![9u8; 450])
+        .unwrap();
+    store
+        .put_with_ttl(&DocKey { actor: 2, id: 3 }, &doc, 3_600_000)
+        .unwrap();
+    store
+}
+
+fn engine() -> MemEngine {
+    MemEngine::open(options().keyspace_specs()).unwrap()
+}
+
+fn system_rows(e: &MemEngine, tag: &str) -> Vec<(Vec<u8>, Vec<u8>)> {
+    let ks = e.keyspace("strata.system").unwrap();
+    e.snapshot()
+        .unwrap()
+        .range(ks, RangeSpec::prefix(&tuple::pack(&(tag,))[..=tag.len()]))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap()
+}
+
+fn raw(e: &MemEngine, m: Mutation) {
+    e.commit(Commit::new().mutate(m)).unwrap();
+}
+
+#[test]
+fn a_sound_store_verifies_with_its_counts() {
+    let e = engine();
+    let store = filled(&e);
+    let v = store.verify().unwrap();
+    assert!(v.is_ok(), "{:?}", v.problems);
+    assert_eq!((v.values, v.chunked, v.chunk_rows), (3, 1, 5));
+    assert_eq!((v.expiry_entries, v.stale_expiry_entries), (1, 0));
+    assert_eq!(v.quota_scopes, Some(2), "two actors' scopes recounted");
+    assert_eq!(v.version, e.last_version());
+}
+
+#[test]
+fn a_flipped_value_byte_is_a_value_problem() {
+    let e = engine();
+    let store = filled(&e);
+    let data = e.keyspace("data").unwrap();
+    let key = tuple::pack(&(7i64, 1u64, "doc", 1u64));
+    let mut value = e.snapshot().unwrap().get(data, &key).unwrap().unwrap();
+    let last = value.len() - 1;
+    value[last] ^= 1;
+    // Same length: the quota recount still agrees; only the checksum fails.
+    raw(
+        &e,
+        Mutation::Put {
+            ks: data,
+            key: key.clone(),
+            value,
+        },
+    );
+    let v = store.verify().unwrap();
+    assert!(!v.is_ok());
+    assert!(
+        matches!(v.problems.as_slice(), [Problem::Value { key: k, .. }] if *k == key),
+        "{:?}",
+        v.problems
+    );
+}
+
+#[test]
+fn a_deleted_chunk_row_is_a_chunk_problem_and_quota_drifts() {
+    let e = engine();
+    let store = filled(&e);
+    let system = e.keyspace("strata.system").unwrap();
+    let chunks = system_rows(&e, "c");
+    assert_eq!(chunks.len(), 5);
+    raw(
+        &e,
+        Mutation::Delete {
+            ks: system,
+            key: chunks[2].0.clone(),
+        },
+    );
+    let v = store.verify().unwrap();
+    let blob = tuple::pack(&(7i64, 1u64, "blob", 2u64));
+    assert!(
+        v.problems
+            .iter()
+            .any(|p| matches!(p, Problem::Chunks { key, .. } if *key == blob)),
+        "{:?}",
+        v.problems
+    );
+    // The row's bytes are gone from the recount but not from the counter.
+    assert!(
+        v.problems
+            .iter()
+            .any(|p| matches!(p, Problem::Quota { counted, actual, .. } if u64::try_from(*counted).unwrap() > *actual)),
+        "{:?}",
+        v.problems
+    );
+}
+
+#[test]
+fn an_extra_chunk_row_is_an_orphan() {
+    let e = engine();
+    let store = filled(&e);
+    let system = e.keyspace("strata.system").unwrap();
+    let blob = tuple::pack(&(7i64, 1u64, "blob", 2u64));
+    raw(
+        &e,
+        Mutation::Put {
+            ks: system,
+            key: tuple::pack(&("c", blob.as_slice(), 5u32)),
+            value: vec![1; 10],
+        },
+    );
+    let v = store.verify().unwrap();
+    assert!(
+        v.problems.iter().any(|p| *p
+            == Problem::OrphanChunk {
+                owner: blob.clone(),
+                index: 5
+            }),
+        "{:?}",
+        v.problems
+    );
+}
+
+#[test]
+fn a_quota_counter_off_by_one_is_named() {
+    let e = engine();
+    let store = filled(&e);
+    let system = e.keyspace("strata.system").unwrap();
+    let scope = tuple::pack(&(7i64, 2u64));
+    raw(
+        &e,
+        Mutation::Add {
+            ks: system,
+            key: tuple::pack(&("q", scope.as_slice())),
+            delta: 1,
+        },
+    );
+    let v = store.verify().unwrap();
+    let [
+        Problem::Quota {
+            scope: s,
+            counted,
+            actual,
+        },
+    ] = v.problems.as_slice()
+    else {
+        panic!("{:?}", v.problems);
+    };
+    assert_eq!(*s, scope);
+    assert_eq!(u64::try_from(*counted).unwrap(), actual + 1);
+}
+
+#[test]
+fn an_unindexed_expiring_value_is_named() {
+    let e = engine();
+    let store = filled(&e);
+    let system = e.keyspace("strata.system").unwrap();
+    let index = system_rows(&e, "x");
+    assert_eq!(index.len(), 1);
+    raw(
+        &e,
+        Mutation::Delete {
+            ks: system,
+            key: index[0].0.clone(),
+        },
+    );
+    let v = store.verify().unwrap();
+    let key = tuple::pack(&(7i64, 2u64, "doc", 3u64));
+    assert!(
+        matches!(v.problems.as_slice(), [Problem::ExpiryNotIndexed { key: k, .. }] if *k == key),
+        "{:?}",
+        v.problems
+    );
+}
+
+#[test]
+fn verification_stops_when_asked() {
+    let e = engine();
+    let store = filled(&e);
+    let mut seen = 0;
+    let v = store
+        .verify_with(&mut |rows| {
+            seen = rows;
+            if rows == 2 {
+                ControlFlow::Break(())
+            } else {
+                ControlFlow::Continue(())
+            }
+        })
+        .unwrap();
+    assert_eq!(seen, 2);
+    assert!(!v.complete && !v.is_ok());
+}
+
+#[test]
+fn the_catalog_rebuilds_keyspaces_spaces_and_the_quota_rule() {
+    let e = MemEngine::open(
+        options()
+            .space("extra", strata_engine::Profile::Queue)
+            .charged_space("billed", strata_engine::Profile::General)
+            .keyspace_specs(),
+    )
+    .unwrap();
+    let declared = options()
+        .space("extra", strata_engine::Profile::Queue)
+        .charged_space("billed", strata_engine::Profile::General);
+    let store = Store::open(&e, declared.clone()).unwrap();
+    assert!(store.publish_catalog().unwrap());
+    let mut rebuilt = StoreOptions::new(Limits::FOUNDATIONDB);
+    assert!(rebuilt.from_catalog(&store.catalog().unwrap()));
+    let sorted = |mut v: Vec<strata_engine::KeyspaceSpec>| {
+        v.sort_by(|a, b| a.name.cmp(&b.name));
+        v
+    };
+    assert_eq!(
+        sorted(rebuilt.keyspace_specs()),
+        sorted(declared.keyspace_specs())
+    );
+    let charged = rebuilt.keyspace_specs().len();
+    assert_eq!(charged, 4);
+    // The quota rule came back: the same counters are recounted.
+    drop(filled_with(&e, declared));
+    let tool = Store::open(&e, {
+        let mut o = StoreOptions::new(Limits::FOUNDATIONDB);
+        o.from_catalog(&store.catalog().unwrap());
+        o
+    })
+    .unwrap();
+    let v = tool.verify().unwrap();
+    assert_eq!(v.quota_scopes, Some(2), "{v:?}");
+    assert!(v.problems.is_empty(), "{:?}", v.problems);
+    // A store without a catalog is not described.
+    let mut untouched = StoreOptions::new(Limits::FOUNDATIONDB);
+    assert!(!untouched.from_catalog(&[]));
+    assert_eq!(untouched.data_keyspace, "data");
+}
+
+fn filled_with(engine: &MemEngine, options: StoreOptions) -> Store<&MemEngine> {
+    let store = Store::open(engine, options).unwrap();
+    let doc = Doc {
+        title: "t".into(),
+        body: vec![3; 40],
+    };
+    store.put(&DocKey { actor: 1, id: 1 }, &doc).unwrap();
+    store.put(&DocKey { actor: 2, id: 1 }, &doc).unwrap();
+    store
+}
