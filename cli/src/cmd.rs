@@ -19,7 +19,7 @@ use crate::notation::{parse_key, render_key};
 use crate::open::{self, Db, Kind};
 use crate::progress::{Progress, stopped};
 use crate::show::{data_value_json, key_json, raw_value_json, row_text};
-use crate::{Cli, Command, Failure, OutboxAction, ScanArgs, with_engine};
+use crate::{Cli, Command, Failure, OutboxAction, ScanArgs, SearchAction, with_engine};
 
 /// Runs the command; the exit code on success.
 #[allow(clippy::too_many_lines)] // one arm per command
@@ -150,6 +150,28 @@ pub fn run(cli: &Cli) -> Result<ExitCode, Failure> {
             });
             Ok(ExitCode::SUCCESS)
         }
+        Command::Search { path, action } => {
+            let read_only = matches!(action, SearchAction::List | SearchAction::Query { .. });
+            let db = open::open(cli.engine, path, sys, read_only)?;
+            let out = with_engine!(&db.engine, e => search(&db, e, action))?;
+            let failed = out["ok"] == json!(false);
+            print(cli, &out, |o| match action {
+                SearchAction::List => {
+                    crate::search::list_text(o["indexes"].as_array().map_or(&[], Vec::as_slice))
+                        .trim_end()
+                        .to_owned()
+                }
+                SearchAction::Query { .. } => crate::search::query_text(o),
+                SearchAction::Verify { .. } | SearchAction::Rebuild { .. } => {
+                    crate::search::typed_text(o)
+                }
+            });
+            Ok(if failed {
+                ExitCode::from(1)
+            } else {
+                ExitCode::SUCCESS
+            })
+        }
         Command::Outbox { path, action } => {
             let read_only = matches!(action, OutboxAction::List | OutboxAction::Dead { .. });
             let db = open::open(cli.engine, path, sys, read_only)?;
@@ -221,7 +243,9 @@ fn info<E: Engine + Statistics>(db: &Db, e: &E) -> Result<Json, Failure> {
         .map(|c| json!({ "kind": c.kind, "name": c.name, "format_version": c.version }))
         .collect();
     let store = store_on(db, e)?;
+    let outbox = outbox_of(db, &store)?;
     Ok(json!({
+        "search_indexes": crate::search::list(db, outbox.as_ref()),
         "engine": db.kind.name(),
         "path": db.path,
         "last_version": e.last_version(),
@@ -328,6 +352,9 @@ fn info_text(o: &Json) -> String {
         }
     }
     s.push_str(&consumers_text(o["consumers"].as_array()));
+    s.push_str(&crate::search::list_text(
+        o["search_indexes"].as_array().map_or(&[], Vec::as_slice),
+    ));
     s.trim_end().to_owned()
 }
 
@@ -517,7 +544,10 @@ fn verify<E: Engine>(db: &Db, e: &E) -> Result<Json, Failure> {
     // The outbox: every consumer the catalog names has a checkpoint that
     // reads and is not beyond the last commit.
     let mut consumers_checked = 0;
-    if let Some(outbox) = outbox_of(db, &store)? {
+    let outbox = outbox_of(db, &store)?;
+    let (indexes_checked, index_problems) = crate::search::check(db, e, outbox.as_ref());
+    problems.extend(index_problems);
+    if let Some(outbox) = outbox {
         for (topic, consumer) in catalog_consumers(db) {
             consumers_checked += 1;
             match outbox.checkpoint(&topic, &consumer) {
@@ -545,6 +575,7 @@ fn verify<E: Engine>(db: &Db, e: &E) -> Result<Json, Failure> {
         "stale_expiry_entries": v.stale_expiry_entries,
         "quota_scopes": v.quota_scopes,
         "outbox_consumers": consumers_checked,
+        "search_indexes": indexes_checked,
         "problems": problems,
         "notes": notes,
     }))
@@ -563,7 +594,7 @@ fn verify_text(o: &Json) -> String {
         .map_or("not checked".to_owned(), |n| format!("{n} scopes"));
     let _ = writeln!(
         s,
-        "checked at version {}: {} values ({} chunked, {} chunk rows), {} expiry entries ({} stale), quota {}, {} outbox consumers",
+        "checked at version {}: {} values ({} chunked, {} chunk rows), {} expiry entries ({} stale), quota {}, {} outbox consumers, {} search indexes",
         o["version"],
         o["values"],
         o["chunked_values"],
@@ -571,7 +602,8 @@ fn verify_text(o: &Json) -> String {
         o["expiry_entries"],
         o["stale_expiry_entries"],
         quota,
-        o["outbox_consumers"]
+        o["outbox_consumers"],
+        o["search_indexes"]
     );
     let n = o["problems"].as_array().map_or(0, Vec::len);
     if n == 0 {
@@ -632,7 +664,9 @@ fn refuse_existing(dest: &str) -> Result<(), Failure> {
 fn backup<E: Engine + Backup>(db: &Db, e: &E, dest: &str) -> Result<Json, Failure> {
     refuse_existing(dest)?;
     let tmp = partial(dest);
+    let bar = Progress::spinner("backup");
     let result = e.backup(&tmp);
+    drop(bar);
     let info = match result {
         Ok(info) => info,
         Err(err) => {
@@ -677,7 +711,9 @@ fn restore(kind: Option<Kind>, backup: &str, dest: &str) -> Result<Json, Failure
         v["version"].clone()
     };
     let tmp = partial(dest);
+    let bar = Progress::spinner("restore");
     let copied = copy_tree(Path::new(backup), &tmp);
+    drop(bar);
     if let Err(err) = copied {
         remove_any(&tmp);
         return Err(err);
@@ -803,6 +839,28 @@ fn outbox<E: Engine>(db: &Db, e: &E, action: &OutboxAction) -> Result<Json, Fail
             json!({ "topic": topic, "consumer": consumer, "checkpoint": now.to_string() })
         }
     })
+}
+
+fn search<E: Engine>(db: &Db, e: &E, action: &SearchAction) -> Result<Json, Failure> {
+    let store = store_on(db, e)?;
+    let outbox = outbox_of(db, &store)?;
+    match action {
+        SearchAction::List => Ok(json!({ "indexes": crate::search::list(db, outbox.as_ref()) })),
+        SearchAction::Query { name, text, limit } => {
+            crate::search::query(db, &store, name, text, *limit)
+        }
+        SearchAction::Verify { name } | SearchAction::Rebuild { name } => {
+            let outbox = outbox.ok_or_else(|| {
+                Failure::Usage(format!("{} has no outbox to feed an index", db.path))
+            })?;
+            crate::search::typed(
+                db,
+                &outbox,
+                name,
+                matches!(action, SearchAction::Rebuild { .. }),
+            )
+        }
+    }
 }
 
 fn outbox_text(o: &Json) -> String {

@@ -5,6 +5,7 @@ mod cmd;
 mod notation;
 mod open;
 mod progress;
+mod search;
 mod show;
 
 use std::process::ExitCode;
@@ -105,6 +106,15 @@ enum Command {
         #[arg(long)]
         max_commits: Option<u64>,
     },
+    /// Search indexes: list, query (any index), verify against the store
+    /// and rebuild (indexes whose mapping this tool knows: the reference
+    /// schemas').
+    Search {
+        /// The database.
+        path: String,
+        #[command(subcommand)]
+        action: SearchAction,
+    },
     /// The outbox: consumers, lag, dead letters, re-drive, reset.
     Outbox {
         /// The database.
@@ -174,6 +184,36 @@ enum OutboxAction {
         consumer: String,
         /// `beginning`, `end`, or a commit version.
         to: String,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum SearchAction {
+    /// Every index the catalog lists: directory, generation, checkpoint,
+    /// documents, lag.
+    List,
+    /// The best documents for a query (tantivy syntax) over the index's
+    /// text fields, each with its store key and whether its row changed.
+    Query {
+        /// The index's name (`strata search PATH list`).
+        name: String,
+        /// What to look for.
+        text: String,
+        /// At most this many hits.
+        #[arg(long, default_value_t = 10)]
+        limit: usize,
+    },
+    /// Catches the index up, then compares it with the store: missing,
+    /// extra, stale and duplicate documents; exit status 1 when any.
+    Verify {
+        /// The index's name.
+        name: String,
+    },
+    /// Builds a new generation from a store snapshot, switches to it
+    /// atomically, catches up.
+    Rebuild {
+        /// The index's name.
+        name: String,
     },
 }
 

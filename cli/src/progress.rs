@@ -40,6 +40,18 @@ impl Progress {
         Self(bar)
     }
 
+    /// A spinner for work that reports no count (a backup, a rebuild):
+    /// it turns on its own while the work runs.
+    pub fn spinner(what: &str) -> Self {
+        let p = Self::new(what);
+        p.0.set_style(
+            ProgressStyle::with_template("{spinner} {msg} {elapsed}")
+                .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+        );
+        p.0.enable_steady_tick(std::time::Duration::from_millis(120));
+        p
+    }
+
     pub fn set(&self, rows: u64) {
         if rows.is_multiple_of(256) {
             self.0.set_position(rows);

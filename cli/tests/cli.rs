@@ -524,3 +524,222 @@ fn not_a_database_and_held_databases_are_clear_errors() {
     assert_eq!(code, 2);
     assert!(err.contains("unterminated"), "{err}");
 }
+
+/// An agent-memory database on redb with two grips indexed in `dir/index`.
+fn agent_memory(dir: &Dir) -> PathBuf {
+    use strata_schemas::agent_memory::{AgentMemory, EventRef, Grip};
+    let path = dir.0.join("memory.redb");
+    let options = AgentMemory::<RedbEngine>::declare(StoreOptions::new(Limits::FOUNDATIONDB));
+    let engine = RedbEngine::open(&path, options.keyspace_specs(), RedbOptions::default()).unwrap();
+    let clock = Arc::new(SystemClock);
+    let store = Store::open(engine, options).unwrap();
+    let outbox = Outbox::new(
+        &store,
+        OutboxConfig::default(),
+        clock.clone(),
+        Box::new(SeededRng::new(3)),
+    )
+    .unwrap();
+    let memory = AgentMemory::open(&store, &outbox).unwrap();
+    let at = |ms: u64| EventRef {
+        timestamp_ms: ms,
+        event_id: format!("01HNA{ms:021}"),
+    };
+    for (i, text) in ["rotate refresh tokens", "run migrations first"]
+        .iter()
+        .enumerate()
+    {
+        let ms = 1_706_540_400_000 + i as u64 * 1_000;
+        memory
+            .put_grip(&Grip {
+                grip_id: format!("grip:{ms:013}:g{i}"),
+                excerpt: (*text).to_owned(),
+                start: at(ms),
+                end: at(ms),
+                source: "test".into(),
+                toc_node_id: None,
+            })
+            .unwrap();
+    }
+    store.engine().sync().unwrap();
+    let mut indexer = strata_search::Indexer::open(
+        &outbox,
+        strata_schemas::agent_memory::search_spec().unwrap(),
+        &strata_search::Location::Dir(dir.0.join("index")),
+        strata_search::IndexerConfig::new("test"),
+        clock,
+    )
+    .unwrap();
+    indexer.catch_up().unwrap();
+    indexer.close().unwrap();
+    path
+}
+
+#[test]
+fn search_indexes_are_listed_queried_verified_and_rebuilt() {
+    let dir = Dir::new("search");
+    let db = agent_memory(&dir);
+    let db = p(&db);
+    let listed = json(&["search", db, "list"]);
+    let index = &listed["indexes"][0];
+    assert_eq!(index["name"], "agent_memory");
+    assert_eq!(index["documents"], 2);
+    assert_eq!(index["generation"], 1);
+    assert_eq!(index["mapping_known"], true);
+    assert_eq!(index["lag_entries"], 0);
+    assert_eq!(
+        json(&["info", db])["search_indexes"][0]["documents"],
+        2,
+        "info shows it too"
+    );
+    let hits = json(&["search", db, "query", "agent_memory", "migrations"]);
+    assert_eq!(hits["hits"].as_array().unwrap().len(), 1);
+    assert_eq!(
+        hits["hits"][0]["key"],
+        r#"("am", "doc", "grip:1706540401000:g1")"#
+    );
+    assert_eq!(hits["hits"][0]["freshness"], "current");
+    let v = json(&["search", db, "verify", "agent_memory"]);
+    assert_eq!(v["ok"], true, "{v}");
+    assert_eq!(
+        (v["documents"].clone(), v["rows"].clone()),
+        (2.into(), 2.into())
+    );
+    let r = json(&["search", db, "rebuild", "agent_memory"]);
+    assert_eq!(r["documents"], 2);
+    assert_eq!(r["generation"], 2);
+    assert_eq!(json(&["search", db, "list"])["indexes"][0]["generation"], 2);
+    let all = json(&["verify", db]);
+    assert_eq!(all["ok"], true, "{all}");
+    assert_eq!(all["search_indexes"], 1);
+    // An unknown index, and an index whose files are gone.
+    let (code, _, err) = run(&["search", db, "verify", "nope"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("no search index \"nope\""), "{err}");
+    std::fs::remove_file(dir.0.join("index").join("CURRENT")).unwrap();
+    let (code, text, _) = run(&["verify", db]);
+    assert_eq!(code, 1, "{text}");
+    assert!(
+        text.contains("PROBLEM search index agent_memory:"),
+        "{text}"
+    );
+}
+
+#[test]
+fn copy_redb_to_postgresql_and_inspect_it_there() {
+    use strata_engine_postgres::testing::TestServer;
+    let server = TestServer::shared().unwrap();
+    let config = server.database("cli_copy").unwrap();
+    let url = format!(
+        "host={} port={} user={} dbname={}",
+        server.socket_dir().display(),
+        server.port(),
+        config.get_user().unwrap(),
+        config.get_dbname().unwrap()
+    );
+    let dir = Dir::new("copy-pg");
+    let src = create(Which::Redb, &dir);
+    let out = json(&["copy", p(&src), &url]);
+    assert_eq!(out["dest_engine"], "postgresql");
+    let version = out["version"].as_u64().unwrap();
+    assert!(version >= 8);
+    let info = json(&["info", &url]);
+    assert_eq!(info["engine"], "postgresql");
+    assert_eq!(info["last_version"], version);
+    assert_eq!(info["catalog"], true);
+    assert_eq!(info["consumers"][0]["lag_entries"], 3);
+    let a = json(&["scan", p(&src), "data", "--limit", "0"]);
+    let b = json(&["scan", &url, "data", "--limit", "0"]);
+    assert_eq!(a["rows"], b["rows"]);
+    let v = json(&["verify", &url]);
+    assert_eq!(v["ok"], true, "{v}");
+    assert_eq!(v["quota_scopes"], 3);
+    let (code, _, err) = run(&["backup", &url, p(&dir.0.join("pg-backup"))]);
+    assert_eq!(code, 2);
+    assert!(err.contains("pg_dump"), "{err}");
+    // The copy's own commits sort after the source's: a new outbox entry
+    // through the tool's reset lands above every copied one.
+    let reset = json(&["outbox", &url, "reset", "notes", "indexer", "end"]);
+    let at: Vec<u64> = reset["checkpoint"]
+        .as_str()
+        .unwrap()
+        .split('.')
+        .map(|n| n.parse().unwrap())
+        .collect();
+    assert!(at[0] >= version, "{reset}");
+}
+
+#[test]
+fn an_interrupted_copy_resumes_after_its_last_batch() {
+    let dir = Dir::new("resume");
+    let src = create(Which::Redb, &dir);
+    let full = json(&["copy", p(&src), p(&dir.0.join("whole.redb"))]);
+    let total = full["rows"].as_u64().unwrap();
+    // What an interrupted copy leaves: the first keyspace in name order
+    // ("data") partly copied, with its progress row in the same commit:
+    // here, its first two rows.
+    let dest = dir.0.join("part.redb");
+    let mut specs = options().keyspace_specs();
+    specs.push(strata_engine::KeyspaceSpec::new(
+        "strata.copy",
+        strata_engine::Profile::General,
+    ));
+    let source =
+        RedbEngine::open_read_only(&src, options().keyspace_specs(), RedbOptions::default())
+            .unwrap();
+    let version = source.last_version();
+    let data = source.keyspace("data").unwrap();
+    let first_two: Vec<(Vec<u8>, Vec<u8>)> = source
+        .snapshot()
+        .unwrap()
+        .range(data, RangeSpec::all().limit(2))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    drop(source);
+    let part = RedbEngine::open(&dest, specs, RedbOptions::default()).unwrap();
+    let (d, progress) = (
+        part.keyspace("data").unwrap(),
+        part.keyspace("strata.copy").unwrap(),
+    );
+    let mut commit = Commit::new();
+    for (k, v) in &first_two {
+        commit = commit.put(d, k.clone(), v.clone());
+    }
+    commit = commit.put(
+        progress,
+        b"progress".to_vec(),
+        tuple::pack(&(version, "data", first_two[1].0.as_slice())),
+    );
+    part.commit(commit).unwrap();
+    drop(part);
+    let resumed = json(&["copy", p(&src), p(&dest)]);
+    assert_eq!(resumed["resumed"], true);
+    assert_eq!(
+        resumed["rows"].as_u64().unwrap(),
+        total - 2,
+        "the two rows are not copied again"
+    );
+    let a = json(&["scan", p(&src), "data", "--limit", "0"]);
+    let b = json(&["scan", p(&dest), "data", "--limit", "0"]);
+    assert_eq!(a["rows"], b["rows"]);
+    // A progress row from another source version is refused.
+    let stale = dir.0.join("stale.redb");
+    let mut specs = options().keyspace_specs();
+    specs.push(strata_engine::KeyspaceSpec::new(
+        "strata.copy",
+        strata_engine::Profile::General,
+    ));
+    let e = RedbEngine::open(&stale, specs, RedbOptions::default()).unwrap();
+    let progress = e.keyspace("strata.copy").unwrap();
+    e.commit(Commit::new().put(
+        progress,
+        b"progress".to_vec(),
+        tuple::pack(&(version - 1, "data", b"x".as_slice())),
+    ))
+    .unwrap();
+    drop(e);
+    let (code, _, err) = run(&["copy", p(&src), p(&stale)]);
+    assert_eq!(code, 2);
+    assert!(err.contains("copy into a new destination"), "{err}");
+}

@@ -244,9 +244,7 @@ impl RedbEngine {
             .open_read_only(path)
             .map_err(|e| EngineError::Backend(backend(e)))?;
         let keyspaces = Keyspaces::new(specs)?;
-        let tables: Vec<String> = (0..keyspaces.len())
-            .filter_map(|i| keyspaces.storage_name(i))
-            .collect();
+        let tables = tables_of(&keyspaces);
         let err = |e: redb::Error| EngineError::Backend(backend(e));
         let version = {
             let txn = db.begin_read().map_err(|e| err(e.into()))?;
@@ -315,9 +313,7 @@ impl RedbEngine {
 
     fn init(db: Database, specs: Vec<KeyspaceSpec>) -> Result<Self, EngineError> {
         let keyspaces = Keyspaces::new(specs)?;
-        let tables: Vec<String> = (0..keyspaces.len())
-            .filter_map(|i| keyspaces.storage_name(i))
-            .collect();
+        let tables = tables_of(&keyspaces);
         let err = |e: redb::Error| EngineError::Backend(backend(e));
         // Create every table (and the meta table) so reads never meet a
         // missing one; this changes no data and no version.
@@ -498,6 +494,13 @@ impl RedbEngine {
         }
         slot.as_mut().ok_or(CommitError::UnknownKeyspace(ks))
     }
+}
+
+/// The table of each declared keyspace, in order.
+fn tables_of(keyspaces: &Keyspaces) -> Vec<String> {
+    (0..keyspaces.len())
+        .filter_map(|i| keyspaces.storage_name(i))
+        .collect()
 }
 
 /// The version in the meta table of `txn`'s database; [`NotStrata`] when

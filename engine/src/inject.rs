@@ -12,6 +12,12 @@ pub trait Clock: Send + Sync {
     /// Milliseconds since the Unix epoch.
     fn now_ms(&self) -> u64;
 
+    /// Microseconds since the Unix epoch, for measuring durations (commit
+    /// latency metrics). The default is [`Clock::now_ms`] times 1,000.
+    fn now_us(&self) -> u64 {
+        self.now_ms().saturating_mul(1_000)
+    }
+
     /// Waits `ms` milliseconds (a retry's backoff). A manual clock moves its
     /// reading forward instead of blocking.
     fn sleep_ms(&self, ms: u64);
@@ -51,6 +57,13 @@ impl Clock for SystemClock {
         std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+    }
+
+    #[allow(clippy::disallowed_methods)] // the same sanctioned read, finer
+    fn now_us(&self) -> u64 {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX))
     }
 
     fn sleep_ms(&self, ms: u64) {

@@ -44,6 +44,7 @@
 
 mod error;
 mod layout;
+pub mod metrics;
 mod worker;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -645,6 +646,36 @@ impl<'s, E: Engine> Outbox<'s, E> {
         })
     }
 
+    /// Gives `lease` up at once, so another holder can take the consumer
+    /// over without waiting for it to expire (a worker stopping cleanly).
+    /// The token stays: the next holder gets a new one, and this lease's
+    /// acknowledgements are refused from now on. Does nothing when the
+    /// lease already changed hands.
+    ///
+    /// # Errors
+    /// A store failure.
+    pub fn release(&self, lease: &Lease) -> Result<(), OutboxError> {
+        let now = self.clock.now_ms();
+        self.store.transact(|tx| {
+            let key = layout::lease_key(&lease.topic, &lease.consumer);
+            let current = tx
+                .get_in(&self.state, &key)?
+                .map(|v| read_lease(&v))
+                .transpose()?;
+            if let Some((token, holder, until)) = current
+                && token == lease.token
+                && until > now
+            {
+                tx.put_in(
+                    &self.state,
+                    key,
+                    tuple::pack(&(token, holder.as_str(), now)),
+                )?;
+            }
+            Ok::<_, OutboxError>(())
+        })
+    }
+
     /// Checks in `tx` that `lease` still holds (pinned: a take-over before
     /// the commit makes it fail).
     fn check_lease(&self, tx: &mut Tx<'_, E>, lease: &Lease) -> Result<(), OutboxError> {
@@ -1054,6 +1085,21 @@ impl<'s, E: Engine> Outbox<'s, E> {
         position: Position,
         error: &str,
     ) -> Result<Failed, OutboxError> {
+        let outcome = self.fail_once(lease, position, error)?;
+        crate::metrics::failed(
+            &lease.topic,
+            &lease.consumer,
+            outcome == Failed::DeadLettered,
+        );
+        Ok(outcome)
+    }
+
+    fn fail_once(
+        &self,
+        lease: &Lease,
+        position: Position,
+        error: &str,
+    ) -> Result<Failed, OutboxError> {
         let now = self.clock.now_ms();
         let jitter = self
             .rng
@@ -1249,6 +1295,7 @@ impl<'s, E: Engine> Outbox<'s, E> {
             if deleted == 0 {
                 return Ok(report);
             }
+            crate::metrics::trimmed(topic, deleted);
             report.entries += deleted;
             report.commits += 1;
         }
@@ -1279,6 +1326,7 @@ impl<'s, E: Engine> Outbox<'s, E> {
             lag.entries += 1;
             lag.oldest_age_ms = lag.oldest_age_ms.max(now.saturating_sub(pushed_ms));
         }
+        crate::metrics::lag(topic, consumer, lag);
         Ok(lag)
     }
 

@@ -197,7 +197,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     println!("stats: {:?}", memory.stats()?.rows);
 
-    drop(indexer);
+    // Closed, not just dropped: its lease is released, so `strata search`
+    // can take the index over at once.
+    indexer.close()?;
     drop(memory);
     drop(outbox);
     drop(store);

@@ -242,6 +242,7 @@ where
         };
         let topic = spec.topic();
         outbox.register(topic.name(), &spec.name, Start::Beginning)?;
+        record(outbox, &spec.name, topic.name(), location)?;
         let acknowledged = outbox.checkpoint(topic.name(), &spec.name)?;
         if acknowledged > checkpoint {
             return Err(SearchError::Behind {
@@ -270,6 +271,22 @@ where
             location: location.clone(),
             generation,
         })
+    }
+
+    /// Stops this indexer cleanly: gives up its outbox lease (see
+    /// [`Outbox::release`]), so another process (`strata search verify`,
+    /// a new service instance) can take the index over at once instead of
+    /// after the lease expires. Uncommitted changes are dropped, as when
+    /// the indexer is simply dropped; they are applied again by the next
+    /// indexer.
+    ///
+    /// # Errors
+    /// A store failure (the lease then expires on its own).
+    pub fn close(mut self) -> Result<(), SearchError> {
+        if let Some(lease) = self.lease.take() {
+            self.outbox.release(&lease)?;
+        }
+        Ok(())
     }
 
     /// The position committed in the index: every entry at or below it is
@@ -434,6 +451,12 @@ where
         prepared.commit()?;
         self.index.directory().sync_directory()?;
         self.checkpoint = self.applied;
+        crate::metrics::committed(
+            &self.spec.name,
+            self.pending_docs,
+            self.checkpoint.version,
+            self.outbox.store().engine().durable_version(),
+        );
         self.pending_docs = 0;
         self.pending_bytes = 0;
         self.pending_since = None;
@@ -689,6 +712,7 @@ where
             Location::Memory | Location::Shared(_) => None,
         };
         outbox.register(spec.topic().name(), &spec.name, Start::Beginning)?;
+        record(outbox, &spec.name, spec.topic().name(), location)?;
         Self::rebuild_from(
             outbox,
             spec,
@@ -905,9 +929,9 @@ fn document<K: Key>(
     Ok(doc)
 }
 
-const CURRENT: &str = "CURRENT";
+pub(crate) const CURRENT: &str = "CURRENT";
 
-fn generation_name(g: u64) -> String {
+pub(crate) fn generation_name(g: u64) -> String {
     format!("gen-{g}")
 }
 
@@ -979,7 +1003,33 @@ fn undeclared(kind: &str, name: &str) -> SearchError {
     ))
 }
 
-fn parse_payload(payload: &str) -> Result<Position, SearchError> {
+/// Describes the index in the store's catalog (see
+/// [`CATALOG_INDEX`](crate::inspect::CATALOG_INDEX)), when it is not
+/// already: a read, and a commit the first time.
+fn record<E: Engine>(
+    outbox: &Outbox<'_, E>,
+    name: &str,
+    topic: &str,
+    location: &Location,
+) -> Result<(), SearchError> {
+    let dir = match location {
+        Location::Dir(root) => std::fs::canonicalize(root)?.to_string_lossy().into_owned(),
+        Location::Memory | Location::Shared(_) => String::new(),
+    };
+    let detail = strata_keys::tuple::pack(&(topic, name, dir.as_str()));
+    let store = outbox.store();
+    let kind = crate::inspect::CATALOG_INDEX;
+    let known = store
+        .catalog()?
+        .into_iter()
+        .any(|e| e.kind == kind && e.name == name && e.detail == detail);
+    if !known {
+        store.transact(|tx| tx.catalog_put(kind, name, 1, &detail))?;
+    }
+    Ok(())
+}
+
+pub(crate) fn parse_payload(payload: &str) -> Result<Position, SearchError> {
     let bad = || SearchError::Payload(payload.to_owned());
     let rest = payload.strip_prefix(PAYLOAD).ok_or_else(bad)?;
     let (version, order) = rest.split_once('.').ok_or_else(bad)?;

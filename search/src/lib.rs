@@ -25,6 +25,8 @@
 mod change;
 mod error;
 mod indexer;
+pub mod inspect;
+pub mod metrics;
 mod spec;
 
 use std::ops::Bound;

@@ -257,6 +257,7 @@ impl StoreError {
         kind: RowKind,
         key: &[u8],
     ) -> Self {
+        crate::metrics::refused(source.limit);
         Self::Limit {
             source,
             row: Some(LimitedRow {
@@ -269,6 +270,7 @@ impl StoreError {
 
     /// A batch limit of the whole commit.
     pub(crate) fn batch_limit(source: LimitExceeded) -> Self {
+        crate::metrics::refused(source.limit);
         Self::Limit { source, row: None }
     }
 

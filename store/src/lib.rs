@@ -70,6 +70,7 @@
 mod collections;
 mod error;
 mod layout;
+pub mod metrics;
 mod ops;
 mod options;
 mod read;

@@ -346,6 +346,7 @@ impl<E: Engine> Store<E> {
             }
             match tx.commit() {
                 Ok(_) => {
+                    crate::metrics::swept(removed, stale);
                     report.removed += removed;
                     report.stale += stale;
                     report.commits += 1;

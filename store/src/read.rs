@@ -441,18 +441,7 @@ impl<E: Engine> Store<E> {
         if header.is_expired(now) {
             return Ok(None);
         }
-        let chunks = self.planner.layout().chunks_from(key, 0);
-        let rows = snap
-            .range(
-                self.system,
-                RangeSpec {
-                    start: Bound::Included(chunks.start),
-                    end: chunks.end.map_or(Bound::Unbounded, Bound::Excluded),
-                    reverse: false,
-                    limit: None,
-                },
-            )?
-            .collect::<Result<Vec<_>, _>>()?;
+        let rows = self.chunk_rows(snap, key)?;
         let whole =
             self.planner
                 .assemble(key, &meta, rows)
@@ -466,6 +455,23 @@ impl<E: Engine> Store<E> {
             value,
             expires_at: header.expires_at,
         }))
+    }
+}
+
+/// A row: key and value.
+type Row = (Vec<u8>, Vec<u8>);
+
+impl<E: Engine> Store<E> {
+    /// The chunk rows of the value at data key `key` in `snap`, in order.
+    pub(crate) fn chunk_rows<S: Snapshot>(
+        &self,
+        snap: &S,
+        key: &[u8],
+    ) -> Result<Vec<Row>, StoreError> {
+        let chunks = self.planner.layout().chunks_from(key, 0);
+        Ok(snap
+            .range(self.system, crate::ops::spec_of(chunks))?
+            .collect::<Result<Vec<_>, _>>()?)
     }
 }
 
@@ -510,19 +516,7 @@ impl<E: Engine> ReadView<'_, E> {
                 chunks: None,
             }));
         };
-        let chunks = self.store.planner.layout().chunks_from(key, 0);
-        let rows = self
-            .snap
-            .range(
-                self.store.system,
-                RangeSpec {
-                    start: Bound::Included(chunks.start),
-                    end: chunks.end.map_or(Bound::Unbounded, Bound::Excluded),
-                    reverse: false,
-                    limit: None,
-                },
-            )?
-            .collect::<Result<Vec<_>, _>>()?;
+        let rows = self.store.chunk_rows(&self.snap, key)?;
         let whole = self
             .store
             .planner

@@ -434,6 +434,7 @@ impl<E: Engine> Store<E> {
             match once()? {
                 Ok(done) => return Ok(done),
                 Err(e) if e.is_conflict() && attempt < policy.max_attempts.max(1) => {
+                    crate::metrics::retried();
                     let wait = self.backoff_ms(attempt);
                     tracing::debug!(attempt, wait, "transaction conflict, retrying");
                     self.clock.sleep_ms(wait);

@@ -6,10 +6,9 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::ops::ControlFlow;
 
-use strata_codec::{ChunkLayout, stored_size};
+use strata_codec::stored_size;
 use strata_engine::{Engine, RangeSpec, Snapshot};
 
-use crate::ops::spec_of;
 use crate::tx::counter_value;
 use crate::{Store, StoreError, layout};
 
@@ -189,10 +188,7 @@ impl<E: Engine> Store<E> {
                 Ok((header, _)) => {
                     if header.chunked {
                         out.chunked += 1;
-                        let chunks = self.planner.layout().chunks_from(&k, 0);
-                        let rows: Vec<(Vec<u8>, Vec<u8>)> = snap
-                            .range(self.system, spec_of(chunks))?
-                            .collect::<Result<_, _>>()?;
+                        let rows = self.chunk_rows(&snap, &k)?;
                         if let Err(e) = self.planner.assemble(&k, &v, rows) {
                             out.problems.push(Problem::Chunks {
                                 key: k.clone(),

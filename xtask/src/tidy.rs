@@ -45,6 +45,8 @@ pub const LAYERS: &[(&str, &[&str])] = &[
             "engine-postgres",
             "store",
             "outbox",
+            "search",
+            "schemas",
         ],
     ),
     (

@@ -385,3 +385,36 @@ fn an_in_order_consumer_reads_ahead_and_acknowledges_through_a_position() {
         ));
     });
 }
+
+#[test]
+fn a_released_lease_passes_at_once_and_its_holder_is_fenced() {
+    on_every_engine!(Durability::Immediate, |store, outbox, clock| {
+        outbox.register("orders", "c", Start::Beginning).unwrap();
+        place(&outbox, 1, None);
+        let first = outbox.acquire("orders", "c", "w1").unwrap();
+        // Held: another holder waits for the expiry...
+        assert!(matches!(
+            outbox.acquire("orders", "c", "w2"),
+            Err(OutboxError::LeaseHeld { holder, .. }) if holder == "w1"
+        ));
+        // ...unless the holder gives it up.
+        outbox.release(&first).unwrap();
+        let second = outbox.acquire("orders", "c", "w2").unwrap();
+        assert_eq!(second.token(), first.token() + 1, "a new fencing token");
+        let got = outbox.poll(&second, &topic(), 10).unwrap();
+        assert!(matches!(
+            store.transact(|tx| outbox.ack(tx, &first, got[0].position)),
+            Err(OutboxError::StaleLease { .. })
+        ));
+        // Releasing a lease that already changed hands changes nothing.
+        outbox.release(&first).unwrap();
+        assert!(matches!(
+            outbox.acquire("orders", "c", "w3"),
+            Err(OutboxError::LeaseHeld { holder, .. }) if holder == "w2"
+        ));
+        clock.advance(1);
+        store
+            .transact(|tx| outbox.ack(tx, &second, got[0].position))
+            .unwrap();
+    });
+}

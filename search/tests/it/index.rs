@@ -427,3 +427,139 @@ fn a_memory_budget_below_tantivys_floor_is_raised_for_every_thread() {
         assert_eq!(ix.documents().unwrap(), 1);
     });
 }
+
+#[test]
+fn the_catalog_says_where_an_index_is_and_it_reads_without_its_mapping() {
+    on_every_engine!(Durability::Buffered, |store, clock, dir| {
+        let ob = outbox(&store, &clock, outbox_config());
+        let root = dir.0.join("index");
+        put(
+            &store,
+            &ob,
+            1,
+            &note("refresh tokens", "rotate them", "info", T0),
+        );
+        put(
+            &store,
+            &ob,
+            2,
+            &note("deploy", "migrations first", "warn", T0),
+        );
+        store.engine().sync().unwrap();
+        let mut ix = crate::indexer_at(&ob, &clock, &root);
+        ix.catch_up().unwrap();
+        ix.close().unwrap();
+        // Closed: another holder takes the index over at once (the clock
+        // has not moved, so the lease would otherwise still run).
+        let mut config = crate::indexer_config();
+        config.holder = "another".into();
+        let mut other = Indexer::open(
+            &ob,
+            spec(),
+            &Location::Dir(root.clone()),
+            config,
+            clock.clone(),
+        )
+        .unwrap();
+        put(&store, &ob, 3, &note("third", "more", "info", T0));
+        store.engine().sync().unwrap();
+        other.catch_up().unwrap();
+        other.close().unwrap();
+        put(&store, &ob, 3, &note("third", "gone", "info", T0));
+        store
+            .transact(|tx| spec().delete(&ob, tx, &NoteKey { id: 3 }))
+            .unwrap();
+        store.engine().sync().unwrap();
+        let mut ix = crate::indexer_at(&ob, &clock, &root);
+        let checkpoint = ix.catch_up().unwrap();
+        ix.close().unwrap();
+
+        let listed = strata_search::inspect::catalog_indexes(&store.catalog().unwrap());
+        assert_eq!(listed.len(), 1, "{listed:?}");
+        assert_eq!(listed[0].name, "notes");
+        assert_eq!(listed[0].topic, "search.notes");
+        assert_eq!(listed[0].consumer, "notes");
+        assert_eq!(
+            listed[0].dir.as_deref(),
+            Some(std::fs::canonicalize(&root).unwrap().as_path())
+        );
+        // Opening again records nothing new.
+        let before = store.engine().last_version();
+        drop(crate::indexer_at(&ob, &clock, &root));
+        assert_eq!(store.engine().last_version(), before);
+
+        let files = strata_search::inspect::IndexFiles::open(&root).unwrap();
+        assert_eq!(files.checkpoint(), checkpoint);
+        assert_eq!(files.generation(), 1);
+        assert_eq!(files.documents(), 2);
+        let hits = files.query("tokens", 10).unwrap();
+        assert_eq!(hits.len(), 1);
+        assert_eq!(hits[0].key, packed(1));
+        assert_eq!(hits[0].snippet, "refresh tokens");
+        let view = store.read().unwrap();
+        assert_eq!(hits[0].freshness(&view).unwrap(), Freshness::Current);
+        drop(view);
+        // The row changes, then vanishes: the raw check sees both.
+        put(
+            &store,
+            &ob,
+            1,
+            &note("refresh tokens", "changed", "info", T0),
+        );
+        assert_eq!(
+            hits[0].freshness(&store.read().unwrap()).unwrap(),
+            Freshness::Changed
+        );
+        store
+            .transact(|tx| spec().delete(&ob, tx, &NoteKey { id: 1 }))
+            .unwrap();
+        assert_eq!(
+            hits[0].freshness(&store.read().unwrap()).unwrap(),
+            Freshness::Vanished
+        );
+        assert!(matches!(
+            files.query("title:(", 10),
+            Err(SearchError::Query(_))
+        ));
+        assert!(strata_search::inspect::IndexFiles::open(&dir.0.join("nothing")).is_err());
+    });
+}
+
+#[path = "../../../test-support/metrics.rs"]
+mod metrics_capture;
+
+#[test]
+fn index_commits_changes_checkpoint_and_lag_are_recorded() {
+    use metrics_capture::{capture, counter, gauge};
+    use strata_search::metrics as m;
+    let (store, clock, _dir) = crate::mem(crate::options(Durability::Buffered));
+    let ob = outbox(&store, &clock, outbox_config());
+    let ((checkpoint, last), rec) = capture(|| {
+        for id in 1..=3 {
+            put(&store, &ob, id, &note("t", "b", "info", T0));
+        }
+        store.engine().sync().unwrap();
+        let mut ix = crate::indexer_in_memory(&ob, &clock);
+        let at = ix.catch_up().unwrap();
+        let last = store.engine().last_version();
+        // Two more commits the index has not seen.
+        put(&store, &ob, 4, &note("t", "b", "info", T0));
+        put(&store, &ob, 5, &note("t", "b", "info", T0));
+        store.engine().sync().unwrap();
+        ix.close().unwrap();
+        (at, last)
+    });
+    let labels = ["index=notes"];
+    assert_eq!(counter(&rec, m::COMMITS, &labels), 1);
+    assert_eq!(counter(&rec, m::CHANGES, &labels), 3);
+    #[allow(clippy::cast_precision_loss)]
+    let version = checkpoint.version as f64;
+    assert_eq!(gauge(&rec, m::CHECKPOINT, &labels), Some(version));
+    // The durable version when the index committed, minus its checkpoint:
+    // the commits after the last entry (the indexer's registration and
+    // catalog record) at most.
+    let lag = gauge(&rec, m::LAG_VERSIONS, &labels).unwrap();
+    #[allow(clippy::cast_precision_loss)]
+    let most = (last - checkpoint.version) as f64;
+    assert!((0.0..=most).contains(&lag), "{lag} of at most {most}");
+}

@@ -170,8 +170,17 @@ impl<'s, E: Engine + 's> Tx<'s, E> {
     /// Plans and commits, even with nothing to write (the commit then only
     /// checks what was read).
     pub(crate) fn commit_writes(mut self) -> Result<CommitInfo, StoreError> {
-        let commit = self.plan()?;
-        let info = self.store.engine.commit(commit)?;
+        let started = self.store.clock.now_us();
+        let commit = self.plan().inspect_err(crate::metrics::failed)?;
+        let (rows, bytes) = crate::metrics::size_of(&commit);
+        let info = self
+            .store
+            .engine
+            .commit(commit)
+            .map_err(StoreError::from)
+            .inspect_err(crate::metrics::failed)?;
+        let micros = self.store.clock.now_us().saturating_sub(started);
+        crate::metrics::committed(micros, rows, bytes);
         tracing::trace!(version = info.version, "store commit");
         self.store.signal_commit(info.version);
         Ok(info)

@@ -66,6 +66,7 @@ impl<'s, E: Engine + 's> Tx<'s, E> {
                 let used = u64::try_from(used).unwrap_or(0);
                 if limits.check_quota(used, g).is_err() {
                     let (key_type, key) = out.grower.remove(&scope).unwrap_or_default();
+                    crate::metrics::refused(strata_codec::Limit::Quota);
                     return Err(StoreError::Quota {
                         scope,
                         used,
@@ -75,6 +76,10 @@ impl<'s, E: Engine + 's> Tx<'s, E> {
                         key,
                     });
                 }
+                crate::metrics::quota_usage(
+                    used.saturating_add(g.unsigned_abs()),
+                    limits.quota_bytes,
+                );
             }
             if g != 0 {
                 out.mutations.push(Mutation::Add {
@@ -429,6 +434,7 @@ impl<E: Engine> Store<E> {
         let chunked = self.options.is_chunked::<K>();
         let max = self.options.limits.max_value_bytes;
         if envelope.len() > max && !chunked {
+            crate::metrics::refused(strata_codec::Limit::ValueBytes);
             return Err(StoreError::ValueTooLarge {
                 key_type: K::NAME,
                 size: envelope.len() as u64,

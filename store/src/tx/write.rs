@@ -279,6 +279,7 @@ impl<'s, E: Engine + 's> Tx<'s, E> {
             source,
         })?;
         if envelope.len() > limits.max_value_bytes {
+            crate::metrics::refused(strata_codec::Limit::ValueBytes);
             return Err(StoreError::ValueTooLarge {
                 key_type: K::NAME,
                 size: envelope.len() as u64,

@@ -6,6 +6,7 @@ mod edges;
 mod families;
 mod golden;
 mod limits;
+mod metrics;
 mod reads;
 mod spaces;
 mod ttl;
