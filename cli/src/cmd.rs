@@ -545,8 +545,10 @@ fn verify<E: Engine>(db: &Db, e: &E) -> Result<Json, Failure> {
     // reads and is not beyond the last commit.
     let mut consumers_checked = 0;
     let outbox = outbox_of(db, &store)?;
-    let (indexes_checked, index_problems) = crate::search::check(db, e, outbox.as_ref());
+    let (indexes_checked, index_problems, index_notes) =
+        crate::search::check(db, e, outbox.as_ref());
     problems.extend(index_problems);
+    notes.extend(index_notes);
     if let Some(outbox) = outbox {
         for (topic, consumer) in catalog_consumers(db) {
             consumers_checked += 1;

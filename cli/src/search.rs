@@ -102,10 +102,16 @@ pub fn list_text(list: &[Json]) -> String {
 
 /// Read-only checks of every index: its files open, its checkpoint is not
 /// beyond the store's last commit, and its consumer did not acknowledge
-/// past it. (The full comparison with the store is `strata search verify`,
-/// which catches the index up first.)
-pub fn check<E: Engine>(db: &Db, e: &E, outbox: Option<&Outbox<'_, &E>>) -> (usize, Vec<String>) {
+/// past it; and, for a mapping this tool knows whose consumer has no lag,
+/// its documents against the store's rows. Returns the indexes checked,
+/// the problems and notes.
+pub fn check<E: Engine>(
+    db: &Db,
+    e: &E,
+    outbox: Option<&Outbox<'_, &E>>,
+) -> (usize, Vec<String>, Vec<String>) {
     let mut problems = Vec::new();
+    let mut notes = Vec::new();
     let all = catalog_indexes(&db.catalog);
     for i in &all {
         let name = &i.name;
@@ -123,18 +129,60 @@ pub fn check<E: Engine>(db: &Db, e: &E, outbox: Option<&Outbox<'_, &E>>) -> (usi
                 e.last_version()
             ));
         }
-        if let Some(ob) = outbox {
-            match ob.checkpoint(&i.topic, &i.consumer) {
-                Ok(acked) if acked > f.checkpoint() => problems.push(format!(
-                    "search index {name}: the outbox acknowledged {acked}, past the index's checkpoint {}",
-                    f.checkpoint()
+        let Some(ob) = outbox else { continue };
+        match ob.checkpoint(&i.topic, &i.consumer) {
+            Ok(acked) if acked > f.checkpoint() => problems.push(format!(
+                "search index {name}: the outbox acknowledged {acked}, past the index's checkpoint {}",
+                f.checkpoint()
+            )),
+            Ok(_) => {}
+            Err(err) => problems.push(format!("search index {name}: {err}")),
+        }
+        match ob.lag(&i.topic, &i.consumer) {
+            Ok(lag) if lag.entries > 0 => notes.push(format!(
+                "search index {name}: {} entries not indexed yet, so not compared with the store (`strata search verify` catches it up and compares)",
+                lag.entries
+            )),
+            Ok(_) => match compare(ob.store(), name, &f) {
+                Ok(Some(found)) => problems.extend(found),
+                Ok(None) => notes.push(format!(
+                    "search index {name}: its mapping is the application's; documents not compared with the store"
                 )),
-                Ok(_) => {}
                 Err(err) => problems.push(format!("search index {name}: {err}")),
-            }
+            },
+            Err(err) => problems.push(format!("search index {name}: {err}")),
         }
     }
-    (all.len(), problems)
+    (all.len(), problems, notes)
+}
+
+/// The differences between an index that has every change and the store,
+/// for the mappings this tool knows (`None` for others).
+fn compare<E: Engine>(
+    store: &Store<E>,
+    name: &str,
+    files: &IndexFiles,
+) -> Result<Option<Vec<String>>, String> {
+    let view = store.read().map_err(|e| e.to_string())?;
+    let verified = match name {
+        "agent_memory" => {
+            let spec = strata_schemas::agent_memory::search_spec().map_err(|e| e.to_string())?;
+            files.compare(&view, &spec).map_err(|e| e.to_string())?
+        }
+        _ => return Ok(None),
+    };
+    let mut out = Vec::new();
+    for (what, keys) in [
+        ("missing (a row without its document)", &verified.missing),
+        ("extra (a document without its row)", &verified.extra),
+        ("stale (a document of another value)", &verified.stale),
+        ("duplicate", &verified.duplicates),
+    ] {
+        for k in keys {
+            out.push(format!("search index {name}: {what}: {}", render_key(k)));
+        }
+    }
+    Ok(Some(out))
 }
 
 /// `query`: the best hits, each with its key decoded and whether its row

@@ -612,6 +612,24 @@ fn search_indexes_are_listed_queried_verified_and_rebuilt() {
     let all = json(&["verify", db]);
     assert_eq!(all["ok"], true, "{all}");
     assert_eq!(all["search_indexes"], 1);
+    // A row removed behind the outbox's back: the index (with no lag) has
+    // a document for it, which the read-only verify finds.
+    {
+        let options = strata_schemas::agent_memory::AgentMemory::<RedbEngine>::declare(
+            StoreOptions::new(Limits::FOUNDATIONDB),
+        );
+        let e = RedbEngine::open(db, options.keyspace_specs(), RedbOptions::default()).unwrap();
+        let data = e.keyspace("data").unwrap();
+        e.commit(Commit::new().delete(data, tuple::pack(&("am", "doc", "grip:1706540400000:g0"))))
+            .unwrap();
+    }
+    let (code, text, _) = run(&["verify", db]);
+    assert_eq!(code, 1, "{text}");
+    assert!(
+        text.contains(r#"PROBLEM search index agent_memory: extra (a document without its row): ("am", "doc", "grip:1706540400000:g0")"#),
+        "{text}"
+    );
+    assert_eq!(text.matches("PROBLEM").count(), 1, "{text}");
     // An unknown index, and an index whose files are gone.
     let (code, _, err) = run(&["search", db, "verify", "nope"]);
     assert_eq!(code, 2);

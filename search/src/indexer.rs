@@ -635,29 +635,13 @@ where
                     duplicates.insert(key);
                 }
             }
-            let mut report = Verified {
-                store_version: version,
-                checkpoint: self.checkpoint,
-                documents: indexed.len(),
-                rows: expected.len(),
-                missing: Vec::new(),
-                extra: Vec::new(),
-                stale: Vec::new(),
-                duplicates: duplicates.into_iter().collect(),
-            };
-            for (key, hash) in &expected {
-                match indexed.get(key) {
-                    None => report.missing.push(key.clone()),
-                    Some(h) if h != hash => report.stale.push(key.clone()),
-                    Some(_) => {}
-                }
-            }
-            report.extra = indexed
-                .keys()
-                .filter(|k| !expected.contains_key(*k))
-                .cloned()
-                .collect();
-            return Ok(report);
+            return Ok(differences(
+                version,
+                self.checkpoint,
+                &expected,
+                &indexed,
+                duplicates,
+            ));
         }
     }
 
@@ -868,7 +852,41 @@ where
 
 /// Calls `f` with every row of `K` in `view`: its packed key, key, value
 /// and the value's body.
-fn for_each_row<E: Engine, K>(
+/// What differs between the documents `indexed` and the rows `expected`
+/// (each by key, with the hash of its value's body).
+pub(crate) fn differences(
+    store_version: u64,
+    checkpoint: Position,
+    expected: &BTreeMap<Vec<u8>, u64>,
+    indexed: &BTreeMap<Vec<u8>, u64>,
+    duplicates: BTreeSet<Vec<u8>>,
+) -> Verified {
+    let mut report = Verified {
+        store_version,
+        checkpoint,
+        documents: indexed.len(),
+        rows: expected.len(),
+        missing: Vec::new(),
+        extra: Vec::new(),
+        stale: Vec::new(),
+        duplicates: duplicates.into_iter().collect(),
+    };
+    for (key, hash) in expected {
+        match indexed.get(key) {
+            None => report.missing.push(key.clone()),
+            Some(h) if h != hash => report.stale.push(key.clone()),
+            Some(_) => {}
+        }
+    }
+    report.extra = indexed
+        .keys()
+        .filter(|k| !expected.contains_key(*k))
+        .cloned()
+        .collect();
+    report
+}
+
+pub(crate) fn for_each_row<E: Engine, K>(
     view: &strata_store::ReadView<'_, E>,
     mut f: impl FnMut(Vec<u8>, K, K::Value, Vec<u8>) -> Result<(), SearchError>,
 ) -> Result<(), SearchError>

@@ -182,6 +182,61 @@ impl IndexFiles {
         self.reader.searcher().num_docs()
     }
 
+    /// Compares the index's documents with the rows of `K` in `view`, read
+    /// only: missing, extra, stale and duplicate documents, as
+    /// [`Indexer::verify`](crate::Indexer::verify) reports them, without
+    /// catching up first. Meaningful when the index has every change the
+    /// view holds (its consumer has no lag); otherwise the changes it has
+    /// not applied show as differences. `spec` names the key type; the
+    /// comparison is by key and value hash, so its mapping is not run.
+    ///
+    /// # Errors
+    /// A store failure, a row that does not decode, tantivy failures.
+    pub fn compare<E, K>(
+        &self,
+        view: &ReadView<'_, E>,
+        _spec: &crate::IndexSpec<K>,
+    ) -> Result<crate::Verified, SearchError>
+    where
+        E: Engine,
+        K: strata_keys::Key,
+        K::Value: strata_codec::Value,
+    {
+        let mut expected = std::collections::BTreeMap::new();
+        crate::indexer::for_each_row::<E, K>(view, |bytes, _, _, body| {
+            expected.insert(bytes, body_hash(&body));
+            Ok(())
+        })?;
+        let searcher = self.reader.searcher();
+        let mut indexed = std::collections::BTreeMap::new();
+        let mut duplicates = std::collections::BTreeSet::new();
+        for address in searcher.search(
+            &tantivy::query::AllQuery,
+            &tantivy::collector::DocSetCollector,
+        )? {
+            let doc: TantivyDocument = searcher.doc(address)?;
+            let key = doc
+                .get_first(self.key)
+                .and_then(|v| v.as_bytes())
+                .ok_or_else(|| SearchError::Decode("a document without _key".into()))?
+                .to_vec();
+            let hash = doc
+                .get_first(self.hash)
+                .and_then(|v| v.as_u64())
+                .ok_or_else(|| SearchError::Decode("a document without _hash".into()))?;
+            if indexed.insert(key.clone(), hash).is_some() {
+                duplicates.insert(key);
+            }
+        }
+        Ok(crate::indexer::differences(
+            view.version()?,
+            self.checkpoint,
+            &expected,
+            &indexed,
+            duplicates,
+        ))
+    }
+
     /// The best `limit` documents for `text` (tantivy's query syntax) over
     /// every text field, best first.
     ///

@@ -498,6 +498,9 @@ fn the_catalog_says_where_an_index_is_and_it_reads_without_its_mapping() {
         assert_eq!(hits[0].snippet, "refresh tokens");
         let view = store.read().unwrap();
         assert_eq!(hits[0].freshness(&view).unwrap(), Freshness::Current);
+        let same = files.compare(&view, &spec()).unwrap();
+        assert!(same.is_exact(), "{same:?}");
+        assert_eq!((same.documents, same.rows), (2, 2));
         drop(view);
         // The row changes, then vanishes: the raw check sees both.
         put(
@@ -510,6 +513,9 @@ fn the_catalog_says_where_an_index_is_and_it_reads_without_its_mapping() {
             hits[0].freshness(&store.read().unwrap()).unwrap(),
             Freshness::Changed
         );
+        let changed = files.compare(&store.read().unwrap(), &spec()).unwrap();
+        assert_eq!(changed.stale, vec![packed(1)]);
+        assert!(changed.missing.is_empty() && changed.extra.is_empty());
         store
             .transact(|tx| spec().delete(&ob, tx, &NoteKey { id: 1 }))
             .unwrap();
@@ -517,6 +523,9 @@ fn the_catalog_says_where_an_index_is_and_it_reads_without_its_mapping() {
             hits[0].freshness(&store.read().unwrap()).unwrap(),
             Freshness::Vanished
         );
+        let gone = files.compare(&store.read().unwrap(), &spec()).unwrap();
+        assert_eq!(gone.extra, vec![packed(1)]);
+        assert_eq!((gone.documents, gone.rows), (2, 1));
         assert!(matches!(
             files.query("title:(", 10),
             Err(SearchError::Query(_))
