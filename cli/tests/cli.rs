@@ -163,6 +163,34 @@ fn fill<E: Engine>(engine: E) {
     store.engine().sync().unwrap();
 }
 
+/// Consumers "mailer" (its first two entries dead) and "audit" (its first
+/// entry dead), giving up at the first failure.
+fn dead_letters<E: Engine>(engine: E) {
+    let store = Store::open(engine, options()).unwrap();
+    let mut config = OutboxConfig::default();
+    config.max_attempts = 1;
+    let outbox = Outbox::new(
+        &store,
+        config,
+        Arc::new(SystemClock),
+        Box::new(SeededRng::new(4)),
+    )
+    .unwrap();
+    let topic: Topic<String> = Topic::new("notes").unwrap();
+    for (consumer, n) in [("mailer", 2), ("audit", 1)] {
+        outbox
+            .register("notes", consumer, Start::Beginning)
+            .unwrap();
+        let lease = outbox.acquire("notes", consumer, "test").unwrap();
+        let got = outbox.poll(&lease, &topic, n).unwrap();
+        for d in &got {
+            let failed = outbox.fail(&lease, d.position, "smtp down").unwrap();
+            assert_eq!(failed, strata_outbox::Failed::DeadLettered);
+        }
+        outbox.release(&lease).unwrap();
+    }
+}
+
 fn create(which: Which, dir: &Dir) -> PathBuf {
     let path = match which {
         Which::Redb => dir.0.join("db.redb"),
@@ -309,6 +337,53 @@ fn inspect(which: Which, engine_name: &str) {
     assert_eq!(
         json(&["outbox", db, "list"])["consumers"][0]["lag_entries"],
         0
+    );
+
+    // Dead letters: two for "mailer", one for "audit", made by a consumer
+    // that gives up at the first failure.
+    match open_engine(which, Path::new(db))() {
+        Either::Redb(e) => dead_letters(e),
+        Either::Rocks(e) => dead_letters(e),
+    }
+    let dead = json(&["outbox", db, "dead", "notes", "mailer"]);
+    let letters = dead["dead_letters"].as_array().unwrap();
+    assert_eq!(letters.len(), 2);
+    assert_eq!(letters[0]["error"], "smtp down");
+    assert_eq!(letters[0]["attempts"], 1);
+    let (_, text, _) = run(&["outbox", db, "dead", "notes", "mailer"]);
+    assert!(text.starts_with("2 dead letters of notes/mailer"), "{text}");
+    assert!(
+        text.contains(r#"1 attempts, last error "smtp down""#),
+        "{text}"
+    );
+    let lag_before = json(&["outbox", db, "list"])["consumers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["consumer"] == "mailer")
+        .unwrap()["lag_entries"]
+        .as_u64()
+        .unwrap();
+    let redriven = json(&["outbox", db, "redrive", "notes", "mailer"]);
+    assert_eq!(redriven["redriven"], 2);
+    assert_eq!(
+        json(&["outbox", db, "dead", "notes", "mailer"])["dead_letters"],
+        serde_json::json!([])
+    );
+    let lag_after = json(&["outbox", db, "list"])["consumers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["consumer"] == "mailer")
+        .unwrap()["lag_entries"]
+        .as_u64()
+        .unwrap();
+    assert_eq!(lag_after, lag_before + 2, "re-driven entries wait again");
+    let (_, text, _) = run(&["outbox", db, "purge", "notes", "audit"]);
+    assert_eq!(text.trim(), "purged 1 dead letters of notes/audit");
+    assert_eq!(
+        json(&["outbox", db, "dead", "notes", "audit"])["dead_letters"],
+        serde_json::json!([])
     );
 
     // Sweep removes the expired note (its clock is the system's).
@@ -760,4 +835,71 @@ fn an_interrupted_copy_resumes_after_its_last_batch() {
     let (code, _, err) = run(&["copy", p(&src), p(&stale)]);
     assert_eq!(code, 2);
     assert!(err.contains("copy into a new destination"), "{err}");
+}
+
+#[test]
+fn ctrl_c_stops_a_copy_that_then_resumes_and_a_bad_backup_is_not_restored() {
+    let dir = Dir::new("ctrl-c");
+    // A source big enough for a copy to take a while: 60,000 raw rows.
+    let src = dir.0.join("big.redb");
+    {
+        let e = RedbEngine::open(&src, options().keyspace_specs(), RedbOptions::default()).unwrap();
+        let data = e.keyspace("data").unwrap();
+        for chunk in 0..60u32 {
+            let mut c = Commit::new().durability(strata_engine::Durability::Buffered);
+            for i in 0..1_000u32 {
+                c = c.put(data, tuple::pack(&("row", chunk * 1_000 + i)), vec![7; 100]);
+            }
+            e.commit(c).unwrap();
+        }
+        e.sync().unwrap();
+    }
+    let dest = dir.0.join("dest.redb");
+    let child = std::process::Command::new(assert_cmd::cargo::cargo_bin("strata"))
+        .args(["--json", "copy", p(&src), p(&dest)])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Once the destination exists the copy is under way (and Ctrl-C is
+    // caught: the handler is set before anything is opened).
+    while !dest.exists() {
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    let sent = std::process::Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(sent.success());
+    let out = child.wait_with_output().unwrap();
+    if out.status.code() == Some(130) {
+        let resumed = json(&["copy", p(&src), p(&dest)]);
+        assert!(String::from_utf8_lossy(&out.stderr).contains("stopped"));
+        assert_eq!(resumed["resumed"], true, "{resumed}");
+        assert!(resumed["rows"].as_u64().unwrap() < 60_000, "{resumed}");
+    } else {
+        // The copy finished before the signal: nothing to resume.
+        assert_eq!(out.status.code(), Some(0), "{out:?}");
+    }
+    let a = json(&["scan", p(&src), "data", "--limit", "0"]);
+    let b = json(&["scan", p(&dest), "data", "--limit", "0"]);
+    assert_eq!(a["rows"].as_array().unwrap().len(), 60_000);
+    assert_eq!(a["rows"], b["rows"]);
+
+    // A damaged backup is refused, and nothing appears at the destination.
+    let backup = dir.0.join("backup.redb");
+    json(&["backup", p(&src), p(&backup)]);
+    let bytes = std::fs::read(&backup).unwrap();
+    std::fs::write(&backup, &bytes[..bytes.len() / 2]).unwrap();
+    let restored = dir.0.join("restored.redb");
+    let (code, _, err) = run(&["restore", p(&backup), p(&restored)]);
+    assert_eq!(code, 2, "{err}");
+    assert!(!restored.exists());
+    let leftovers: Vec<_> = std::fs::read_dir(&dir.0)
+        .unwrap()
+        .filter_map(Result::ok)
+        .filter(|e| e.file_name().to_string_lossy().contains("partial"))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
 }
