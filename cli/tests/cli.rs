@@ -816,6 +816,37 @@ fn an_interrupted_copy_resumes_after_its_last_batch() {
     let a = json(&["scan", p(&src), "data", "--limit", "0"]);
     let b = json(&["scan", p(&dest), "data", "--limit", "0"]);
     assert_eq!(a["rows"], b["rows"]);
+    // A destination that holds a row the source lacks (written behind the
+    // copy's back) fails the final comparison, naming it.
+    let odd = dir.0.join("odd.redb");
+    let mut specs = options().keyspace_specs();
+    specs.push(strata_engine::KeyspaceSpec::new(
+        "strata.copy",
+        strata_engine::Profile::General,
+    ));
+    let e = RedbEngine::open(&odd, specs, RedbOptions::default()).unwrap();
+    let (d, progress) = (
+        e.keyspace("strata.outbox.dead").unwrap(),
+        e.keyspace("strata.copy").unwrap(),
+    );
+    let data = e.keyspace("data").unwrap();
+    let mut commit = Commit::new().put(d, b"stray".to_vec(), b"x".to_vec());
+    for (k, v) in &first_two {
+        commit = commit.put(data, k.clone(), v.clone());
+    }
+    e.commit(commit.put(
+        progress,
+        b"progress".to_vec(),
+        tuple::pack(&(version, "data", first_two[1].0.as_slice())),
+    ))
+    .unwrap();
+    drop(e);
+    let (code, _, err) = run(&["copy", p(&src), p(&odd)]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains(r#"the copy has a row the source lacks in strata.outbox.dead: "stray""#),
+        "{err}"
+    );
     // A progress row from another source version is refused.
     let stale = dir.0.join("stale.redb");
     let mut specs = options().keyspace_specs();
