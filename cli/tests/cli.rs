@@ -934,3 +934,30 @@ fn ctrl_c_stops_a_copy_that_then_resumes_and_a_bad_backup_is_not_restored() {
         .collect();
     assert!(leftovers.is_empty(), "{leftovers:?}");
 }
+
+#[test]
+fn read_only_commands_leave_the_file_byte_for_byte() {
+    let dir = Dir::new("read-only");
+    let db = create(Which::Redb, &dir);
+    let before = std::fs::read(&db).unwrap();
+    let d = p(&db);
+    for args in [
+        vec!["info", d],
+        vec!["scan", d, "data"],
+        vec!["get", d, "data", r#"("note", 7, 1)"#],
+        vec!["verify", d],
+        vec!["outbox", d, "list"],
+        vec!["outbox", d, "dead", "notes", "indexer"],
+        vec!["search", d, "list"],
+    ] {
+        let (code, _, err) = run(&args);
+        assert_eq!(code, 0, "{args:?}: {err}");
+    }
+    assert!(
+        std::fs::read(&db).unwrap() == before,
+        "a read-only command wrote"
+    );
+    // A writing command does change it: the comparison can fail.
+    json(&["outbox", d, "reset", "notes", "indexer", "end"]);
+    assert!(std::fs::read(&db).unwrap() != before);
+}
