@@ -356,28 +356,24 @@ fn inspect(which: Which, engine_name: &str) {
         text.contains(r#"1 attempts, last error "smtp down""#),
         "{text}"
     );
-    let lag_before = json(&["outbox", db, "list"])["consumers"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["consumer"] == "mailer")
-        .unwrap()["lag_entries"]
-        .as_u64()
-        .unwrap();
+    let mailer_lag = || {
+        json(&["outbox", db, "list"])["consumers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["consumer"] == "mailer")
+            .unwrap()["lag_entries"]
+            .as_u64()
+            .unwrap()
+    };
+    let lag_before = mailer_lag();
     let redriven = json(&["outbox", db, "redrive", "notes", "mailer"]);
     assert_eq!(redriven["redriven"], 2);
     assert_eq!(
         json(&["outbox", db, "dead", "notes", "mailer"])["dead_letters"],
         serde_json::json!([])
     );
-    let lag_after = json(&["outbox", db, "list"])["consumers"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["consumer"] == "mailer")
-        .unwrap()["lag_entries"]
-        .as_u64()
-        .unwrap();
+    let lag_after = mailer_lag();
     assert_eq!(lag_after, lag_before + 2, "re-driven entries wait again");
     let (_, text, _) = run(&["outbox", db, "purge", "notes", "audit"]);
     assert_eq!(text.trim(), "purged 1 dead letters of notes/audit");
@@ -762,6 +758,17 @@ fn copy_redb_to_postgresql_and_inspect_it_there() {
     assert!(at[0] >= version, "{reset}");
 }
 
+/// The test database's keyspaces and the one `strata copy` keeps its
+/// progress in.
+fn copy_specs() -> Vec<strata_engine::KeyspaceSpec> {
+    let mut specs = options().keyspace_specs();
+    specs.push(strata_engine::KeyspaceSpec::new(
+        "strata.copy",
+        strata_engine::Profile::General,
+    ));
+    specs
+}
+
 #[test]
 fn an_interrupted_copy_resumes_after_its_last_batch() {
     let dir = Dir::new("resume");
@@ -772,11 +779,7 @@ fn an_interrupted_copy_resumes_after_its_last_batch() {
     // ("data") partly copied, with its progress row in the same commit:
     // here, its first two rows.
     let dest = dir.0.join("part.redb");
-    let mut specs = options().keyspace_specs();
-    specs.push(strata_engine::KeyspaceSpec::new(
-        "strata.copy",
-        strata_engine::Profile::General,
-    ));
+    let specs = copy_specs();
     let source =
         RedbEngine::open_read_only(&src, options().keyspace_specs(), RedbOptions::default())
             .unwrap();
@@ -819,11 +822,7 @@ fn an_interrupted_copy_resumes_after_its_last_batch() {
     // A destination that holds a row the source lacks (written behind the
     // copy's back) fails the final comparison, naming it.
     let odd = dir.0.join("odd.redb");
-    let mut specs = options().keyspace_specs();
-    specs.push(strata_engine::KeyspaceSpec::new(
-        "strata.copy",
-        strata_engine::Profile::General,
-    ));
+    let specs = copy_specs();
     let e = RedbEngine::open(&odd, specs, RedbOptions::default()).unwrap();
     let (d, progress) = (
         e.keyspace("strata.outbox.dead").unwrap(),
@@ -849,11 +848,7 @@ fn an_interrupted_copy_resumes_after_its_last_batch() {
     );
     // A progress row from another source version is refused.
     let stale = dir.0.join("stale.redb");
-    let mut specs = options().keyspace_specs();
-    specs.push(strata_engine::KeyspaceSpec::new(
-        "strata.copy",
-        strata_engine::Profile::General,
-    ));
+    let specs = copy_specs();
     let e = RedbEngine::open(&stale, specs, RedbOptions::default()).unwrap();
     let progress = e.keyspace("strata.copy").unwrap();
     e.commit(Commit::new().put(
