@@ -174,10 +174,14 @@ fn run<E: Engine, T: Value>(
     handler: &mut Handler<E, T>,
 ) -> Result<WorkerReport, OutboxError> {
     let mut report = WorkerReport::default();
+    let mut held = None;
     while !stop.load(Ordering::SeqCst) {
         let seen = store.last_commit_seen();
         let lease = match outbox.acquire(topic.name(), consumer, &worker.holder) {
-            Ok(l) => l,
+            Ok(l) => {
+                held = Some(l.clone());
+                l
+            }
             Err(OutboxError::LeaseHeld { .. }) => {
                 store.wait_for_commit(seen, worker.idle_wait);
                 continue;
@@ -223,6 +227,13 @@ fn run<E: Engine, T: Value>(
                 Err(Attempt::Outbox(e)) => return Err(e),
             }
         }
+    }
+    // Stopping cleanly: the lease is given up, so another worker takes
+    // over at once (after a crash it expires instead).
+    if let Some(lease) = held
+        && let Err(e) = outbox.release(&lease)
+    {
+        tracing::warn!(error = %e, "the worker's lease was not released; it will expire");
     }
     Ok(report)
 }

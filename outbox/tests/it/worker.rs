@@ -90,4 +90,7 @@ fn a_worker_handles_every_entry_once_with_its_writes_and_stops_cleanly() {
     // Nothing is owed.
     let outbox = Outbox::new(&store, cfg, clock, Box::new(SeededRng::new(5))).unwrap();
     assert_eq!(outbox.lag("orders", "mailer").unwrap().entries, 0);
+    // The worker gave its lease up: another holder takes over at once,
+    // though the clock has not moved past the lease's expiry.
+    assert!(outbox.acquire("orders", "mailer", "w2").is_ok());
 }
