@@ -79,6 +79,7 @@
 //!
 //! Compression, encryption, and reading or writing an engine: the store
 //! applies the plans this crate makes.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub mod chunk;
 pub mod envelope;

@@ -40,7 +40,7 @@
 //!   computes its versionstamps, so the lock is never held across a round
 //!   trip.
 //! - **Snapshots** are read-only `REPEATABLE READ` transactions whose first
-//!   statement reads the version, so [`Snapshot::version`] is exact. Ranges
+//!   statement reads the version, so [`Snapshot::version`](strata_engine::Snapshot::version) is exact. Ranges
 //!   stream in batches, each a keyset-paginated query inside the
 //!   snapshot's transaction: a range with a limit up to
 //!   [`PostgresOptions::range_batch`] is one query; others read 64 rows
@@ -88,6 +88,7 @@
 //! [`MutationError::ValueTooLarge`] before anything is sent.
 //! `strata_codec::Limits::POSTGRES` states the same maxima for the layers
 //! above.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub mod layout;
 mod pool;

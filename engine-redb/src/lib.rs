@@ -50,6 +50,7 @@
 //! Opening with a different keyspace set creates tables for new names and
 //! leaves tables of names no longer declared on disk, untouched and
 //! unreachable through the engine.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub mod powerloss;
 

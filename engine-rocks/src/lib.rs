@@ -60,6 +60,7 @@
 //! opens every family the database has (RocksDB requires it) but exposes
 //! only the declared ones; families no longer declared stay on disk,
 //! untouched.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 use std::ops::Bound;
 use std::path::Path;

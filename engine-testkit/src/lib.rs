@@ -16,6 +16,7 @@
 //! plain reference the model check (and the simulation) compares engines
 //! with: the contract's semantics written as simply as possible,
 //! independent of `MemEngine`'s code and of the shared resolver.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod cases;
 mod disk_full;

@@ -58,7 +58,9 @@ pub struct GroupStats {
     pub syncs: u64,
 }
 
-/// The queue of commits waiting for the leader. See the [module docs](self).
+/// The queue of commits waiting for the leader: a thread that commits
+/// while another writes queues its commit, and the next leader writes the
+/// queue as one group (see [`Engine::commit_group`](crate::Engine::commit_group)).
 ///
 /// ```
 /// use strata_engine::implement::{GroupCommitter, GroupResults};

@@ -35,6 +35,7 @@
 //! assert_eq!(keys, [b"e1".to_vec()]);
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod capability;
 mod contract;

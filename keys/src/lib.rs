@@ -54,6 +54,7 @@
 //! Values: a key names its value type ([`Key::Value`]) but encoding values is
 //! `strata-codec`'s job. Limits: key size limits are enforced by the codec
 //! and store, which see the whole encoded key.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub mod error;
 pub mod raw;

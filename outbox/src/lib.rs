@@ -41,6 +41,7 @@
 //!   acknowledged (a crash, a lost acknowledgement, a failure). An
 //!   acknowledgement made in the handler's own store transaction commits
 //!   with its effects: exactly once for effects kept in the same store.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod error;
 mod layout;

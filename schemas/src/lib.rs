@@ -10,6 +10,7 @@
 //! | `actor-kv` | [`actor_kv`] | an actor runtime's per-actor keyspaces (`actor-kv-structure.md`) |
 //! | `nokv` | [`nokv`] | a file system's metadata service (`nokv-metadata-schema.md`) |
 //! | `agent-memory` | [`agent_memory`] | conversation memory for agents with an outbox-fed search index (`agent-memory-storage-architecture.md`) | The crate README says what each module adds to its document.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 #[cfg(feature = "actor-kv")]
 pub mod actor_kv;

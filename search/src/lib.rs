@@ -21,6 +21,7 @@
 //!   snapshot of the store.
 //!
 //! See the README for an example and what is not built yet.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod change;
 mod error;

@@ -66,6 +66,7 @@
 //! - Versionstamped values carry a keyless checksum (the key is not known
 //!   when the envelope is written): damage is caught, a copy of the value
 //!   under another key is not.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod collections;
 mod error;

@@ -23,7 +23,7 @@ const USAGE: &str = "\
 usage: cargo xtask <command>
 
 commands:
-  test    fmt check, clippy -D warnings (all targets), cargo nextest run --workspace,
+  test    fmt check, clippy -D warnings (all targets), cargo doc -D warnings, cargo nextest run --workspace,
           doctests, the planted-bug tests, a short decoder fuzz, and short fixed-seed
           simulations (with a
           determinism check; on redb too; engine and store workloads on PostgreSQL);
@@ -134,6 +134,20 @@ const STEPS: &[(&str, &[&str], Parser)] = &[
             "--",
             "-D",
             "warnings",
+        ],
+        no_counts,
+    ),
+    // API docs with warnings denied: broken intra-doc links, links to
+    // private items (missing docs are clippy's `missing_docs`).
+    (
+        "doc",
+        &[
+            "doc",
+            "--no-deps",
+            "--workspace",
+            "--locked",
+            "--config",
+            "build.rustdocflags=[\"-D\", \"warnings\"]",
         ],
         no_counts,
     ),

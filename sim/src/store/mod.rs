@@ -11,7 +11,7 @@
 //! - **Counts match.** A document is inserted only if absent, with +1 to its
 //!   actor's counter in the same transaction, and deleted with -1: the
 //!   counter always equals the actor's documents.
-//! - **Every key holds what was written.** An independent [`model`] of the
+//! - **Every key holds what was written.** An independent model (`model.rs`) of the
 //!   workload's own writes (acknowledged: certain; outcome unknown: either;
 //!   not durable at a crash: possibly lost) says what each key may hold; a
 //!   read through the store must be one of those, a value not yet expired
