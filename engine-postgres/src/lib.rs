@@ -93,7 +93,7 @@
 pub mod layout;
 mod pool;
 mod read;
-#[cfg(feature = "test-server")]
+#[cfg(all(feature = "test-server", unix))]
 pub mod testing;
 mod write;
 

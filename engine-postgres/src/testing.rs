@@ -1,4 +1,5 @@
-//! A throwaway PostgreSQL server for tests (feature `test-server`).
+//! A throwaway PostgreSQL server for tests (feature `test-server`; Unix
+//! only: it runs over a Unix socket, as an unprivileged user under root).
 //!
 //! [`TestServer::start`] runs `initdb` in a new temporary directory and
 //! starts the server on a Unix socket in that directory, with no TCP

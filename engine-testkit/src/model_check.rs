@@ -107,8 +107,15 @@ fn own<E: Engine>(e: &E, ks: &Keyspace) -> Keyspace {
 /// [`Model`]; failed commits fail with the same error and change nothing.
 pub fn model_check<H: Harness>(h: H) {
     let h = std::cell::RefCell::new(h);
+    // 64 cases, or `PROPTEST_CASES` for longer runs. Not persisted: the
+    // suite runs from other crates' tests; a failure prints its minimal
+    // sequence.
+    let cases = std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(64);
     let mut runner = TestRunner::new(Config {
-        cases: 64,
+        cases,
         failure_persistence: None,
         ..Config::default()
     });

@@ -11,6 +11,7 @@
 
 mod bench;
 mod prereq;
+mod release;
 mod tidy;
 
 use std::io::{BufRead, BufReader, Read, Write};
@@ -23,7 +24,8 @@ const USAGE: &str = "\
 usage: cargo xtask <command>
 
 commands:
-  test    fmt check, clippy -D warnings (all targets), cargo doc -D warnings, cargo nextest run --workspace,
+  test    fmt check, clippy -D warnings (all targets), cargo doc -D warnings, cargo package
+          (no verification), cargo nextest run --workspace,
           doctests, the planted-bug tests, a short decoder fuzz, and short fixed-seed
           simulations (with a
           determinism check; on redb too; engine and store workloads on PostgreSQL);
@@ -46,6 +48,10 @@ commands:
           measurements too with --full; -p PACKAGE (repeatable) for some crates;
           the table is also written to $CARGO_TARGET_DIR/strata-bench/report.md
           (builds RocksDB in release mode once: ~15 minutes)
+  release-check
+          before a release, not in CI (about an hour): each published crate's
+          tests alone, with its default features and with each feature on its
+          own; then every published crate packaged and built from its package
   tidy    the architecture's rules: dependency layering of the crates, doc links and
           paths that exist inside the repository, no doc comment that only repeats
           its item's name (also the first step of `test`)
@@ -75,6 +81,13 @@ fn main() -> ExitCode {
             }
         },
         Some("fuzz") => fuzz(&args[1..]),
+        Some("release-check") => match release::run(&args[1..]) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(why) => {
+                eprintln!("xtask: {why}");
+                ExitCode::FAILURE
+            }
+        },
         Some("tidy") => match tidy_step() {
             Ok(()) => ExitCode::SUCCESS,
             Err(why) => {
@@ -148,6 +161,24 @@ const STEPS: &[(&str, &[&str], Parser)] = &[
             "--locked",
             "--config",
             "build.rustdocflags=[\"-D\", \"warnings\"]",
+        ],
+        no_counts,
+    ),
+    // Every published crate packages (metadata, versioned path
+    // dependencies, file lists); building from the packages is
+    // `release-check`'s, so RocksDB is not built again here.
+    (
+        "package",
+        &[
+            "package",
+            "--workspace",
+            "--exclude",
+            "strata-sim",
+            "--exclude",
+            "xtask",
+            "--no-verify",
+            "--allow-dirty",
+            "--locked",
         ],
         no_counts,
     ),
@@ -496,7 +527,7 @@ impl Drop for TestPostgres {
     }
 }
 
-fn cargo() -> String {
+pub(crate) fn cargo() -> String {
     std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned())
 }
 

@@ -1,0 +1,147 @@
+//! `cargo xtask release-check`: what a release needs beyond `cargo xtask
+//! test`, too slow for every CI run. Each published crate alone: its tests
+//! with its default features, and a build and tests with each feature on
+//! its own (what `cargo hack --each-feature` does); then every published
+//! crate packaged and built from its package, in dependency order.
+//!
+//! Building each crate alone compiles its dependencies again in the
+//! configurations it asks for (RocksDB once more for the crates that use
+//! it, in the package check too): plan on an hour on two cores.
+
+use std::path::Path;
+use std::process::Command;
+
+/// The published crates, by folder, in dependency order. `sim` and `xtask`
+/// are not published.
+pub const PUBLISHED: &[&str] = &[
+    "keys",
+    "codec",
+    "engine",
+    "engine-testkit",
+    "engine-redb",
+    "engine-rocks",
+    "engine-postgres",
+    "store",
+    "outbox",
+    "search",
+    "schemas",
+    "cli",
+];
+
+/// The features a `Cargo.toml` declares (its `[features]` table), without
+/// `default`.
+pub fn features(manifest: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut inside = false;
+    for line in manifest.lines() {
+        let line = line.trim();
+        if line.starts_with('[') {
+            inside = line == "[features]";
+            continue;
+        }
+        if !inside || line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        if let Some((name, _)) = line.split_once('=') {
+            let name = name.trim();
+            if name != "default" && !name.is_empty() {
+                out.push(name.to_owned());
+            }
+        }
+    }
+    out
+}
+
+/// The package name a `Cargo.toml` declares.
+pub fn package_name(manifest: &str) -> Option<String> {
+    manifest
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("name = "))
+        .map(|n| n.trim().trim_matches('"').to_owned())
+}
+
+fn cargo(args: &[&str]) -> Result<(), String> {
+    println!("$ cargo {}", args.join(" "));
+    let status = Command::new(crate::cargo())
+        .args(args)
+        .status()
+        .map_err(|e| format!("could not start cargo: {e}"))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!("`cargo {}` failed ({status})", args.join(" ")))
+    }
+}
+
+/// Runs the release checks; the first failure stops them.
+pub fn run(args: &[String]) -> Result<(), String> {
+    if let Some(extra) = args.first() {
+        return Err(format!(
+            "`cargo xtask release-check` takes no arguments, got `{extra}`"
+        ));
+    }
+    crate::prereq::ensure(&crate::prereq::LIBCLANG)?;
+    crate::prereq::ensure(&crate::prereq::LIBSSL)?;
+    crate::prereq::ensure(&crate::prereq::PKG_CONFIG)?;
+    crate::prereq::ensure(&crate::prereq::POSTGRES)?;
+    for folder in PUBLISHED {
+        let manifest = std::fs::read_to_string(Path::new(folder).join("Cargo.toml"))
+            .map_err(|e| format!("{folder}/Cargo.toml: {e}"))?;
+        let name = package_name(&manifest)
+            .ok_or_else(|| format!("{folder}/Cargo.toml names no package"))?;
+        cargo(&["test", "--locked", "-p", &name])?;
+        for feature in features(&manifest) {
+            cargo(&[
+                "test",
+                "--locked",
+                "-p",
+                &name,
+                "--no-default-features",
+                "--features",
+                &feature,
+            ])?;
+        }
+    }
+    // Packaged and built from the packages, the workspace's crates
+    // resolved from the packages made in the same run.
+    cargo(&[
+        "package",
+        "--locked",
+        "--workspace",
+        "--exclude",
+        "strata-sim",
+        "--exclude",
+        "xtask",
+    ])?;
+    println!(
+        "release-check: every published crate passed alone and with each feature, and packaged"
+    );
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_the_features_table_only() {
+        let manifest = "[package]\nname = \"strata-x\"\n\n[features]\ndefault = []\n# a comment\ntls = [\"dep:a\"]\nplanted-bugs = []\n\n[dependencies]\nfoo = \"1\"\n";
+        assert_eq!(features(manifest), ["tls", "planted-bugs"]);
+        assert_eq!(package_name(manifest).as_deref(), Some("strata-x"));
+        assert!(features("[package]\nname = \"y\"\n").is_empty());
+    }
+
+    #[test]
+    fn every_published_folder_is_a_workspace_crate_and_sim_is_not_published() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        for folder in PUBLISHED {
+            let manifest = std::fs::read_to_string(root.join(folder).join("Cargo.toml")).unwrap();
+            assert!(!manifest.contains("publish = false"), "{folder}");
+        }
+        for folder in ["sim", "xtask"] {
+            let manifest = std::fs::read_to_string(root.join(folder).join("Cargo.toml")).unwrap();
+            assert!(manifest.contains("publish = false"), "{folder}");
+            assert!(!PUBLISHED.contains(&folder));
+        }
+    }
+}
