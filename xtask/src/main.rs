@@ -9,6 +9,7 @@
 //! It depends on nothing but std on purpose: it must build in seconds on a
 //! fresh machine before anything else has been compiled.
 
+mod api;
 mod bench;
 mod prereq;
 mod release;
@@ -48,6 +49,9 @@ commands:
           measurements too with --full; -p PACKAGE (repeatable) for some crates;
           the table is also written to $CARGO_TARGET_DIR/strata-bench/report.md
           (builds RocksDB in release mode once: ~15 minutes)
+  api     the public API of every published crate (from `cargo doc`'s output)
+          against the snapshot committed under api/ (also a step of `test`);
+          --bless writes the snapshot
   release-check
           before a release, not in CI (about an hour): each published crate's
           tests alone, with its default features and with each feature on its
@@ -81,6 +85,13 @@ fn main() -> ExitCode {
             }
         },
         Some("fuzz") => fuzz(&args[1..]),
+        Some("api") => match api::check(args.iter().any(|a| a == "--bless")) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(why) => {
+                eprintln!("xtask: {why}");
+                ExitCode::FAILURE
+            }
+        },
         Some("release-check") => match release::run(&args[1..]) {
             Ok(()) => ExitCode::SUCCESS,
             Err(why) => {
@@ -162,6 +173,13 @@ const STEPS: &[(&str, &[&str], Parser)] = &[
             "--config",
             "build.rustdocflags=[\"-D\", \"warnings\"]",
         ],
+        no_counts,
+    ),
+    // The public API against its committed snapshot, from the docs just
+    // built (`cargo xtask api`).
+    (
+        "api",
+        &["run", "--quiet", "--locked", "-p", "xtask", "--", "api"],
         no_counts,
     ),
     // Every published crate packages (metadata, versioned path
