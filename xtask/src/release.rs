@@ -1,8 +1,9 @@
 //! `cargo xtask release-check`: what a release needs beyond `cargo xtask
 //! test`, too slow for every CI run. Each published crate alone: its tests
-//! with its default features, and a build and tests with each feature on
-//! its own (what `cargo hack --each-feature` does); then every published
-//! crate packaged and built from its package, in dependency order.
+//! with its default features; its library without features and with each
+//! feature on its own, and its tests with each feature (what `cargo hack
+//! --each-feature` does); then every published crate packaged and built
+//! from its package, in dependency order.
 //!
 //! Building each crate alone compiles its dependencies again in the
 //! configurations it asks for (RocksDB once more for the crates that use
@@ -52,7 +53,8 @@ pub fn features(manifest: &str) -> Vec<String> {
     out
 }
 
-/// The package name a `Cargo.toml` declares.
+/// The package name a `Cargo.toml` declares (the first `name`, which is
+/// the package's in a manifest that starts with `[package]`).
 pub fn package_name(manifest: &str) -> Option<String> {
     manifest
         .lines()
@@ -90,7 +92,28 @@ pub fn run(args: &[String]) -> Result<(), String> {
         let name = package_name(&manifest)
             .ok_or_else(|| format!("{folder}/Cargo.toml names no package"))?;
         cargo(&["test", "--locked", "-p", &name])?;
+        // The library alone, without its dev-dependencies (a crate's tests
+        // may enable more of it, as the schemas' do): no features, then
+        // each feature on its own.
+        cargo(&[
+            "check",
+            "--locked",
+            "-p",
+            &name,
+            "--lib",
+            "--no-default-features",
+        ])?;
         for feature in features(&manifest) {
+            cargo(&[
+                "check",
+                "--locked",
+                "-p",
+                &name,
+                "--lib",
+                "--no-default-features",
+                "--features",
+                &feature,
+            ])?;
             cargo(&[
                 "test",
                 "--locked",
