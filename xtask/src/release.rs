@@ -92,7 +92,12 @@ pub fn run(args: &[String]) -> Result<(), String> {
         let name = package_name(&manifest)
             .ok_or_else(|| format!("{folder}/Cargo.toml names no package"))?;
         cargo(&["test", "--locked", "-p", &name])?;
-        // The library alone, without its dev-dependencies (a crate's tests
+        let target = if Path::new(folder).join("src/lib.rs").exists() {
+            "--lib"
+        } else {
+            "--bins"
+        };
+        // The library (the tool's binary) alone, without its dev-dependencies (a crate's tests
         // may enable more of it, as the schemas' do): no features, then
         // each feature on its own.
         cargo(&[
@@ -100,7 +105,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
             "--locked",
             "-p",
             &name,
-            "--lib",
+            target,
             "--no-default-features",
         ])?;
         for feature in features(&manifest) {
@@ -109,7 +114,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
                 "--locked",
                 "-p",
                 &name,
-                "--lib",
+                target,
                 "--no-default-features",
                 "--features",
                 &feature,
