@@ -25,8 +25,9 @@ const USAGE: &str = "\
 usage: cargo xtask <command>
 
 commands:
-  test    fmt check, clippy -D warnings (all targets), cargo doc -D warnings, cargo package
-          (no verification), cargo nextest run --workspace,
+  test    fmt check, clippy -D warnings (all targets), cargo doc -D warnings, the API
+          snapshot, the feature check, cargo package (no verification),
+          cargo nextest run --workspace,
           doctests, the planted-bug tests, a short decoder fuzz, and short fixed-seed
           simulations (with a
           determinism check; on redb too; engine and store workloads on PostgreSQL);
@@ -52,6 +53,10 @@ commands:
   api     the public API of every published crate (from `cargo doc`'s output)
           against the snapshot committed under api/ (also a step of `test`);
           --bless writes the snapshot
+  features
+          each published crate resolves with no features and each feature
+          alone, and only the RocksDB engine and the tool pull in RocksDB
+          (`cargo tree`, no build; also a step of `test`)
   release-check
           before a release, not in CI (about an hour): each published crate's
           tests alone, with its default features and with each feature on its
@@ -86,6 +91,13 @@ fn main() -> ExitCode {
         },
         Some("fuzz") => fuzz(&args[1..]),
         Some("api") => match api::check(args.iter().any(|a| a == "--bless")) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(why) => {
+                eprintln!("xtask: {why}");
+                ExitCode::FAILURE
+            }
+        },
+        Some("features") => match release::features_check() {
             Ok(()) => ExitCode::SUCCESS,
             Err(why) => {
                 eprintln!("xtask: {why}");
@@ -180,6 +192,16 @@ const STEPS: &[(&str, &[&str], Parser)] = &[
     (
         "api",
         &["run", "--quiet", "--locked", "-p", "xtask", "--", "api"],
+        no_counts,
+    ),
+    // Each published crate resolves with no features and with each
+    // feature alone, and only the crates that ask for RocksDB pull it in
+    // (`cargo tree`: nothing is built; the builds are `release-check`'s).
+    (
+        "features",
+        &[
+            "run", "--quiet", "--locked", "-p", "xtask", "--", "features",
+        ],
         no_counts,
     ),
     // Every published crate packages (metadata, versioned path

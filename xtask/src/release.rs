@@ -62,6 +62,65 @@ pub fn package_name(manifest: &str) -> Option<String> {
         .map(|n| n.trim().trim_matches('"').to_owned())
 }
 
+/// The published crates that may build RocksDB: the engine on it, and
+/// the tool that opens every engine.
+pub const MAY_BUILD_ROCKSDB: &[&str] = &["strata-engine-rocks", "strata-cli"];
+
+/// The quick feature check of `cargo xtask test` (no build): every
+/// published crate resolves with no features and with each feature on its
+/// own (`cargo tree`), and none but [`MAY_BUILD_ROCKSDB`] pulls RocksDB in
+/// whatever its features.
+///
+/// # Errors
+/// A feature that does not resolve, or RocksDB where it must not be.
+pub fn features_check() -> Result<(), String> {
+    let mut checked = 0;
+    for folder in PUBLISHED {
+        let manifest = std::fs::read_to_string(Path::new(folder).join("Cargo.toml"))
+            .map_err(|e| format!("{folder}/Cargo.toml: {e}"))?;
+        let name = package_name(&manifest)
+            .ok_or_else(|| format!("{folder}/Cargo.toml names no package"))?;
+        let mut sets: Vec<Vec<String>> = vec![Vec::new()];
+        sets.extend(features(&manifest).into_iter().map(|f| vec![f]));
+        for set in sets {
+            let mut args = vec![
+                "tree",
+                "--locked",
+                "-p",
+                &name,
+                "-e",
+                "normal",
+                "--prefix",
+                "none",
+                "--no-default-features",
+            ];
+            let joined = set.join(",");
+            if !set.is_empty() {
+                args.extend(["--features", joined.as_str()]);
+            }
+            let out = Command::new(crate::cargo())
+                .args(&args)
+                .output()
+                .map_err(|e| format!("could not start cargo: {e}"))?;
+            if !out.status.success() {
+                return Err(format!(
+                    "{name} with features [{joined}] does not resolve: {}",
+                    String::from_utf8_lossy(&out.stderr).trim()
+                ));
+            }
+            let tree = String::from_utf8_lossy(&out.stdout);
+            if tree.contains("librocksdb-sys") && !MAY_BUILD_ROCKSDB.contains(&name.as_str()) {
+                return Err(format!(
+                    "{name} with features [{joined}] pulls in RocksDB (librocksdb-sys)"
+                ));
+            }
+            checked += 1;
+        }
+    }
+    println!("features: {checked} crate and feature sets resolve; RocksDB only where asked for");
+    Ok(())
+}
+
 fn cargo(args: &[&str]) -> Result<(), String> {
     println!("$ cargo {}", args.join(" "));
     let status = Command::new(crate::cargo())
