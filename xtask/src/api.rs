@@ -17,20 +17,18 @@ use std::collections::BTreeSet;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-/// The published library crates, by library name.
-pub const CRATES: &[&str] = &[
-    "strata_keys",
-    "strata_codec",
-    "strata_engine",
-    "strata_engine_testkit",
-    "strata_engine_redb",
-    "strata_engine_rocks",
-    "strata_engine_postgres",
-    "strata_store",
-    "strata_outbox",
-    "strata_search",
-    "strata_schemas",
-];
+/// The published library crates, by library name (the published crates
+/// with a `src/lib.rs`).
+pub fn crates() -> Vec<String> {
+    crate::release::published()
+        .into_iter()
+        .filter(|folder| Path::new(folder).join("src/lib.rs").exists())
+        .filter_map(|folder| {
+            let manifest = std::fs::read_to_string(Path::new(folder).join("Cargo.toml")).ok()?;
+            crate::release::package_name(&manifest).map(|n| n.replace('-', "_"))
+        })
+        .collect()
+}
 
 const KINDS: &[&str] = &[
     "struct", "enum", "trait", "fn", "macro", "constant", "type", "static", "union", "derive",
@@ -170,9 +168,9 @@ pub fn diff(baseline: &str, now: &[String]) -> (Vec<String>, Vec<String>) {
 pub fn check(bless: bool) -> Result<(), String> {
     let doc = doc_dir();
     let mut report = String::new();
-    for krate in CRATES {
-        let now = snapshot(&doc, krate)?;
-        let path = baseline_path(krate);
+    for krate in crates() {
+        let now = snapshot(&doc, &krate)?;
+        let path = baseline_path(&krate);
         if bless {
             std::fs::create_dir_all("api").map_err(|e| format!("api/: {e}"))?;
             std::fs::write(&path, now.join("\n") + "\n")

@@ -12,22 +12,25 @@
 use std::path::Path;
 use std::process::Command;
 
-/// The published crates, by folder, in dependency order. `sim` and `xtask`
-/// are not published.
-pub const PUBLISHED: &[&str] = &[
-    "keys",
-    "codec",
-    "engine",
-    "engine-testkit",
-    "engine-redb",
-    "engine-rocks",
-    "engine-postgres",
-    "store",
-    "outbox",
-    "search",
-    "schemas",
-    "cli",
-];
+/// The published crates, by folder, in dependency order: the folders of
+/// the layering rules ([`crate::tidy::LAYERS`], which list every crate
+/// after the crates it may depend on) whose manifest does not say
+/// `publish = false` (`sim` and `xtask`).
+pub fn published() -> Vec<&'static str> {
+    published_in(Path::new("."))
+}
+
+/// [`published`] for the workspace at `root`.
+pub fn published_in(root: &Path) -> Vec<&'static str> {
+    crate::tidy::LAYERS
+        .iter()
+        .map(|(folder, _)| *folder)
+        .filter(|folder| {
+            std::fs::read_to_string(root.join(folder).join("Cargo.toml"))
+                .is_ok_and(|m| !m.contains("publish = false"))
+        })
+        .collect()
+}
 
 /// The features a `Cargo.toml` declares (its `[features]` table), without
 /// `default`.
@@ -75,7 +78,7 @@ pub const MAY_BUILD_ROCKSDB: &[&str] = &["strata-engine-rocks", "strata-cli"];
 /// A feature that does not resolve, or RocksDB where it must not be.
 pub fn features_check() -> Result<(), String> {
     let mut checked = 0;
-    for folder in PUBLISHED {
+    for folder in published() {
         let manifest = std::fs::read_to_string(Path::new(folder).join("Cargo.toml"))
             .map_err(|e| format!("{folder}/Cargo.toml: {e}"))?;
         let name = package_name(&manifest)
@@ -145,7 +148,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
     crate::prereq::ensure(&crate::prereq::LIBSSL)?;
     crate::prereq::ensure(&crate::prereq::PKG_CONFIG)?;
     crate::prereq::ensure(&crate::prereq::POSTGRES)?;
-    for folder in PUBLISHED {
+    for folder in published() {
         let manifest = std::fs::read_to_string(Path::new(folder).join("Cargo.toml"))
             .map_err(|e| format!("{folder}/Cargo.toml: {e}"))?;
         let name = package_name(&manifest)
@@ -219,16 +222,11 @@ mod tests {
     }
 
     #[test]
-    fn every_published_folder_is_a_workspace_crate_and_sim_is_not_published() {
-        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-        for folder in PUBLISHED {
-            let manifest = std::fs::read_to_string(root.join(folder).join("Cargo.toml")).unwrap();
-            assert!(!manifest.contains("publish = false"), "{folder}");
-        }
-        for folder in ["sim", "xtask"] {
-            let manifest = std::fs::read_to_string(root.join(folder).join("Cargo.toml")).unwrap();
-            assert!(manifest.contains("publish = false"), "{folder}");
-            assert!(!PUBLISHED.contains(&folder));
-        }
+    fn the_published_crates_are_the_layered_ones_but_sim_and_xtask() {
+        let published = published_in(&Path::new(env!("CARGO_MANIFEST_DIR")).join(".."));
+        assert_eq!(published.len(), crate::tidy::LAYERS.len() - 2);
+        assert!(!published.contains(&"sim") && !published.contains(&"xtask"));
+        assert_eq!(published.first(), Some(&"keys"));
+        assert!(published.contains(&"cli") && published.contains(&"engine-rocks"));
     }
 }
