@@ -18,7 +18,7 @@ use strata_engine_redb::{RedbEngine, RedbOptions};
 use strata_engine_rocks::{RocksEngine, RocksOptions};
 use strata_keys::tuple_key;
 use strata_outbox::{Outbox, OutboxConfig};
-use strata_search::{Document, IndexSpec, Indexer, IndexerConfig, Location, Query};
+use strata_search::{Document, IndexSpec, Indexer, IndexerConfig, Location, Merging, Query};
 use strata_store::{Store, StoreOptions};
 use tantivy::collector::TopDocs;
 use tantivy::query::QueryParser;
@@ -65,8 +65,8 @@ fn note(rng: &mut SeededRng) -> Note {
 fn spec() -> IndexSpec<NoteKey> {
     IndexSpec::new("notes", |_k: &NoteKey, n: &Note| {
         Document::new()
-            .text("text", n.text.clone())
-            .string("kind", n.kind.clone())
+            .text("text", &n.text)
+            .string("kind", &n.kind)
     })
     .unwrap()
     .text("text", 1.0)
@@ -80,8 +80,9 @@ fn options() -> StoreOptions {
         .durability(Durability::Buffered)
 }
 
-fn indexer_config() -> IndexerConfig {
+fn indexer_config(merging: Merging) -> IndexerConfig {
     let mut c = IndexerConfig::new("bench");
+    c.merging = merging;
     c.threads = 1;
     c.commit_docs = COMMIT_EVERY;
     c.commit_bytes = usize::MAX;
@@ -102,7 +103,7 @@ struct Raw {
     kind: tantivy::schema::Field,
 }
 
-fn raw() -> Raw {
+fn raw(merging: Merging) -> Raw {
     let mut b = Schema::builder();
     let key = b.add_bytes_field("_key", INDEXED | STORED);
     let hash = b.add_u64_field("_hash", STORED);
@@ -110,7 +111,10 @@ fn raw() -> Raw {
     let text = b.add_text_field("text", TEXT | STORED);
     let kind = b.add_text_field("kind", STRING | STORED);
     let index = Index::create_in_ram(b.build());
-    let writer = index.writer_with_num_threads(1, 24 << 20).unwrap();
+    let writer: IndexWriter = index.writer_with_num_threads(1, 24 << 20).unwrap();
+    if merging == Merging::Never {
+        writer.set_merge_policy(Box::new(tantivy::indexer::NoMergePolicy));
+    }
     Raw {
         index,
         writer,
@@ -195,7 +199,9 @@ fn push<E: Engine>(
     store.engine().sync().unwrap();
 }
 
-fn report<E: Engine>(name: &str, engine: &E) {
+/// The feed A/B with both sides merging as `merging` says, then (with
+/// `queries`) query latency.
+fn report<E: Engine>(name: &str, engine: &E, merging: Merging, queries: bool) {
     let store = Store::open(engine, options()).unwrap();
     let mut config = OutboxConfig::default();
     config.sync_interval_ms = 0;
@@ -222,11 +228,11 @@ fn report<E: Engine>(name: &str, engine: &E) {
         &ob,
         spec(),
         &Location::Memory,
-        indexer_config(),
+        indexer_config(merging),
         Arc::new(SystemClock),
     )
     .unwrap();
-    let mut r = raw();
+    let mut r = raw(merging);
     let (mut ours_at, mut raw_at) = (0usize, 0usize);
     let ours = |ix: &mut Indexer<'_, '_, &E, NoteKey>, at: &mut usize| {
         let target = *at + per_call;
@@ -236,7 +242,11 @@ fn report<E: Engine>(name: &str, engine: &E) {
             *at += received;
         }
     };
-    ab::section(name);
+    let merges = match merging {
+        Merging::Never => "no merging",
+        _ => "tantivy's merging",
+    };
+    ab::section(&format!("{name}, {merges}"));
     let docs = raw_docs(&notes, 0);
     ab(
         "feed of new rows: inserts through the outbox into the index (ours) vs raw tantivy adds of the same documents, commits every 1,000",
@@ -269,7 +279,7 @@ fn report<E: Engine>(name: &str, engine: &E) {
     ix.commit().unwrap();
     r.writer.commit().unwrap();
     // What an upsert costs tantivy itself, on two fresh raw indexes.
-    let (mut adds, mut upserts) = (raw(), raw());
+    let (mut adds, mut upserts) = (raw(merging), raw(merging));
     let docs = raw_docs(&notes, 0);
     let (mut a_at, mut u_at) = (0usize, 0usize);
     ab(
@@ -287,6 +297,9 @@ fn report<E: Engine>(name: &str, engine: &E) {
         },
     );
 
+    if !queries {
+        return;
+    }
     // Query latency over 100,000 documents.
     let more = 100_000 - notes.len();
     let mut rng = SeededRng::new(8);
@@ -401,7 +414,7 @@ fn bench_queries<E: Engine>(c: &mut Criterion, name: &str, engine: &E) {
         &ob,
         spec(),
         &Location::Memory,
-        indexer_config(),
+        indexer_config(Merging::Log),
         Arc::new(SystemClock),
     )
     .unwrap();
@@ -425,9 +438,14 @@ criterion_group! {
 fn main() {
     ab::run(
         || {
-            let e = engines();
-            report("redb", &e.redb);
-            report("rocks", &e.rocks);
+            // Without merges first: what the feed costs itself. Merges are
+            // tantivy's own work, the same on both sides, but run on
+            // background threads into the other side's rounds.
+            for merging in [Merging::Never, Merging::Log] {
+                let e = engines();
+                report("redb", &e.redb, merging, merging == Merging::Log);
+                report("rocks", &e.rocks, merging, merging == Merging::Log);
+            }
         },
         benches,
     );

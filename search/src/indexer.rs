@@ -13,6 +13,7 @@ use strata_keys::Key;
 use strata_outbox::{Lease, Outbox, Position, Start, Topic};
 use tantivy::collector::{DocSetCollector, TopDocs};
 use tantivy::directory::{Directory, MmapDirectory, RamDirectory};
+use tantivy::indexer::UserOperation;
 use tantivy::query::{AllQuery, BooleanQuery, Occur, QueryParser, RangeQuery, TermQuery};
 use tantivy::schema::{IndexRecordOption, Value as _};
 use tantivy::snippet::SnippetGenerator;
@@ -64,10 +65,26 @@ pub struct IndexerConfig {
     /// tantivy's memory budget over all threads (default 24 MiB a thread;
     /// tantivy needs at least 15 MB a thread).
     pub memory_bytes: usize,
+    /// How segments are merged (default [`Merging::Log`]).
+    pub merging: Merging,
     /// A deliberate mistake for the simulation (feature `planted-bugs`
     /// only).
     #[cfg(feature = "planted-bugs")]
     pub planted: Option<PlantedBug>,
+}
+
+/// How tantivy merges the segments its commits write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum Merging {
+    /// tantivy's log-merge policy (its default), on background threads:
+    /// segments of similar size are merged as commits add them.
+    #[default]
+    Log,
+    /// Never: every commit adds a segment, and searches slow down as they
+    /// pile up. For a bulk load that is merged later, or a measurement of
+    /// the feed alone.
+    Never,
 }
 
 /// Deliberate mistakes the simulation must catch (feature `planted-bugs`,
@@ -121,6 +138,7 @@ impl IndexerConfig {
             commit_interval_ms: 1_000,
             threads,
             memory_bytes: threads * (24 << 20),
+            merging: Merging::Log,
             #[cfg(feature = "planted-bugs")]
             planted: None,
         }
@@ -354,10 +372,22 @@ where
             late_ack,
             committed: false,
         };
+        // Changes go to tantivy a few at a time, in order: one hand-over
+        // to its indexing thread for several documents instead of one each
+        // (each may wake that thread), yet soon enough that it starts on
+        // the first while the rest are mapped.
+        let mut ops = Vec::with_capacity(2 * HAND_OVER);
         for d in &batch {
-            self.apply(&d.entry, d.position.version)?;
+            if let Err(e) = self.apply(&d.entry, d.position.version, &mut ops) {
+                self.writer.run(ops)?;
+                return Err(e);
+            }
             self.applied = d.position;
+            if ops.len() >= HAND_OVER {
+                self.writer.run(ops.drain(..))?;
+            }
         }
+        self.writer.run(ops)?;
         #[cfg(feature = "planted-bugs")]
         if self.bug(PlantedBug::AckBeforeIndexCommit) && !batch.is_empty() {
             let at = self.applied;
@@ -401,7 +431,33 @@ where
             })
     }
 
-    fn apply(&mut self, change: &Change, version: u64) -> Result<(), SearchError> {
+    /// Adds the operations of one change to `ops`.
+    fn apply(
+        &mut self,
+        change: &Change,
+        version: u64,
+        ops: &mut Vec<UserOperation>,
+    ) -> Result<(), SearchError> {
+        // The document first: a change that does not decode adds nothing,
+        // not even its delete.
+        let doc = match &change.value {
+            Some((schema_version, body)) => {
+                let key = K::unpack(&change.key)
+                    .map_err(|e| SearchError::Decode(format!("key of {}: {e}", K::NAME)))?;
+                let value = K::Value::decode_body(*schema_version, body)
+                    .map_err(|e| SearchError::Decode(format!("value of {}: {e}", K::NAME)))?;
+                Some(document(
+                    &self.spec,
+                    &self.fields,
+                    &change.key,
+                    &key,
+                    &value,
+                    body,
+                    version,
+                )?)
+            }
+            None => None,
+        };
         // A fresh row has no document to replace.
         #[cfg(feature = "planted-bugs")]
         let delete =
@@ -409,24 +465,13 @@ where
         #[cfg(not(feature = "planted-bugs"))]
         let delete = !change.fresh;
         if delete {
-            self.writer
-                .delete_term(Term::from_field_bytes(self.fields.key, &change.key));
-        }
-        if let Some((schema_version, body)) = &change.value {
-            let key = K::unpack(&change.key)
-                .map_err(|e| SearchError::Decode(format!("key of {}: {e}", K::NAME)))?;
-            let value = K::Value::decode_body(*schema_version, body)
-                .map_err(|e| SearchError::Decode(format!("value of {}: {e}", K::NAME)))?;
-            let doc = document(
-                &self.spec,
-                &self.fields,
+            ops.push(UserOperation::Delete(Term::from_field_bytes(
+                self.fields.key,
                 &change.key,
-                &key,
-                &value,
-                body,
-                version,
-            )?;
-            self.writer.add_document(doc)?;
+            )));
+        }
+        if let (Some(doc), Some((_, body))) = (doc, &change.value) {
+            ops.push(UserOperation::Add(doc));
             self.pending_bytes += body.len();
         }
         self.pending_docs += 1;
@@ -807,6 +852,15 @@ where
         Ok(self.searcher()?.num_docs())
     }
 
+    /// Segments in the index as its last commit or merge left it: each
+    /// commit adds one, merges (see [`Merging`]) combine them.
+    ///
+    /// # Errors
+    /// The index's metadata does not read.
+    pub fn segments(&self) -> Result<usize, SearchError> {
+        Ok(self.index.searchable_segment_metas()?.len())
+    }
+
     /// A searcher of the last commit, reloading the reader first if a
     /// commit came since.
     fn searcher(&self) -> Result<tantivy::Searcher, SearchError> {
@@ -824,7 +878,13 @@ where
 /// thread tantivy requires.
 fn writer(index: &Index, config: &IndexerConfig) -> Result<IndexWriter, SearchError> {
     let threads = config.threads.max(1);
-    Ok(index.writer_with_num_threads(threads, config.memory_bytes.max(threads * 15_000_000))?)
+    let writer: IndexWriter =
+        index.writer_with_num_threads(threads, config.memory_bytes.max(threads * 15_000_000))?;
+    match config.merging {
+        Merging::Log => {}
+        Merging::Never => writer.set_merge_policy(Box::new(tantivy::indexer::NoMergePolicy)),
+    }
+    Ok(writer)
 }
 
 /// Adds a document for every row of `K` in `view` to `writer`.
@@ -914,7 +974,17 @@ fn document<K: Key>(
     version: u64,
 ) -> Result<TantivyDocument, SearchError> {
     let mapped = (spec.map)(key, value);
-    let mut doc = TantivyDocument::default();
+    // Room for every value at once (tantivy copies them into one buffer,
+    // which would otherwise grow several times a document).
+    let bytes = key_bytes.len()
+        + mapped
+            .text
+            .iter()
+            .chain(&mapped.strings)
+            .map(|(_, v)| v.len() + 16)
+            .sum::<usize>()
+        + 64;
+    let mut doc = TantivyDocument::with_capacity(bytes);
     doc.add_bytes(fields.key, key_bytes);
     doc.add_u64(fields.hash, body_hash(body));
     doc.add_u64(fields.version, version);
@@ -922,9 +992,9 @@ fn document<K: Key>(
         let i = spec
             .text
             .iter()
-            .position(|t| &t.name == name)
+            .position(|t| t.name == *name)
             .ok_or_else(|| undeclared("text", name))?;
-        doc.add_text(fields.text[i].0, text);
+        doc.add_text(fields.text[i].0, text.as_ref());
     }
     for (name, s) in &mapped.strings {
         let i = spec
@@ -932,7 +1002,7 @@ fn document<K: Key>(
             .iter()
             .position(|f| f == name)
             .ok_or_else(|| undeclared("string", name))?;
-        doc.add_text(fields.strings[i], s);
+        doc.add_text(fields.strings[i], s.as_ref());
     }
     match (mapped.time_ms, fields.time) {
         (Some(ms), Some(field)) => doc.add_u64(field, ms),
@@ -948,6 +1018,9 @@ fn document<K: Key>(
 }
 
 pub(crate) const CURRENT: &str = "CURRENT";
+
+/// Operations handed to tantivy's indexing thread at once.
+const HAND_OVER: usize = 32;
 
 pub(crate) fn generation_name(g: u64) -> String {
     format!("gen-{g}")

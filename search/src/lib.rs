@@ -46,7 +46,7 @@ pub use crate::change::Change;
 pub use crate::error::SearchError;
 #[cfg(feature = "planted-bugs")]
 pub use crate::indexer::PlantedBug;
-pub use crate::indexer::{Indexer, IndexerConfig, Location, Step};
+pub use crate::indexer::{Indexer, IndexerConfig, Location, Merging, Step};
 pub use crate::spec::{Document, IndexSpec};
 
 /// This crate's README example, compiled and run as a doctest.
@@ -131,7 +131,7 @@ where
     /// # let store = Store::open(MemEngine::open(options.keyspace_specs())?, options)?;
     /// # let outbox = Outbox::new(&store, OutboxConfig::default(), Arc::new(SystemClock), Box::new(SeededRng::new(1)))?;
     /// let spec = IndexSpec::new("events", |_: &EventKey, e: &Event| {
-    ///     Document::new().text("text", e.text.clone())
+    ///     Document::new().text("text", &e.text)
     /// })?
     /// .text("text", 1.0)?;
     /// let first = Event { text: "disk full".into() };

@@ -1,6 +1,7 @@
 //! The document mapping of one indexed key type: its tantivy fields and
 //! the function from a typed row to a document.
 
+use std::borrow::Cow;
 use std::fmt;
 use std::marker::PhantomData;
 use std::sync::Arc;
@@ -13,14 +14,27 @@ use tantivy::schema::{
 use crate::SearchError;
 
 /// The fields of one document, as a mapping makes it from a row.
+///
+/// Field names and values may borrow from the row's value (`'a`), so a
+/// mapping that passes `&value.text` copies nothing: the text is copied
+/// once, into tantivy's document. Owned `String`s work as well.
+///
+/// ```
+/// use strata_search::Document;
+///
+/// struct Note { text: String, kind: String }
+/// let note = Note { text: "hello world".into(), kind: "memo".into() };
+/// let doc = Document::new().text("text", &note.text).string("kind", note.kind.as_str());
+/// # let _ = doc;
+/// ```
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Document {
-    pub(crate) text: Vec<(String, String)>,
-    pub(crate) strings: Vec<(String, String)>,
+pub struct Document<'a> {
+    pub(crate) text: Vec<(&'a str, Cow<'a, str>)>,
+    pub(crate) strings: Vec<(&'a str, Cow<'a, str>)>,
     pub(crate) time_ms: Option<u64>,
 }
 
-impl Document {
+impl<'a> Document<'a> {
     /// An empty document.
     pub fn new() -> Self {
         Self::default()
@@ -28,16 +42,16 @@ impl Document {
 
     /// Adds `value` to the text field `field` (tokenized, searched).
     #[must_use]
-    pub fn text(mut self, field: &str, value: impl Into<String>) -> Self {
-        self.text.push((field.to_owned(), value.into()));
+    pub fn text(mut self, field: &'a str, value: impl Into<Cow<'a, str>>) -> Self {
+        self.text.push((field, value.into()));
         self
     }
 
     /// Adds `value` to the string field `field` (one exact term, for
     /// filters).
     #[must_use]
-    pub fn string(mut self, field: &str, value: impl Into<String>) -> Self {
-        self.strings.push((field.to_owned(), value.into()));
+    pub fn string(mut self, field: &'a str, value: impl Into<Cow<'a, str>>) -> Self {
+        self.strings.push((field, value.into()));
         self
     }
 
@@ -57,7 +71,7 @@ pub(crate) struct TextField {
     pub(crate) boost: f32,
 }
 
-type MapFn<K> = dyn Fn(&K, &<K as Key>::Value) -> Document + Send + Sync;
+type MapFn<K> = dyn for<'a> Fn(&K, &'a <K as Key>::Value) -> Document<'a> + Send + Sync;
 
 /// How rows of key type `K` become documents of the index `name`: declared
 /// once, before the indexer opens.
@@ -106,11 +120,15 @@ impl<K: Key> IndexSpec<K> {
     /// outbox topic `search.<name>` and the consumer) of rows of `K`,
     /// mapped by `map`.
     ///
+    /// The documents `map` returns may borrow from the value it is given.
+    /// Write the closure in the call, or as a `fn` (a closure kept in a
+    /// variable first is typed for one borrow only, and is refused).
+    ///
     /// # Errors
     /// [`SearchError::BadName`].
     pub fn new(
         name: &str,
-        map: impl Fn(&K, &K::Value) -> Document + Send + Sync + 'static,
+        map: impl for<'a> Fn(&K, &'a K::Value) -> Document<'a> + Send + Sync + 'static,
     ) -> Result<Self, SearchError> {
         check_name(name)?;
         Ok(Self {

@@ -49,7 +49,7 @@ type Faulty<E> = FaultyEngine<E>;
 
 fn spec() -> IndexSpec<Note> {
     IndexSpec::new("sim", |_: &Note, text: &String| {
-        Document::new().text("text", text.clone())
+        Document::new().text("text", text)
     })
     .and_then(|s| s.text("text", 1.0))
     .unwrap_or_else(|e| unreachable!("a valid mapping: {e}"))

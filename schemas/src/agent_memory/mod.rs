@@ -351,10 +351,10 @@ pub fn search_spec() -> Result<IndexSpec<SearchDocKey>, SearchError> {
     Ok(
         IndexSpec::new("agent_memory", |_k: &SearchDocKey, d: &SearchDoc| {
             Document::new()
-                .text("text", d.text.clone())
-                .text("keywords", d.keywords.clone())
-                .string("doc_type", d.doc_type.clone())
-                .string("level", d.level.clone())
+                .text("text", &d.text)
+                .text("keywords", &d.keywords)
+                .string("doc_type", &d.doc_type)
+                .string("level", &d.level)
                 .time_ms(d.timestamp_ms)
         })?
         .text("text", 1.0)?

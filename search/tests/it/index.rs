@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 use strata_engine::{Durability, Engine};
 use strata_outbox::Position;
 use strata_search::{
-    Document, Freshness, IndexSpec, Indexer, Location, Query, SearchError, Verified,
+    Document, Freshness, IndexSpec, Indexer, Location, Merging, Query, SearchError, Verified,
 };
 use strata_store::Store;
 
@@ -266,7 +266,11 @@ fn the_commit_cadence_follows_counts_bytes_and_time() {
 
 #[test]
 fn mappings_are_checked() {
-    let map = |_: &NoteKey, _: &crate::Note| Document::new();
+    // A mapping kept apart from `IndexSpec::new` is a `fn`: a closure in a
+    // variable would tie its documents to one borrow of the value.
+    fn map<'a>(_: &NoteKey, _: &'a crate::Note) -> Document<'a> {
+        Document::new()
+    }
     assert!(matches!(
         IndexSpec::<NoteKey>::new("", map),
         Err(SearchError::BadName(_))
@@ -407,6 +411,55 @@ fn inserts_add_documents_once_and_mix_with_puts_and_deletes() {
         assert_eq!(keys(&ix.search(&Query::new("delta")).unwrap()), [2].into());
         assert!(ix.verify().unwrap().is_exact());
     });
+}
+
+/// Commits `n` changes one at a time with `merging`, and returns the
+/// indexer.
+fn one_commit_each<'o, 's, E: Engine>(
+    ob: &'o strata_outbox::Outbox<'s, E>,
+    clock: &std::sync::Arc<strata_engine::ManualClock>,
+    merging: Merging,
+    n: u64,
+) -> Indexer<'o, 's, E, NoteKey> {
+    let mut config = indexer_config();
+    config.commit_docs = 1;
+    config.merging = merging;
+    let mut ix = Indexer::open(ob, spec(), &Location::Memory, config, clock.clone()).unwrap();
+    for id in 1..=n {
+        put(ob.store(), ob, id, &note("merge", "x", "info", T0));
+        assert!(ix.step().unwrap().committed);
+    }
+    ix
+}
+
+#[test]
+fn segments_merge_only_when_the_config_lets_them() {
+    // tantivy's log-merge policy merges once eight segments of a size
+    // exist; twelve commits of one document make twelve.
+    let (store, clock, _dir) = crate::mem(crate::options(Durability::Immediate));
+    let ob = outbox(&store, &clock, outbox_config());
+    let ix = one_commit_each(&ob, &clock, Merging::Never, 12);
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    assert_eq!(ix.segments().unwrap(), 12, "no merge without merging");
+    assert_eq!(ix.documents().unwrap(), 12);
+
+    let (store, clock, _dir) = crate::mem(crate::options(Durability::Immediate));
+    let ob = outbox(&store, &clock, outbox_config());
+    let ix = one_commit_each(&ob, &clock, Merging::Log, 12);
+    // Merges run on tantivy's threads: wait for one, at most 20 seconds.
+    let mut segments = ix.segments().unwrap();
+    for _ in 0..200 {
+        if segments < 12 {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        segments = ix.segments().unwrap();
+    }
+    assert!(
+        segments < 12,
+        "the log policy merged nothing: {segments} segments"
+    );
+    assert_eq!(ix.documents().unwrap(), 12, "merges keep every document");
 }
 
 #[test]

@@ -49,9 +49,9 @@ pub(crate) fn note(title: &str, body: &str, level: &str, at_ms: u64) -> Note {
 pub(crate) fn spec() -> IndexSpec<NoteKey> {
     IndexSpec::new("notes", |_k: &NoteKey, n: &Note| {
         Document::new()
-            .text("title", n.title.clone())
-            .text("body", n.body.clone())
-            .string("level", n.level.clone())
+            .text("title", &n.title)
+            .text("body", &n.body)
+            .string("level", &n.level)
             .time_ms(n.at_ms)
     })
     .unwrap()
