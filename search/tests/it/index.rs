@@ -340,6 +340,54 @@ fn mappings_are_checked() {
 }
 
 #[test]
+fn a_change_that_fails_stops_its_batch_there_and_the_changes_before_it_stay() {
+    // The mapping fails for a note titled "bad".
+    let picky = || {
+        IndexSpec::new("notes", |_: &NoteKey, n: &crate::Note| {
+            let doc = Document::new().text("title", &n.title);
+            if n.title == "bad" {
+                doc.string("nope", "x")
+            } else {
+                doc
+            }
+        })
+        .unwrap()
+        .text("title", 1.0)
+        .unwrap()
+    };
+    let (store, clock, _dir) = crate::mem(crate::options(Durability::Immediate));
+    let ob = outbox(&store, &clock, outbox_config());
+    let mut ix = Indexer::open(
+        &ob,
+        picky(),
+        &Location::Memory,
+        indexer_config(),
+        clock.clone(),
+    )
+    .unwrap();
+    put(&store, &ob, 1, &note("one", "b", "info", T0));
+    ix.catch_up().unwrap();
+    // One poll: two good changes, then a put replacing note 1 that fails,
+    // then a good one after it.
+    put(&store, &ob, 2, &note("two", "b", "info", T0));
+    let third = put(&store, &ob, 3, &note("three", "b", "info", T0));
+    put(&store, &ob, 1, &note("bad", "b", "info", T0));
+    put(&store, &ob, 4, &note("four", "b", "info", T0));
+    assert!(matches!(ix.step(), Err(SearchError::Mapping(_))));
+    assert!(ix.commit().unwrap());
+    assert_eq!(
+        ix.checkpoint().version,
+        third,
+        "applied up to the change before"
+    );
+    // Notes 1 (its old document: the failed put deleted nothing), 2 and 3.
+    assert_eq!(ix.documents().unwrap(), 3);
+    let hits = ix.search(&Query::new("one")).unwrap();
+    assert_eq!(keys(&hits), BTreeSet::from([1]));
+    assert!(keys(&ix.search(&Query::new("four")).unwrap()).is_empty());
+}
+
+#[test]
 fn many_changes_in_one_commit_are_indexed_across_polls() {
     on_every_engine!(Durability::Buffered, |store, clock, _dir| {
         let ob = outbox(&store, &clock, outbox_config());
