@@ -162,25 +162,17 @@ pub fn run(args: &[String]) -> Result<(), String> {
         // The library (the tool's binary) alone, without its dev-dependencies (a crate's tests
         // may enable more of it, as the schemas' do): no features, then
         // each feature on its own.
-        cargo(&[
+        let alone = [
             "check",
             "--locked",
             "-p",
             &name,
             target,
             "--no-default-features",
-        ])?;
+        ];
+        cargo(&alone)?;
         for feature in features(&manifest) {
-            cargo(&[
-                "check",
-                "--locked",
-                "-p",
-                &name,
-                target,
-                "--no-default-features",
-                "--features",
-                &feature,
-            ])?;
+            cargo(&[&alone[..], &["--features", &feature]].concat())?;
             cargo(&[
                 "test",
                 "--locked",

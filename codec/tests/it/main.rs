@@ -57,3 +57,6 @@ pub fn envelope_of_len(len: usize, seed: u64) -> Vec<u8> {
     assert_eq!(out.len(), len);
     out
 }
+
+#[path = "../../../test-support/proptest_cases.rs"]
+mod proptest_cases;

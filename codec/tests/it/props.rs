@@ -135,17 +135,8 @@ fn chunk_roundtrip(len: usize, chunk: usize, seed: u64) -> Result<(), TestCaseEr
     Ok(())
 }
 
-/// `n` cases, or `PROPTEST_CASES` when set (longer local runs).
-fn cases(n: u32) -> ProptestConfig {
-    let n = std::env::var("PROPTEST_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(n);
-    ProptestConfig::with_cases(n)
-}
-
 proptest! {
-    #![proptest_config(cases(256))]
+    #![proptest_config(crate::proptest_cases::cases(256))]
 
     #[test]
     fn serde_values_roundtrip_under_postcard_and_json(v in arb(), key in proptest::collection::vec(any::<u8>(), 0..16), o in options()) {
@@ -214,7 +205,7 @@ proptest! {
 }
 
 proptest! {
-    #![proptest_config(cases(12))]
+    #![proptest_config(crate::proptest_cases::cases(12))]
 
     #[test]
     fn chunks_roundtrip_up_to_several_mib(len in 5usize..(4 << 20), chunk in prop_oneof![Just(10_000usize), 1_000usize..200_000], seed in any::<u64>()) {

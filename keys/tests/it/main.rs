@@ -38,3 +38,6 @@ pub fn unhex(text: &str) -> Vec<u8> {
         .map(|h| u8::from_str_radix(h, 16).expect("hex byte"))
         .collect()
 }
+
+#[path = "../../../test-support/proptest_cases.rs"]
+mod proptest_cases;

@@ -146,17 +146,8 @@ fn mutate(mut bytes: Vec<u8>, (at, byte, how): (usize, u8, u8)) -> Vec<u8> {
     bytes
 }
 
-/// `n` cases, or `PROPTEST_CASES` when set (longer local runs).
-fn cases(n: u32) -> ProptestConfig {
-    let n = std::env::var("PROPTEST_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(n);
-    ProptestConfig::with_cases(n)
-}
-
 proptest! {
-    #![proptest_config(cases(256))]
+    #![proptest_config(crate::proptest_cases::cases(256))]
 
     #[test]
     fn tuple_key_roundtrips_and_keeps_order(x in tk(), y in tk()) {

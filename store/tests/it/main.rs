@@ -21,3 +21,6 @@ fn a_store_is_send_and_sync() {
     shared::<strata_store::Store<strata_engine_redb::RedbEngine>>();
     shared::<strata_store::Store<strata_engine_rocks::RocksEngine>>();
 }
+
+#[path = "../../../test-support/proptest_cases.rs"]
+mod proptest_cases;

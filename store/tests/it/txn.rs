@@ -361,17 +361,8 @@ fn run_steps(
     seen
 }
 
-/// `n` cases, or `PROPTEST_CASES` when set (longer local runs).
-fn cases(n: u32) -> ProptestConfig {
-    let n = std::env::var("PROPTEST_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(n);
-    ProptestConfig::with_cases(n)
-}
-
 proptest! {
-    #![proptest_config(cases(256))]
+    #![proptest_config(crate::proptest_cases::cases(256))]
 
     /// Several transactions run interleaved (each opened, then all reading
     /// and writing in a generated order, then committed in a generated
