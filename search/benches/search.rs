@@ -45,6 +45,10 @@ tuple_key! {
 }
 
 const COMMIT_EVERY: usize = 1_000;
+/// The indexer's poll batch: a divisor of `COMMIT_EVERY`, so it commits
+/// after exactly as many documents as the raw side.
+const BATCH: usize = 250;
+const _: () = assert!(COMMIT_EVERY.is_multiple_of(BATCH));
 const WORDS: u64 = 2_000;
 
 fn word(rng: &mut SeededRng) -> String {
@@ -84,6 +88,7 @@ fn indexer_config(merging: Merging) -> IndexerConfig {
     let mut c = IndexerConfig::new("bench");
     c.merging = merging;
     c.threads = 1;
+    c.batch = BATCH;
     c.commit_docs = COMMIT_EVERY;
     c.commit_bytes = usize::MAX;
     c.commit_interval_ms = u64::MAX;
@@ -106,7 +111,7 @@ struct Raw {
 fn raw(merging: Merging) -> Raw {
     let mut b = Schema::builder();
     let key = b.add_bytes_field("_key", INDEXED | STORED);
-    let hash = b.add_u64_field("_hash", STORED);
+    let hash = b.add_u64_field("_xxh3", STORED);
     let version = b.add_u64_field("_version", STORED);
     let text = b.add_text_field("text", TEXT | STORED);
     let kind = b.add_text_field("kind", STRING | STORED);
@@ -163,9 +168,7 @@ fn raw_docs(notes: &[Note], first_id: u64) -> Vec<(RawDoc, &Note)> {
         .map(|(n, id)| {
             let mut body = Vec::new();
             strata_codec::Value::encode_body(n, &mut body).unwrap();
-            let hash = body.iter().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
-                (h ^ u64::from(*b)).wrapping_mul(0x0000_0100_0000_01b3)
-            });
+            let hash = xxhash_rust::xxh3::xxh3_64(&body);
             let key = strata_keys::Key::pack(&NoteKey { id }).unwrap();
             (RawDoc { key, hash }, n)
         })
@@ -212,9 +215,12 @@ fn report<E: Engine>(name: &str, engine: &E, merging: Merging, queries: bool) {
         Box::new(SeededRng::new(1)),
     )
     .unwrap();
-    // A multiple of the indexer's poll batch (256), so each call consumes
-    // exactly its share.
-    let per_call = 5_120usize;
+    // A multiple of the commit cadence (and so of the poll batch): each
+    // side's round ends with a commit, which waits for tantivy's indexing
+    // thread. A round that ended between commits would leave documents
+    // queued to that thread, indexed during the other side's round: work
+    // its own timing misses, and a load on the other's.
+    let per_call = 5 * COMMIT_EVERY;
     let rounds = 15usize;
     let calls = u32::try_from(per_call).unwrap();
     // Every entry a feed consumes is pushed (and synced) beforehand; the
@@ -294,6 +300,25 @@ fn report<E: Engine>(name: &str, engine: &E, merging: Merging, queries: bool) {
         || {
             let from = u_at;
             upserts.feed(&mut u_at, &docs[from..from + per_call], true);
+        },
+    );
+    // A control: raw tantivy against itself, the same adds on two fresh
+    // indexes. Its spread is the measurement's own (with merging on, the
+    // background merges landing in the other side's rounds).
+    let (mut one, mut two) = (raw(merging), raw(merging));
+    let (mut one_at, mut two_at) = (0usize, 0usize);
+    ab(
+        "  control: raw tantivy vs itself, the same adds on two indexes",
+        rounds,
+        1,
+        calls,
+        || {
+            let from = one_at;
+            one.feed(&mut one_at, &docs[from..from + per_call], false);
+        },
+        || {
+            let from = two_at;
+            two.feed(&mut two_at, &docs[from..from + per_call], false);
         },
     );
 

@@ -88,13 +88,14 @@ impl Value for Change {
     }
 }
 
-/// The 64-bit FNV-1a hash of a value's body: stored with each document so
-/// a search can tell whether the row it was made from has changed since.
+/// The XXH3-64 hash (seed 0) of a value's body: stored with each document
+/// (field `_xxh3`) so a search can tell whether the row it was made from
+/// has changed since. Indexes made before 2026-11-27 stored FNV-1a in
+/// `_hash`: their schema differs, so they open as
+/// [`SearchError::MappingChanged`](crate::SearchError::MappingChanged) and
+/// are rebuilt.
 pub(crate) fn body_hash(body: &[u8]) -> u64 {
-    const OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
-    const PRIME: u64 = 0x0000_0100_0000_01b3;
-    body.iter()
-        .fold(OFFSET, |h, b| (h ^ u64::from(*b)).wrapping_mul(PRIME))
+    xxhash_rust::xxh3::xxh3_64(body)
 }
 
 #[cfg(test)]
@@ -102,11 +103,34 @@ mod tests {
     use super::*;
 
     #[test]
-    fn fnv1a_matches_the_published_vectors() {
-        // From the FNV reference test suite.
-        assert_eq!(body_hash(b""), 0xcbf2_9ce4_8422_2325);
-        assert_eq!(body_hash(b"a"), 0xaf63_dc4c_8601_ec8c);
-        assert_eq!(body_hash(b"foobar"), 0x8594_4171_f739_67e8);
+    fn the_body_hash_is_xxh3_64() {
+        // The empty input's hash is the published XXH3-64 vector; the rest
+        // were computed by the reference C library (the Python `xxhash`
+        // binding), over bytes (7i + 3) mod 256, at the lengths where
+        // XXH3 changes its code path.
+        let bytes = |n: usize| -> Vec<u8> {
+            (0..n)
+                .map(|i| u8::try_from((i * 7 + 3) % 256).unwrap())
+                .collect()
+        };
+        for (n, expected) in [
+            (0, 0x2d06_8005_38d3_94c2_u64),
+            (1, 0x13e6_08bc_156d_efed),
+            (3, 0xa908_8dda_485b_481c),
+            (4, 0x6d92_53b1_6c8b_1ed3),
+            (8, 0x6053_9db6_3047_1163),
+            (9, 0xfeff_6683_61d7_23a8),
+            (16, 0xb8c8_59b0_f030_b585),
+            (17, 0x714a_0440_8e79_b80f),
+            (128, 0x6742_5a03_6502_61bf),
+            (129, 0xc664_bf33_11c6_abc4),
+            (240, 0x6455_6dc6_b462_a6cf),
+            (241, 0x8bea_dd3a_8874_fe17),
+            (1000, 0x6c4f_14bd_97bd_9e82),
+        ] {
+            assert_eq!(body_hash(&bytes(n)), expected, "{n} bytes");
+        }
+        assert_eq!(body_hash(b"foobar"), 0xd78f_da63_144c_5c84);
     }
 
     #[test]

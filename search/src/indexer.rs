@@ -634,7 +634,7 @@ where
         let hash = doc
             .get_first(self.fields.hash)
             .and_then(|v| v.as_u64())
-            .ok_or_else(|| missing("_hash"))?;
+            .ok_or_else(|| missing(crate::spec::HASH_FIELD))?;
         let version = doc
             .get_first(self.fields.version)
             .and_then(|v| v.as_u64())

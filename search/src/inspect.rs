@@ -19,6 +19,7 @@ use tantivy::{Index, IndexReader, ReloadPolicy, TantivyDocument};
 
 use crate::change::body_hash;
 use crate::indexer::{CURRENT, generation_name, parse_payload};
+use crate::spec::HASH_FIELD;
 use crate::{Freshness, SearchError};
 
 /// The catalog kind of a search index: name the index's, detail the tuple
@@ -142,7 +143,12 @@ impl IndexFiles {
                 .get_field(name)
                 .map_err(|_| SearchError::Decode(format!("not a strata index: no {name} field")))
         };
-        let (key, hash, version) = (field("_key")?, field("_hash")?, field("_version")?);
+        if schema.get_field(HASH_FIELD).is_err() && schema.get_field("_hash").is_ok() {
+            return Err(SearchError::Decode(format!(
+                "an index of an older format (FNV-1a hashes in _hash, not {HASH_FIELD}): rebuild it"
+            )));
+        }
+        let (key, hash, version) = (field("_key")?, field(HASH_FIELD)?, field("_version")?);
         let text = schema
             .fields()
             .filter(|(_, entry)| {
@@ -223,7 +229,7 @@ impl IndexFiles {
             let hash = doc
                 .get_first(self.hash)
                 .and_then(|v| v.as_u64())
-                .ok_or_else(|| SearchError::Decode("a document without _hash".into()))?;
+                .ok_or_else(|| SearchError::Decode(format!("a document without {HASH_FIELD}")))?;
             if indexed.insert(key.clone(), hash).is_some() {
                 duplicates.insert(key);
             }
@@ -269,7 +275,7 @@ impl IndexFiles {
                 hash: doc
                     .get_first(self.hash)
                     .and_then(|v| v.as_u64())
-                    .ok_or_else(|| missing("_hash"))?,
+                    .ok_or_else(|| missing(HASH_FIELD))?,
                 version: doc
                     .get_first(self.version)
                     .and_then(|v| v.as_u64())

@@ -73,12 +73,18 @@ pub(crate) struct TextField {
 
 type MapFn<K> = dyn for<'a> Fn(&K, &'a <K as Key>::Value) -> Document<'a> + Send + Sync;
 
+/// The stored field with each document's body hash. An index whose
+/// documents hold another hash names it otherwise (FNV-1a in `_hash`
+/// before 2026-11-27), so it cannot be read as this one.
+pub(crate) const HASH_FIELD: &str = "_xxh3";
+
 /// How rows of key type `K` become documents of the index `name`: declared
 /// once, before the indexer opens.
 ///
 /// Fields beyond the ones declared here are built in: `_key` (the store
-/// key's bytes, indexed and stored: it identifies the row), `_hash` (a hash
-/// of the value the document was made from, to detect staleness) and
+/// key's bytes, indexed and stored: it identifies the row), `_xxh3` (the
+/// XXH3-64 hash of the value's body the document was made from, to detect
+/// staleness) and
 /// `_version` (the version of the commit that wrote it). Names starting
 /// with `_` are reserved.
 pub struct IndexSpec<K: Key> {
@@ -225,7 +231,7 @@ impl<K: Key> IndexSpec<K> {
     pub(crate) fn schema(&self) -> (Schema, Fields) {
         let mut b = Schema::builder();
         let key = b.add_bytes_field("_key", INDEXED | STORED);
-        let hash = b.add_u64_field("_hash", STORED);
+        let hash = b.add_u64_field(HASH_FIELD, STORED);
         let version = b.add_u64_field("_version", STORED);
         let time = self
             .time

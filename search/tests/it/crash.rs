@@ -145,6 +145,64 @@ fn an_index_built_with_another_mapping_is_refused_then_opened_by_a_rebuild() {
 }
 
 #[test]
+fn an_index_of_the_older_hash_format_is_refused_then_rebuilt() {
+    use strata_search::tantivy::schema::{INDEXED, STORED, Schema, TEXT};
+    use strata_search::tantivy::{Index, IndexWriter, TantivyDocument};
+    on_every_engine!(Durability::Immediate, |store, clock, dir| {
+        let ob = outbox(&store, &clock, outbox_config());
+        let s = spec();
+        for id in 1..=2 {
+            store
+                .transact(|tx| s.put(&ob, tx, &NoteKey { id }, &note("kept", "x", "info", T0)))
+                .unwrap();
+        }
+        // Generation 1 as indexes were made before 2026-11-27: each
+        // document's FNV-1a body hash in `_hash`.
+        let root = dir.0.join("index");
+        std::fs::create_dir_all(root.join("gen-1")).unwrap();
+        std::fs::write(root.join("CURRENT"), "gen-1").unwrap();
+        let mut b = Schema::builder();
+        let key = b.add_bytes_field("_key", INDEXED | STORED);
+        let hash = b.add_u64_field("_hash", STORED);
+        let version = b.add_u64_field("_version", STORED);
+        let title = b.add_text_field("title", TEXT | STORED);
+        let index = Index::create_in_dir(root.join("gen-1"), b.build()).unwrap();
+        let mut writer: IndexWriter = index.writer_with_num_threads(1, 15 << 20).unwrap();
+        let mut doc = TantivyDocument::default();
+        doc.add_bytes(key, b"k".as_slice());
+        doc.add_u64(hash, 1);
+        doc.add_u64(version, 1);
+        doc.add_text(title, "kept");
+        writer.add_document(doc).unwrap();
+        writer.commit().unwrap();
+        drop(writer);
+
+        let location = Location::Dir(root.clone());
+        let Err(err) = Indexer::open(&ob, spec(), &location, indexer_config(), clock.clone())
+        else {
+            panic!("an index of the older format opened");
+        };
+        assert!(
+            matches!(&err, SearchError::MappingChanged { index } if index == "notes"),
+            "{err:?}"
+        );
+        let Err(err) = strata_search::inspect::IndexFiles::open(&root) else {
+            panic!("an index of the older format was inspected");
+        };
+        assert!(
+            matches!(&err, SearchError::Decode(m) if m.contains("older format")),
+            "{err:?}"
+        );
+        let (mut ix, report) =
+            Indexer::open_rebuilt(&ob, spec(), &location, indexer_config(), clock.clone()).unwrap();
+        assert_eq!(report.documents, 2);
+        assert_eq!(ix.generation(), Some(2));
+        assert!(ix.verify().unwrap().is_exact());
+        assert!(strata_search::inspect::IndexFiles::open(&root).is_ok());
+    });
+}
+
+#[test]
 fn a_rebuild_indexes_a_store_snapshot_in_a_new_generation_and_switches() {
     on_every_engine!(Durability::Immediate, |store, clock, dir| {
         let ob = outbox(&store, &clock, outbox_config());
