@@ -199,6 +199,21 @@ fn an_index_of_the_older_hash_format_is_refused_then_rebuilt() {
         assert_eq!(ix.generation(), Some(2));
         assert!(ix.verify().unwrap().is_exact());
         assert!(strata_search::inspect::IndexFiles::open(&root).is_ok());
+
+        // An index with neither hash field is no strata index at all.
+        let foreign = dir.0.join("foreign");
+        std::fs::create_dir_all(foreign.join("gen-1")).unwrap();
+        std::fs::write(foreign.join("CURRENT"), "gen-1").unwrap();
+        let mut b = Schema::builder();
+        b.add_text_field("title", TEXT | STORED);
+        drop(Index::create_in_dir(foreign.join("gen-1"), b.build()).unwrap());
+        let Err(err) = strata_search::inspect::IndexFiles::open(&foreign) else {
+            panic!("a foreign index was inspected");
+        };
+        assert!(
+            matches!(&err, SearchError::Decode(m) if m.contains("not a strata index")),
+            "{err:?}"
+        );
     });
 }
 
