@@ -318,10 +318,11 @@ impl<E: Engine> Store<E> {
         K: Key,
         K::Value: Value,
     {
-        self.read()?.get(key)
+        Ok(self.get_with_expiry(key)?.map(|e| e.value))
     }
 
     /// The value of `key` with its expiry (`None` when absent or expired).
+    /// The clock is read only when the row has an expiry.
     ///
     /// # Errors
     /// As [`ReadView::get`].
@@ -330,7 +331,14 @@ impl<E: Engine> Store<E> {
         K: Key,
         K::Value: Value,
     {
-        self.read()?.get_with_expiry(key)
+        let bytes = key.pack().map_err(StoreError::key::<K>)?;
+        let snap = self.engine.snapshot()?;
+        match strata_engine::Snapshot::get(&snap, self.data, &bytes)? {
+            None => Ok(None),
+            Some(meta) => {
+                self.decode_row_expiring::<K, _>(&snap, &bytes, meta, || self.clock.now_ms())
+            }
+        }
     }
 
     /// One page of `scan`.

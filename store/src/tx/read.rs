@@ -116,7 +116,7 @@ impl<'s, E: Engine + 's> Tx<'s, E> {
         };
         match meta {
             None => Ok(None),
-            Some(meta) => store.decode_row_expiring::<K, _>(self.snap()?, &bytes, meta, now),
+            Some(meta) => store.decode_row_expiring::<K, _>(self.snap()?, &bytes, meta, || now),
         }
     }
 

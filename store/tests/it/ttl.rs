@@ -241,3 +241,60 @@ fn a_chunked_values_expiry_is_read_and_kept() {
         }
     );
 }
+
+/// A clock that counts its readings.
+struct CountingClock {
+    inner: strata_engine::ManualClock,
+    reads: std::sync::atomic::AtomicUsize,
+}
+
+impl Clock for CountingClock {
+    fn now_ms(&self) -> u64 {
+        self.reads.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        self.inner.now_ms()
+    }
+
+    fn sleep_ms(&self, ms: u64) {
+        self.inner.sleep_ms(ms);
+    }
+}
+
+#[test]
+fn a_point_read_reads_the_clock_only_for_a_row_that_expires() {
+    use std::sync::Arc;
+    use std::sync::atomic::Ordering;
+    let options = common::options(Limits::FOUNDATIONDB);
+    let engine = strata_engine::MemEngine::open(options.keyspace_specs()).unwrap();
+    let clock = Arc::new(CountingClock {
+        inner: strata_engine::ManualClock::new(common::T0),
+        reads: 0.into(),
+    });
+    let store = strata_store::Store::open_with(
+        engine,
+        options,
+        clock.clone(),
+        Box::new(strata_engine::SeededRng::new(1)),
+    )
+    .unwrap();
+    let (plain, expiring) = (DocKey { actor: 1, id: 1 }, DocKey { actor: 1, id: 2 });
+    store.put(&plain, &doc(1)).unwrap();
+    store.put_with_ttl(&expiring, &doc(2), 1_000).unwrap();
+    let reads = || clock.reads.load(Ordering::SeqCst);
+
+    let before = reads();
+    assert_eq!(store.get(&plain).unwrap(), Some(doc(1)));
+    assert_eq!(store.get(&DocKey { actor: 9, id: 9 }).unwrap(), None);
+    assert_eq!(reads(), before, "no expiry, no clock reading");
+
+    assert_eq!(store.get(&expiring).unwrap(), Some(doc(2)));
+    assert_eq!(
+        reads(),
+        before + 1,
+        "an expiry is checked against the clock"
+    );
+    clock.inner.advance(1_000);
+    assert_eq!(store.get(&expiring).unwrap(), None);
+    let got = store.get_with_expiry(&plain).unwrap().unwrap();
+    assert_eq!((got.value, got.expires_at), (doc(1), None));
+    assert_eq!(reads(), before + 2);
+}
