@@ -198,7 +198,12 @@ fn an_index_of_the_older_hash_format_is_refused_then_rebuilt() {
         assert_eq!(report.documents, 2);
         assert_eq!(ix.generation(), Some(2));
         assert!(ix.verify().unwrap().is_exact());
-        assert!(strata_search::inspect::IndexFiles::open(&root).is_ok());
+        assert_eq!(
+            strata_search::inspect::IndexFiles::open(&root)
+                .unwrap()
+                .generation(),
+            2
+        );
 
         // An index with neither hash field is no strata index at all.
         let foreign = dir.0.join("foreign");
@@ -295,4 +300,29 @@ fn an_index_in_memory_rebuilds_too() {
     let (mut ix, report) = ix.rebuild().unwrap();
     assert_eq!((report.documents, ix.generation()), (1, None));
     assert!(ix.verify().unwrap().is_exact());
+}
+
+#[test]
+fn an_unreadable_generation_pointer_is_reported_and_nothing_is_written() {
+    on_every_engine!(Durability::Immediate, |store, clock, dir| {
+        let ob = outbox(&store, &clock, outbox_config());
+        let root = dir.0.join("index");
+        // `CURRENT` cannot be read as a file: it is a directory.
+        std::fs::create_dir_all(root.join("CURRENT")).unwrap();
+        let Err(err) = Indexer::open(
+            &ob,
+            spec(),
+            &Location::Dir(root.clone()),
+            indexer_config(),
+            clock.clone(),
+        ) else {
+            panic!("an index opened with an unreadable CURRENT");
+        };
+        assert!(matches!(err, SearchError::Io(_)), "{err:?}");
+        let entries: Vec<_> = std::fs::read_dir(&root)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(entries, vec![std::ffi::OsString::from("CURRENT")]);
+    });
 }

@@ -597,6 +597,14 @@ fn the_catalog_says_where_an_index_is_and_it_reads_without_its_mapping() {
         assert_eq!(hits.len(), 1);
         assert_eq!(hits[0].key, packed(1));
         assert_eq!(hits[0].snippet, "refresh tokens");
+        // Queries read the text fields only: a word of a string field
+        // ("info" is a level) or of the built-in fields is not searched.
+        assert!(files.query("info", 10).unwrap().is_empty());
+        let shown = format!("{files:?}");
+        assert!(
+            shown.contains("generation: 1") && shown.contains(&format!("{checkpoint:?}")),
+            "{shown}"
+        );
         let view = store.read().unwrap();
         assert_eq!(hits[0].freshness(&view).unwrap(), Freshness::Current);
         let same = files.compare(&view, &spec()).unwrap();
@@ -672,4 +680,103 @@ fn index_commits_changes_checkpoint_and_lag_are_recorded() {
     #[allow(clippy::cast_precision_loss)]
     let most = (last - checkpoint.version) as f64;
     assert!((0.0..=most).contains(&lag), "{lag} of at most {most}");
+}
+
+#[test]
+fn an_idle_step_writes_nothing_and_the_lease_is_renewed_a_second_before_it_expires() {
+    on_every_engine!(Durability::Immediate, |store, clock, dir| {
+        use strata_engine::Clock;
+        let ob = outbox(&store, &clock, outbox_config());
+        put(&store, &ob, 1, &note("kept", "x", "info", T0));
+        let mut ix = crate::indexer_at(&ob, &clock, &dir.0.join("index"));
+        let acquired = clock.now_ms();
+        ix.catch_up().unwrap();
+        assert_eq!(
+            clock.now_ms(),
+            acquired,
+            "the test's clock moves only when told"
+        );
+        let idle = strata_search::Step::default();
+        // Nothing to index, nothing to acknowledge, a lease that runs:
+        // nothing is written.
+        let before = store.engine().last_version();
+        assert_eq!(ix.step().unwrap(), idle);
+        assert_eq!(store.engine().last_version(), before, "an idle step wrote");
+        // The lease (30 s) is renewed once it has a second or less to run.
+        let expires = acquired + outbox_config().lease_ms;
+        clock.advance(expires - 1_001 - acquired);
+        assert_eq!(ix.step().unwrap(), idle);
+        assert_eq!(store.engine().last_version(), before, "renewed too early");
+        clock.advance(1);
+        assert_eq!(ix.step().unwrap(), idle);
+        assert_eq!(store.engine().last_version(), before + 1, "not renewed");
+        // Past the old lease's expiry the indexer still works on the new one.
+        clock.advance(5_000);
+        put(&store, &ob, 2, &note("later", "y", "info", T0));
+        assert_eq!(
+            ix.catch_up().unwrap(),
+            ob.checkpoint("search.notes", "notes").unwrap()
+        );
+        assert_eq!(ix.documents().unwrap(), 2);
+    });
+}
+
+#[test]
+fn every_index_is_in_the_catalog_and_a_moved_one_is_updated() {
+    on_every_engine!(Durability::Immediate, |store, clock, dir| {
+        let ob = outbox(&store, &clock, outbox_config());
+        assert_eq!(spec().name(), "notes");
+        assert!(format!("{:?}", spec()).contains("\"notes\""));
+        let other_spec = || {
+            IndexSpec::new("titles", |_k: &NoteKey, n: &crate::Note| {
+                Document::new().text("title", &n.title)
+            })
+            .unwrap()
+            .text("title", 1.0)
+            .unwrap()
+        };
+        let (first, second, moved) = (
+            dir.0.join("first"),
+            dir.0.join("second"),
+            dir.0.join("moved"),
+        );
+        drop(crate::indexer_at(&ob, &clock, &first));
+        drop(
+            Indexer::open(
+                &ob,
+                other_spec(),
+                &Location::Dir(second.clone()),
+                indexer_config(),
+                clock.clone(),
+            )
+            .unwrap(),
+        );
+        let dirs = |store: &Store<_>| {
+            let mut v: Vec<(String, std::path::PathBuf)> =
+                strata_search::inspect::catalog_indexes(&store.catalog().unwrap())
+                    .into_iter()
+                    .map(|e| (e.name, e.dir.unwrap()))
+                    .collect();
+            v.sort();
+            v
+        };
+        let canonical = |p: &std::path::Path| std::fs::canonicalize(p).unwrap();
+        assert_eq!(
+            dirs(&store),
+            vec![
+                ("notes".to_owned(), canonical(&first)),
+                ("titles".to_owned(), canonical(&second)),
+            ]
+        );
+        // The same index opened from another directory: its entry follows.
+        let ix = crate::indexer_at(&ob, &clock, &moved);
+        ix.close().unwrap();
+        assert_eq!(
+            dirs(&store),
+            vec![
+                ("notes".to_owned(), canonical(&moved)),
+                ("titles".to_owned(), canonical(&second)),
+            ]
+        );
+    });
 }
