@@ -234,13 +234,7 @@ impl<'s, E: Engine + 's> ReadView<'s, E> {
         K: Key,
         K::Value: Value,
     {
-        let bytes = key.pack().map_err(StoreError::key::<K>)?;
-        match self.snap.get(self.store.data, &bytes)? {
-            None => Ok(None),
-            Some(meta) => self
-                .store
-                .decode_row_expiring::<K, _>(&self.snap, &bytes, meta, || self.now),
-        }
+        self.store.get_at(&self.snap, key, || self.now)
     }
 
     /// Streams the entries of `scan`, decoding keys as `K`: a row of
@@ -397,6 +391,26 @@ impl<E: Engine> Store<E> {
         Ok(self
             .decode_row_expiring::<K, S>(snap, key, meta, || now)?
             .map(|e| e.value))
+    }
+
+    /// The value of `key` in `snap` with its expiry; `now` is read only
+    /// for a row that has an expiry.
+    pub(crate) fn get_at<K, S>(
+        &self,
+        snap: &S,
+        key: &K,
+        now: impl Fn() -> u64,
+    ) -> Result<Option<Expiring<K::Value>>, StoreError>
+    where
+        K: Key,
+        K::Value: Value,
+        S: Snapshot,
+    {
+        let bytes = key.pack().map_err(StoreError::key::<K>)?;
+        match snap.get(self.data, &bytes)? {
+            None => Ok(None),
+            Some(meta) => self.decode_row_expiring::<K, S>(snap, &bytes, meta, now),
+        }
     }
 
     /// As [`Store::decode_row`], with the value's expiry (`None`: never).

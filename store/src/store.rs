@@ -331,14 +331,8 @@ impl<E: Engine> Store<E> {
         K: Key,
         K::Value: Value,
     {
-        let bytes = key.pack().map_err(StoreError::key::<K>)?;
         let snap = self.engine.snapshot()?;
-        match strata_engine::Snapshot::get(&snap, self.data, &bytes)? {
-            None => Ok(None),
-            Some(meta) => {
-                self.decode_row_expiring::<K, _>(&snap, &bytes, meta, || self.clock.now_ms())
-            }
-        }
+        self.get_at(&snap, key, || self.clock.now_ms())
     }
 
     /// One page of `scan`.
