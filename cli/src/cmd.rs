@@ -184,9 +184,9 @@ pub fn run(cli: &Cli) -> Result<ExitCode, Failure> {
 
 fn print(cli: &Cli, out: &Json, text: impl Fn(&Json) -> String) {
     if cli.json {
-        println!("{}", serde_json::to_string_pretty(out).unwrap_or_default());
+        crate::emit(&serde_json::to_string_pretty(out).unwrap_or_default());
     } else {
-        println!("{}", text(out));
+        crate::emit(&text(out));
     }
 }
 
@@ -616,17 +616,118 @@ fn verify_text(o: &Json) -> String {
     s
 }
 
-/// A sibling of `dest` to build in, renamed into place when complete.
-fn partial(dest: &str) -> std::path::PathBuf {
-    let d = Path::new(dest);
-    let name = d
-        .file_name()
-        .map_or_else(|| "strata".into(), |n| n.to_string_lossy().into_owned());
-    d.with_file_name(format!(".{name}.partial-{}", std::process::id()))
+/// A private staging directory beside `dest` (mode 0700: nobody else can
+/// open what is written there), to build the copy in before it is given
+/// its mode and renamed into place.
+struct Staging {
+    dir: std::path::PathBuf,
+}
+
+impl Staging {
+    fn new(dest: &str) -> Result<Self, Failure> {
+        let d = Path::new(dest);
+        let name = d
+            .file_name()
+            .map_or_else(|| "strata".into(), |n| n.to_string_lossy().into_owned());
+        let dir = d.with_file_name(format!(".{name}.partial-{}", std::process::id()));
+        remove_any(&dir);
+        let mut builder = std::fs::DirBuilder::new();
+        #[cfg(unix)]
+        std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
+        builder
+            .create(&dir)
+            .map_err(|e| Failure::failed("cannot create a staging directory", &e))?;
+        Ok(Self { dir })
+    }
+
+    /// Where the copy is built.
+    fn path(&self) -> std::path::PathBuf {
+        self.dir.join("copy")
+    }
+}
+
+impl Drop for Staging {
+    fn drop(&mut self) {
+        remove_any(&self.dir);
+    }
+}
+
+/// An empty redb file, or an empty RocksDB directory, with `mode` (where
+/// given) from the start.
+fn create_with_mode(dest: &str, kind: Kind, mode: Option<u32>) -> std::io::Result<()> {
+    #[cfg(unix)]
+    use std::os::unix::fs::{DirBuilderExt as _, OpenOptionsExt as _};
+    if kind == Kind::Rocks {
+        let mut builder = std::fs::DirBuilder::new();
+        #[cfg(unix)]
+        if let Some(m) = mode {
+            builder.mode(dir_mode(m));
+        }
+        builder.create(dest)
+    } else {
+        let mut options = std::fs::OpenOptions::new();
+        options.write(true).create_new(true);
+        #[cfg(unix)]
+        if let Some(m) = mode {
+            options.mode(m);
+        }
+        options.open(dest).map(drop)
+    }
 }
 
 fn remove_any(p: &Path) {
     let _ = std::fs::remove_dir_all(p).or_else(|_| std::fs::remove_file(p));
+}
+
+/// The permission bits a database's files have (`None` for a PostgreSQL
+/// database, or where there are none): a redb file's own; for a RocksDB
+/// directory, its bits without execute (search) bits.
+fn mode_of(path: &str) -> Option<u32> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        std::fs::metadata(path)
+            .ok()
+            .map(|m| m.permissions().mode() & 0o666)
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = path;
+        None
+    }
+}
+
+/// The bits of a directory holding files of `mode`: search where read.
+const fn dir_mode(mode: u32) -> u32 {
+    mode | ((mode & 0o444) >> 2)
+}
+
+/// Gives a copy the source's file `mode` (see [`mode_of`]): a file the
+/// mode itself; a directory the mode with search bits where it reads, and
+/// every file inside it the mode.
+fn give_mode(p: &Path, mode: Option<u32>) -> std::io::Result<()> {
+    #[cfg(unix)]
+    if let Some(mode) = mode {
+        use std::os::unix::fs::PermissionsExt as _;
+        let set =
+            |p: &Path, m: u32| std::fs::set_permissions(p, std::fs::Permissions::from_mode(m));
+        if p.is_dir() {
+            for entry in std::fs::read_dir(p)? {
+                let entry = entry?;
+                if entry.file_type()?.is_dir() {
+                    give_mode(&entry.path(), Some(mode))?;
+                } else {
+                    set(&entry.path(), mode)?;
+                }
+            }
+            set(p, dir_mode(mode))?;
+        } else {
+            set(p, mode)?;
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = (p, mode);
+    Ok(())
 }
 
 /// Syncs a file or a directory's entries.
@@ -665,25 +766,18 @@ fn refuse_existing(dest: &str) -> Result<(), Failure> {
 
 fn backup<E: Engine + Backup>(db: &Db, e: &E, dest: &str) -> Result<Json, Failure> {
     refuse_existing(dest)?;
-    let tmp = partial(dest);
+    let staging = Staging::new(dest)?;
+    let tmp = staging.path();
     let bar = Progress::spinner("backup");
     let result = e.backup(&tmp);
     drop(bar);
-    let info = match result {
-        Ok(info) => info,
-        Err(err) => {
-            remove_any(&tmp);
-            return Err(Failure::failed("backup", &err));
-        }
-    };
+    let info = result.map_err(|err| Failure::failed("backup", &err))?;
     if stopped() {
-        remove_any(&tmp);
         return Err(Failure::Stopped);
     }
-    if let Err(err) = put_in_place(&tmp, dest) {
-        remove_any(&tmp);
-        return Err(err);
-    }
+    give_mode(&tmp, mode_of(&db.path))
+        .map_err(|err| Failure::failed("cannot give the backup the database's mode", &err))?;
+    put_in_place(&tmp, dest)?;
     Ok(
         json!({ "source": db.path, "dest": dest, "engine": db.kind.name(), "version": info.version }),
     )
@@ -712,18 +806,15 @@ fn restore(kind: Option<Kind>, backup: &str, dest: &str) -> Result<Json, Failure
         }
         v["version"].clone()
     };
-    let tmp = partial(dest);
+    let staging = Staging::new(dest)?;
+    let tmp = staging.path();
     let bar = Progress::spinner("restore");
     let copied = copy_tree(Path::new(backup), &tmp);
     drop(bar);
-    if let Err(err) = copied {
-        remove_any(&tmp);
-        return Err(err);
-    }
-    if let Err(err) = put_in_place(&tmp, dest) {
-        remove_any(&tmp);
-        return Err(err);
-    }
+    copied?;
+    give_mode(&tmp, mode_of(backup))
+        .map_err(|err| Failure::failed("cannot give the copy the backup's mode", &err))?;
+    put_in_place(&tmp, dest)?;
     Ok(json!({ "backup": backup, "dest": dest, "engine": kind.name(), "version": checked }))
 }
 
@@ -927,18 +1018,48 @@ fn copy(cli: &Cli, src: &str, dest: &str, dest_kind: Option<Kind>) -> Result<Jso
     // The destination has the source's keyspaces with their profiles, and
     // the progress keyspace.
     let mut specs = open::specs_for(&src_db.keyspaces, &src_db.options);
-    specs.push(KeyspaceSpec::new(
-        COPY_KEYSPACE,
-        strata_engine::Profile::General,
-    ));
+    // A source that was itself copied into has the progress keyspace.
+    if !specs.iter().any(|s| s.name == COPY_KEYSPACE) {
+        specs.push(KeyspaceSpec::new(
+            COPY_KEYSPACE,
+            strata_engine::Profile::General,
+        ));
+    }
+    // A new destination file or directory gets the source's mode before
+    // anything is written into it (a PostgreSQL source has none: the
+    // umask decides, as for any new database).
+    let mode = mode_of(src).filter(|_| src_db.kind != Kind::Postgres);
+    if dest_kind != Kind::Postgres && !Path::new(dest).exists() {
+        create_with_mode(dest, dest_kind, mode)
+            .map_err(|err| Failure::failed("cannot create the destination", &err))?;
+    }
     let dest_engine = open::open_engine(dest_kind, dest, specs, false)?;
     let out = with_engine!(&src_db.engine, s => {
         with_engine!(&dest_engine, d => copy_rows(&src_db, s, d))
     })?;
+    drop(dest_engine);
+    if dest_kind != Kind::Postgres {
+        give_mode(Path::new(dest), mode)
+            .map_err(|err| Failure::failed("cannot give the copy the source's mode", &err))?;
+    }
     Ok(json!({
         "source": src, "dest": dest, "dest_engine": dest_kind.name(),
         "rows": out.0, "resumed": out.1, "keyspaces": src_db.keyspaces.len(), "version": out.2,
     }))
+}
+
+/// The keyspaces a copy copies, in name order: all but the source's own
+/// copy progress (it was a copy's destination), which the destination
+/// keeps for itself.
+fn copied_keyspaces(db: &Db) -> Vec<String> {
+    let mut names: Vec<String> = db
+        .keyspaces
+        .iter()
+        .filter(|n| *n != COPY_KEYSPACE)
+        .cloned()
+        .collect();
+    names.sort();
+    names
 }
 
 /// Copies every keyspace of `s` into `d`, resuming from `d`'s progress
@@ -984,8 +1105,7 @@ fn copy_rows<S: Engine, D: Engine>(db: &Db, s: &S, d: &D) -> Result<(u64, bool, 
     let resumed = resume.is_some();
     let bar = Progress::new("copy");
     let mut copied = 0u64;
-    let mut names = db.keyspaces.clone();
-    names.sort();
+    let names = copied_keyspaces(db);
     for name in &names {
         let from = match &resume {
             Some((_, ks, _)) if name < ks => continue,

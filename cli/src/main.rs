@@ -6,6 +6,7 @@ mod notation;
 mod open;
 mod progress;
 mod search;
+mod secrets;
 mod show;
 
 use std::process::ExitCode;
@@ -248,6 +249,11 @@ impl Failure {
         } else {
             ""
         };
+        let path = if secrets::is_conninfo(path) {
+            strata_engine_postgres::redact(path)
+        } else {
+            path.to_owned()
+        };
         Self::Open(format!("cannot open {path}: {text}{hint}"))
     }
 
@@ -266,7 +272,28 @@ impl std::fmt::Display for Failure {
     }
 }
 
+/// Writes `text` and a newline to stdout, passwords scrubbed; a reader
+/// that went away (a closed pipe: `strata info db | head -3`) ends the
+/// tool quietly, as it ends any other program that writes to a pipe.
+pub fn emit(text: &str) {
+    use std::io::Write as _;
+    let mut out = std::io::stdout().lock();
+    let written = out
+        .write_all(secrets::scrub(text).as_bytes())
+        .and_then(|()| out.write_all(b"\n"))
+        .and_then(|()| out.flush());
+    match written {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => std::process::exit(0),
+        Err(e) => {
+            eprintln!("strata: cannot write the output: {e}");
+            std::process::exit(2);
+        }
+    }
+}
+
 fn main() -> ExitCode {
+    secrets::learn(std::env::args());
     let cli = Cli::parse();
     progress::catch_ctrl_c();
     match cmd::run(&cli) {
@@ -276,7 +303,7 @@ fn main() -> ExitCode {
             ExitCode::from(130)
         }
         Err(e) => {
-            eprintln!("strata: {e}");
+            eprintln!("strata: {}", secrets::scrub(&e.to_string()));
             ExitCode::from(2)
         }
     }

@@ -40,11 +40,7 @@ const REDB_MAGIC: &[u8] = b"redb";
 /// What `path` is: a PostgreSQL URL or connection string, a directory
 /// with RocksDB's `CURRENT` file, or a file that starts as redb's do.
 pub fn detect(path: &str) -> Result<Kind, Failure> {
-    if path.starts_with("postgres://")
-        || path.starts_with("postgresql://")
-        || path.contains("host=")
-        || path.contains("dbname=")
-    {
+    if crate::secrets::is_conninfo(path) {
         return Ok(Kind::Postgres);
     }
     let p = Path::new(path);
@@ -70,6 +66,7 @@ pub fn detect(path: &str) -> Result<Kind, Failure> {
 }
 
 /// An open engine of one of the kinds.
+#[allow(clippy::large_enum_variant)] // one per command, never moved in a loop
 pub enum Opened {
     Redb(RedbEngine),
     Rocks(RocksEngine),
@@ -89,8 +86,12 @@ macro_rules! with_engine {
 }
 
 fn pg_config(url: &str) -> Result<postgres::Config, Failure> {
-    url.parse::<postgres::Config>()
-        .map_err(|e| Failure::NotADatabase(format!("{url} is not a PostgreSQL address: {e}")))
+    url.parse::<postgres::Config>().map_err(|e| {
+        Failure::NotADatabase(format!(
+            "{} is not a PostgreSQL address: {e}",
+            strata_engine_postgres::redact(url)
+        ))
+    })
 }
 
 /// The keyspaces stored at `path`.
@@ -147,6 +148,8 @@ pub fn limits(kind: Kind) -> Limits {
 /// An open database and what is known of it.
 pub struct Db {
     pub kind: Kind,
+    /// The path as shown (a PostgreSQL connection string without its
+    /// password).
     pub path: String,
     pub engine: Opened,
     /// Every keyspace stored, by name.
@@ -199,7 +202,11 @@ pub fn open(
     };
     Ok(Db {
         kind,
-        path: path.to_owned(),
+        path: if kind == Kind::Postgres {
+            strata_engine_postgres::redact(path)
+        } else {
+            path.to_owned()
+        },
         engine,
         keyspaces,
         options,

@@ -956,3 +956,157 @@ fn read_only_commands_leave_the_file_byte_for_byte() {
     json(&["outbox", d, "reset", "notes", "indexer", "end"]);
     assert!(std::fs::read(&db).unwrap() != before);
 }
+
+/// A PostgreSQL password given in a connection string (key=value and URL
+/// forms) appears in no output of the tool: text and JSON, successes and
+/// errors, the engine line, a copy's report. (The throwaway server trusts
+/// local users, so it connects whatever the password.)
+#[test]
+fn no_output_shows_a_postgresql_password() {
+    use strata_engine_postgres::testing::TestServer;
+    const SECRET: &str = "Hunter2Sekrit";
+    let server = TestServer::shared().unwrap();
+    let config = server.database("cli_secret").unwrap();
+    let socket = server.socket_dir().display().to_string();
+    let (user, dbname) = (config.get_user().unwrap(), config.get_dbname().unwrap());
+    let kv = format!(
+        "host={socket} port={} user={user} dbname={dbname} password={SECRET}",
+        server.port()
+    );
+    let bad_kv = format!(
+        "host={socket} port={} user={user} dbname=no_such_db password='{SECRET}'",
+        server.port()
+    );
+    let bad_url = format!("postgresql://{user}:{SECRET}@127.0.0.1:1/{dbname}");
+    let dir = Dir::new("secret");
+    let src = create(Which::Redb, &dir);
+    let back = dir.0.join("back.redb");
+    let back2 = dir.0.join("back2.redb");
+    let mut runs: Vec<Vec<&str>> = vec![
+        vec!["copy", p(&src), &kv],
+        vec!["--json", "copy", p(&src), &kv],
+        vec!["info", &kv],
+        vec!["--json", "info", &kv],
+        vec!["scan", &kv, "data", "--limit", "2"],
+        vec!["verify", &kv],
+        vec!["--json", "verify", &kv],
+        vec!["outbox", &kv, "list"],
+        vec!["backup", &kv, p(&back)],
+        vec!["copy", &kv, p(&back)],
+        vec!["--json", "copy", &kv, p(&back2)],
+    ];
+    for bad in [&bad_kv, &bad_url] {
+        runs.push(vec!["info", bad]);
+        runs.push(vec!["--json", "verify", bad]);
+        runs.push(vec!["copy", p(&src), bad]);
+    }
+    let mut failures = 0;
+    for args in &runs {
+        let (code, out, err) = run(args);
+        if code != 0 {
+            println!("{args:?} failed ({code}): {err}");
+        }
+        failures += usize::from(code != 0);
+        for (stream, text) in [("stdout", &out), ("stderr", &err)] {
+            assert!(
+                !text.contains(SECRET),
+                "{args:?} shows the password on {stream}: {text}"
+            );
+        }
+    }
+    // The copies worked (so their reports were really printed), and the
+    // bad addresses failed with their message.
+    let (_, info, _) = run(&["info", &kv]);
+    assert!(info.contains("password=***"), "{info}");
+    let (code, _, err) = run(&["info", &bad_url]);
+    assert_eq!(code, 2);
+    assert!(
+        err.contains(&format!("postgresql://{user}:***@127.0.0.1:1/")),
+        "{err}"
+    );
+    assert_eq!(
+        failures, 8,
+        "the second copy into the same database, the backup of PostgreSQL and the six bad opens fail"
+    );
+    // A copy of a copy (the source has the copy's progress keyspace).
+    let again = json(&["copy", p(&back), p(&dir.0.join("again.redb"))]);
+    assert!(again["rows"].as_u64().unwrap() > 0, "{again}");
+}
+
+/// `strata info db | head -1`: the reader goes away, and the tool ends
+/// quietly (no panic, no "Broken pipe" message).
+#[test]
+fn a_closed_pipe_ends_the_tool_quietly() {
+    use std::io::Read as _;
+    use std::process::Stdio;
+    let dir = Dir::new("pipe");
+    let db = create(Which::Redb, &dir);
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("strata"))
+        .args(["scan", p(&db), "data"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Close the reading end before the tool writes.
+    drop(child.stdout.take());
+    let mut err = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    let status = child.wait().unwrap();
+    assert!(!err.contains("panicked"), "{err}");
+    assert!(!err.contains("Broken pipe"), "{err}");
+    assert_eq!(status.code(), Some(0), "{err}");
+}
+
+/// `backup`, `restore` and `copy` give what they create the source's
+/// mode: a 0600 redb file stays 0600 (whatever the umask), a 0700 RocksDB
+/// directory stays private, file by file.
+#[cfg(unix)]
+#[test]
+fn copies_keep_the_source_s_mode() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    let set = |p: &Path, m: u32| {
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(m)).unwrap();
+    };
+    let dir = Dir::new("modes");
+    let redb = create(Which::Redb, &dir);
+    set(&redb, 0o600);
+    let b = dir.0.join("b.redb");
+    let r = dir.0.join("r.redb");
+    let c = dir.0.join("c.redb");
+    let cr = dir.0.join("c-rocks");
+    json(&["backup", p(&redb), p(&b)]);
+    json(&["restore", p(&b), p(&r)]);
+    json(&["copy", p(&redb), p(&c)]);
+    json(&["copy", p(&redb), p(&cr), "--dest-engine", "rocks"]);
+    for f in [&b, &r, &c] {
+        assert_eq!(mode(f), 0o600, "{}", f.display());
+    }
+    assert_eq!(mode(&cr), 0o700);
+    let rocks = create(Which::Rocks, &dir);
+    set(&rocks, 0o750);
+    let rb = dir.0.join("rocks-backup");
+    json(&["backup", p(&rocks), p(&rb)]);
+    assert_eq!(mode(&rb), 0o750);
+    for dest in [&cr, &rb] {
+        for entry in std::fs::read_dir(dest).unwrap() {
+            let entry = entry.unwrap();
+            if entry.file_type().unwrap().is_file() {
+                let m = mode(&entry.path());
+                assert_eq!(m & 0o007, 0, "{}: {m:o}", entry.path().display());
+                assert_eq!(m & 0o111, 0, "{}: {m:o}", entry.path().display());
+            }
+        }
+    }
+    // A 0644 source gives 0644 copies, so the mode is the source's, not a
+    // fixed one.
+    set(&redb, 0o644);
+    let open = dir.0.join("open.redb");
+    json(&["copy", p(&redb), p(&open)]);
+    assert_eq!(mode(&open), 0o644);
+}

@@ -73,9 +73,18 @@
 //! this engine has committed or seen; other processes may be ahead.
 //!
 //! A commit whose `COMMIT` reply is lost (the connection broke) is resolved
-//! on a new connection with `txid_status` of its transaction id: committed,
-//! aborted, or else reported as [`CommitError::OutcomeUnknown`]. It is
-//! never retried. A failure before `COMMIT` was sent applies nothing (the
+//! on a new connection by its *commit token*: every commit writes, in its
+//! own transaction, a row holding a token this engine generated
+//! (`strata_commits`), so the row is durable exactly when the commit's rows
+//! are. The resolver claims the token as not applied (an insert that waits
+//! for a transaction still holding the commit's row, and that the commit,
+//! were its message still on its way, can no longer follow), then reads
+//! the row: applied, not applied, or else
+//! [`CommitError::OutcomeUnknown`]. It is never retried. Transaction ids are
+//! not used: after a crash the server hands out again an id that nothing
+//! durable recorded, so `txid_status` can answer for another transaction.
+//! Token rows are kept for [`PostgresOptions::token_retention`] (server
+//! time) and pruned by the engine every 4,096 commits. A failure before `COMMIT` was sent applies nothing (the
 //! server rolls back an unfinished transaction when its connection drops),
 //! so the engine retries it once on a new connection when the first
 //! statement on a pooled connection finds it dead (a server restart).
@@ -90,6 +99,7 @@
 //! above.
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+mod conninfo;
 pub mod layout;
 mod pool;
 mod read;
@@ -106,6 +116,7 @@ use strata_engine::{
     Statistics,
 };
 
+pub use crate::conninfo::redact;
 pub use crate::pool::PoolError;
 pub use crate::read::{PostgresRange, PostgresSnapshot};
 /// The `postgres` crate, for its [`Config`](postgres::Config).
@@ -140,6 +151,10 @@ pub struct PostgresOptions {
     /// Most rows a range reads per query (default 1,024); the first query
     /// reads 64 and each next one twice as many, up to this.
     pub range_batch: usize,
+    /// How long a commit's token row is kept (default 10 minutes, by the
+    /// server's clock): a commit whose reply was lost is settled by its
+    /// token within seconds, so this only needs to outlast that.
+    pub token_retention: Duration,
 }
 
 impl Default for PostgresOptions {
@@ -148,8 +163,49 @@ impl Default for PostgresOptions {
             pool_size: 8,
             pool_wait: Duration::from_secs(30),
             range_batch: 1_024,
+            token_retention: Duration::from_mins(10),
         }
     }
+}
+
+/// Token rows are pruned once every this many commits of an engine.
+const PRUNE_EVERY: u64 = 4_096;
+
+/// A commit's token: the engine's 16 random bytes, then its commit count.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct CommitToken([u8; 24]);
+
+impl CommitToken {
+    pub(crate) fn as_bytes(&self) -> &[u8; 24] {
+        &self.0
+    }
+}
+
+impl std::fmt::Display for CommitToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.iter().try_for_each(|b| write!(f, "{b:02x}"))
+    }
+}
+
+/// A commit's last message failed: its text, and whether the connection
+/// (rather than a statement) failed.
+#[derive(Debug)]
+pub(crate) struct LastMessageError {
+    pub(crate) connection_lost: bool,
+    pub(crate) message: String,
+}
+
+/// A fault the tests put in the way of the next commit's last message (its
+/// `COMMIT`): `meanwhile` runs before the message is sent (`applied:
+/// false`; a test kills the server there, so the message never arrives),
+/// or after its reply arrived, which is then treated as lost (`applied:
+/// true`). Either way the engine must settle the commit as it really went.
+#[cfg(feature = "test-server")]
+pub struct ReplyFault {
+    /// Whether the message is sent (and its reply dropped) or not sent.
+    pub applied: bool,
+    /// What happens meanwhile (a server crash and restart, other work).
+    pub meanwhile: Box<dyn FnOnce() + Send>,
 }
 
 /// The engine contract on PostgreSQL. See the [crate docs](crate).
@@ -161,6 +217,12 @@ pub struct PostgresEngine {
     options: PostgresOptions,
     last: AtomicU64,
     durable: AtomicU64,
+    /// The first 16 bytes of every commit token of this instance.
+    token_prefix: [u8; 16],
+    /// Commits begun by this instance: the rest of the token.
+    tokens: AtomicU64,
+    #[cfg(feature = "test-server")]
+    reply_fault: std::sync::Mutex<Option<ReplyFault>>,
 }
 
 impl std::fmt::Debug for PostgresEngine {
@@ -312,6 +374,17 @@ impl PostgresEngine {
             options,
             last: AtomicU64::new(0),
             durable: AtomicU64::new(0),
+            token_prefix: {
+                use strata_engine::Rng as _;
+                let mut rng = strata_engine::SystemRng::new();
+                let mut prefix = [0; 16];
+                prefix[..8].copy_from_slice(&rng.next_u64().to_be_bytes());
+                prefix[8..].copy_from_slice(&rng.next_u64().to_be_bytes());
+                prefix
+            },
+            tokens: AtomicU64::new(0),
+            #[cfg(feature = "test-server")]
+            reply_fault: std::sync::Mutex::new(None),
         };
         // The state found is made durable (a server that did not crash may
         // still hold buffered commits of another process in memory), which
@@ -366,6 +439,87 @@ impl PostgresEngine {
         self.pool.clear_idle();
     }
 
+    /// Puts `fault` in the way of the next commit's last message (see
+    /// [`ReplyFault`]); for tests of lost replies.
+    #[cfg(feature = "test-server")]
+    pub fn inject_reply_fault(&self, fault: ReplyFault) {
+        *self
+            .reply_fault
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(fault);
+    }
+
+    /// A new commit token; every [`PRUNE_EVERY`] tokens, first prunes the
+    /// token rows older than the retention.
+    pub(crate) fn mint_token(&self) -> CommitToken {
+        let n = self.tokens.fetch_add(1, Ordering::Relaxed);
+        if n % PRUNE_EVERY == PRUNE_EVERY - 1 {
+            self.prune_tokens();
+        }
+        let mut token = [0; 24];
+        token[..16].copy_from_slice(&self.token_prefix);
+        token[16..].copy_from_slice(&n.to_be_bytes());
+        CommitToken(token)
+    }
+
+    /// Deletes the token rows older than [`PostgresOptions::token_retention`]
+    /// (by the server's clock). A failure is only logged: the next prune
+    /// tries again.
+    pub fn prune_tokens(&self) {
+        let secs = self.options.token_retention.as_secs_f64();
+        let pruned = self.repeatable(|client| {
+            client.execute(
+                "DELETE FROM strata_commits WHERE at < now() - make_interval(secs => $1)",
+                &[&secs],
+            )
+        });
+        match pruned {
+            Ok(n) => tracing::debug!(rows = n, "commit tokens pruned"),
+            Err(e) => tracing::warn!(error = %e, "commit tokens could not be pruned"),
+        }
+    }
+
+    /// Sends a commit's last message (its `COMMIT`) and reads the answer.
+    pub(crate) fn last_message(
+        &self,
+        pooled: &mut Pooled<'_>,
+        sql: &str,
+    ) -> Result<Vec<postgres::SimpleQueryMessage>, LastMessageError> {
+        #[cfg(feature = "test-server")]
+        let fault = self
+            .reply_fault
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take();
+        #[cfg(feature = "test-server")]
+        let fault = match fault {
+            Some(f) if !f.applied => {
+                (f.meanwhile)();
+                None
+            }
+            other => other,
+        };
+        let answer = pooled
+            .conn()
+            .client
+            .simple_query(sql)
+            .map_err(|e| LastMessageError {
+                connection_lost: is_connection_error(&e),
+                message: describe(&e),
+            });
+        #[cfg(feature = "test-server")]
+        if let Some(f) = fault
+            && answer.is_ok()
+        {
+            (f.meanwhile)();
+            return Err(LastMessageError {
+                connection_lost: true,
+                message: "the commit's reply was lost (a fault of the tests)".into(),
+            });
+        }
+        answer
+    }
+
     /// The table of keyspace `ks`, if this instance issued it.
     pub(crate) fn table(&self, ks: strata_engine::Keyspace) -> Option<&str> {
         self.keyspaces.index_of(ks).map(|i| self.tables[i].as_str())
@@ -378,7 +532,7 @@ impl PostgresEngine {
 
     /// Sends a transaction's first message on a pooled connection; if that
     /// connection turns out dead (a server restart ended it while idle),
-    /// sends it once more on a new one: nothing was applied by a message
+    /// drops every idle connection and sends it once more on a new one: nothing was applied by a message
     /// that never reached a live session. A connection whose message
     /// failed is not reused.
     pub(crate) fn first_message<T>(
@@ -390,6 +544,10 @@ impl PostgresEngine {
             Ok(v) => Ok((pooled, v)),
             Err(e) if is_connection_error(&e) => {
                 pooled.discard();
+                // The other idle connections most likely went with the
+                // same server (a restart): drop them all, so the retry
+                // gets a new one.
+                self.pool.clear_idle();
                 let mut fresh = self.pooled().map_err(boxed)?;
                 match send(&mut fresh) {
                     Ok(v) => Ok((fresh, v)),
@@ -436,6 +594,10 @@ fn create(
          INSERT INTO strata_meta VALUES (1, 0), (3, {LAYOUT_VERSION}) ON CONFLICT (id) DO NOTHING;
          CREATE TABLE IF NOT EXISTS strata_flush (
              pid int PRIMARY KEY, n bigint NOT NULL DEFAULT 0, xid bigint, version bigint);
+         CREATE TABLE IF NOT EXISTS strata_commits (
+             token bytea PRIMARY KEY, applied boolean NOT NULL, version bigint,
+             at timestamptz NOT NULL DEFAULT now());
+         CREATE INDEX IF NOT EXISTS strata_commits_at ON strata_commits (at);
          CREATE TABLE IF NOT EXISTS strata_keyspaces (
              id int GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
              name bytea NOT NULL UNIQUE)"

@@ -14,7 +14,7 @@ use strata_engine::{
 use crate::layout::{self, Condition};
 use crate::pool::{Conn, Pooled};
 use crate::read::first_value;
-use crate::{PostgresEngine, ServerError, boxed, is_connection_error};
+use crate::{LastMessageError, PostgresEngine, ServerError, boxed, is_connection_error};
 
 /// Most rows in one statement of a multi-row put or delete, and most bytes
 /// of keys and values: each statement is one protocol message, which
@@ -28,10 +28,19 @@ const BYTES_PER_STATEMENT: usize = 64 << 20;
 const LITERAL_BYTES: usize = 256 << 10;
 
 /// The first statement of every commit: takes the version row's lock (the
-/// commit lock of the whole database), and returns the next version and the
-/// transaction's id (to resolve a lost `COMMIT` reply).
+/// commit lock of the whole database), and returns the next version.
 const BEGIN: &str = "BEGIN ISOLATION LEVEL READ COMMITTED; \
-     UPDATE strata_meta SET value = value + 1 WHERE id = 1 RETURNING value, txid_current()";
+     UPDATE strata_meta SET value = value + 1 WHERE id = 1 RETURNING value";
+
+/// The statement, sent with a commit's `COMMIT`, that records its token
+/// (see [`crate::CommitToken`]) as applied at the version `version_sql`
+/// computes: the row is durable exactly when the commit's rows are.
+fn token_row(token: &crate::CommitToken, version_sql: &str) -> String {
+    format!(
+        "INSERT INTO strata_commits (token, applied, version) VALUES ({}, true, {version_sql}); ",
+        layout::literal(token.as_bytes())
+    )
+}
 
 /// A transaction that makes the log durable up to its own commit record,
 /// so past every commit before it: a one-row write (a commit that wrote
@@ -60,25 +69,21 @@ const SYNC: &str = flush_sql!("SELECT value FROM strata_meta WHERE id = 1; ");
 
 /// Begins a commit: [`BEGIN`], then `reads` (statements whose rows are
 /// tagged, see [`Prefetched`]), in one round trip. Returns the first
-/// version, the transaction id and the answer.
+/// version (0 when the answer held none) and the answer.
 fn begin_on(
     pooled: &mut Pooled<'_>,
     reads: &str,
-) -> Result<(u64, i64, Vec<SimpleQueryMessage>), postgres::Error> {
+) -> Result<(u64, Vec<SimpleQueryMessage>), postgres::Error> {
     let answer = if reads.is_empty() {
         pooled.conn().client.simple_query(BEGIN)?
     } else {
         let sql = format!("{BEGIN}; SET LOCAL bytea_output = 'hex'; {reads}");
         pooled.conn().client.simple_query(&sql)?
     };
-    let row = answer.iter().find_map(|m| match m {
-        SimpleQueryMessage::Row(r) => Some((r.get(0), r.get(1))),
-        _ => None,
-    });
-    Ok(match row {
-        Some((Some(v), Some(x))) => (v.parse().unwrap_or(0), x.parse().unwrap_or(-1), answer),
-        _ => (0, -1, answer),
-    })
+    let first = first_value(&answer)
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    Ok((first, answer))
 }
 
 fn backend(e: postgres::Error) -> CommitError {
@@ -116,8 +121,11 @@ impl Reads for NoReads {
 }
 
 /// What became of a transaction whose `COMMIT` reply was lost.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Fate {
-    Committed,
+    /// Its token row is there: applied, at this version (the last it took).
+    Committed(Option<u64>),
+    /// Its token was claimed as not applied: it never will be.
     Aborted,
     Unknown,
 }
@@ -149,7 +157,8 @@ impl PostgresEngine {
         } else {
             Prefetch::default()
         };
-        let (mut pooled, first, xid, answer) = match self.begin(&reads.sql) {
+        let token = self.mint_token();
+        let (mut pooled, first, answer) = match self.begin(&reads.sql) {
             Ok(begun) => begun,
             Err(e) => return fail_all(e),
         };
@@ -210,7 +219,14 @@ impl PostgresEngine {
             }
             return outcomes.into_iter().map(|r| r.map(info(false))).collect();
         }
-        self.finish(pooled, outcomes, (first, next - 1), immediate, xid, &writes)
+        self.finish(
+            pooled,
+            outcomes,
+            (first, next - 1),
+            immediate,
+            &token,
+            &writes,
+        )
     }
 
     /// A commit that reads nothing (no predicate, no counter) and writes
@@ -232,21 +248,19 @@ impl PostgresEngine {
             return None;
         }
         let immediate = commit.durability == Durability::Immediate;
+        let token = self.mint_token();
         let sql = format!(
             "UPDATE strata_meta SET value = value + 1 WHERE id = 1 RETURNING value; \
-             {}\
-             INSERT INTO strata_flush (pid, xid, version) \
-             VALUES (pg_backend_pid(), txid_current(), ({VERSION})) \
-             ON CONFLICT (pid) DO UPDATE SET xid = EXCLUDED.xid, version = EXCLUDED.version; \
-             SET LOCAL synchronous_commit TO off; COMMIT{}",
+             {}{}SET LOCAL synchronous_commit TO off; COMMIT{}",
             self.blind_writes(&commit.mutations, &ops),
+            token_row(&token, &format!("({VERSION})")),
             if immediate { FLUSH_AFTER } else { "" }
         );
-        let (mut pooled, xid) = match self.begin_blind() {
+        let mut pooled = match self.begin_blind() {
             Ok(begun) => begun,
             Err(e) => return Some(Err(e)),
         };
-        let e = match pooled.conn().client.simple_query(&sql) {
+        let e = match self.last_message(&mut pooled, &sql) {
             Ok(answer) => {
                 let Some(version) = first_value(&answer).and_then(|v| v.parse().ok()) else {
                     pooled.discard();
@@ -266,51 +280,26 @@ impl PostgresEngine {
             }
             Err(e) => e,
         };
-        let (fate, msg) = self.after_failure(pooled, &e, xid);
+        let (fate, msg) = self.after_failure(pooled, &e, &token);
         Some(match fate {
-            Fate::Committed => match self.version_of(xid) {
-                Some(version) => self
-                    .settle(version, immediate, &msg)
-                    .map(|durable| CommitInfo { version, durable }),
-                None => Err(GroupFailed::unknown(&format!(
-                    "{msg}; the commit was applied, its version is not known"
-                ))),
-            },
+            Fate::Committed(Some(version)) => self
+                .settle(version, immediate, &msg)
+                .map(|durable| CommitInfo { version, durable }),
+            Fate::Committed(None) => Err(GroupFailed::unknown(&format!(
+                "{msg}; the commit was applied, its version is not known"
+            ))),
             Fate::Aborted => Err(GroupFailed::not_applied(&msg)),
             Fate::Unknown => Err(GroupFailed::unknown(&msg)),
         })
     }
 
-    /// Begins a blind commit's transaction: the connection and the
-    /// transaction's id.
-    fn begin_blind(&self) -> Result<(Pooled<'_>, i64), CommitError> {
-        const BEGIN_BLIND: &str = "BEGIN ISOLATION LEVEL READ COMMITTED; SELECT txid_current()";
-        let xid_of =
-            |answer: &[SimpleQueryMessage]| first_value(answer).and_then(|v| v.parse().ok());
-        let (pooled, answer) = self
+    /// Begins a blind commit's transaction on a pooled connection.
+    fn begin_blind(&self) -> Result<Pooled<'_>, CommitError> {
+        const BEGIN_BLIND: &str = "BEGIN ISOLATION LEVEL READ COMMITTED";
+        let (pooled, _) = self
             .first_message(|p| p.conn().client.simple_query(BEGIN_BLIND))
             .map_err(CommitError::Backend)?;
-        if let Some(xid) = xid_of(&answer) {
-            Ok((pooled, xid))
-        } else {
-            pooled.discard();
-            Err(CommitError::Backend(boxed(ServerError::Unexpected(
-                "no transaction id",
-            ))))
-        }
-    }
-
-    /// The version a blind commit with transaction `xid` took, from the row
-    /// its session wrote in the same transaction (`None` once a later
-    /// session with the same process id overwrote it).
-    fn version_of(&self, xid: i64) -> Option<u64> {
-        let mut conn = self.fresh().ok()?;
-        let row = conn
-            .client
-            .query_opt("SELECT version FROM strata_flush WHERE xid = $1", &[&xid])
-            .ok()??;
-        row.get::<_, Option<i64>>(0)
-            .and_then(|v| u64::try_from(v).ok())
+        Ok(pooled)
     }
 
     /// After a lost reply, for a commit known applied at `version`:
@@ -384,22 +373,21 @@ impl PostgresEngine {
     }
 
     /// Begins a commit's transaction on a pooled connection, reading
-    /// `reads` with it: the connection, the first version, the
-    /// transaction id and the answer.
+    /// `reads` with it: the connection, the first version and the answer.
     fn begin(
         &self,
         reads: &str,
-    ) -> Result<(Pooled<'_>, u64, i64, Vec<SimpleQueryMessage>), CommitError> {
-        let (pooled, (first, xid, answer)) = self
+    ) -> Result<(Pooled<'_>, u64, Vec<SimpleQueryMessage>), CommitError> {
+        let (pooled, (first, answer)) = self
             .first_message(|p| begin_on(p, reads))
             .map_err(CommitError::Backend)?;
-        if first == 0 || xid < 0 {
+        if first == 0 {
             pooled.discard();
             return Err(CommitError::Backend(boxed(ServerError::Unexpected(
                 "the version row is missing",
             ))));
         }
-        Ok((pooled, first, xid, answer))
+        Ok((pooled, first, answer))
     }
 
     /// The reads a single commit will ask for, as tagged statements.
@@ -520,9 +508,10 @@ impl PostgresEngine {
 
     /// Sends `writes` (statements, possibly none) and commits the
     /// transaction holding applied commits `first..=last` (their versions
-    /// in `outcomes`); when `immediate`, waits until the log is durable past
-    /// it. A lost or failed reply is resolved by asking what became of
-    /// `xid`: a failed write rolls the whole transaction back.
+    /// in `outcomes`) with its `token`'s row; when `immediate`, waits until
+    /// the log is durable past it. A lost or failed reply is resolved by
+    /// looking for the token's row: a failed write rolls the whole
+    /// transaction back, row included.
     ///
     /// The transaction itself always commits asynchronously: the version
     /// row's lock (which every commit waits for) is then released once the
@@ -538,20 +527,21 @@ impl PostgresEngine {
         outcomes: Vec<Result<u64, CommitError>>,
         (first, last): (u64, u64),
         immediate: bool,
-        xid: i64,
+        token: &crate::CommitToken,
         writes: &str,
     ) -> Vec<Result<CommitInfo, CommitError>> {
         let finish = format!(
-            "{writes}{}SET LOCAL synchronous_commit TO off; COMMIT{}",
+            "{writes}{}{}SET LOCAL synchronous_commit TO off; COMMIT{}",
             if last == first {
                 String::new()
             } else {
                 // The first statement took `first`; the group took more.
                 format!("UPDATE strata_meta SET value = {last} WHERE id = 1; ")
             },
+            token_row(token, &last.to_string()),
             if immediate { FLUSH_AFTER } else { "" }
         );
-        let Err(e) = pooled.conn().client.simple_query(&finish) else {
+        let Err(e) = self.last_message(&mut pooled, &finish) else {
             if immediate {
                 self.made_durable(last);
             } else {
@@ -562,9 +552,9 @@ impl PostgresEngine {
                 .map(|r| r.map(info(immediate)))
                 .collect();
         };
-        let (fate, msg) = self.after_failure(pooled, &e, xid);
+        let (fate, msg) = self.after_failure(pooled, &e, token);
         match fate {
-            Fate::Committed => match self.settle(last, immediate, &msg) {
+            Fate::Committed(_) => match self.settle(last, immediate, &msg) {
                 Ok(durable) => outcomes.into_iter().map(|r| r.map(info(durable))).collect(),
                 Err(e) => {
                     let why = e.to_string();
@@ -587,26 +577,35 @@ impl PostgresEngine {
 
     /// After a commit's last message failed with `e`: which statement
     /// failed is unknown, so whatever transaction is open is ended (or the
-    /// connection dropped), then the server is asked what became of
-    /// transaction `xid`. Returns its fate and the error's text.
+    /// connection dropped), then the fate of the commit with `token` is
+    /// settled. Returns its fate and the error's text.
     fn after_failure(
         &self,
         mut pooled: Pooled<'_>,
-        e: &postgres::Error,
-        xid: i64,
+        e: &LastMessageError,
+        token: &crate::CommitToken,
     ) -> (Fate, String) {
-        if is_connection_error(e) || pooled.conn().client.batch_execute("ROLLBACK").is_err() {
+        if e.connection_lost || pooled.conn().client.batch_execute("ROLLBACK").is_err() {
             pooled.discard();
         } else {
             drop(pooled);
         }
-        tracing::warn!(xid, error = %e, "a commit's reply was lost or failed");
-        (self.fate(xid), e.to_string())
+        tracing::warn!(token = %token, error = %e.message, "a commit's reply was lost or failed");
+        (self.fate(token), e.message.clone())
     }
 
-    /// Asks a new connection what became of transaction `xid`. A server
-    /// that is restarting is asked a few times.
-    fn fate(&self, xid: i64) -> Fate {
+    /// Settles, on a new connection, what became of the commit with
+    /// `token`, by its token row (never by transaction id: the server hands
+    /// out again, after a crash, an id that nothing durable recorded). The
+    /// token is claimed as not applied by inserting a row of our own for
+    /// it: that insert waits for a transaction still holding the commit's
+    /// uncommitted row, and once it is in, the commit (even one whose
+    /// message is still on its way) can never add its own. A server that is
+    /// restarting is asked a few times.
+    fn fate(&self, token: &crate::CommitToken) -> Fate {
+        const CLAIM: &str = "INSERT INTO strata_commits (token, applied) VALUES ($1, false) \
+             ON CONFLICT (token) DO NOTHING";
+        const READ: &str = "SELECT applied, version FROM strata_commits WHERE token = $1";
         for attempt in 0..5u32 {
             if attempt > 0 {
                 std::thread::sleep(std::time::Duration::from_millis(200 << attempt));
@@ -614,16 +613,27 @@ impl PostgresEngine {
             let Ok(mut conn) = self.fresh() else {
                 continue;
             };
-            let status = conn
+            let bytes = token.as_bytes().as_slice();
+            let settled = conn
                 .client
-                .query_one("SELECT txid_status($1)", &[&xid])
-                .map(|r| r.get::<_, Option<String>>(0));
-            return match status.as_ref().map(|s| s.as_deref()) {
-                Ok(Some("committed")) => Fate::Committed,
-                Ok(Some("aborted")) => Fate::Aborted,
-                // In progress (the old session still finishing), or too
-                // old to know.
-                _ => Fate::Unknown,
+                .batch_execute("SET lock_timeout = '10s'; SET synchronous_commit = on")
+                .and_then(|()| conn.client.execute(CLAIM, &[&bytes]))
+                .and_then(|_| conn.client.query_opt(READ, &[&bytes]));
+            return match settled {
+                Ok(Some(row)) if row.get::<_, bool>(0) => Fate::Committed(
+                    row.get::<_, Option<i64>>(1)
+                        .and_then(|v| u64::try_from(v).ok()),
+                ),
+                Ok(Some(_)) => Fate::Aborted,
+                // Gone already (pruned): too old to know.
+                Ok(None) => Fate::Unknown,
+                Err(e) if is_connection_error(&e) => continue,
+                // The old transaction still holds its row (lock timeout),
+                // or the server refused: not known.
+                Err(e) => {
+                    tracing::warn!(token = %token, error = %crate::describe(&e), "a lost commit could not be settled");
+                    Fate::Unknown
+                }
             };
         }
         Fate::Unknown
@@ -859,6 +869,10 @@ impl Prefetch {
             let SimpleQueryMessage::Row(row) = m else {
                 continue;
             };
+            // The version row of `BEGIN` has one column; tagged rows two.
+            if row.len() < 2 {
+                continue;
+            }
             let (Some(tag), value) = (row.get(0), row.get(1)) else {
                 continue;
             };

@@ -61,6 +61,7 @@ use redb::{
     Database, ReadOnlyDatabase, ReadableDatabase, ReadableTable, ReadableTableMetadata,
     StorageBackend, TableDefinition, TableHandle,
 };
+use strata_engine::BackendPanic;
 use strata_engine::implement::{
     self, GroupCommitter, GroupFailed, GroupResults, Op, Reads, Sequencer,
 };
@@ -169,6 +170,45 @@ fn backend<E: std::error::Error + Send + Sync + 'static>(e: E) -> strata_engine:
     Box::new(e)
 }
 
+/// redb's error as the source of a contract error, and whether it says
+/// the file is damaged.
+fn classify(e: impl Into<redb::Error>) -> (bool, strata_engine::BackendError) {
+    let e: redb::Error = e.into();
+    (matches!(e, redb::Error::Corrupted(_)), Box::new(e))
+}
+
+fn read_err(e: impl Into<redb::Error>) -> ReadError {
+    match classify(e) {
+        (true, b) => ReadError::Corrupt(b),
+        (false, b) => ReadError::Backend(b),
+    }
+}
+
+fn commit_err(e: impl Into<redb::Error>) -> CommitError {
+    match classify(e) {
+        (true, b) => CommitError::Corrupt(b),
+        (false, b) => CommitError::Backend(b),
+    }
+}
+
+fn engine_err(e: impl Into<redb::Error>) -> EngineError {
+    match classify(e) {
+        (true, b) => EngineError::Corrupt(b),
+        (false, b) => EngineError::Backend(b),
+    }
+}
+
+/// Runs a call into redb, which panics on some damaged files (an
+/// `unreachable!`, a slice out of range) rather than returning an error:
+/// a panic becomes [`BackendPanic`], reported as damaged data.
+fn guarded<T, E>(
+    operation: &'static str,
+    corrupt: impl FnOnce(strata_engine::BackendError) -> E,
+    f: impl FnOnce() -> Result<T, E>,
+) -> Result<T, E> {
+    BackendPanic::catch(operation, f).unwrap_or_else(|p| Err(corrupt(Box::new(p))))
+}
+
 fn def(name: &str) -> TableDefinition<'_, &'static [u8], &'static [u8]> {
     TableDefinition::new(name)
 }
@@ -204,10 +244,11 @@ impl RedbEngine {
         specs: Vec<KeyspaceSpec>,
         options: RedbOptions,
     ) -> Result<Self, EngineError> {
-        let db = Self::builder(options)
-            .create(path)
-            .map_err(|e| EngineError::Backend(backend(e)))?;
-        Self::init(db, specs)
+        let path = path.as_ref();
+        guarded("open", EngineError::Corrupt, || {
+            let db = Self::builder(options).create(path).map_err(engine_err)?;
+            Self::init(db, specs)
+        })
     }
 
     /// Opens the database on a custom storage backend (for power-loss
@@ -220,10 +261,12 @@ impl RedbEngine {
         specs: Vec<KeyspaceSpec>,
         options: RedbOptions,
     ) -> Result<Self, EngineError> {
-        let db = Self::builder(options)
-            .create_with_backend(storage)
-            .map_err(|e| EngineError::Backend(backend(e)))?;
-        Self::init(db, specs)
+        guarded("open", EngineError::Corrupt, || {
+            let db = Self::builder(options)
+                .create_with_backend(storage)
+                .map_err(engine_err)?;
+            Self::init(db, specs)
+        })
     }
 
     /// Opens the existing database at `path` without writing to it: reads
@@ -241,12 +284,23 @@ impl RedbEngine {
         specs: Vec<KeyspaceSpec>,
         options: RedbOptions,
     ) -> Result<Self, EngineError> {
+        let path = path.as_ref();
+        guarded("open", EngineError::Corrupt, || {
+            Self::open_read_only_inner(path, specs, options)
+        })
+    }
+
+    fn open_read_only_inner(
+        path: &Path,
+        specs: Vec<KeyspaceSpec>,
+        options: RedbOptions,
+    ) -> Result<Self, EngineError> {
         let db = Self::builder(options)
             .open_read_only(path)
-            .map_err(|e| EngineError::Backend(backend(e)))?;
+            .map_err(engine_err)?;
         let keyspaces = Keyspaces::new(specs)?;
         let tables = tables_of(&keyspaces);
-        let err = |e: redb::Error| EngineError::Backend(backend(e));
+        let err = |e: redb::Error| engine_err(e);
         let version = {
             let txn = db.begin_read().map_err(|e| err(e.into()))?;
             let version = read_version(&txn)?;
@@ -271,10 +325,15 @@ impl RedbEngine {
     /// # Errors
     /// As [`RedbEngine::open_read_only`].
     pub fn stored_keyspaces(path: impl AsRef<Path>) -> Result<Vec<String>, EngineError> {
+        let path = path.as_ref();
+        guarded("open", EngineError::Corrupt, || Self::stored_inner(path))
+    }
+
+    fn stored_inner(path: &Path) -> Result<Vec<String>, EngineError> {
         let db = Self::builder(RedbOptions::default())
             .open_read_only(path)
-            .map_err(|e| EngineError::Backend(backend(e)))?;
-        let err = |e: redb::Error| EngineError::Backend(backend(e));
+            .map_err(engine_err)?;
+        let err = |e: redb::Error| engine_err(e);
         let txn = db.begin_read().map_err(|e| err(e.into()))?;
         read_version(&txn)?;
         let mut names: Vec<String> = txn
@@ -294,6 +353,15 @@ impl RedbEngine {
     /// The redb error as [`CapabilityError::Backend`] (another process
     /// holding the file: `DatabaseAlreadyOpen`).
     pub fn compact_file(path: impl AsRef<Path>) -> Result<bool, CapabilityError> {
+        let path = path.as_ref();
+        guarded(
+            "compaction",
+            |b| CapabilityError::Engine(EngineError::Corrupt(b)),
+            || Self::compact_inner(path),
+        )
+    }
+
+    fn compact_inner(path: &Path) -> Result<bool, CapabilityError> {
         let err = |e: redb::Error| CapabilityError::Backend(backend(e));
         let mut db = Database::open(path).map_err(|e| err(e.into()))?;
         {
@@ -315,7 +383,7 @@ impl RedbEngine {
     fn init(db: Database, specs: Vec<KeyspaceSpec>) -> Result<Self, EngineError> {
         let keyspaces = Keyspaces::new(specs)?;
         let tables = tables_of(&keyspaces);
-        let err = |e: redb::Error| EngineError::Backend(backend(e));
+        let err = |e: redb::Error| engine_err(e);
         // Create every table (and the meta table) so reads never meet a
         // missing one; this changes no data and no version.
         let txn = db.begin_write().map_err(|e| err(e.into()))?;
@@ -358,8 +426,7 @@ impl RedbEngine {
         let name = self
             .table_name(ks)
             .ok_or(CommitError::UnknownKeyspace(ks))?;
-        txn.open_table(def(name))
-            .map_err(|e| CommitError::Backend(backend(redb::Error::from(e))))
+        txn.open_table(def(name)).map_err(commit_err)
     }
 
     /// Applies resolved changes inside the write transaction. Each table is opened once per commit, when first
@@ -367,7 +434,7 @@ impl RedbEngine {
     /// it writes its root back, so a commit of many rows would otherwise pay
     /// that for each row.
     fn apply(&self, txn: &redb::WriteTransaction, ops: &[Op]) -> Result<(), CommitError> {
-        let io = |e: redb::StorageError| CommitError::Backend(backend(e));
+        let io = |e: redb::StorageError| commit_err(e);
         let mut open: Vec<Option<RedbTable<'_>>> = std::iter::repeat_with(|| None)
             .take(self.tables.len())
             .collect();
@@ -477,6 +544,21 @@ impl RedbEngine {
         }
     }
 
+    /// [`RedbEngine::write_group`] with a panic inside redb reported as
+    /// damaged data for every commit of the group (its transaction was
+    /// dropped unfinished, so nothing of it was applied).
+    fn write_group_guarded(&self, commits: &[Commit]) -> GroupResults {
+        match BackendPanic::catch("a commit", || self.write_group(commits)) {
+            Ok(results) => results,
+            Err(p) => {
+                let msg = p.to_string();
+                let mut out = vec![Err(CommitError::Corrupt(Box::new(p)))];
+                out.extend((1..commits.len()).map(|_| Err(GroupFailed::not_applied(&msg))));
+                out
+            }
+        }
+    }
+
     /// `ks`'s table among those `open` in this commit, opened now if it is
     /// not yet.
     fn table_in<'o, 't>(
@@ -514,10 +596,10 @@ fn read_version(txn: &redb::ReadTransaction) -> Result<u64, EngineError> {
                 "no strata.meta table".to_owned(),
             ))));
         }
-        Err(e) => return Err(EngineError::Backend(backend(redb::Error::from(e)))),
+        Err(e) => return Err(engine_err(e)),
     };
     meta.get(VERSION)
-        .map_err(|e| EngineError::Backend(backend(e)))
+        .map_err(engine_err)
         .map(|v| v.map_or(0, |g| g.value()))
 }
 
@@ -564,7 +646,7 @@ struct TxnReads<'a> {
 impl Reads for TxnReads<'_> {
     fn get(&mut self, ks: Keyspace, key: &[u8]) -> Result<Option<Vec<u8>>, CommitError> {
         let t = self.engine.open_table(self.txn, ks)?;
-        let value = t.get(key).map_err(|e| CommitError::Backend(backend(e)))?;
+        let value = t.get(key).map_err(commit_err)?;
         Ok(value.map(|g| g.value().to_vec()))
     }
 
@@ -573,9 +655,7 @@ impl Reads for TxnReads<'_> {
             return Ok(false);
         }
         let t = self.engine.open_table(self.txn, ks)?;
-        let mut rows = t
-            .range::<&[u8]>(as_slices(range))
-            .map_err(|e| CommitError::Backend(backend(e)))?;
+        let mut rows = t.range::<&[u8]>(as_slices(range)).map_err(commit_err)?;
         Ok(rows.next().is_some())
     }
 }
@@ -588,10 +668,9 @@ impl Engine for RedbEngine {
     }
 
     fn snapshot(&self) -> Result<RedbSnapshot<'_>, ReadError> {
-        let txn = self
-            .db
-            .begin_read()
-            .map_err(|e| ReadError::Backend(backend(redb::Error::from(e))))?;
+        let txn = guarded("a snapshot", ReadError::Corrupt, || {
+            self.db.begin_read().map_err(read_err)
+        })?;
         Ok(RedbSnapshot {
             engine: self,
             txn,
@@ -602,32 +681,55 @@ impl Engine for RedbEngine {
     fn commit(&self, commit: Commit) -> Result<CommitInfo, CommitError> {
         self.keyspaces.check_commit(&commit)?;
         // Groups are durable when written: nothing is left to sync.
-        self.group
-            .commit(commit, |g| self.write_group(&g), |_| Ok(self.seq.durable()))
+        self.group.commit(
+            commit,
+            |g| self.write_group_guarded(&g),
+            |_| Ok(self.seq.durable()),
+        )
     }
 
     fn commit_group(&self, commits: Vec<Commit>) -> Vec<Result<CommitInfo, CommitError>> {
         self.group.commit_all(
             &self.keyspaces,
             commits,
-            |g| self.write_group(&g),
+            |g| self.write_group_guarded(&g),
             |_| Ok(self.seq.durable()),
         )
     }
 
     fn sync(&self) -> Result<u64, EngineError> {
-        let err = |e: redb::Error| EngineError::Backend(backend(e));
-        self.seq.sync(|| {
-            let mut txn = self.db.begin_write().map_err(EngineError::Backend)?;
-            txn.set_durability(redb::Durability::Immediate)
-                .map_err(|e| err(e.into()))?;
-            txn.commit().map_err(|e| err(e.into()))
+        let err = |e: redb::Error| engine_err(e);
+        guarded("a sync", EngineError::Corrupt, || {
+            self.seq.sync(|| {
+                let mut txn = self.db.begin_write().map_err(EngineError::Backend)?;
+                txn.set_durability(redb::Durability::Immediate)
+                    .map_err(|e| err(e.into()))?;
+                txn.commit().map_err(|e| err(e.into()))
+            })
         })
     }
 
     /// One durable write transaction that stores the raised version.
     fn raise_version(&self, at_least: u64) -> Result<u64, strata_engine::Error> {
-        let err = |e: redb::Error| CommitError::Backend(backend(e));
+        guarded(
+            "raising the version",
+            |b| CommitError::Corrupt(b).into(),
+            || self.raise_inner(at_least),
+        )
+    }
+
+    fn durable_version(&self) -> u64 {
+        self.seq.durable()
+    }
+
+    fn last_version(&self) -> u64 {
+        self.seq.last()
+    }
+}
+
+impl RedbEngine {
+    fn raise_inner(&self, at_least: u64) -> Result<u64, strata_engine::Error> {
+        let err = |e: redb::Error| commit_err(e);
         let mut sequence = self.seq.begin();
         let to = sequence.raise_to(at_least);
         if to == self.seq.last() {
@@ -645,20 +747,22 @@ impl Engine for RedbEngine {
             .map_err(|e| CommitError::OutcomeUnknown(backend(redb::Error::from(e))))?;
         Ok(sequence.publish(true))
     }
-
-    fn durable_version(&self) -> u64 {
-        self.seq.durable()
-    }
-
-    fn last_version(&self) -> u64 {
-        self.seq.last()
-    }
 }
 
 impl Statistics for RedbEngine {
     /// Exact entry counts; bytes are redb's stored bytes of each table
     /// (pages in use, an estimate of key and value bytes).
     fn stats(&self) -> Result<Vec<KeyspaceStats>, CapabilityError> {
+        guarded(
+            "statistics",
+            |b| CapabilityError::Engine(EngineError::Corrupt(b)),
+            || self.stats_inner(),
+        )
+    }
+}
+
+impl RedbEngine {
+    fn stats_inner(&self) -> Result<Vec<KeyspaceStats>, CapabilityError> {
         let err = |e: redb::Error| CapabilityError::Backend(backend(e));
         let txn = self.db.begin_read().map_err(|e| err(e.into()))?;
         self.keyspaces
@@ -689,6 +793,16 @@ impl Backup for RedbEngine {
     /// # Errors
     /// The redb error as [`CapabilityError::Backend`].
     fn backup(&self, path: &Path) -> Result<BackupInfo, CapabilityError> {
+        guarded(
+            "a backup",
+            |b| CapabilityError::Engine(EngineError::Corrupt(b)),
+            || self.backup_inner(path),
+        )
+    }
+}
+
+impl RedbEngine {
+    fn backup_inner(&self, path: &Path) -> Result<BackupInfo, CapabilityError> {
         let err = |e: redb::Error| CapabilityError::Backend(backend(e));
         let read = self.db.begin_read().map_err(|e| err(e.into()))?;
         let copy = Database::create(path).map_err(|e| err(e.into()))?;
@@ -750,9 +864,7 @@ impl RedbSnapshot<'_> {
             .engine
             .table_name(ks)
             .ok_or(ReadError::UnknownKeyspace(ks))?;
-        self.txn
-            .open_table(def(name))
-            .map_err(|e| ReadError::Backend(backend(redb::Error::from(e))))
+        self.txn.open_table(def(name)).map_err(read_err)
     }
 }
 
@@ -766,7 +878,23 @@ impl Snapshot for RedbSnapshot<'_> {
         if let Some(v) = self.version.get() {
             return Ok(*v);
         }
-        let io = |e: redb::Error| ReadError::Backend(backend(e));
+        guarded("a read", ReadError::Corrupt, || self.version_inner())
+    }
+
+    fn get(&self, ks: Keyspace, key: &[u8]) -> Result<Option<Vec<u8>>, ReadError> {
+        guarded("a read", ReadError::Corrupt, || self.get_inner(ks, key))
+    }
+
+    fn range(&self, ks: Keyspace, range: RangeSpec) -> Result<RedbRange, ReadError> {
+        guarded("a range", ReadError::Corrupt, || {
+            self.range_inner(ks, &range)
+        })
+    }
+}
+
+impl RedbSnapshot<'_> {
+    fn version_inner(&self) -> Result<u64, ReadError> {
+        let io = |e: redb::Error| read_err(e);
         let meta = self.txn.open_table(META).map_err(|e| io(e.into()))?;
         let v = meta
             .get(VERSION)
@@ -775,25 +903,19 @@ impl Snapshot for RedbSnapshot<'_> {
         Ok(*self.version.get_or_init(|| v))
     }
 
-    fn get(&self, ks: Keyspace, key: &[u8]) -> Result<Option<Vec<u8>>, ReadError> {
+    fn get_inner(&self, ks: Keyspace, key: &[u8]) -> Result<Option<Vec<u8>>, ReadError> {
         let table = self.table(ks)?;
-        let value = table
-            .get(key)
-            .map_err(|e| ReadError::Backend(backend(redb::Error::from(e))))?;
+        let value = table.get(key).map_err(read_err)?;
         Ok(value.map(|g| g.value().to_vec()))
     }
 
-    fn range(&self, ks: Keyspace, range: RangeSpec) -> Result<RedbRange, ReadError> {
+    fn range_inner(&self, ks: Keyspace, range: &RangeSpec) -> Result<RedbRange, ReadError> {
         let table = self.table(ks)?;
         range.validate()?;
         let inner = if is_empty(&range.start, &range.end) {
             None
         } else {
-            Some(
-                table
-                    .range::<&[u8]>(as_slices(&range))
-                    .map_err(|e| ReadError::Backend(backend(redb::Error::from(e))))?,
-            )
+            Some(table.range::<&[u8]>(as_slices(range)).map_err(read_err)?)
         };
         Ok(RedbRange {
             inner,
@@ -819,16 +941,27 @@ impl Iterator for RedbRange {
             return None;
         }
         let inner = self.inner.as_mut()?;
-        let row = if self.reverse {
-            inner.next_back()
-        } else {
-            inner.next()
-        }?;
+        let reverse = self.reverse;
+        let row = match BackendPanic::catch("a range", || {
+            let row = if reverse {
+                inner.next_back()
+            } else {
+                inner.next()
+            }?;
+            Some(
+                row.map(|(k, v)| (k.value().to_vec(), v.value().to_vec()))
+                    .map_err(read_err),
+            )
+        }) {
+            Ok(row) => row?,
+            Err(p) => {
+                // The iterator's state is not trusted after a panic: end it.
+                self.inner = None;
+                Err(ReadError::Corrupt(Box::new(p)))
+            }
+        };
         self.remaining -= 1;
-        Some(
-            row.map(|(k, v)| (k.value().to_vec(), v.value().to_vec()))
-                .map_err(|e| ReadError::Backend(backend(redb::Error::from(e)))),
-        )
+        Some(row)
     }
 }
 

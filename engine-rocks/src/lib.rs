@@ -49,9 +49,14 @@
 //! | `Buffered`, [`RocksOptions::manual_wal_flush`] | WAL record kept in the process until a sync | a suffix may be lost | a suffix may be lost |
 //! | `sync()` | `flush_wal(true)`: syncs the WAL | every earlier commit kept | every earlier commit kept |
 //!
-//! RocksDB recovers its WAL in order and stops at the first damaged record,
-//! so a crash loses a suffix, never a hole; a batch is one WAL record, never
-//! half applied. `durable_version()` is the version of the last immediate
+//! RocksDB recovers its WAL in order; a record cut short at the very end
+//! (a crash in the middle of a write) is dropped, so a crash loses a
+//! suffix, never a hole; a batch is one WAL record, never half applied. A
+//! record damaged anywhere else (bit rot, a bad sector) makes the open fail
+//! with [`EngineError::Corrupt`] instead of opening silently at an earlier
+//! state, which would lose acknowledged durable commits;
+//! [`RocksOptions::accept_wal_loss`] opens it at that earlier state, on
+//! request. `durable_version()` is the version of the last immediate
 //! commit or `sync()` (or of the state found at open).
 //!
 //! # Keyspaces across reopen
@@ -67,7 +72,7 @@ use std::path::Path;
 
 use rocksdb::{
     BlockBasedOptions, Cache, ColumnFamily, ColumnFamilyDescriptor, DB, DBCompactionStyle,
-    DBCompressionType, Options, ReadOptions, WriteBatch, WriteOptions,
+    DBCompressionType, DBRecoveryMode, Options, ReadOptions, WriteBatch, WriteOptions,
 };
 use strata_engine::implement::{
     self, GroupCommitter, GroupFailed, GroupResults, Op, Reads, Sequencer,
@@ -98,6 +103,14 @@ pub struct RocksOptions {
     /// process kill, not only a power loss, may lose a suffix of them.
     /// Default `false`: a process kill loses nothing acknowledged.
     pub manual_wal_flush: bool,
+    /// Open a database whose write-ahead log is damaged in the middle at
+    /// the state before the damage (RocksDB's point-in-time recovery),
+    /// losing every commit after it, acknowledged durable or not. Default
+    /// `false`: such a database is refused with [`EngineError::Corrupt`]
+    /// (RocksDB's `TolerateCorruptedTailRecords` recovery, which accepts
+    /// only a record cut short at the very end, as a crash leaves it). Set
+    /// it only to recover what can be recovered, knowingly.
+    pub accept_wal_loss: bool,
 }
 
 impl Default for RocksOptions {
@@ -106,6 +119,7 @@ impl Default for RocksOptions {
             block_cache_bytes: 64 << 20,
             write_buffer_bytes: 64 << 20,
             manual_wal_flush: false,
+            accept_wal_loss: false,
         }
     }
 }
@@ -131,6 +145,34 @@ impl std::fmt::Debug for RocksEngine {
 
 fn backend(e: rocksdb::Error) -> strata_engine::BackendError {
     Box::new(e)
+}
+
+fn is_corruption(e: &rocksdb::Error) -> bool {
+    e.kind() == rocksdb::ErrorKind::Corruption
+}
+
+fn read_err(e: rocksdb::Error) -> ReadError {
+    if is_corruption(&e) {
+        ReadError::Corrupt(backend(e))
+    } else {
+        ReadError::Backend(backend(e))
+    }
+}
+
+fn commit_err(e: rocksdb::Error) -> CommitError {
+    if is_corruption(&e) {
+        CommitError::Corrupt(backend(e))
+    } else {
+        CommitError::Backend(backend(e))
+    }
+}
+
+fn engine_err(e: rocksdb::Error) -> EngineError {
+    if is_corruption(&e) {
+        EngineError::Corrupt(backend(e))
+    } else {
+        EngineError::Backend(backend(e))
+    }
 }
 
 /// A column family the engine created at open is gone: the database was
@@ -237,8 +279,7 @@ impl RocksEngine {
     /// # Errors
     /// The RocksDB error as [`EngineError::Backend`] (no database there).
     pub fn stored_keyspaces(path: impl AsRef<Path>) -> Result<Vec<String>, EngineError> {
-        let families = DB::list_cf(&Options::default(), path.as_ref())
-            .map_err(|e| EngineError::Backend(backend(e)))?;
+        let families = DB::list_cf(&Options::default(), path.as_ref()).map_err(engine_err)?;
         if !families.iter().any(|f| f == META) {
             return Err(EngineError::Backend(missing(META)));
         }
@@ -262,6 +303,12 @@ impl RocksEngine {
         db_options.create_if_missing(true);
         db_options.create_missing_column_families(true);
         db_options.set_manual_wal_flush(options.manual_wal_flush);
+        db_options.set_wal_recovery_mode(if options.accept_wal_loss {
+            DBRecoveryMode::PointInTime
+        } else {
+            DBRecoveryMode::TolerateCorruptedTailRecords
+        });
+        db_options.set_paranoid_checks(true);
         let families: Vec<String> = (0..keyspaces.len())
             .filter_map(|i| keyspaces.storage_name(i))
             .collect();
@@ -285,13 +332,13 @@ impl RocksEngine {
         } else {
             DB::open_cf_descriptors(&db_options, path, descriptors)
         }
-        .map_err(|e| EngineError::Backend(backend(e)))?;
+        .map_err(engine_err)?;
         let version = {
             let meta = db
                 .cf_handle(META)
                 .ok_or_else(|| EngineError::Backend(missing(META)))?;
             db.get_cf(meta, VERSION)
-                .map_err(|e| EngineError::Backend(backend(e)))?
+                .map_err(engine_err)?
                 .and_then(|v| <[u8; 8]>::try_from(v.as_slice()).ok())
                 .map_or(0, u64::from_be_bytes)
         };
@@ -457,7 +504,7 @@ impl RocksEngine {
         Ok(self
             .db
             .property_int_value_cf(cf, name)
-            .map_err(|e| EngineError::Backend(backend(e)))?
+            .map_err(engine_err)?
             .unwrap_or(0))
     }
 
@@ -490,10 +537,7 @@ impl Reads for LatestReads<'_> {
             .engine
             .family(ks)
             .ok_or(CommitError::UnknownKeyspace(ks))?;
-        self.engine
-            .db
-            .get_cf(cf, key)
-            .map_err(|e| CommitError::Backend(backend(e)))
+        self.engine.db.get_cf(cf, key).map_err(commit_err)
     }
 
     fn any_in(&mut self, ks: Keyspace, range: &RangeSpec) -> Result<bool, CommitError> {
@@ -507,7 +551,7 @@ impl Reads for LatestReads<'_> {
         }
         let mut it = self.engine.db.raw_iterator_cf_opt(cf, ro);
         it.seek_to_first();
-        it.status().map_err(|e| CommitError::Backend(backend(e)))?;
+        it.status().map_err(commit_err)?;
         Ok(it.valid())
     }
 }
@@ -531,7 +575,7 @@ impl LatestReads<'_> {
             .ok_or(CommitError::UnknownKeyspace(ks))?;
         let mut it = self.engine.db.raw_iterator_cf(cf);
         it.seek_to_last();
-        it.status().map_err(|e| CommitError::Backend(backend(e)))?;
+        it.status().map_err(commit_err)?;
         let mut max = it.key().map(<[u8]>::to_vec);
         for op in ops {
             if let Op::Put(o, k, _) = op
@@ -581,11 +625,8 @@ impl Engine for RocksEngine {
     }
 
     fn sync(&self) -> Result<u64, EngineError> {
-        self.seq.sync(|| {
-            self.db
-                .flush_wal(true)
-                .map_err(|e| EngineError::Backend(backend(e)))
-        })
+        self.seq
+            .sync(|| self.db.flush_wal(true).map_err(engine_err))
     }
 
     /// One synced write of the raised version record.
@@ -706,16 +747,14 @@ impl Snapshot for RocksSnapshot<'_> {
         Ok(self
             .snap
             .get_cf(meta, VERSION)
-            .map_err(|e| ReadError::Backend(backend(e)))?
+            .map_err(read_err)?
             .and_then(|v| <[u8; 8]>::try_from(v.as_slice()).ok())
             .map_or(0, u64::from_be_bytes))
     }
 
     fn get(&self, ks: Keyspace, key: &[u8]) -> Result<Option<Vec<u8>>, ReadError> {
         let cf = self.family(ks)?;
-        self.snap
-            .get_cf(cf, key)
-            .map_err(|e| ReadError::Backend(backend(e)))
+        self.snap.get_cf(cf, key).map_err(read_err)
     }
 
     fn range(&self, ks: Keyspace, range: RangeSpec) -> Result<RocksRange<'_>, ReadError> {
@@ -767,11 +806,7 @@ impl Iterator for RocksRange<'_> {
         self.started = true;
         if !self.it.valid() {
             self.remaining = 0;
-            return self
-                .it
-                .status()
-                .err()
-                .map(|e| Err(ReadError::Backend(backend(e))));
+            return self.it.status().err().map(|e| Err(read_err(e)));
         }
         self.remaining -= 1;
         self.it.item().map(|(k, v)| Ok((k.to_vec(), v.to_vec())))

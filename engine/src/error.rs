@@ -23,6 +23,11 @@ pub enum ReadError {
     /// The backend failed.
     #[error("backend read failed: {0}")]
     Backend(#[source] BackendError),
+    /// The stored bytes are damaged (a failed checksum, a page the backend
+    /// cannot make sense of). Retrying reads the same bytes: restore from
+    /// a backup, or repair, before going on.
+    #[error("stored data is damaged: {0}")]
+    Corrupt(#[source] BackendError),
 }
 
 /// Why a mutation is invalid (the commit then applies nothing).
@@ -127,6 +132,10 @@ pub enum CommitError {
     /// Read to find out.
     #[error("commit outcome unknown: {0}")]
     OutcomeUnknown(#[source] BackendError),
+    /// What the commit had to read (a predicate's key, a counter, the
+    /// pages it writes into) is damaged; nothing was applied.
+    #[error("stored data is damaged; the commit was not applied: {0}")]
+    Corrupt(#[source] BackendError),
 }
 
 /// Engine-level failures (open, sync, stats, lookups).
@@ -145,6 +154,11 @@ pub enum EngineError {
     /// The backend failed.
     #[error("backend failed: {0}")]
     Backend(#[source] BackendError),
+    /// The database's files are damaged: it does not open (or sync), and
+    /// what it would open at is not known good. The engine's docs say how
+    /// to repair, or to accept a loss explicitly.
+    #[error("the database is damaged: {0}")]
+    Corrupt(#[source] BackendError),
 }
 
 /// Any error of this crate, for callers that handle them alike: each
@@ -171,6 +185,59 @@ impl Error {
     /// been applied): read before retrying.
     pub fn is_outcome_unknown(&self) -> bool {
         matches!(self, Self::Commit(CommitError::OutcomeUnknown(_)))
+    }
+
+    /// Whether the error says stored bytes are damaged.
+    pub fn is_corrupt(&self) -> bool {
+        matches!(
+            self,
+            Self::Read(ReadError::Corrupt(_))
+                | Self::Commit(CommitError::Corrupt(_))
+                | Self::Engine(EngineError::Corrupt(_))
+        )
+    }
+}
+
+/// A backend panicked on damaged bytes (the panic was caught at the
+/// engine's boundary and is reported as a `Corrupt` error instead).
+#[derive(Debug, Error)]
+#[error("{operation} panicked inside the backend: {message}")]
+pub struct BackendPanic {
+    /// What the engine was doing.
+    pub operation: &'static str,
+    /// The panic's message, where it had one.
+    pub message: String,
+}
+
+impl BackendPanic {
+    /// Runs `f`, turning a panic inside it into a [`BackendPanic`]: for
+    /// engines whose backend library panics on damaged files instead of
+    /// returning an error. The backend's state after such a panic is not
+    /// trusted: the engine reports the data as damaged.
+    ///
+    /// ```
+    /// use strata_engine::BackendPanic;
+    /// let caught = BackendPanic::catch("a read", || -> u32 { panic!("bad page") });
+    /// assert_eq!(caught.unwrap_err().message, "bad page");
+    /// assert_eq!(BackendPanic::catch("a read", || 7).unwrap(), 7);
+    /// ```
+    ///
+    /// # Errors
+    /// The panic, as a value.
+    pub fn catch<T>(operation: &'static str, f: impl FnOnce() -> T) -> Result<T, Self> {
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).map_err(|payload| {
+            let message = payload
+                .downcast_ref::<&str>()
+                .map(|s| (*s).to_owned())
+                .or_else(|| payload.downcast_ref::<String>().cloned())
+                .unwrap_or_default();
+            tracing::error!(
+                operation,
+                message,
+                "the backend panicked; reported as damaged data"
+            );
+            Self { operation, message }
+        })
     }
 }
 

@@ -55,7 +55,8 @@ pub use crate::contract::{
     strinc,
 };
 pub use crate::error::{
-    BackendError, CommitError, EngineError, Error, MutationError, PredicateError, ReadError, Result,
+    BackendError, BackendPanic, CommitError, EngineError, Error, MutationError, PredicateError,
+    ReadError, Result,
 };
 pub use crate::group::GroupStats;
 pub use crate::inject::{Clock, ManualClock, Rng, SeededRng, SystemClock, SystemRng};

@@ -147,6 +147,9 @@ struct FaultState {
     rng: SeededRng,
     counters: FaultCounters,
     sticky: bool,
+    /// Real crashes of the engine's server inside a commit
+    /// ([`Restart::commit_across_crash`]).
+    server_crashes: u64,
 }
 
 /// An engine whose operations fail as the seed decides. See the
@@ -166,6 +169,7 @@ impl<E> FaultyEngine<E> {
                 rng: SeededRng::new(seed),
                 counters: FaultCounters::default(),
                 sticky: false,
+                server_crashes: 0,
             }),
         }
     }
@@ -183,6 +187,12 @@ impl<E> FaultyEngine<E> {
     /// Counts a fault the run injected itself (a clock jump).
     pub fn record(&self, class: FaultClass) {
         self.lock().counters.hit(class);
+    }
+
+    /// How many times the engine's server really crashed inside a commit:
+    /// a snapshot open across one has lost its connection.
+    pub fn server_crashes(&self) -> u64 {
+        self.lock().server_crashes
     }
 
     /// Whether a sticky fault is in force (until the next restart).
@@ -251,6 +261,27 @@ pub trait Restart: Engine + Sized {
     fn sync_partially(&self, rng: &mut dyn Rng) {
         let _ = rng;
         let _ = self.sync();
+    }
+    /// Whether [`Restart::commit_across_crash`] is real on this engine.
+    fn loses_real_replies(&self) -> bool {
+        false
+    }
+    /// Commits `commit` while its server crashes: before its last message
+    /// is sent (`applied: false`) or after its reply came (`applied: true`,
+    /// the reply then lost); the server restarts and other work reuses
+    /// what the crash forgot before the engine settles the commit itself.
+    /// Every earlier commit is made durable first, so the crash loses
+    /// nothing else. Only where [`Restart::loses_real_replies`].
+    ///
+    /// # Errors
+    /// As the engine settled the commit.
+    fn commit_across_crash(
+        &self,
+        commit: Commit,
+        applied: bool,
+    ) -> Result<CommitInfo, CommitError> {
+        let _ = applied;
+        self.commit(commit)
     }
 }
 
@@ -336,6 +367,13 @@ impl<E: Restart> Engine for FaultyEngine<E> {
             return Err(CommitError::Backend(injected(FaultClass::CommitError)));
         }
         if self.fires(FaultClass::Unknown) {
+            if self.inner.loses_real_replies() {
+                // The engine's own resolver settles a reply lost in a real
+                // crash of its server.
+                let applied = self.coin();
+                self.lock().server_crashes += 1;
+                return self.inner.commit_across_crash(commit, applied);
+            }
             if self.coin() {
                 // Applied (or refused by a predicate), but the caller cannot tell.
                 return match self.inner.commit(commit) {

@@ -47,7 +47,7 @@ pub struct Harnessed<H: Harness> {
 
 impl<H> Target for Harnessed<H>
 where
-    H: Harness + Default + Send + Sync,
+    H: LostReplies + Default + Send + Sync,
 {
     fn fresh(specs: Vec<KeyspaceSpec>) -> Self {
         let mut harness = H::default();
@@ -58,7 +58,7 @@ where
 
 impl<H> Restart for Harnessed<H>
 where
-    H: Harness + Send + Sync,
+    H: LostReplies + Send + Sync,
 {
     fn crash_restart(mut self, rng: &mut dyn Rng) -> Self {
         let engine = self.harness.crash(self.engine, rng).unwrap_or_else(|| {
@@ -79,6 +79,88 @@ where
             harness: self.harness,
             engine,
         }
+    }
+
+    fn loses_real_replies(&self) -> bool {
+        self.harness.loses_real_replies()
+    }
+
+    fn commit_across_crash(
+        &self,
+        commit: Commit,
+        applied: bool,
+    ) -> Result<CommitInfo, CommitError> {
+        self.harness
+            .commit_across_crash(&self.engine, commit, applied)
+    }
+}
+
+/// A harness whose engine talks to a server the simulation can crash
+/// in the middle of a commit (see [`Restart::commit_across_crash`]).
+pub trait LostReplies: Harness {
+    /// Whether it can.
+    fn loses_real_replies(&self) -> bool {
+        false
+    }
+    /// As [`Restart::commit_across_crash`].
+    ///
+    /// # Errors
+    /// As the engine settled the commit.
+    fn commit_across_crash(
+        &self,
+        engine: &Self::Engine,
+        commit: Commit,
+        applied: bool,
+    ) -> Result<CommitInfo, CommitError> {
+        let _ = applied;
+        engine.commit(commit)
+    }
+}
+
+impl LostReplies for PowerLossHarness {}
+
+impl LostReplies for PostgresHarness {
+    fn loses_real_replies(&self) -> bool {
+        true
+    }
+
+    fn commit_across_crash(
+        &self,
+        engine: &Self::Engine,
+        commit: Commit,
+        applied: bool,
+    ) -> Result<CommitInfo, CommitError> {
+        // Nothing else is at risk in this crash.
+        if engine.sync().is_err() {
+            return engine.commit(commit);
+        }
+        let config = self.config.clone().unwrap_or_default();
+        engine.inject_reply_fault(strata_engine_postgres::ReplyFault {
+            applied,
+            meanwhile: Box::new(move || {
+                let server = postgres_server();
+                server
+                    .kill()
+                    .unwrap_or_else(|e| panic!("could not kill the server: {e}"));
+                server
+                    .restart()
+                    .unwrap_or_else(|e| panic!("the server did not restart: {e}"));
+                // Transactions that write take the transaction ids the
+                // crash forgot, the lost commit's among them, and commit.
+                let mut c = config
+                    .connect(strata_engine_postgres::postgres::NoTls)
+                    .unwrap_or_else(|e| panic!("no connection after the restart: {e}"));
+                c.batch_execute(
+                    "CREATE TABLE IF NOT EXISTS sim_burn (i int); SET synchronous_commit = off",
+                )
+                .unwrap_or_else(|e| panic!("{e}"));
+                for i in 0..50 {
+                    c.execute("INSERT INTO sim_burn VALUES ($1)", &[&i])
+                        .unwrap_or_else(|e| panic!("{e}"));
+                }
+            }),
+        });
+        engine.commit(commit)
     }
 }
 
@@ -239,7 +321,7 @@ mod rocks {
     use strata_engine_rocks::{RocksEngine, RocksOptions};
     use strata_engine_testkit::Harness;
 
-    use super::Harnessed;
+    use super::{Harnessed, LostReplies};
 
     /// RocksDB in a temporary directory; a crash is a process kill (the
     /// engine is dropped without a sync and reopened: what reached the WAL
@@ -268,6 +350,8 @@ mod rocks {
                 .unwrap_or_else(|e| panic!("RocksDB failed to open: {e}"))
         }
     }
+
+    impl LostReplies for RocksHarness {}
 
     impl Harness for RocksHarness {
         type Engine = RocksEngine;

@@ -14,6 +14,7 @@ use strata_engine_testkit::Harness;
 
 mod crash;
 mod keys;
+mod lost;
 mod processes;
 mod tls;
 

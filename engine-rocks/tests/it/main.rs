@@ -7,6 +7,7 @@ use strata_engine::{KeyspaceSpec, Rng};
 use strata_engine_rocks::{RocksEngine, RocksOptions};
 use strata_engine_testkit::Harness;
 
+mod damage;
 mod files;
 mod kill;
 mod sim;

@@ -1,0 +1,323 @@
+//! Commits whose reply is lost in a server crash, settled by their commit
+//! token while the restarted server hands the lost transactions' ids out
+//! again. Each test runs its own server (it is killed).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use strata_engine::{
+    Commit, CommitError, Durability, Engine, KeyspaceSpec, Mutation, Predicate, Profile, RangeSpec,
+    Rng, SeededRng, Snapshot, StampAt,
+};
+use strata_engine_postgres::testing::TestServer;
+use strata_engine_postgres::{PostgresEngine, PostgresOptions, ReplyFault};
+
+fn specs() -> Vec<KeyspaceSpec> {
+    vec![KeyspaceSpec::new("log", Profile::Queue)]
+}
+
+/// How a test commit is sent: blind (no read: the version is taken in the
+/// last message), with a predicate (the version row locked first), or as a
+/// group of two.
+#[derive(Debug, Clone, Copy)]
+enum Way {
+    Blind,
+    Checked,
+    Group,
+}
+
+/// One commit (or, for a group, two) of a row whose key is the commit's
+/// version and whose value is `id`: the rows present say which commits
+/// survived, under which version. Returns the versions acknowledged.
+fn commit(
+    e: &PostgresEngine,
+    way: Way,
+    durability: Durability,
+    id: u64,
+) -> Vec<Result<u64, CommitError>> {
+    let log = e.keyspace("log").unwrap();
+    let one = |id: u64| {
+        let c = Commit::new()
+            .mutate(Mutation::PutVersionstamped {
+                ks: log,
+                key: vec![0; 10],
+                value: id.to_be_bytes().to_vec(),
+                at: StampAt::Key(0),
+            })
+            .durability(durability);
+        match way {
+            Way::Blind => c,
+            Way::Checked | Way::Group => c.require(Predicate::Absent {
+                ks: log,
+                key: b"never".to_vec(),
+            }),
+        }
+    };
+    match way {
+        Way::Blind | Way::Checked => vec![e.commit(one(id)).map(|i| i.version)],
+        Way::Group => e
+            .commit_group(vec![one(id), one(id + 1)])
+            .into_iter()
+            .map(|r| r.map(|i| i.version))
+            .collect(),
+    }
+}
+
+/// A commit's id, durability and result.
+type Outcome = (u64, Durability, Result<u64, CommitError>);
+
+/// Sets its flag when dropped: however a scope's body ends, the threads
+/// waiting for the flag stop.
+struct Stop<'a>(&'a AtomicBool);
+
+impl Drop for Stop<'_> {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+}
+
+/// The rows present: id to version.
+fn present(e: &PostgresEngine) -> BTreeMap<u64, u64> {
+    let s = e.snapshot().expect("snapshot");
+    s.range(e.keyspace("log").unwrap(), RangeSpec::all())
+        .unwrap()
+        .map(|r| {
+            let (k, v) = r.unwrap();
+            (
+                u64::from_be_bytes(v[..8].try_into().unwrap()),
+                u64::from_be_bytes(k[..8].try_into().unwrap()),
+            )
+        })
+        .collect()
+}
+
+/// Commits transactions that write, one by one, on a new connection: each
+/// takes a transaction id, so ids the crash lost are handed out again
+/// (and committed) here.
+fn burn_ids(config: &postgres::Config, n: usize) {
+    let mut c = config.connect(postgres::NoTls).expect("a connection");
+    c.batch_execute("CREATE TABLE IF NOT EXISTS burn (i int); SET synchronous_commit = off")
+        .unwrap();
+    for i in 0..n {
+        let i = i32::try_from(i).unwrap();
+        c.execute("INSERT INTO burn VALUES ($1)", &[&i]).unwrap();
+    }
+}
+
+/// A commit's last message never reaches the server: it is killed first,
+/// restarted, and other transactions then reuse the transaction ids the
+/// crash lost (the lost commit's among them). A commit whose message was
+/// sent, its reply then lost to the same crash, was applied and durable.
+/// Each is settled as it really went, on every way a commit goes: the one
+/// never sent is reported not applied (not unknown, and never `Ok`, which a
+/// resolver by transaction id answers), the other applied at its version.
+#[test]
+fn a_lost_reply_is_settled_by_the_commit_token_not_a_reused_transaction_id() {
+    // The log writer is slowed so that the lost transaction's records are
+    // not flushed behind its back: its id is really forgotten.
+    let server = Arc::new(
+        TestServer::start_with(&["wal_writer_delay = 10000ms"]).expect("a private server"),
+    );
+    let config = server.database("token").unwrap();
+    let e = PostgresEngine::open(config.clone(), specs(), PostgresOptions::default()).unwrap();
+    let mut id = 0;
+    for way in [Way::Blind, Way::Checked, Way::Group] {
+        for applied in [false, true] {
+            id += 10;
+            // A durable commit first: the log is flushed up to here.
+            assert!(
+                commit(&e, way, Durability::Immediate, id)
+                    .iter()
+                    .all(Result::is_ok)
+            );
+            let (s, c) = (Arc::clone(&server), config.clone());
+            e.inject_reply_fault(ReplyFault {
+                applied,
+                meanwhile: Box::new(move || {
+                    s.kill().expect("kill the server");
+                    s.restart().expect("restart the server");
+                    // Another process's commits take the versions and
+                    // transaction ids the crash forgot; others take more.
+                    let other =
+                        PostgresEngine::open(c.clone(), specs(), PostgresOptions::default())
+                            .expect("another engine");
+                    for n in 0..3 {
+                        let r = commit(&other, Way::Blind, Durability::Immediate, 1_000_000 + n);
+                        assert!(r.iter().all(Result::is_ok), "{r:?}");
+                    }
+                    burn_ids(&c, 200);
+                }),
+            });
+            let results = commit(&e, way, Durability::Immediate, id + 2);
+            let rows = present(&e);
+            assert!(
+                rows.contains_key(&id),
+                "{way:?}: the durable commit before is there"
+            );
+            for (i, r) in results.iter().enumerate() {
+                let mine = id + 2 + i as u64;
+                match (applied, r) {
+                    (true, Ok(v)) => assert_eq!(
+                        rows.get(&mine),
+                        Some(v),
+                        "{way:?}: applied at {v}, its row is not there under that version"
+                    ),
+                    (false, Err(CommitError::Backend(_))) => assert!(
+                        !rows.contains_key(&mine),
+                        "{way:?}: reported not applied, but its row is there"
+                    ),
+                    (applied, other) => {
+                        panic!("{way:?}, applied {applied}: settled as {other:?}; rows {rows:?}")
+                    }
+                }
+            }
+            // The engine goes on, on the restarted server.
+            let next = commit(&e, way, Durability::Immediate, id + 5);
+            assert!(next.iter().all(Result::is_ok), "{way:?}: {next:?}");
+        }
+    }
+}
+
+/// Several engines (each its own sessions) commit at once, mostly
+/// `Immediate`, by every way; the server is killed mid-stream, restarted,
+/// and transaction ids are burnt at once, before the commits in flight are
+/// settled. Afterwards every `Ok` of an `Immediate` commit has its row,
+/// under its version, and every commit reported not applied has none.
+/// Unknown outcomes are allowed; some commits must have been caught by a
+/// crash for the test to prove anything.
+#[test]
+fn commits_in_flight_at_a_server_crash_are_settled_as_the_rows_say() {
+    let server = TestServer::start_with(&["wal_writer_delay = 10000ms"]).expect("a private server");
+    let config = server.database("inflight").unwrap();
+    let engines: Vec<PostgresEngine> = (0..4)
+        .map(|_| PostgresEngine::open(config.clone(), specs(), PostgresOptions::default()).unwrap())
+        .collect();
+    let outcomes: Mutex<Vec<Outcome>> = Mutex::new(Vec::new());
+    let stop = AtomicBool::new(false);
+    let mut rng = SeededRng::new(35);
+    for round in 0..3u64 {
+        stop.store(false, Ordering::SeqCst);
+        std::thread::scope(|s| {
+            for (t, e) in engines.iter().enumerate() {
+                let (outcomes, stop) = (&outcomes, &stop);
+                let mut rng = SeededRng::new(round * 100 + t as u64);
+                s.spawn(move || {
+                    let mut n = 0u64;
+                    while !stop.load(Ordering::SeqCst) {
+                        let way = [Way::Blind, Way::Checked, Way::Group]
+                            [usize::try_from(rng.below(3)).unwrap()];
+                        let durability = if rng.below(4) == 0 {
+                            Durability::Buffered
+                        } else {
+                            Durability::Immediate
+                        };
+                        let id = (round << 40) | ((t as u64) << 32) | (n << 1);
+                        n += 1;
+                        let results = commit(e, way, durability, id);
+                        let failed = results.iter().any(Result::is_err);
+                        let mut all = outcomes.lock().unwrap();
+                        for (i, r) in results.into_iter().enumerate() {
+                            all.push((id + i as u64, durability, r));
+                        }
+                        drop(all);
+                        if failed {
+                            std::thread::sleep(Duration::from_millis(20));
+                        }
+                    }
+                });
+            }
+            // However this closure ends, the committers stop.
+            let _stop = Stop(&stop);
+            std::thread::sleep(Duration::from_millis(300 + rng.below(300)));
+            server.kill().expect("kill the server");
+            std::thread::sleep(Duration::from_millis(50));
+            server.restart().expect("restart the server");
+            // Before the engines' resolvers come back (they wait 400 ms
+            // and more between attempts).
+            burn_ids(&config, 300);
+            std::thread::sleep(Duration::from_millis(2_500));
+        });
+    }
+    let rows = present(&engines[0]);
+    let outcomes = outcomes.into_inner().unwrap();
+    let mut not_applied = 0;
+    let mut unknown = 0;
+    let mut durable_ok = 0;
+    let mut versions = BTreeSet::new();
+    for (id, durability, r) in &outcomes {
+        match r {
+            Ok(v) => {
+                // A buffered commit a crash lost leaves its version to a
+                // later one; a durable one never.
+                if *durability == Durability::Immediate {
+                    assert!(
+                        versions.insert(*v),
+                        "version {v} acknowledged durable twice"
+                    );
+                    durable_ok += 1;
+                    assert_eq!(
+                        rows.get(id),
+                        Some(v),
+                        "commit {id:#x} acknowledged durable at {v}: its row is not there under that version"
+                    );
+                }
+            }
+            Err(CommitError::OutcomeUnknown(_)) => unknown += 1,
+            Err(e) => {
+                not_applied += 1;
+                assert!(
+                    !rows.contains_key(id),
+                    "commit {id:#x} reported not applied ({e}), but its row is there"
+                );
+            }
+        }
+    }
+    println!(
+        "{} commits: {durable_ok} durable acknowledged, {not_applied} not applied, {unknown} unknown",
+        outcomes.len()
+    );
+    assert!(durable_ok > 100, "too few commits to prove anything");
+    assert!(not_applied > 0, "no commit was caught by a crash");
+}
+
+/// Token rows are pruned once older than the retention, and only then.
+#[test]
+fn token_rows_are_pruned_after_their_retention() {
+    let (_server, config, e) = crate::open(
+        "token_prune",
+        specs(),
+        PostgresOptions {
+            token_retention: Duration::from_secs(3_600),
+            ..PostgresOptions::default()
+        },
+    );
+    for id in 0..5 {
+        assert!(
+            commit(&e, Way::Checked, Durability::Buffered, id)
+                .iter()
+                .all(Result::is_ok)
+        );
+    }
+    let count = || -> i64 {
+        let mut c = config.connect(postgres::NoTls).unwrap();
+        c.query_one("SELECT count(*) FROM strata_commits", &[])
+            .unwrap()
+            .get(0)
+    };
+    assert_eq!(count(), 5, "one token row per commit");
+    e.prune_tokens();
+    assert_eq!(count(), 5, "younger than the retention: kept");
+    let short = PostgresEngine::open(
+        config.clone(),
+        specs(),
+        PostgresOptions {
+            token_retention: Duration::ZERO,
+            ..PostgresOptions::default()
+        },
+    )
+    .unwrap();
+    short.prune_tokens();
+    assert_eq!(count(), 0, "older than a zero retention: pruned");
+}

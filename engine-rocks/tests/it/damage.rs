@@ -1,0 +1,141 @@
+//! A damaged write-ahead log: a record damaged in the middle is refused
+//! (`EngineError::Corrupt`), never opened silently at an earlier state that
+//! lacks acknowledged durable commits; a record cut short at the end, as a
+//! crash leaves it, is dropped; `accept_wal_loss` opens the damaged one at
+//! the state before the damage, on request.
+
+use std::path::{Path, PathBuf};
+
+use strata_engine::{
+    Commit, Durability, Engine, EngineError, KeyspaceSpec, Profile, RangeSpec, Snapshot,
+};
+use strata_engine_rocks::{RocksEngine, RocksOptions};
+
+use crate::TempDir;
+
+/// Commits the child writes, each `Immediate`.
+const COMMITS: u64 = 200;
+
+fn specs() -> Vec<KeyspaceSpec> {
+    vec![KeyspaceSpec::new("a", Profile::General)]
+}
+
+/// Run as a child process by the test below: writes the commits, then
+/// exits without closing the database (no destructor runs), so everything
+/// is in the WAL alone, as after a process kill.
+#[test]
+fn wal_child() {
+    let Some(path) = std::env::var_os("STRATA_WAL_CHILD") else {
+        return;
+    };
+    let e = RocksEngine::open(&path, specs(), RocksOptions::default()).unwrap();
+    let a = e.keyspace("a").unwrap();
+    for i in 1..=COMMITS {
+        e.commit(
+            Commit::new()
+                .put(
+                    a,
+                    i.to_be_bytes().to_vec(),
+                    vec![u8::try_from(i % 251).unwrap(); 64],
+                )
+                .durability(Durability::Immediate),
+        )
+        .unwrap();
+    }
+    std::process::exit(0);
+}
+
+/// A database of [`COMMITS`] acknowledged durable commits, in the WAL only.
+fn written(dir: &Path) -> PathBuf {
+    let db = dir.join("db");
+    let status = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "damage::wal_child", "--nocapture"])
+        .env("STRATA_WAL_CHILD", &db)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    db
+}
+
+/// The WAL file (the only `.log` file).
+fn wal(db: &Path) -> PathBuf {
+    let logs: Vec<PathBuf> = std::fs::read_dir(db)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "log"))
+        .collect();
+    assert_eq!(logs.len(), 1, "{logs:?}");
+    logs.into_iter().next().unwrap()
+}
+
+fn rows(e: &RocksEngine) -> u64 {
+    let a = e.keyspace("a").unwrap();
+    e.snapshot()
+        .unwrap()
+        .range(a, RangeSpec::all())
+        .unwrap()
+        .count() as u64
+}
+
+#[test]
+fn a_wal_damaged_in_the_middle_is_refused_not_rolled_back() {
+    let dir = TempDir::new("wal-damage");
+    let db = written(&dir.0);
+    // A copy left alone opens with every commit (the control).
+    let control = dir.0.join("control");
+    std::fs::create_dir(&control).unwrap();
+    for entry in std::fs::read_dir(&db).unwrap() {
+        let entry = entry.unwrap();
+        std::fs::copy(entry.path(), control.join(entry.file_name())).unwrap();
+    }
+    let log = wal(&db);
+    let mut bytes = std::fs::read(&log).unwrap();
+    let at = bytes.len() / 2;
+    bytes[at] ^= 0x10;
+    std::fs::write(&log, &bytes).unwrap();
+    for read_only in [false, true] {
+        let opened = if read_only {
+            RocksEngine::open_read_only(&db, specs(), RocksOptions::default())
+        } else {
+            RocksEngine::open(&db, specs(), RocksOptions::default())
+        };
+        match opened {
+            Err(EngineError::Corrupt(e)) => println!("refused: {e}"),
+            Err(other) => panic!("read-only {read_only}: not a corruption error: {other:?}"),
+            Ok(e) => panic!(
+                "read-only {read_only}: opened at version {} with {} of {COMMITS} durable commits",
+                e.last_version(),
+                rows(&e)
+            ),
+        }
+    }
+    // Refusing wrote nothing: the damaged file is as it was.
+    assert_eq!(std::fs::read(&log).unwrap(), bytes);
+    // On request, it opens at the state before the damage.
+    let accepting = RocksOptions {
+        accept_wal_loss: true,
+        ..RocksOptions::default()
+    };
+    let e = RocksEngine::open(&db, specs(), accepting).unwrap();
+    let (v, n) = (e.last_version(), rows(&e));
+    assert!(v < COMMITS && n == v, "version {v}, {n} rows");
+    drop(e);
+    let e = RocksEngine::open(&control, specs(), RocksOptions::default()).unwrap();
+    assert_eq!((e.last_version(), rows(&e)), (COMMITS, COMMITS));
+}
+
+#[test]
+fn a_wal_cut_short_at_the_end_opens_without_its_last_record() {
+    let dir = TempDir::new("wal-torn");
+    let db = written(&dir.0);
+    let log = wal(&db);
+    let len = std::fs::metadata(&log).unwrap().len();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&log)
+        .unwrap()
+        .set_len(len - 20)
+        .unwrap();
+    let e = RocksEngine::open(&db, specs(), RocksOptions::default()).unwrap();
+    assert_eq!((e.last_version(), rows(&e)), (COMMITS - 1, COMMITS - 1));
+}
