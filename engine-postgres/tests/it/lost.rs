@@ -289,7 +289,7 @@ fn token_rows_are_pruned_after_their_retention() {
         "token_prune",
         specs(),
         PostgresOptions {
-            token_retention: Duration::from_secs(3_600),
+            token_retention: Duration::from_hours(1),
             ..PostgresOptions::default()
         },
     );
