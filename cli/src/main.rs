@@ -37,6 +37,13 @@ pub struct Cli {
     /// Machine-readable output: one JSON document on stdout.
     #[arg(long, global = true)]
     json: bool,
+    /// Repair a redb file that was not closed cleanly (a crash, a full
+    /// disk) before the command runs: redb rebuilds its allocator state
+    /// from the file, keeping every durable commit. It writes to the file,
+    /// even for a read-only command; without it such a file is refused
+    /// with a message that says so.
+    #[arg(long, global = true)]
+    repair: bool,
     #[command(subcommand)]
     command: Command,
 }
@@ -246,6 +253,10 @@ impl Failure {
         }
         let hint = if text.contains("already open") || text.contains("lock") {
             " (another process holds it; stop it, or use a read-only command)"
+        } else if text.contains("repair") || text.contains("needs recovery") {
+            " (it was not closed cleanly: a crash or a full disk; run the command again \
+             with --repair to repair it, which writes to it and keeps every durable commit; \
+             copy the file first to keep it as it is)"
         } else {
             ""
         };
@@ -295,6 +306,7 @@ pub fn emit(text: &str) {
 fn main() -> ExitCode {
     secrets::learn(std::env::args());
     let cli = Cli::parse();
+    open::set_repair(cli.repair);
     progress::catch_ctrl_c();
     match cmd::run(&cli) {
         Ok(code) => code,

@@ -4,7 +4,7 @@
 use std::path::Path;
 
 use strata_codec::Limits;
-use strata_engine::{Engine, KeyspaceSpec, Profile};
+use strata_engine::{Engine, EngineError, KeyspaceSpec, Profile};
 use strata_engine_postgres::{PostgresEngine, PostgresOptions, postgres};
 use strata_engine_redb::{RedbEngine, RedbOptions};
 use strata_engine_rocks::{RocksEngine, RocksOptions};
@@ -97,11 +97,36 @@ fn pg_config(url: &str) -> Result<postgres::Config, Failure> {
 /// The keyspaces stored at `path`.
 pub fn stored_keyspaces(kind: Kind, path: &str) -> Result<Vec<String>, Failure> {
     let found = match kind {
-        Kind::Redb => RedbEngine::stored_keyspaces(path),
+        Kind::Redb => repair_first(path, &[])
+            .map_err(|f| EngineError::Backend(f.to_string().into()))
+            .and_then(|()| RedbEngine::stored_keyspaces(path)),
         Kind::Rocks => RocksEngine::stored_keyspaces(path),
         Kind::Postgres => PostgresEngine::stored_keyspaces(&pg_config(path)?),
     };
     found.map_err(|e| Failure::open(path, &e))
+}
+
+/// Whether `--repair` was given.
+static REPAIR: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Takes `--repair`.
+pub fn set_repair(on: bool) {
+    REPAIR.store(on, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// With `--repair`, a redb file that was not closed cleanly is repaired by
+/// a writable open (with redb's repair on) before anything else opens it.
+fn repair_first(path: &str, specs: &[KeyspaceSpec]) -> Result<(), Failure> {
+    if !REPAIR.load(std::sync::atomic::Ordering::Relaxed) {
+        return Ok(());
+    }
+    let options = RedbOptions {
+        repair: true,
+        ..RedbOptions::default()
+    };
+    RedbEngine::open(path, specs.to_vec(), options)
+        .map(drop)
+        .map_err(|e| Failure::open(path, &e))
 }
 
 /// Opens `path` with `specs`; read-only where the engine can (redb and
@@ -112,6 +137,9 @@ pub fn open_engine(
     specs: Vec<KeyspaceSpec>,
     read_only: bool,
 ) -> Result<Opened, Failure> {
+    if kind == Kind::Redb {
+        repair_first(path, &specs)?;
+    }
     let opened = match (kind, read_only) {
         (Kind::Redb, true) => {
             RedbEngine::open_read_only(path, specs, RedbOptions::default()).map(Opened::Redb)

@@ -1110,3 +1110,57 @@ fn copies_keep_the_source_s_mode() {
     json(&["copy", p(&redb), p(&open)]);
     assert_eq!(mode(&open), 0o644);
 }
+
+/// Run as a child by the test below: opens the redb file named by
+/// `STRATA_UNCLEAN_CHILD` for writing, syncs, and exits without closing
+/// it (no destructor runs), as a crash or a full disk leaves a file.
+#[test]
+fn unclean_child() {
+    let Some(path) = std::env::var_os("STRATA_UNCLEAN_CHILD") else {
+        return;
+    };
+    let names = RedbEngine::stored_keyspaces(&path).unwrap();
+    let specs = names
+        .iter()
+        .map(|n| strata_engine::KeyspaceSpec::new(n.clone(), strata_engine::Profile::General))
+        .collect();
+    let e = RedbEngine::open(&path, specs, RedbOptions::default()).unwrap();
+    e.sync().unwrap();
+    std::process::exit(0);
+}
+
+/// A redb file not closed cleanly: every command refuses it with a message
+/// that names `--repair`, writing nothing; with `--repair` it is repaired
+/// and the command runs, every durable commit kept.
+#[test]
+fn a_file_not_closed_cleanly_is_refused_then_repaired_on_request() {
+    let dir = Dir::new("unclean");
+    let db = create(Which::Redb, &dir);
+    let before = json(&["info", p(&db)]);
+    let status = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "unclean_child", "--nocapture"])
+        .env("STRATA_UNCLEAN_CHILD", &db)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let bytes = std::fs::read(&db).unwrap();
+    for args in [
+        vec!["info", p(&db)],
+        vec!["verify", p(&db)],
+        vec!["scan", p(&db), "data"],
+    ] {
+        let (code, _, err) = run(&args);
+        assert_eq!(code, 2, "{args:?}: {err}");
+        assert!(err.contains("--repair"), "{args:?}: {err}");
+    }
+    assert_eq!(
+        std::fs::read(&db).unwrap(),
+        bytes,
+        "a refused open wrote to the file"
+    );
+    let after = json(&["--repair", "info", p(&db)]);
+    assert_eq!(after["last_version"], before["last_version"]);
+    assert_eq!(after["keyspaces"], before["keyspaces"]);
+    let v = json(&["verify", p(&db)]);
+    assert_eq!(v["ok"], true, "{v}");
+}

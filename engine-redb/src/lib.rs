@@ -61,10 +61,10 @@ use redb::{
     Database, ReadOnlyDatabase, ReadableDatabase, ReadableTable, ReadableTableMetadata,
     StorageBackend, TableDefinition, TableHandle,
 };
-use strata_engine::BackendPanic;
 use strata_engine::implement::{
     self, GroupCommitter, GroupFailed, GroupResults, Op, Reads, Sequencer,
 };
+use strata_engine::{BackendPanic, ReopenRequired};
 use strata_engine::{
     Backup, BackupInfo, CapabilityError, Commit, CommitError, CommitInfo, Compact, Durability,
     Engine, EngineError, GroupStats, Keyspace, KeyspaceSpec, KeyspaceStats, Keyspaces, RangeSpec,
@@ -140,7 +140,9 @@ impl Db {
 
     fn begin_write(&self) -> Result<redb::WriteTransaction, strata_engine::BackendError> {
         match self {
-            Self::Writable(db) => db.begin_write().map_err(|e| backend(redb::Error::from(e))),
+            Self::Writable(db) => db
+                .begin_write()
+                .map_err(|e| stopped(backend(redb::Error::from(e)))),
             Self::ReadOnly(_) => Err(Box::new(OpenedReadOnly)),
         }
     }
@@ -187,7 +189,20 @@ fn read_err(e: impl Into<redb::Error>) -> ReadError {
 fn commit_err(e: impl Into<redb::Error>) -> CommitError {
     match classify(e) {
         (true, b) => CommitError::Corrupt(b),
-        (false, b) => CommitError::Backend(b),
+        (false, b) => CommitError::Backend(stopped(b)),
+    }
+}
+
+/// redb's "previous I/O error" (it refuses every write after one failed,
+/// until reopened) as [`ReopenRequired`]; any other error as it is.
+fn stopped(b: strata_engine::BackendError) -> strata_engine::BackendError {
+    let previous = b
+        .downcast_ref::<redb::Error>()
+        .is_some_and(|e| matches!(e, redb::Error::PreviousIo));
+    if previous {
+        Box::new(ReopenRequired::new("RedbEngine", b))
+    } else {
+        b
     }
 }
 
@@ -475,7 +490,12 @@ impl RedbEngine {
         let txn = match self.db.begin_write() {
             Ok(txn) => txn,
             Err(e) => {
-                return (0..n).map(|_| Err(GroupFailed::not_applied(&e))).collect();
+                // The first commit keeps the error itself (its chain says
+                // whether the engine must be reopened); the others its text.
+                let later: Vec<_> = (1..n).map(|_| Err(GroupFailed::not_applied(&e))).collect();
+                let mut out = vec![Err(CommitError::Backend(e))];
+                out.extend(later);
+                return out;
             }
         };
         let mut outcomes: Vec<Result<u64, CommitError>> = Vec::with_capacity(n);

@@ -151,6 +151,17 @@ fn is_corruption(e: &rocksdb::Error) -> bool {
     e.kind() == rocksdb::ErrorKind::Corruption
 }
 
+/// A failed write: an I/O error (a full disk) stops RocksDB's writes
+/// until the database is reopened (it keeps answering with the same
+/// error, even once space is freed), so it says so as [`ReopenRequired`].
+fn write_failure(e: rocksdb::Error) -> strata_engine::BackendError {
+    if e.kind() == rocksdb::ErrorKind::IOError {
+        Box::new(strata_engine::ReopenRequired::new("RocksEngine", e))
+    } else {
+        backend(e)
+    }
+}
+
 fn read_err(e: rocksdb::Error) -> ReadError {
     if is_corruption(&e) {
         ReadError::Corrupt(backend(e))
@@ -451,7 +462,7 @@ impl RocksEngine {
             if let Err(e) = self.db.write_opt(batch, &wo) {
                 // RocksDB may have written the WAL record before failing:
                 // unknown. The rest is not attempted.
-                let e = backend(e);
+                let e = write_failure(e);
                 let later: Vec<_> = (i + 1..n)
                     .map(|_| Err(GroupFailed::not_applied(&e)))
                     .collect();
@@ -625,8 +636,15 @@ impl Engine for RocksEngine {
     }
 
     fn sync(&self) -> Result<u64, EngineError> {
-        self.seq
-            .sync(|| self.db.flush_wal(true).map_err(engine_err))
+        self.seq.sync(|| {
+            self.db.flush_wal(true).map_err(|e| {
+                if is_corruption(&e) {
+                    EngineError::Corrupt(backend(e))
+                } else {
+                    EngineError::Backend(write_failure(e))
+                }
+            })
+        })
     }
 
     /// One synced write of the raised version record.

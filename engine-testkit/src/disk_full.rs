@@ -84,7 +84,8 @@ fn fill(path: &Path, spare: u64) -> std::io::Result<()> {
 /// - every acknowledged commit still reads, unchanged, while the disk is
 ///   full;
 /// - once space returns, the engine takes commits again, in place or, if
-///   it cannot, after a reopen (the report says which);
+///   it cannot, after a reopen (the report says which), its error then a
+///   [`ReopenRequired`](strata_engine::ReopenRequired) that says so;
 /// - after a reopen, the commits there are a prefix of those attempted,
 ///   with no hole, reaching every acknowledged `Immediate` commit (the
 ///   buffered ones after it may be lost, as in a crash), then the retried
@@ -165,6 +166,13 @@ pub fn disk_full<E: Engine>(
     };
     let in_place = retry(&e, i);
     let resumed_in_place = in_place.is_ok();
+    if let Err(err) = &in_place {
+        // An engine that cannot go on in place says so, typed.
+        assert!(
+            strata_engine::ReopenRequired::in_chain(err),
+            "after space returned a commit failed without saying the engine must be reopened: {err}"
+        );
+    }
     let error_in_place = in_place.err().map(|e| e.to_string());
     drop(e);
     let e = open(&db, specs()).expect("reopen once space returned");

@@ -198,6 +198,52 @@ impl Error {
     }
 }
 
+/// The backend refuses every write after an earlier write failed (a full
+/// disk, an I/O error) until the engine is reopened: the source of a
+/// commit's or a sync's `Backend` error. Reopening works once the cause is
+/// gone (space freed), and keeps every commit acknowledged as durable.
+///
+/// ```
+/// use strata_engine::ReopenRequired;
+/// let e = ReopenRequired::new("RocksEngine", std::io::Error::other("No space left on device"));
+/// assert!(e.to_string().contains("reopen"));
+/// ```
+#[derive(Debug, Error)]
+#[error(
+    "{engine} takes no more writes after an earlier write failed (a full disk?); \
+     free the space, then reopen the database: {source}"
+)]
+pub struct ReopenRequired {
+    /// The engine's type name.
+    pub engine: &'static str,
+    /// The failure that stopped it.
+    #[source]
+    pub source: BackendError,
+}
+
+impl ReopenRequired {
+    /// The error of `engine` stopped by `source`.
+    pub fn new(engine: &'static str, source: impl Into<BackendError>) -> Self {
+        Self {
+            engine,
+            source: source.into(),
+        }
+    }
+
+    /// Whether `e`, or an error in its source chain, is a
+    /// [`ReopenRequired`].
+    pub fn in_chain(e: &(dyn std::error::Error + 'static)) -> bool {
+        let mut cur = Some(e);
+        while let Some(err) = cur {
+            if err.is::<Self>() {
+                return true;
+            }
+            cur = err.source();
+        }
+        false
+    }
+}
+
 /// A backend panicked on damaged bytes (the panic was caught at the
 /// engine's boundary and is reported as a `Corrupt` error instead).
 #[derive(Debug, Error)]

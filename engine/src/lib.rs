@@ -56,7 +56,7 @@ pub use crate::contract::{
 };
 pub use crate::error::{
     BackendError, BackendPanic, CommitError, EngineError, Error, MutationError, PredicateError,
-    ReadError, Result,
+    ReadError, ReopenRequired, Result,
 };
 pub use crate::group::GroupStats;
 pub use crate::inject::{Clock, ManualClock, Rng, SeededRng, SystemClock, SystemRng};
