@@ -839,6 +839,19 @@ impl Backup for PostgresEngine {
     }
 }
 
+impl strata_engine::Integrity for PostgresEngine {
+    /// Unsupported: the server's own checks serve (`data_checksums` at
+    /// `initdb`, `pg_amcheck`, `pg_checksums`); every row this engine reads
+    /// is a server's answer.
+    fn check_integrity(&self) -> Result<strata_engine::IntegrityReport, CapabilityError> {
+        Err(CapabilityError::Unsupported {
+            engine: "PostgresEngine",
+            capability: "integrity checks",
+            why: "use the server's data checksums and pg_amcheck",
+        })
+    }
+}
+
 impl Compact for PostgresEngine {
     /// `VACUUM (ANALYZE)` of every keyspace table: dead rows' space is made
     /// reusable (not returned to the operating system) and the planner's

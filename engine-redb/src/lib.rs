@@ -67,8 +67,8 @@ use strata_engine::implement::{
 use strata_engine::{BackendPanic, ReopenRequired};
 use strata_engine::{
     Backup, BackupInfo, CapabilityError, Commit, CommitError, CommitInfo, Compact, Durability,
-    Engine, EngineError, GroupStats, Keyspace, KeyspaceSpec, KeyspaceStats, Keyspaces, RangeSpec,
-    ReadError, Snapshot, Statistics,
+    Engine, EngineError, GroupStats, Integrity, IntegrityReport, Keyspace, KeyspaceSpec,
+    KeyspaceStats, Keyspaces, RangeSpec, ReadError, Snapshot, Statistics,
 };
 
 pub use powerloss::PowerLossBackend;
@@ -151,6 +151,8 @@ impl Db {
 /// The engine contract on redb. See the [crate docs](crate).
 pub struct RedbEngine {
     db: Db,
+    /// The file, where the engine was opened on one.
+    path: Option<std::path::PathBuf>,
     keyspaces: Keyspaces,
     tables: Vec<String>,
     /// Serialises commits (as redb serialises write transactions anyway),
@@ -262,7 +264,7 @@ impl RedbEngine {
         let path = path.as_ref();
         guarded("open", EngineError::Corrupt, || {
             let db = Self::builder(options).create(path).map_err(engine_err)?;
-            Self::init(db, specs)
+            Self::init(db, specs, Some(path.to_owned()))
         })
     }
 
@@ -280,7 +282,7 @@ impl RedbEngine {
             let db = Self::builder(options)
                 .create_with_backend(storage)
                 .map_err(engine_err)?;
-            Self::init(db, specs)
+            Self::init(db, specs, None)
         })
     }
 
@@ -326,6 +328,7 @@ impl RedbEngine {
         };
         Ok(Self {
             db: Db::ReadOnly(db),
+            path: Some(path.to_owned()),
             keyspaces,
             tables,
             seq: Sequencer::new(version),
@@ -395,7 +398,11 @@ impl RedbEngine {
         builder
     }
 
-    fn init(db: Database, specs: Vec<KeyspaceSpec>) -> Result<Self, EngineError> {
+    fn init(
+        db: Database,
+        specs: Vec<KeyspaceSpec>,
+        path: Option<std::path::PathBuf>,
+    ) -> Result<Self, EngineError> {
         let keyspaces = Keyspaces::new(specs)?;
         let tables = tables_of(&keyspaces);
         let err = |e: redb::Error| engine_err(e);
@@ -414,6 +421,7 @@ impl RedbEngine {
         txn.commit().map_err(|e| err(e.into()))?;
         Ok(Self {
             db: Db::Writable(db),
+            path,
             keyspaces,
             tables,
             seq: Sequencer::new(version),
@@ -850,6 +858,72 @@ impl RedbEngine {
         };
         txn.commit().map_err(|e| err(e.into()))?;
         Ok(BackupInfo::at(Some(version)))
+    }
+}
+
+/// Why redb's integrity check failed, in words.
+#[derive(Debug)]
+pub struct IntegrityFailed(String);
+
+impl std::fmt::Display for IntegrityFailed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "redb's integrity check failed: {}", self.0)
+    }
+}
+
+impl std::error::Error for IntegrityFailed {}
+
+impl Integrity for RedbEngine {
+    /// redb's own check: every page reachable from the file's roots
+    /// against the checksum its parent keeps (XXH3-128), on a copy of the
+    /// file beside it (redb checks only through a writable handle, which
+    /// repairs, and this must write nothing to the database). The copy of
+    /// a file in use was not closed cleanly, so opening it runs redb's
+    /// repair, which falls back to the previous commit if the last one is
+    /// damaged: a copy whose version is below this engine's durable
+    /// version fails too. Counts nothing (`checked: None`).
+    ///
+    /// # Errors
+    /// `Corrupt` when damaged; [`CapabilityError::Unsupported`] on a custom
+    /// storage backend; the copy's I/O errors as `Backend`.
+    fn check_integrity(&self) -> Result<IntegrityReport, CapabilityError> {
+        let Some(path) = &self.path else {
+            return Err(CapabilityError::Unsupported {
+                engine: "RedbEngine",
+                capability: "integrity checks",
+                why: "the engine runs on a custom storage backend, not a file",
+            });
+        };
+        let corrupt = |b| CapabilityError::Engine(EngineError::Corrupt(b));
+        let name = path
+            .file_name()
+            .map_or_else(|| "redb".into(), |n| n.to_string_lossy().into_owned());
+        let copy = path.with_file_name(format!(".{name}.check-{}", std::process::id()));
+        std::fs::copy(path, &copy).map_err(|e| CapabilityError::Backend(Box::new(e)))?;
+        let durable = self.seq.durable();
+        let result = guarded("an integrity check", corrupt, || {
+            let fail = |why: String| corrupt(Box::new(IntegrityFailed(why)));
+            let mut db = Database::builder()
+                .create(&copy)
+                .map_err(|e| CapabilityError::Engine(engine_err(e)))?;
+            match db.check_integrity() {
+                Ok(true) => {}
+                Ok(false) => return Err(fail("damaged pages (redb repaired its copy)".into())),
+                Err(e) => return Err(CapabilityError::Engine(engine_err(e))),
+            }
+            let txn = db
+                .begin_read()
+                .map_err(|e| CapabilityError::Engine(engine_err(e)))?;
+            let version = read_version(&txn)?;
+            if version < durable {
+                return Err(fail(format!(
+                    "the last intact commit is version {version}, below the durable version {durable}"
+                )));
+            }
+            Ok(IntegrityReport::checked(None))
+        });
+        let _ = std::fs::remove_file(&copy);
+        result
     }
 }
 

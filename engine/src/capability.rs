@@ -1,4 +1,5 @@
-//! Capabilities beyond the contract: statistics, backup, compaction.
+//! Capabilities beyond the contract: statistics, backup, compaction,
+//! integrity checks.
 //!
 //! Each is a small trait next to [`Engine`](crate::Engine). An engine
 //! implements the ones it can; where a capability makes no sense for it, it
@@ -83,6 +84,35 @@ pub trait Backup {
     fn backup(&self, path: &Path) -> Result<BackupInfo, CapabilityError>;
 }
 
+/// What an integrity check read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub struct IntegrityReport {
+    /// Entries (rows, pages: the engine says which in its docs) whose
+    /// checksums were verified, where the engine counts them.
+    pub checked: Option<u64>,
+}
+
+impl IntegrityReport {
+    /// A check that verified `checked` entries, if counted.
+    pub const fn checked(checked: Option<u64>) -> Self {
+        Self { checked }
+    }
+}
+
+/// The engine's own check of what it stored (page or block checksums),
+/// beside the layers' checks of their rows.
+pub trait Integrity {
+    /// Verifies every checksum the engine keeps over the data of the
+    /// database as it is now.
+    ///
+    /// # Errors
+    /// [`CapabilityError::Engine`] with [`EngineError::Corrupt`] when the
+    /// stored data is damaged; [`CapabilityError::Unsupported`], or a
+    /// backend failure.
+    fn check_integrity(&self) -> Result<IntegrityReport, CapabilityError>;
+}
+
 /// Space reclamation on demand.
 pub trait Compact {
     /// Compacts the whole database now.
@@ -101,6 +131,12 @@ impl<E: Statistics + ?Sized> Statistics for &E {
 impl<E: Backup + ?Sized> Backup for &E {
     fn backup(&self, path: &Path) -> Result<BackupInfo, CapabilityError> {
         (**self).backup(path)
+    }
+}
+
+impl<E: Integrity + ?Sized> Integrity for &E {
+    fn check_integrity(&self) -> Result<IntegrityReport, CapabilityError> {
+        (**self).check_integrity()
     }
 }
 

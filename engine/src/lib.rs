@@ -48,7 +48,8 @@ mod resolve;
 mod sequence;
 
 pub use crate::capability::{
-    Backup, BackupInfo, CapabilityError, Compact, KeyspaceStats, Statistics,
+    Backup, BackupInfo, CapabilityError, Compact, Integrity, IntegrityReport, KeyspaceStats,
+    Statistics,
 };
 pub use crate::contract::{
     Commit, CommitInfo, Durability, Engine, Mutation, Predicate, RangeSpec, Snapshot, StampAt,

@@ -573,6 +573,18 @@ impl Backup for MemEngine {
     }
 }
 
+impl crate::capability::Integrity for MemEngine {
+    /// Unsupported: the engine keeps no checksums (nothing is stored
+    /// outside the process).
+    fn check_integrity(&self) -> Result<crate::capability::IntegrityReport, CapabilityError> {
+        Err(CapabilityError::Unsupported {
+            engine: "MemEngine",
+            capability: "integrity checks",
+            why: "an in-memory engine stores nothing to damage",
+        })
+    }
+}
+
 impl Compact for MemEngine {
     /// Unsupported: old versions are pruned as keys are written; there is
     /// nothing else to reclaim.

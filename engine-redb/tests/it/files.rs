@@ -126,3 +126,64 @@ fn backup_is_a_consistent_copy_taken_while_open() {
     assert_eq!(stats[0].entries, 101);
     assert!(stats[0].entries_exact);
 }
+
+/// The offset of `needle` in `haystack` (the first one).
+fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
+    haystack.windows(needle.len()).position(|w| w == needle)
+}
+
+/// A byte flipped inside a stored value: redb reads it back flipped (it
+/// checks page checksums only in its integrity check), and its integrity
+/// check, run by `Integrity::check_integrity` on a copy, finds it as
+/// `Corrupt`, writing nothing to the file. The same file undamaged passes.
+#[test]
+fn the_integrity_check_finds_a_byte_that_reads_find_silently() {
+    use strata_engine::{CapabilityError, Integrity};
+    let dir = TempDir::new("integrity");
+    let path = dir.0.join("db.redb");
+    let marker = b"VALUE-MARKER-0123456789-abcdefghij";
+    {
+        let e = RedbEngine::open(&path, specs(&["a"]), RedbOptions::default()).unwrap();
+        let a = e.keyspace("a").unwrap();
+        for i in 0u32..50 {
+            let mut v = marker.to_vec();
+            v.extend_from_slice(&i.to_be_bytes());
+            e.commit(
+                Commit::new()
+                    .put(a, i.to_be_bytes().to_vec(), v)
+                    .durability(Durability::Immediate),
+            )
+            .unwrap();
+        }
+    }
+    let clean = RedbEngine::open_read_only(&path, specs(&["a"]), RedbOptions::default()).unwrap();
+    assert!(
+        clean.check_integrity().is_ok(),
+        "an undamaged file fails the check"
+    );
+    drop(clean);
+    let mut bytes = std::fs::read(&path).unwrap();
+    let at = find(&bytes, marker).expect("the value is in the file") + 3;
+    bytes[at] ^= 0x01;
+    std::fs::write(&path, &bytes).unwrap();
+    let e = RedbEngine::open_read_only(&path, specs(&["a"]), RedbOptions::default()).unwrap();
+    let a = e.keyspace("a").unwrap();
+    // Why the check exists: the read itself does not notice.
+    let damaged = (0u32..50).any(|i| {
+        let v = e.snapshot().unwrap().get(a, &i.to_be_bytes()).unwrap();
+        v.is_some_and(|v| !v.starts_with(marker))
+    });
+    assert!(damaged, "the flipped byte is in no value read");
+    match e.check_integrity() {
+        Err(CapabilityError::Engine(EngineError::Corrupt(err))) => println!("found: {err}"),
+        other => panic!("the damage was not found: {other:?}"),
+    }
+    drop(e);
+    assert_eq!(
+        std::fs::read(&path).unwrap(),
+        bytes,
+        "the check wrote to the file"
+    );
+    let leftovers = std::fs::read_dir(&dir.0).unwrap().count();
+    assert_eq!(leftovers, 1, "the check's copy was left behind");
+}

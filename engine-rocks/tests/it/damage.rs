@@ -139,3 +139,50 @@ fn a_wal_cut_short_at_the_end_opens_without_its_last_record() {
     let e = RocksEngine::open(&db, specs(), RocksOptions::default()).unwrap();
     assert_eq!((e.last_version(), rows(&e)), (COMMITS - 1, COMMITS - 1));
 }
+
+/// A byte flipped inside an SST file's data: the integrity check (every
+/// entry read with block checksums verified) finds it as `Corrupt`.
+#[test]
+fn the_integrity_check_finds_a_damaged_table_file() {
+    use strata_engine::{CapabilityError, Integrity};
+    let dir = TempDir::new("sst-damage");
+    let db = dir.0.join("db");
+    let options = RocksOptions {
+        write_buffer_bytes: 1 << 20,
+        ..RocksOptions::default()
+    };
+    {
+        let e = RocksEngine::open(&db, specs(), options).unwrap();
+        let a = e.keyspace("a").unwrap();
+        for i in 0u64..2_000 {
+            e.commit(Commit::new().put(a, i.to_be_bytes().to_vec(), vec![0x5A; 100]))
+                .unwrap();
+        }
+        assert!(e.check_integrity().unwrap().checked.unwrap() >= 2_000);
+        // Into table files.
+        strata_engine::Compact::compact(&e).unwrap();
+    }
+    let ssts: Vec<PathBuf> = std::fs::read_dir(&db)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "sst"))
+        .collect();
+    assert!(!ssts.is_empty());
+    let biggest = ssts
+        .iter()
+        .max_by_key(|p| std::fs::metadata(p).unwrap().len())
+        .unwrap();
+    let mut bytes = std::fs::read(biggest).unwrap();
+    let at = bytes.len() / 3;
+    bytes[at] ^= 0x40;
+    std::fs::write(biggest, &bytes).unwrap();
+    match RocksEngine::open(&db, specs(), RocksOptions::default()) {
+        // Paranoid checks may already refuse it at open.
+        Err(EngineError::Corrupt(err)) => println!("refused at open: {err}"),
+        Err(other) => panic!("not a corruption error: {other:?}"),
+        Ok(e) => match e.check_integrity() {
+            Err(CapabilityError::Engine(EngineError::Corrupt(err))) => println!("found: {err}"),
+            other => panic!("the damage was not found: {other:?}"),
+        },
+    }
+}
