@@ -89,6 +89,63 @@ const MAX_GROUP: usize = 256;
 const META: &str = "strata.meta";
 const VERSION: &[u8] = b"version";
 
+/// The file in the database directory that holds the highest version
+/// known durable at the last open or clean close: the version, then its
+/// complement (so damage to the file itself is seen), 8 bytes each.
+const DURABLE_MARK: &str = "STRATA-DURABLE";
+
+/// The database opened at an earlier state than one it had reached
+/// durably: a damaged or cut write-ahead log or manifest lost commits that
+/// RocksDB's recovery could not see were there.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "the database recovers only to version {found}, but version {durable} was durable when it \
+     was last opened or closed: commits were lost to damage (RocksOptions::accept_wal_loss \
+     opens it anyway)"
+)]
+pub struct RolledBack {
+    /// The version RocksDB recovered.
+    pub found: u64,
+    /// The version the mark holds.
+    pub durable: u64,
+}
+
+/// The durable mark's file is itself damaged.
+#[derive(Debug, thiserror::Error)]
+#[error("the durable-version mark {DURABLE_MARK} is damaged")]
+pub struct MarkDamaged;
+
+fn read_mark(dir: &Path) -> Result<Option<u64>, EngineError> {
+    let bytes = match std::fs::read(dir.join(DURABLE_MARK)) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(EngineError::Backend(Box::new(e))),
+    };
+    let word = |at: usize| {
+        bytes
+            .get(at..at + 8)
+            .and_then(|b| <[u8; 8]>::try_from(b).ok())
+            .map(u64::from_be_bytes)
+    };
+    match (bytes.len(), word(0), word(8)) {
+        (16, Some(v), Some(not)) if v == !not => Ok(Some(v)),
+        _ => Err(EngineError::Corrupt(Box::new(MarkDamaged))),
+    }
+}
+
+/// Writes the mark: a new file, synced, renamed over the old one, the
+/// directory synced.
+fn write_mark(dir: &Path, version: u64) -> std::io::Result<()> {
+    use std::io::Write as _;
+    let tmp = dir.join(format!("{DURABLE_MARK}.tmp"));
+    let mut f = std::fs::File::create(&tmp)?;
+    f.write_all(&version.to_be_bytes())?;
+    f.write_all(&(!version).to_be_bytes())?;
+    f.sync_all()?;
+    std::fs::rename(&tmp, dir.join(DURABLE_MARK))?;
+    std::fs::File::open(dir)?.sync_all()
+}
+
 /// Options of [`RocksEngine::open`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RocksOptions {
@@ -133,6 +190,22 @@ pub struct RocksEngine {
     seq: Sequencer,
     /// Groups concurrent commits under one WAL sync.
     group: GroupCommitter,
+    /// The directory, where the durable mark is written at a clean close
+    /// (`None` when opened read-only).
+    mark_dir: Option<std::path::PathBuf>,
+}
+
+impl Drop for RocksEngine {
+    /// A clean close syncs the log and records the version as durable
+    /// (the file `STRATA-DURABLE`); a failure only leaves the older mark.
+    fn drop(&mut self) {
+        if let Some(dir) = &self.mark_dir
+            && self.db.flush_wal(true).is_ok()
+            && let Err(e) = write_mark(dir, self.seq.last())
+        {
+            tracing::warn!(error = %e, "the durable mark was not written at close");
+        }
+    }
 }
 
 impl std::fmt::Debug for RocksEngine {
@@ -353,12 +426,31 @@ impl RocksEngine {
                 .and_then(|v| <[u8; 8]>::try_from(v.as_slice()).ok())
                 .map_or(0, u64::from_be_bytes)
         };
+        // A damaged or cut log or manifest can make RocksDB recover to an
+        // earlier state without a word: the mark says how far the database
+        // had durably got when it was last opened or closed.
+        if let Some(durable) = read_mark(path)?
+            && version < durable
+            && !options.accept_wal_loss
+        {
+            return Err(EngineError::Corrupt(Box::new(RolledBack {
+                found: version,
+                durable,
+            })));
+        }
+        let mark_dir = if read_only {
+            None
+        } else {
+            write_mark(path, version).map_err(|e| EngineError::Backend(Box::new(e)))?;
+            Some(path.to_owned())
+        };
         Ok(Self {
             db,
             keyspaces,
             families,
             seq: Sequencer::new(version),
             group: GroupCommitter::new(MAX_GROUP),
+            mark_dir,
         })
     }
 

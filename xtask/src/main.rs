@@ -44,6 +44,11 @@ commands:
           change entries) against
           mutated valid encodings and random bytes, release build, on stable Rust:
           --iterations N (per decoder, default 1,000,000), --seed S
+  corrupt real database files damaged at random (bits flipped, a page zeroed, a
+          file cut short) on redb and RocksDB, then opened, checked with the
+          engine's integrity check and read: 0 panics and 0 wrong reads after
+          the check, or it fails; a table of the outcomes
+          (--databases N per engine, default 1,000; --seed S; --engine redb|rocks)
   bench   every crate's benchmark, one after another, then one markdown table of
           the ours/raw time ratios (median and min–max of interleaved rounds) with
           the machine's load; the interleaved A/B reports only, criterion's own
@@ -90,6 +95,7 @@ fn main() -> ExitCode {
             }
         },
         Some("fuzz") => fuzz(&args[1..]),
+        Some("corrupt") => corrupt(&args[1..]),
         Some("api") => match api::check(args.iter().any(|a| a == "--bless")) {
             Ok(()) => ExitCode::SUCCESS,
             Err(why) => {
@@ -429,6 +435,44 @@ fn fuzz(args: &[String]) -> ExitCode {
         "strata-sim",
         "--bin",
         "strata-fuzz",
+        "--",
+    ];
+    cmd.extend(args.iter().map(String::as_str));
+    println!("$ cargo {}", cmd.join(" "));
+    let _ = std::io::stdout().flush();
+    match Command::new(cargo()).args(&cmd).status() {
+        Ok(status) if status.success() => ExitCode::SUCCESS,
+        Ok(_) => ExitCode::FAILURE,
+        Err(e) => {
+            eprintln!("xtask: could not start cargo: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// `cargo xtask corrupt`: damaged database files on redb and RocksDB
+/// (`strata-corrupt`). Built in the dev profile on purpose: the RocksDB
+/// the tests built is reused, never compiled a second time.
+fn corrupt(args: &[String]) -> ExitCode {
+    // RocksDB's bindings, and the sim links the PostgreSQL test server's
+    // client (OpenSSL-free, but pkg-config and libssl for its TLS crate).
+    if let Err(e) = prereq::ensure(&prereq::LIBCLANG)
+        .and_then(|()| prereq::ensure(&prereq::LIBSSL))
+        .and_then(|()| prereq::ensure(&prereq::PKG_CONFIG))
+    {
+        eprintln!("xtask: {e}");
+        return ExitCode::FAILURE;
+    }
+    let mut cmd = vec![
+        "run",
+        "--quiet",
+        "--locked",
+        "-p",
+        "strata-sim",
+        "--features",
+        "rocks",
+        "--bin",
+        "strata-corrupt",
         "--",
     ];
     cmd.extend(args.iter().map(String::as_str));

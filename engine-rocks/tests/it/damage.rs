@@ -186,3 +186,62 @@ fn the_integrity_check_finds_a_damaged_table_file() {
         },
     }
 }
+
+/// A database closed cleanly, then its log cut in the middle (a damaged
+/// disk, a bad copy): RocksDB alone would take the cut for a crash's torn
+/// tail and open at an earlier state; the durable mark written at the
+/// clean close makes the open fail with `EngineError::Corrupt` instead. A
+/// damaged mark fails the open too; `accept_wal_loss` opens it anyway.
+#[test]
+fn a_log_cut_after_a_clean_close_is_refused_by_the_durable_mark() {
+    let dir = TempDir::new("mark");
+    let db = dir.0.join("db");
+    {
+        let e = RocksEngine::open(&db, specs(), RocksOptions::default()).unwrap();
+        let a = e.keyspace("a").unwrap();
+        for i in 1..=COMMITS {
+            e.commit(Commit::new().put(a, i.to_be_bytes().to_vec(), vec![7; 64]))
+                .unwrap();
+        }
+    }
+    let log = wal(&db);
+    let len = std::fs::metadata(&log).unwrap().len();
+    assert!(len > 1_000, "the rows are in the log ({len} bytes)");
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&log)
+        .unwrap()
+        .set_len(len / 2)
+        .unwrap();
+    match RocksEngine::open(&db, specs(), RocksOptions::default()) {
+        Err(EngineError::Corrupt(e)) => {
+            assert!(
+                e.to_string().contains(&format!("{COMMITS} was durable")),
+                "{e}"
+            );
+        }
+        Err(other) => panic!("not a corruption error: {other:?}"),
+        Ok(e) => panic!("opened at version {} of {COMMITS}", e.last_version()),
+    }
+    assert!(matches!(
+        RocksEngine::open_read_only(&db, specs(), RocksOptions::default()),
+        Err(EngineError::Corrupt(_))
+    ));
+    let mark = db.join("STRATA-DURABLE");
+    let good = std::fs::read(&mark).unwrap();
+    let mut bad = good.clone();
+    bad[3] ^= 1;
+    std::fs::write(&mark, &bad).unwrap();
+    assert!(matches!(
+        RocksEngine::open(&db, specs(), RocksOptions::default()),
+        Err(EngineError::Corrupt(_))
+    ));
+    std::fs::write(&mark, &good).unwrap();
+    let accepting = RocksOptions {
+        accept_wal_loss: true,
+        ..RocksOptions::default()
+    };
+    let e = RocksEngine::open(&db, specs(), accepting).unwrap();
+    assert!(e.last_version() < COMMITS);
+    assert_eq!(rows(&e), e.last_version());
+}
