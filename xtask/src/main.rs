@@ -25,7 +25,7 @@ const USAGE: &str = "\
 usage: cargo xtask <command>
 
 commands:
-  test    fmt check, clippy -D warnings (all targets), cargo doc -D warnings, the API
+  test    fmt check, clippy -D warnings (all targets; the sim with RocksDB too), cargo doc -D warnings, the API
           snapshot, the feature check, cargo package (no verification),
           cargo nextest run --workspace,
           doctests, the planted-bug tests, a short decoder fuzz, and short fixed-seed
@@ -171,6 +171,24 @@ const STEPS: &[(&str, &[&str], Parser)] = &[
         &[
             "clippy",
             "--workspace",
+            "--all-targets",
+            "--locked",
+            "--",
+            "-D",
+            "warnings",
+        ],
+        no_counts,
+    ),
+    // The simulation's RocksDB targets and `strata-corrupt` sit behind
+    // its `rocks` feature (the RocksDB build is the one above, shared).
+    (
+        "clippy sim rocks",
+        &[
+            "clippy",
+            "-p",
+            "strata-sim",
+            "--features",
+            "rocks",
             "--all-targets",
             "--locked",
             "--",
