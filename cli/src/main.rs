@@ -44,6 +44,12 @@ pub struct Cli {
     /// with a message that says so.
     #[arg(long, global = true)]
     repair: bool,
+    /// Open a RocksDB database whose write-ahead log or manifest is
+    /// damaged at the state before the damage, losing the commits after
+    /// it (durable ones too). Without it such a database is refused with a
+    /// message that says so. Back the directory up first.
+    #[arg(long, global = true)]
+    accept_loss: bool,
     #[command(subcommand)]
     command: Command,
 }
@@ -253,6 +259,10 @@ impl Failure {
         }
         let hint = if text.contains("already open") || text.contains("lock") {
             " (another process holds it; stop it, or use a read-only command)"
+        } else if text.contains("accept_wal_loss") || text.contains("Corruption") {
+            " (it is damaged; if the damage is in its log or manifest, running the command \
+             again with --accept-loss opens it at the state before the damage, losing every \
+             commit after it; copy the directory first to keep it as it is)"
         } else if text.contains("repair") || text.contains("needs recovery") {
             " (it was not closed cleanly: a crash or a full disk; run the command again \
              with --repair to repair it, which writes to it and keeps every durable commit; \
@@ -307,6 +317,7 @@ fn main() -> ExitCode {
     secrets::learn(std::env::args());
     let cli = Cli::parse();
     open::set_repair(cli.repair);
+    open::set_accept_loss(cli.accept_loss);
     progress::catch_ctrl_c();
     match cmd::run(&cli) {
         Ok(code) => code,

@@ -114,6 +114,23 @@ pub fn set_repair(on: bool) {
     REPAIR.store(on, std::sync::atomic::Ordering::Relaxed);
 }
 
+/// Whether `--accept-loss` was given.
+static ACCEPT_LOSS: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Takes `--accept-loss`.
+pub fn set_accept_loss(on: bool) {
+    ACCEPT_LOSS.store(on, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// RocksDB's options: with `--accept-loss`, a damaged log opens at the
+/// state before the damage.
+fn rocks_options() -> RocksOptions {
+    RocksOptions {
+        accept_wal_loss: ACCEPT_LOSS.load(std::sync::atomic::Ordering::Relaxed),
+        ..RocksOptions::default()
+    }
+}
+
 /// With `--repair`, a redb file that was not closed cleanly is repaired by
 /// a writable open (with redb's repair on) before anything else opens it.
 fn repair_first(path: &str, specs: &[KeyspaceSpec]) -> Result<(), Failure> {
@@ -152,11 +169,9 @@ pub fn open_engine(
             RedbEngine::open(path, specs, options).map(Opened::Redb)
         }
         (Kind::Rocks, true) => {
-            RocksEngine::open_read_only(path, specs, RocksOptions::default()).map(Opened::Rocks)
+            RocksEngine::open_read_only(path, specs, rocks_options()).map(Opened::Rocks)
         }
-        (Kind::Rocks, false) => {
-            RocksEngine::open(path, specs, RocksOptions::default()).map(Opened::Rocks)
-        }
+        (Kind::Rocks, false) => RocksEngine::open(path, specs, rocks_options()).map(Opened::Rocks),
         (Kind::Postgres, _) => {
             PostgresEngine::open(pg_config(path)?, specs, PostgresOptions::default())
                 .map(Opened::Postgres)

@@ -1164,3 +1164,35 @@ fn a_file_not_closed_cleanly_is_refused_then_repaired_on_request() {
     let v = json(&["verify", p(&db)]);
     assert_eq!(v["ok"], true, "{v}");
 }
+
+/// A RocksDB directory whose log was cut after a clean close: every
+/// command refuses it, naming `--accept-loss`; with it the database opens
+/// at the state before the cut, and says so by its version.
+#[test]
+fn a_cut_rocksdb_log_is_refused_then_opened_with_accept_loss() {
+    let dir = Dir::new("accept-loss");
+    let db = create(Which::Rocks, &dir);
+    let before = json(&["info", p(&db)]);
+    let log = std::fs::read_dir(&db)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|x| x == "log"))
+        .expect("a log");
+    let len = std::fs::metadata(&log).unwrap().len();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&log)
+        .unwrap()
+        .set_len(len / 2)
+        .unwrap();
+    for args in [vec!["info", p(&db)], vec!["verify", p(&db)]] {
+        let (code, _, err) = run(&args);
+        assert_eq!(code, 2, "{args:?}: {err}");
+        assert!(err.contains("--accept-loss"), "{args:?}: {err}");
+    }
+    let after = json(&["--accept-loss", "info", p(&db)]);
+    assert!(
+        after["last_version"].as_u64().unwrap() < before["last_version"].as_u64().unwrap(),
+        "{after}"
+    );
+}
