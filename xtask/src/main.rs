@@ -443,18 +443,9 @@ fn test(args: &[String]) -> Result<(), String> {
     Ok(())
 }
 
-/// `cargo xtask fuzz ARGS`: the decoder fuzzer, in a release build.
-fn fuzz(args: &[String]) -> ExitCode {
-    let mut cmd = vec![
-        "run",
-        "--release",
-        "--quiet",
-        "-p",
-        "strata-sim",
-        "--bin",
-        "strata-fuzz",
-        "--",
-    ];
+/// Runs `cargo` with `cmd` and then `args` (the user's, passed on),
+/// printing the command first; success as cargo's.
+fn pass_to_cargo(mut cmd: Vec<&str>, args: &[String]) -> ExitCode {
     cmd.extend(args.iter().map(String::as_str));
     println!("$ cargo {}", cmd.join(" "));
     let _ = std::io::stdout().flush();
@@ -466,6 +457,21 @@ fn fuzz(args: &[String]) -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// `cargo xtask fuzz ARGS`: the decoder fuzzer, in a release build.
+fn fuzz(args: &[String]) -> ExitCode {
+    let cmd = vec![
+        "run",
+        "--release",
+        "--quiet",
+        "-p",
+        "strata-sim",
+        "--bin",
+        "strata-fuzz",
+        "--",
+    ];
+    pass_to_cargo(cmd, args)
 }
 
 /// `cargo xtask corrupt`: damaged database files on redb and RocksDB
@@ -481,7 +487,7 @@ fn corrupt(args: &[String]) -> ExitCode {
         eprintln!("xtask: {e}");
         return ExitCode::FAILURE;
     }
-    let mut cmd = vec![
+    let cmd = vec![
         "run",
         "--quiet",
         "--locked",
@@ -493,17 +499,7 @@ fn corrupt(args: &[String]) -> ExitCode {
         "strata-corrupt",
         "--",
     ];
-    cmd.extend(args.iter().map(String::as_str));
-    println!("$ cargo {}", cmd.join(" "));
-    let _ = std::io::stdout().flush();
-    match Command::new(cargo()).args(&cmd).status() {
-        Ok(status) if status.success() => ExitCode::SUCCESS,
-        Ok(_) => ExitCode::FAILURE,
-        Err(e) => {
-            eprintln!("xtask: could not start cargo: {e}");
-            ExitCode::FAILURE
-        }
-    }
+    pass_to_cargo(cmd, args)
 }
 
 /// `cargo xtask tidy`: every rule of [`tidy`] over the repository.
