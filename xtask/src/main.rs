@@ -445,7 +445,7 @@ fn test(args: &[String]) -> Result<(), String> {
 
 /// Runs `cargo` with `cmd` and then `args` (the user's, passed on),
 /// printing the command first; success as cargo's.
-fn pass_to_cargo(mut cmd: Vec<&str>, args: &[String]) -> ExitCode {
+fn pass_to_cargo<'a>(mut cmd: Vec<&'a str>, args: &'a [String]) -> ExitCode {
     cmd.extend(args.iter().map(String::as_str));
     println!("$ cargo {}", cmd.join(" "));
     let _ = std::io::stdout().flush();
