@@ -37,6 +37,9 @@ pub fn data_value_json<E: Engine>(
     stored: &[u8],
     now_ms: u64,
 ) -> Json {
+    if let Some(n) = strata_store::counter_row(stored) {
+        return json!({ "envelope": false, "counter": n, "length": stored.len() });
+    }
     let header = match Header::read(stored) {
         Ok(h) => h,
         Err(e) => {
@@ -112,6 +115,9 @@ fn body_json(codec: Codec, body: &[u8]) -> Json {
 /// One row as text: `KEY = VALUE` with the value's header on the line.
 pub fn row_text(key: &Json, value: &Json) -> String {
     let k = key["key"].as_str().unwrap_or_default();
+    if let Some(n) = value["counter"].as_i64() {
+        return format!("{k} = counter {n}");
+    }
     if value["envelope"] != json!(true) {
         let shown = value["shown"].as_str().unwrap_or_default();
         return format!("{k} = {shown} ({} bytes)", value["length"]);

@@ -35,9 +35,14 @@ struct NoteKey {
 struct BlobKey {
     user: u64,
 }
+#[derive(Debug, Clone, PartialEq)]
+struct CountKey {
+    user: u64,
+}
 tuple_key! {
     NoteKey -> Note = ("note", {user}, {id});
     BlobKey -> Vec<u8> = ("blob", {user});
+    CountKey -> i64 = ("count", {user});
 }
 
 /// A directory removed when dropped.
@@ -1195,4 +1200,108 @@ fn a_cut_rocksdb_log_is_refused_then_opened_with_accept_loss() {
         after["last_version"].as_u64().unwrap() < before["last_version"].as_u64().unwrap(),
         "{after}"
     );
+}
+
+/// Counter rows (`add`, `increment`, code-sous's version sequence) are
+/// counters, not damaged envelopes: `verify` passes and counts them (and
+/// their quota), a backup of a database with counters restores, and `get`
+/// and `scan` show them as numbers. A data row that is neither (7 bytes)
+/// is still reported.
+#[test]
+fn databases_with_counters_verify_back_up_and_restore() {
+    use strata_schemas::code_sous::{Bundle, CodeSous, CodeSousConfig, FunctionId, NewFunction};
+    let dir = Dir::new("counters");
+    let path = dir.0.join("counters.redb");
+    {
+        let engine = match open_engine(Which::Redb, &path)() {
+            Either::Redb(e) => e,
+            Either::Rocks(_) => unreachable!(),
+        };
+        let store = Store::open(engine, options()).unwrap();
+        store.publish_catalog().unwrap();
+        store.add(&CountKey { user: 7 }, 5).unwrap();
+        assert_eq!(store.increment(&CountKey { user: 7 }, 2).unwrap(), 7);
+        store.add(&CountKey { user: 9 }, -4).unwrap();
+        store
+            .put(
+                &NoteKey { user: 7, id: 1 },
+                &Note {
+                    title: "one".into(),
+                    stars: 1,
+                },
+            )
+            .unwrap();
+        store.engine().sync().unwrap();
+    }
+    let db = p(&path);
+    let v = json(&["verify", db]);
+    assert_eq!(v["ok"], true, "{v}");
+    assert_eq!(v["counters"], 2, "{v}");
+    assert_eq!(v["values"], 1, "{v}");
+    let got = json(&["get", db, "data", r#"("count", 7)"#]);
+    assert_eq!(got["value"]["counter"], 7, "{got}");
+    let (code, text, _) = run(&["scan", db, "data", "--tuple-prefix", r#"("count",)"#]);
+    assert_eq!(code, 0);
+    assert!(text.contains(r#"("count", 7) = counter 7"#), "{text}");
+    assert!(text.contains(r#"("count", 9) = counter -4"#), "{text}");
+    let backup = dir.0.join("counters.backup");
+    json(&["backup", db, p(&backup)]);
+    let restored = dir.0.join("restored.redb");
+    json(&["restore", p(&backup), p(&restored)]);
+    let again = json(&["verify", p(&restored)]);
+    assert_eq!(again["ok"], true, "{again}");
+    assert_eq!(again["counters"], 2, "{again}");
+    assert_eq!(
+        json(&["get", p(&restored), "data", r#"("count", 9)"#])["value"]["counter"],
+        -4
+    );
+
+    // Seven bytes are neither a counter nor an envelope.
+    plant(Which::Redb, &path, "data", |ks, _| Mutation::Put {
+        ks,
+        key: strata_keys::tuple::pack(&("count", 8u64)),
+        value: vec![1; 7],
+    });
+    let (code, out, _) = run(&["--json", "verify", db]);
+    assert_ne!(code, 0, "{out}");
+    let bad: Json = serde_json::from_str(&out).unwrap();
+    assert_eq!(bad["counters"], 2, "{bad}");
+    // The row, and its scope's quota that no write charged.
+    let problems = bad["problems"].as_array().unwrap();
+    assert_eq!(problems.len(), 2, "{bad}");
+    assert!(
+        problems[0]
+            .as_str()
+            .unwrap()
+            .contains("unknown envelope format byte 0x01"),
+        "{bad}"
+    );
+
+    // code-sous: versions numbered by a counter.
+    let path = dir.0.join("code-sous.redb");
+    {
+        let options = CodeSous::<RedbEngine>::store_options();
+        let engine =
+            RedbEngine::open(&path, options.keyspace_specs(), RedbOptions::default()).unwrap();
+        let cs = CodeSous::new(
+            Store::open(engine, options).unwrap(),
+            CodeSousConfig::default(),
+            Box::new(SeededRng::new(5)),
+        );
+        let f = FunctionId::new("t_abc123", "payments", "reconcile");
+        cs.create_function(&f, &NewFunction::js()).unwrap();
+        for body in ["export default () => 1;", "export default () => 2;"] {
+            cs.publish(&f, &Bundle::new(body, "{}"), &serde_json::json!({}), None)
+                .unwrap();
+        }
+        cs.store().engine().sync().unwrap();
+    }
+    let v = json(&["verify", p(&path)]);
+    assert_eq!(v["ok"], true, "{v}");
+    assert_eq!(v["counters"], 1, "{v}");
+    let backup = dir.0.join("code-sous.backup");
+    json(&["backup", p(&path), p(&backup)]);
+    let restored = dir.0.join("code-sous-restored.redb");
+    json(&["restore", p(&backup), p(&restored)]);
+    assert_eq!(json(&["verify", p(&restored)])["ok"], true);
 }

@@ -12,9 +12,42 @@
 //! The metadata row of a chunked value is the data row itself (its
 //! envelope is the chunk manifest), so a scan of the data keyspace sees one
 //! row per logical value, whatever its size.
+//!
+//! A data row is one of two kinds, told apart by its length: a counter
+//! (`Tx::add`, `Tx::increment`) is an engine counter of exactly 8 bytes,
+//! and every envelope the store writes is longer (a 5-byte header and a
+//! 4-byte checksum at least). See [`counter_row`].
 
 use strata_codec::ChunkLayout;
 use strata_keys::{KeyRange, tuple};
+
+/// The length of an engine counter row.
+const COUNTER_LEN: usize = 8;
+
+// Every envelope the store writes carries a checksum, so none is as short
+// as a counter: the length alone tells the two kinds of data row apart.
+const _: () = assert!(strata_codec::envelope::header_len(false, true) > COUNTER_LEN);
+
+/// The value of a data row if it is a counter (written by `Tx::add` or
+/// `Tx::increment`), `None` if it is an envelope.
+///
+/// Counter rows are engine counters (8 bytes, little-endian two's
+/// complement), which the engine adds to at commit without reading them
+/// into the store, so they carry no envelope and no checksum of the
+/// store's: the engine's own checksums cover them (`Integrity`). The store
+/// writes every envelope with a checksum, 9 bytes or more, so a data row of
+/// exactly 8 bytes is a counter and nothing else.
+///
+/// ```
+/// assert_eq!(strata_store::counter_row(&(-3i64).to_le_bytes()), Some(-3));
+/// assert_eq!(strata_store::counter_row(&[0xE1; 9]), None);
+/// ```
+#[must_use]
+pub fn counter_row(value: &[u8]) -> Option<i64> {
+    <[u8; COUNTER_LEN]>::try_from(value)
+        .ok()
+        .map(i64::from_le_bytes)
+}
 
 const CHUNK: &str = "c";
 const QUOTA: &str = "q";

@@ -8,7 +8,7 @@ use strata_engine::{Commit, Engine, MemEngine, Mutation, RangeSpec, Snapshot};
 use strata_keys::tuple;
 use strata_store::{Problem, Store, StoreOptions};
 
-use crate::common::{BlobKey, Doc, DocKey};
+use crate::common::{BlobKey, CountKey, Doc, DocKey};
 
 fn options() -> StoreOptions {
     // Values above 200 bytes are chunked, in chunks of 100.
@@ -67,6 +67,64 @@ fn a_sound_store_verifies_with_its_counts() {
     assert_eq!((v.expiry_entries, v.stale_expiry_entries), (1, 0));
     assert_eq!(v.quota_scopes, Some(2), "two actors' scopes recounted");
     assert_eq!(v.version, e.last_version());
+}
+
+/// Counter rows are counted as counters (not read as envelopes) and
+/// charged to their scope like any row; a data row of another length that
+/// is no envelope is still a problem.
+#[test]
+fn counters_verify_as_counters_with_their_quota() {
+    let e = engine();
+    let store = filled(&e);
+    let hits = CountKey {
+        actor: 1,
+        name: "hits".into(),
+    };
+    store.add(&hits, 3).unwrap();
+    assert_eq!(store.increment(&hits, 4).unwrap(), 7);
+    store
+        .add(
+            &CountKey {
+                actor: 3,
+                name: "misses".into(),
+            },
+            -1,
+        )
+        .unwrap();
+    let v = store.verify().unwrap();
+    assert!(v.is_ok(), "{:?}", v.problems);
+    assert_eq!((v.values, v.counters), (3, 2));
+    assert_eq!(v.quota_scopes, Some(3), "actor 3's scope holds only a counter");
+
+    // Nine bytes that are no envelope, in actor 3's scope (its quota
+    // counter is raised to match, so only the row is wrong).
+    let data = e.keyspace("data").unwrap();
+    let key = tuple::pack(&(7i64, 3u64, "count", "other"));
+    raw(
+        &e,
+        Mutation::Put {
+            ks: data,
+            key: key.clone(),
+            value: vec![0x01; 9],
+        },
+    );
+    let scope = tuple::pack(&("q", tuple::pack(&(7i64, 3u64)).as_slice()));
+    assert!(system_rows(&e, "q").iter().any(|(k, _)| *k == scope));
+    raw(
+        &e,
+        Mutation::Add {
+            ks: e.keyspace("strata.system").unwrap(),
+            key: scope,
+            delta: i64::try_from(strata_codec::stored_size(key.len(), 9)).unwrap(),
+        },
+    );
+    let v = store.verify().unwrap();
+    assert_eq!(v.counters, 2);
+    assert!(
+        matches!(&v.problems[..], [Problem::Value { key: k, .. }] if *k == key),
+        "{:?}",
+        v.problems
+    );
 }
 
 #[test]
