@@ -59,6 +59,10 @@ pub enum OutboxError {
     /// `ack_through`, a position after the last commit).
     #[error("no entry at {0}")]
     NoEntry(Position),
+    /// The entry was already acknowledged (or dead-lettered) by this
+    /// consumer: the transaction acknowledging it again must not commit.
+    #[error("the entry at {0} is already finished")]
+    AlreadyFinished(Position),
     /// A row of the outbox does not read as its layout says.
     #[error("corrupt outbox row: {0}")]
     Corrupt(String),

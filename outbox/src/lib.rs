@@ -229,16 +229,21 @@ pub enum PlantedBug {
     PollBeyondDurable,
     /// Trimming cuts at the highest checkpoint instead of the lowest.
     TrimIgnoresSlowest,
+    /// The lease belongs to a holder name (a second worker with the name
+    /// shares it) and acknowledging a finished entry succeeds: two workers
+    /// named alike apply entries twice.
+    SharedHolderName,
 }
 
 #[cfg(feature = "planted-bugs")]
 impl PlantedBug {
     /// Every planted bug.
-    pub const ALL: [Self; 4] = [
+    pub const ALL: [Self; 5] = [
         Self::SequenceFromCounter,
         Self::CheckpointPastFailed,
         Self::PollBeyondDurable,
         Self::TrimIgnoresSlowest,
+        Self::SharedHolderName,
     ];
 
     /// Its name on the command line.
@@ -248,6 +253,7 @@ impl PlantedBug {
             Self::CheckpointPastFailed => "checkpoint-past-failed",
             Self::PollBeyondDurable => "poll-beyond-durable",
             Self::TrimIgnoresSlowest => "trim-ignores-slowest",
+            Self::SharedHolderName => "shared-holder-name",
         }
     }
 
@@ -273,6 +279,13 @@ impl Default for OutboxConfig {
 
 /// A worker's hold on a consumer: acknowledgements and failures under it
 /// are refused once another worker has taken the consumer over.
+///
+/// A lease belongs to the one [`Outbox::acquire`] call that took it (a
+/// random instance number is stored with it), not to its holder name: a
+/// second worker with the same name (a restart while the old process still
+/// runs, a name copied from the docs) is refused like any other until the
+/// lease is released or expires. The holder keeps it with
+/// [`Outbox::renew`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Lease {
     topic: String,
@@ -280,12 +293,18 @@ pub struct Lease {
     token: u64,
     holder: String,
     expires_ms: u64,
+    instance: u64,
 }
 
 impl Lease {
-    /// The fencing token: larger for every new holder.
+    /// The fencing token: larger for every acquisition.
     pub fn token(&self) -> u64 {
         self.token
+    }
+
+    /// The holder name it was taken under (for people: it decides nothing).
+    pub fn holder(&self) -> &str {
+        &self.holder
     }
 
     /// Until when it holds without renewal (clock milliseconds).
@@ -602,14 +621,22 @@ impl<'s, E: Engine> Outbox<'s, E> {
         })
     }
 
-    /// Takes `consumer`'s lease for `holder` if it is free, expired, or
-    /// already `holder`'s: a new fencing token each time it changes hands.
+    /// Takes `consumer`'s lease, named `holder`, if it is free (released
+    /// or expired): a new fencing token each time. A lease that still runs
+    /// is refused whoever holds it, even under the same holder name: the
+    /// worker that took it keeps it with [`Outbox::renew`], so two workers
+    /// never hold one consumer at once.
     ///
     /// # Errors
-    /// [`OutboxError::LeaseHeld`] while another holder's lease runs;
+    /// [`OutboxError::LeaseHeld`] while a lease runs;
     /// [`OutboxError::UnknownConsumer`].
     pub fn acquire(&self, topic: &str, consumer: &str, holder: &str) -> Result<Lease, OutboxError> {
         let now = self.clock.now_ms();
+        let instance = self
+            .rng
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .next_u64();
         self.store.transact(|tx| {
             if tx
                 .get_in(&self.state, &layout::checkpoint_key(topic, consumer))?
@@ -622,27 +649,81 @@ impl<'s, E: Engine> Outbox<'s, E> {
                 .get_in(&self.state, &key)?
                 .map(|v| read_lease(&v))
                 .transpose()?;
+            #[cfg(feature = "planted-bugs")]
+            if self.bug(PlantedBug::SharedHolderName)
+                && let Some(held) = current.as_ref().filter(|h| h.holder == holder)
+            {
+                return Ok(Lease {
+                    topic: topic.to_owned(),
+                    consumer: consumer.to_owned(),
+                    token: held.token,
+                    holder: holder.to_owned(),
+                    expires_ms: held.until,
+                    instance: held.instance,
+                });
+            }
             let token = match current {
-                Some((_, h, until)) if h != holder && until > now => {
+                Some(held) if held.until > now => {
                     return Err(OutboxError::LeaseHeld {
                         topic: topic.to_owned(),
                         consumer: consumer.to_owned(),
-                        holder: h,
-                        until_ms: until,
+                        holder: held.holder,
+                        until_ms: held.until,
                     });
                 }
-                Some((token, h, _)) if h == holder => token,
-                Some((token, ..)) => token + 1,
+                Some(held) => held.token + 1,
                 None => 1,
             };
             let expires_ms = now.saturating_add(self.config.lease_ms);
-            tx.put_in(&self.state, key, tuple::pack(&(token, holder, expires_ms)))?;
+            tx.put_in(
+                &self.state,
+                key,
+                tuple::pack(&(token, holder, expires_ms, instance)),
+            )?;
             Ok(Lease {
                 topic: topic.to_owned(),
                 consumer: consumer.to_owned(),
                 token,
                 holder: holder.to_owned(),
                 expires_ms,
+                instance,
+            })
+        })
+    }
+
+    /// Extends `lease` by the configured term from now, keeping its token:
+    /// how its holder keeps it. A lease that expired is renewed too as long
+    /// as nobody took the consumer in between.
+    ///
+    /// # Errors
+    /// [`OutboxError::StaleLease`] when the consumer was taken over or
+    /// released since (acquire it again); a store failure.
+    pub fn renew(&self, lease: &Lease) -> Result<Lease, OutboxError> {
+        let now = self.clock.now_ms();
+        self.store.transact(|tx| {
+            let key = layout::lease_key(&lease.topic, &lease.consumer);
+            let current = tx
+                .get_in(&self.state, &key)?
+                .map(|v| read_lease(&v))
+                .transpose()?;
+            match current {
+                Some(held) if held.is(lease) && held.until >= lease.expires_ms.min(now) => {}
+                _ => return Err(OutboxError::StaleLease { token: lease.token }),
+            }
+            let expires_ms = now.saturating_add(self.config.lease_ms);
+            tx.put_in(
+                &self.state,
+                key,
+                tuple::pack(&(
+                    lease.token,
+                    lease.holder.as_str(),
+                    expires_ms,
+                    lease.instance,
+                )),
+            )?;
+            Ok(Lease {
+                expires_ms,
+                ..lease.clone()
             })
         })
     }
@@ -663,14 +744,14 @@ impl<'s, E: Engine> Outbox<'s, E> {
                 .get_in(&self.state, &key)?
                 .map(|v| read_lease(&v))
                 .transpose()?;
-            if let Some((token, holder, until)) = current
-                && token == lease.token
-                && until > now
+            if let Some(held) = current
+                && held.is(lease)
+                && held.until > now
             {
                 tx.put_in(
                     &self.state,
                     key,
-                    tuple::pack(&(token, holder.as_str(), now)),
+                    tuple::pack(&(held.token, held.holder.as_str(), now, held.instance)),
                 )?;
             }
             Ok::<_, OutboxError>(())
@@ -686,7 +767,7 @@ impl<'s, E: Engine> Outbox<'s, E> {
             &layout::lease_key(&lease.topic, &lease.consumer),
         )?;
         match row.map(|v| read_lease(&v)).transpose()? {
-            Some((token, _, until)) if token == lease.token && until > now => Ok(()),
+            Some(held) if held.is(lease) && held.until > now => Ok(()),
             _ => Err(OutboxError::StaleLease { token: lease.token }),
         }
     }
@@ -923,12 +1004,16 @@ impl<'s, E: Engine> Outbox<'s, E> {
     /// Acknowledges the entry at `position` in `tx`, the handler's own
     /// transaction: it commits with the handler's writes (exactly once for
     /// effects in this store) or not at all. Moves the checkpoint past every
-    /// finished entry in order. Acknowledging an entry already finished
-    /// does nothing.
+    /// finished entry in order.
+    ///
+    /// Acknowledging an entry already finished fails with
+    /// [`OutboxError::AlreadyFinished`], so the handler's transaction rolls
+    /// back with its writes: whatever delivered the entry twice (a retry
+    /// after a lost reply, a second worker), its effects commit once.
     ///
     /// # Errors
     /// [`OutboxError::StaleLease`] when another worker took the consumer
-    /// over; a store failure.
+    /// over; [`OutboxError::AlreadyFinished`]; a store failure.
     pub fn ack(
         &self,
         tx: &mut Tx<'_, E>,
@@ -953,12 +1038,13 @@ impl<'s, E: Engine> Outbox<'s, E> {
             .get_in(&self.state, &ck_key)?
             .ok_or_else(|| unknown(topic, consumer))
             .and_then(|v| read_position(&v))?;
-        if position <= low_water {
-            return Ok(());
-        }
         let done_key = layout::done_key(topic, consumer, position);
-        if tx.get_in(&self.state, &done_key)?.is_some() {
-            return Ok(());
+        if position <= low_water || tx.get_in(&self.state, &done_key)?.is_some() {
+            #[cfg(feature = "planted-bugs")]
+            if self.bug(PlantedBug::SharedHolderName) {
+                return Ok(());
+            }
+            return Err(OutboxError::AlreadyFinished(position));
         }
         if tx
             .snapshot_get_in(&self.entries, &layout::entry_key(topic, position))?
@@ -1366,8 +1452,30 @@ fn read_position(bytes: &[u8]) -> Result<Position, OutboxError> {
     Ok(Position { version, order })
 }
 
-fn read_lease(bytes: &[u8]) -> Result<(u64, String, u64), OutboxError> {
-    tuple::unpack::<(u64, String, u64)>(bytes).map_err(|_| corrupt("lease"))
+/// A lease row: `(token, holder, until_ms, instance)`.
+struct LeaseRow {
+    token: u64,
+    holder: String,
+    until: u64,
+    instance: u64,
+}
+
+impl LeaseRow {
+    /// Whether the row is `lease`'s own acquisition.
+    fn is(&self, lease: &Lease) -> bool {
+        self.token == lease.token && self.instance == lease.instance
+    }
+}
+
+fn read_lease(bytes: &[u8]) -> Result<LeaseRow, OutboxError> {
+    tuple::unpack::<(u64, String, u64, u64)>(bytes)
+        .map(|(token, holder, until, instance)| LeaseRow {
+            token,
+            holder,
+            until,
+            instance,
+        })
+        .map_err(|_| corrupt("lease"))
 }
 
 fn read_dead(key: &[u8], value: &[u8], prefix: usize) -> Result<DeadLetter, OutboxError> {

@@ -17,7 +17,9 @@ use crate::{Delivery, Failed, Outbox, OutboxConfig, OutboxError, Topic};
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct WorkerConfig {
-    /// The lease holder's name (unique per worker process).
+    /// The lease holder's name, shown by `LeaseHeld` errors and the tool.
+    /// It decides nothing: a lease belongs to the worker that took it, so
+    /// two workers with one name never both hold a consumer.
     pub holder: String,
     /// Entries per poll (default 64).
     pub batch: usize,
@@ -177,10 +179,20 @@ fn run<E: Engine, T: Value>(
     let mut held = None;
     while !stop.load(Ordering::SeqCst) {
         let seen = store.last_commit_seen();
-        let lease = match outbox.acquire(topic.name(), consumer, &worker.holder) {
+        // The lease this worker took is renewed; another's (whatever its
+        // holder name) is waited for.
+        let got = match &held {
+            Some(l) => outbox.renew(l),
+            None => outbox.acquire(topic.name(), consumer, &worker.holder),
+        };
+        let lease = match got {
             Ok(l) => {
                 held = Some(l.clone());
                 l
+            }
+            Err(OutboxError::StaleLease { .. }) => {
+                held = None;
+                continue;
             }
             Err(OutboxError::LeaseHeld { .. }) => {
                 store.wait_for_commit(seen, worker.idle_wait);
@@ -223,7 +235,13 @@ fn run<E: Engine, T: Value>(
                         report.dead_lettered += 1;
                     }
                 }
-                Err(Attempt::Outbox(OutboxError::StaleLease { .. })) => break,
+                // Finished already (a lost reply that applied, retried):
+                // the handler's writes of this run rolled back.
+                Err(Attempt::Outbox(OutboxError::AlreadyFinished(_))) => {}
+                Err(Attempt::Outbox(OutboxError::StaleLease { .. })) => {
+                    held = None;
+                    break;
+                }
                 Err(Attempt::Outbox(e)) => return Err(e),
             }
         }

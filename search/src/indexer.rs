@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use strata_codec::Value;
 use strata_engine::{Clock, Engine};
 use strata_keys::Key;
-use strata_outbox::{Lease, Outbox, Position, Start, Topic};
+use strata_outbox::{Lease, Outbox, OutboxError, Position, Start, Topic};
 use tantivy::collector::{DocSetCollector, TopDocs};
 use tantivy::directory::{Directory, MmapDirectory, RamDirectory};
 use tantivy::indexer::UserOperation;
@@ -48,7 +48,9 @@ pub enum Location {
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct IndexerConfig {
-    /// The outbox lease holder's name (unique per process).
+    /// The outbox lease holder's name, shown by `LeaseHeld` errors and the
+    /// tool. It decides nothing: a lease belongs to the indexer that took
+    /// it, so two indexers with one name never both hold the index.
     pub holder: String,
     /// Entries per outbox poll (default 256).
     pub batch: usize,
@@ -324,10 +326,26 @@ where
             // Renewed with a margin: an expired lease is refused at the
             // acknowledgement, after the index committed.
             Some(l) if l.expires_ms() > now.saturating_add(1_000) => Ok(l.clone()),
-            _ => {
-                let l =
-                    self.outbox
-                        .acquire(self.topic.name(), &self.spec.name, &self.config.holder)?;
+            held => {
+                // This indexer's own lease is renewed; a lease it lost (or
+                // never had) is acquired, and refused while another runs,
+                // whatever that one's holder name.
+                let renewed = match held {
+                    Some(l) => match self.outbox.renew(l) {
+                        Ok(l) => Some(l),
+                        Err(OutboxError::StaleLease { .. }) => None,
+                        Err(e) => return Err(e.into()),
+                    },
+                    None => None,
+                };
+                let l = match renewed {
+                    Some(l) => l,
+                    None => self.outbox.acquire(
+                        self.topic.name(),
+                        &self.spec.name,
+                        &self.config.holder,
+                    )?,
+                };
                 self.lease = Some(l.clone());
                 Ok(l)
             }
@@ -708,7 +726,7 @@ where
     /// (open it again after a failure).
     pub fn rebuild(self) -> Result<(Self, Rebuilt), SearchError> {
         let old = (self.writer, self.reader, self.index);
-        // The lease is taken again (by the same holder) when next needed.
+        // The lease goes with the indexer: it is this indexer's to renew.
         Self::rebuild_from(
             self.outbox,
             self.spec,
@@ -717,6 +735,7 @@ where
             self.location,
             self.generation,
             Some(old),
+            self.lease,
         )
     }
 
@@ -750,11 +769,13 @@ where
             location.clone(),
             generation,
             None,
+            None,
         )
     }
 
     /// The rebuild; `old` is the index in use, kept until the new
-    /// generation is switched in.
+    /// generation is switched in; `lease` the outbox lease held, if any.
+    #[allow(clippy::too_many_arguments)]
     fn rebuild_from(
         outbox: &'o Outbox<'s, E>,
         spec: IndexSpec<K>,
@@ -763,6 +784,7 @@ where
         location: Location,
         generation: Option<u64>,
         old: Option<(IndexWriter, IndexReader, Index)>,
+        lease: Option<Lease>,
     ) -> Result<(Self, Rebuilt), SearchError> {
         let topic = spec.topic();
         let started = clock.now_ms();
@@ -818,7 +840,7 @@ where
             reader,
             reload_due: AtomicBool::new(false),
             fields,
-            lease: None,
+            lease,
             checkpoint: at,
             applied: at,
             pending_docs: 0,

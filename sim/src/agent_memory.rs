@@ -46,6 +46,8 @@ struct MemRun {
     next_event: u32,
     /// Event key → the position it arrived at.
     delivered: BTreeMap<String, Position>,
+    /// The checking consumer's lease, renewed from one drain to the next.
+    lease: Option<strata_outbox::Lease>,
     /// Nodes written, with the version last returned.
     nodes: BTreeMap<String, u32>,
 }
@@ -208,7 +210,8 @@ impl MemRun {
         mem: &AgentMemory<'_, FaultyEngine<E>>,
         step: usize,
     ) -> Result<(), Violation> {
-        let Ok(lease) = outbox.acquire(EVENT_TOPIC, CONSUMER, "sim") else {
+        let Ok(lease) = crate::outbox::hold(outbox, &mut self.lease, EVENT_TOPIC, CONSUMER, "sim")
+        else {
             return Ok(());
         };
         loop {
@@ -413,6 +416,7 @@ pub fn run_agent_memory_seed_on<E: Target>(options: &RunOptions) -> SeedReport {
         options: store_options.clone(),
         next_event: 0,
         delivered: BTreeMap::new(),
+        lease: None,
         nodes: BTreeMap::new(),
         rng,
     };

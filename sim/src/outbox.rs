@@ -82,6 +82,33 @@ struct OutboxRun {
     first: [BTreeMap<Option<Vec<u8>>, Position>; 2],
     /// Per consumer: the worker generation (its holder name).
     worker: [u64; 2],
+    /// Per consumer: the lease its current worker took, renewed by it.
+    leases: [Option<Lease>; 2],
+}
+
+/// The lease `held` renewed, or a new one for `holder` when there is none
+/// or it was lost (taken over, released, rolled back by a crash): how a
+/// worker keeps its consumer.
+pub(crate) fn hold<E: strata_engine::Engine>(
+    outbox: &Outbox<'_, E>,
+    held: &mut Option<Lease>,
+    topic: &str,
+    consumer: &str,
+    holder: &str,
+) -> Result<Lease, OutboxError> {
+    if let Some(l) = held.as_ref() {
+        match outbox.renew(l) {
+            Ok(l) => {
+                *held = Some(l.clone());
+                return Ok(l);
+            }
+            Err(OutboxError::StaleLease { .. }) => *held = None,
+            Err(e) => return Err(e),
+        }
+    }
+    let l = outbox.acquire(topic, consumer, holder)?;
+    *held = Some(l.clone());
+    Ok(l)
 }
 
 fn options(rng: &mut SeededRng) -> StoreOptions {
@@ -274,7 +301,7 @@ impl OutboxRun {
     ) -> Result<(), Violation> {
         let outbox = self.outbox(store);
         let holder = format!("w{}", self.worker[c]);
-        let lease = match outbox.acquire(TOPIC, CONSUMERS[c], &holder) {
+        let lease = match hold(&outbox, &mut self.leases[c], TOPIC, CONSUMERS[c], &holder) {
             Ok(l) => l,
             Err(e) if faulted(&e) || matches!(e, OutboxError::LeaseHeld { .. }) => {
                 self.trace
@@ -294,6 +321,9 @@ impl OutboxRun {
         };
         let durable = store.engine().inner().durable_version();
         self.check_batch(step, c, &batch, durable)?;
+        if self.rng.chance(0.2) {
+            self.twin(store, &outbox, step, c, &holder, &batch)?;
+        }
         let mut failed_keys = BTreeSet::new();
         for d in &batch {
             if failed_keys.contains(&d.ordering_key) {
@@ -324,7 +354,13 @@ impl OutboxRun {
                     self.trace
                         .event(step, format!("{} handled {seq}", CONSUMERS[c]));
                 }
-                Err(e) if faulted(&e) || matches!(&e, OutboxError::Store(s) if s.is_conflict()) => {
+                // Finished already: a retried commit whose first try
+                // applied; its writes rolled back, the ledger counts.
+                Err(e)
+                    if faulted(&e)
+                        || matches!(&e, OutboxError::Store(s) if s.is_conflict())
+                        || matches!(e, OutboxError::AlreadyFinished(_)) =>
+                {
                     self.trace.event(step, format!("ack of {seq}: {e}"));
                     return Ok(());
                 }
@@ -379,6 +415,48 @@ impl OutboxRun {
         Ok(())
     }
 
+    /// A second worker under the same holder name (a restart while the
+    /// old process still runs) tries to take the consumer and, if it gets
+    /// it, handles the batch the first one is about to handle. The ledger
+    /// then requires each entry's effect to have committed once.
+    fn twin<E: Target>(
+        &mut self,
+        store: &Store<Faulty<E>>,
+        outbox: &Outbox<'_, Faulty<E>>,
+        step: usize,
+        c: usize,
+        holder: &str,
+        batch: &[Delivery<Vec<u8>>],
+    ) -> Result<(), Violation> {
+        let lease = match outbox.acquire(TOPIC, CONSUMERS[c], holder) {
+            Ok(l) => l,
+            Err(e) if faulted(&e) || matches!(e, OutboxError::LeaseHeld { .. }) => {
+                self.checks += 1;
+                self.trace
+                    .event(step, format!("a second {holder} of {}: {e}", CONSUMERS[c]));
+                return Ok(());
+            }
+            Err(e) => return Err(fail(step, format!("a second {holder}: {e}"))),
+        };
+        self.trace.event(
+            step,
+            format!("a second {holder} holds {} too", CONSUMERS[c]),
+        );
+        for d in batch {
+            let seq = seq_of(d);
+            let r = store.transact(|tx| {
+                tx.add(&Handled { c: c as u64, seq }, 1)?;
+                outbox.ack(tx, &lease, d.position)
+            });
+            self.trace
+                .event(step, format!("the second {holder} handled {seq}: {r:?}"));
+            if r.is_ok() {
+                self.commits += 1;
+            }
+        }
+        Ok(())
+    }
+
     /// A worker stalls: the next one takes the consumer over once the lease
     /// runs out, and the stale worker's acknowledgement is refused.
     fn takeover<E: Target>(
@@ -388,7 +466,8 @@ impl OutboxRun {
         c: usize,
     ) -> Result<(), Violation> {
         let outbox = self.outbox(store);
-        let old = match outbox.acquire(TOPIC, CONSUMERS[c], &format!("w{}", self.worker[c])) {
+        let holder = format!("w{}", self.worker[c]);
+        let old = match hold(&outbox, &mut self.leases[c], TOPIC, CONSUMERS[c], &holder) {
             Ok(l) => l,
             Err(e) if faulted(&e) || matches!(e, OutboxError::LeaseHeld { .. }) => return Ok(()),
             Err(e) => return Err(fail(step, format!("acquire: {e}"))),
@@ -397,7 +476,7 @@ impl OutboxRun {
         self.worker[c] += 1;
         let new_holder = format!("w{}", self.worker[c]);
         match outbox.acquire(TOPIC, CONSUMERS[c], &new_holder) {
-            Ok(l) if l.token() > old.token() => {}
+            Ok(l) if l.token() > old.token() => self.leases[c] = Some(l),
             Ok(l) => {
                 return Err(fail(
                     step,
@@ -495,13 +574,13 @@ impl OutboxRun {
         self.clock.advance(self.config.lease_ms + 1);
         let outbox = self.outbox(&c_store);
         for (c, name) in CONSUMERS.iter().enumerate() {
-            let lease = outbox.acquire(TOPIC, name, "drainer").map_err(err)?;
+            let mut lease = outbox.acquire(TOPIC, name, "drainer").map_err(err)?;
             for _ in 0..10_000 {
                 let batch = outbox.poll(&lease, &topic(), 64).map_err(err)?;
                 if batch.is_empty() {
                     // Past every backoff, then once more.
                     self.clock.advance(self.config.max_backoff_ms + 1);
-                    outbox.acquire(TOPIC, name, "drainer").map_err(err)?;
+                    lease = outbox.renew(&lease).map_err(err)?;
                     if outbox.poll(&lease, &topic(), 64).map_err(err)?.is_empty() {
                         break;
                     }
@@ -659,6 +738,7 @@ pub fn run_outbox_seed_on<E: Target>(options: &RunOptions) -> SeedReport {
         delivered: [BTreeSet::new(), BTreeSet::new()],
         first: [BTreeMap::new(), BTreeMap::new()],
         worker: [0, 0],
+        leases: [None, None],
         rng,
     };
     run.trace.event(

@@ -280,6 +280,14 @@ pub fn run_search_seed_on<E: Target>(options: &RunOptions) -> SeedReport {
                                 ix = None;
                                 Ok(())
                             }
+                            // A crashed indexer's lease runs on (whatever
+                            // its holder name) until it expires: waited out.
+                            Some(Err(strata_search::SearchError::Outbox(
+                                e @ strata_outbox::OutboxError::LeaseHeld { .. },
+                            ))) => {
+                                run.trace.event(step, format!("the indexer waits: {e}"));
+                                Ok(())
+                            }
                             Some(Err(e)) => Err(fail(step, format!("an index step failed: {e}"))),
                             _ => Ok(()),
                         }
@@ -287,6 +295,10 @@ pub fn run_search_seed_on<E: Target>(options: &RunOptions) -> SeedReport {
                     80..=84 => {
                         run.trace.event(step, "indexer crash".to_owned());
                         ix = None;
+                        if run.rng.chance(0.5) {
+                            // The restart comes after its lease ran out.
+                            run.clock.advance(outbox_config().lease_ms + 1);
+                        }
                         Ok(())
                     }
                     _ => {

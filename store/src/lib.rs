@@ -81,8 +81,8 @@ mod tx;
 mod verify;
 
 pub use collections::{ChunkedLog, Members, SetIndex, SortedSet};
-pub use layout::counter_row;
 pub use error::{LimitedRow, RowKind, StoreError};
+pub use layout::counter_row;
 pub use ops::{
     BulkCursor, BulkError, BulkNonAtomic, BulkReport, ScopeUsage, SweepCursor, SweepReport,
 };

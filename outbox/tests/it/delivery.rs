@@ -159,9 +159,20 @@ fn the_checkpoint_passes_only_finished_entries_in_order() {
         // The checkpoint passed all four, out-of-order acknowledgements
         // included: the only consumer lets trimming take every entry.
         assert_eq!(outbox.trim("orders", 0, None).unwrap().entries, 4);
-        // A second acknowledgement of a finished entry changes nothing; one
-        // of a position with no entry is refused.
-        ack_all(&outbox, &lease, &got);
+        // A second acknowledgement of a finished entry is refused, so the
+        // handler's writes beside it roll back; one of a position with no
+        // entry is refused too.
+        for d in &got {
+            let again = store.transact(|tx| {
+                tx.put(&OrderKey { id: 102 }, &"twice".to_owned())?;
+                outbox.ack(tx, &lease, d.position)
+            });
+            assert!(
+                matches!(again, Err(OutboxError::AlreadyFinished(p)) if p == d.position),
+                "{again:?}"
+            );
+        }
+        assert_eq!(store.get(&OrderKey { id: 102 }).unwrap(), None);
         let nowhere = Position {
             version: got[3].position.version + 1_000,
             order: 0,
@@ -265,7 +276,9 @@ fn consumers_are_independent_and_start_where_asked() {
         );
         let poll = |c: &str| {
             let lease = outbox.acquire("orders", c, "w").unwrap();
-            orders(&outbox.poll(&lease, &topic(), 10).unwrap())
+            let got = orders(&outbox.poll(&lease, &topic(), 10).unwrap());
+            outbox.release(&lease).unwrap();
+            got
         };
         assert_eq!(poll("all"), [1, 2, 3]);
         assert!(poll("new").is_empty());
@@ -277,6 +290,7 @@ fn consumers_are_independent_and_start_where_asked() {
         let lease = outbox.acquire("orders", "all", "w").unwrap();
         let got = outbox.poll(&lease, &topic(), 10).unwrap();
         ack_all(&outbox, &lease, &got);
+        outbox.release(&lease).unwrap();
         assert!(poll("all").is_empty());
         assert_eq!(poll("after2"), [3, 4]);
         // A reset replays.

@@ -65,7 +65,7 @@ fn after_the_last_attempt_an_entry_becomes_a_dead_letter_and_the_checkpoint_pass
         for attempt in 1..=3u32 {
             // Past any backoff (at most 1 s); the worker renews its lease.
             clock.advance(2_000);
-            lease = outbox.acquire("orders", "c", "w").unwrap();
+            lease = outbox.renew(&lease).unwrap();
             let d = outbox.poll(&lease, &topic(), 1).unwrap();
             assert_eq!((d[0].position, d[0].attempt), (pos, attempt));
             outcome = outbox
@@ -99,7 +99,7 @@ fn after_the_last_attempt_an_entry_becomes_a_dead_letter_and_the_checkpoint_pass
         clock.advance(1);
         for _ in 1..=3u32 {
             clock.advance(2_000);
-            lease = outbox.acquire("orders", "c", "w").unwrap();
+            lease = outbox.renew(&lease).unwrap();
             outbox.fail(&lease, redriven[0].position, "again").unwrap();
         }
         assert_eq!(outbox.dead_letters("orders", "c").unwrap().len(), 1);
@@ -118,11 +118,15 @@ fn one_worker_holds_a_consumer_and_a_stale_one_is_fenced_off() {
             outbox.acquire("orders", "c", "w2"),
             Err(OutboxError::LeaseHeld { holder, .. }) if holder == "w1"
         ));
-        // Renewal by the same holder keeps the token.
-        assert_eq!(
-            outbox.acquire("orders", "c", "w1").unwrap().token(),
-            w1.token()
-        );
+        // The same holder name is refused too: a lease is the acquiring
+        // worker's, renewed with the lease itself, keeping its token.
+        assert!(matches!(
+            outbox.acquire("orders", "c", "w1"),
+            Err(OutboxError::LeaseHeld { holder, .. }) if holder == "w1"
+        ));
+        clock.advance(1_000);
+        let w1 = outbox.renew(&w1).unwrap();
+        assert_eq!(w1.expires_ms(), clock.now_ms() + 5_000);
         let d = outbox.poll(&w1, &topic(), 10).unwrap();
         // w1 stalls past its lease; w2 takes over with a larger token.
         clock.advance(5_001);

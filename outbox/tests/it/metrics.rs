@@ -30,7 +30,7 @@ fn lag_failures_dead_letters_and_trimming_are_recorded() {
             assert_eq!(outcome == Failed::DeadLettered, attempt == 3);
             clock.advance(1_000);
         }
-        let lease = ob.acquire("orders", "mailer", "w").unwrap();
+        let lease = ob.renew(&lease).unwrap();
         for d in &got[1..] {
             store.transact(|tx| ob.ack(tx, &lease, d.position)).unwrap();
         }

@@ -94,3 +94,83 @@ fn a_worker_handles_every_entry_once_with_its_writes_and_stops_cleanly() {
     // though the clock has not moved past the lease's expiry.
     assert!(outbox.acquire("orders", "mailer", "w2").is_ok());
 }
+
+#[derive(Debug, Clone, PartialEq)]
+struct HandledKey {
+    order: u64,
+}
+strata_keys::tuple_key! {
+    HandledKey -> i64 = ("handled", {order});
+}
+
+/// Two workers under one holder name (a restart while the old process
+/// still runs, a name copied from the docs): one holds the consumer at a
+/// time, and every entry's effect commits exactly once.
+#[test]
+fn two_workers_with_one_holder_name_apply_each_entry_once() {
+    const ENTRIES: u64 = 300;
+    let opts = options(strata_engine::Durability::Immediate);
+    let clock = Arc::new(ManualClock::new(T0));
+    let store = Arc::new(
+        Store::open_with(
+            MemEngine::open(opts.keyspace_specs()).unwrap(),
+            opts,
+            clock.clone(),
+            Box::new(SeededRng::new(1)),
+        )
+        .unwrap(),
+    );
+    let cfg = config();
+    let outbox = Outbox::new(&store, cfg, clock.clone(), Box::new(SeededRng::new(2))).unwrap();
+    outbox
+        .register("orders", "mailer", Start::Beginning)
+        .unwrap();
+    let workers: Vec<Worker> = (0..2)
+        .map(|i| {
+            let mut wc = WorkerConfig::new("orders-worker");
+            wc.outbox = cfg;
+            wc.batch = 7;
+            Worker::spawn(
+                store.clone(),
+                clock.clone(),
+                Box::new(SeededRng::new(10 + i)),
+                topic(),
+                "mailer",
+                wc,
+                Box::new(move |tx, d: &Delivery<Event>| {
+                    tx.add(
+                        &HandledKey {
+                            order: d.entry.order,
+                        },
+                        1,
+                    )
+                    .map_err(|e| e.to_string())
+                }),
+            )
+        })
+        .collect();
+    for id in 1..=ENTRIES {
+        store
+            .transact(|tx| outbox.push(tx, &topic(), &event(id)))
+            .unwrap();
+    }
+    for _ in 0..2_000 {
+        if outbox.lag("orders", "mailer").unwrap().entries == 0 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert_eq!(outbox.lag("orders", "mailer").unwrap().entries, 0);
+    let handled: u64 = workers
+        .into_iter()
+        .map(|w| w.shutdown().unwrap().handled)
+        .sum();
+    assert_eq!(handled, ENTRIES, "each entry handled by one worker, once");
+    for order in 1..=ENTRIES {
+        assert_eq!(
+            store.counter(&HandledKey { order }).unwrap(),
+            1,
+            "entry {order}"
+        );
+    }
+}

@@ -5,6 +5,9 @@ use strata_engine::{Durability, Engine};
 use strata_outbox::{Position, Start};
 use strata_search::{Indexer, Location, Query, SearchError};
 
+/// Longer than the outbox's lease term.
+const LEASE_MS: u64 = 30_001;
+
 use crate::{NoteKey, T0, indexer_config, note, on_every_engine, outbox, outbox_config, spec};
 
 #[test]
@@ -24,6 +27,8 @@ fn an_index_reopens_at_the_checkpoint_it_committed() {
         };
         assert_ne!(first, Position::START);
         assert_eq!(ob.checkpoint("search.notes", "notes").unwrap(), first);
+        // The dropped indexer's lease is waited out, as after a crash.
+        clock.advance(LEASE_MS);
         let mut ix = crate::indexer_at(&ob, &clock, &at);
         assert_eq!(ix.checkpoint(), first, "read back from the commit payload");
         assert_eq!(ix.documents().unwrap(), 5);
@@ -89,7 +94,9 @@ fn an_index_that_lost_commits_the_outbox_acknowledged_refuses_to_open() {
             }
             other => panic!("expected Behind, got {other:?}"),
         }
-        // Opening it by a rebuild recovers it from the store.
+        // Opening it by a rebuild recovers it from the store, once the
+        // dropped indexer's lease ran out.
+        clock.advance(LEASE_MS);
         let (mut ix, report) = Indexer::open_rebuilt(
             &ob,
             spec(),
@@ -130,6 +137,7 @@ fn an_index_built_with_another_mapping_is_refused_then_opened_by_a_rebuild() {
         );
         // The old generation is untouched and still opens with the old one.
         crate::indexer_at(&ob, &clock, &root);
+        clock.advance(LEASE_MS);
         let (mut ix, report) =
             Indexer::open_rebuilt(&ob, wider(), &location, indexer_config(), clock.clone())
                 .unwrap();

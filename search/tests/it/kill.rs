@@ -21,6 +21,10 @@ use strata_store::Store;
 use crate::{Dir, NoteKey, T0, note, options, outbox, outbox_config, spec};
 
 const CHILD: &str = "STRATA_SEARCH_KILL_DIR";
+/// The child's clock reading at start (each round later than the last).
+const CHILD_CLOCK: &str = "STRATA_SEARCH_KILL_CLOCK";
+/// Longer than the outbox's lease term (30 s).
+const LEASE_GAP: u64 = 60_000;
 const TEST: &str = "kill::the_indexer_survives_kills_at_random_moments";
 
 fn open_store(dir: &std::path::Path) -> Store<RedbEngine> {
@@ -50,9 +54,9 @@ fn config() -> IndexerConfig {
 
 /// The child: writes, updates and deletes notes and indexes them, printing
 /// each acknowledged commit, until killed.
-fn write_and_index_until_killed(dir: &std::path::Path) {
+fn write_and_index_until_killed(dir: &std::path::Path, now: u64) {
     let store = open_store(dir);
-    let clock = Arc::new(ManualClock::new(T0));
+    let clock = Arc::new(ManualClock::new(now));
     let ob = outbox(&store, &clock, outbox_config());
     let s = spec();
     let mut ix = Indexer::open(
@@ -92,7 +96,11 @@ fn write_and_index_until_killed(dir: &std::path::Path) {
 #[test]
 fn the_indexer_survives_kills_at_random_moments() {
     if let Ok(dir) = std::env::var(CHILD) {
-        write_and_index_until_killed(std::path::Path::new(&dir));
+        let now = std::env::var(CHILD_CLOCK)
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(T0);
+        write_and_index_until_killed(std::path::Path::new(&dir), now);
         return;
     }
     let rounds: u64 = std::env::var("STRATA_KILL_ROUNDS")
@@ -107,6 +115,7 @@ fn the_indexer_survives_kills_at_random_moments() {
         let mut child = Command::new(std::env::current_exe().unwrap())
             .args(["--exact", TEST, "--nocapture"])
             .env(CHILD, &dir.0)
+            .env(CHILD_CLOCK, (T0 + 2 * round * LEASE_GAP).to_string())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
@@ -128,7 +137,9 @@ fn the_indexer_survives_kills_at_random_moments() {
         );
 
         let store = open_store(&dir.0);
-        let clock = Arc::new(ManualClock::new(T0));
+        // Later than the killed child's lease: a killed holder's lease is
+        // waited out, whatever its holder name.
+        let clock = Arc::new(ManualClock::new(T0 + (2 * round + 1) * LEASE_GAP));
         let ob = outbox(&store, &clock, outbox_config());
         let acknowledged = ob
             .checkpoint("search.notes", "notes")
@@ -166,6 +177,7 @@ fn the_indexer_survives_kills_at_random_moments() {
             "round {round}: {generations} generations"
         );
         checked += report.documents;
+        ix.close().unwrap();
         // The next child continues from here.
     }
     println!("{rounds} kills; {checked} documents checked against the store");

@@ -94,7 +94,11 @@ fn counters_verify_as_counters_with_their_quota() {
     let v = store.verify().unwrap();
     assert!(v.is_ok(), "{:?}", v.problems);
     assert_eq!((v.values, v.counters), (3, 2));
-    assert_eq!(v.quota_scopes, Some(3), "actor 3's scope holds only a counter");
+    assert_eq!(
+        v.quota_scopes,
+        Some(3),
+        "actor 3's scope holds only a counter"
+    );
 
     // Nine bytes that are no envelope, in actor 3's scope (its quota
     // counter is raised to match, so only the row is wrong).
