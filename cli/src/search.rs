@@ -50,7 +50,8 @@ pub fn list<E: Engine>(db: &Db, outbox: Option<&Outbox<'_, E>>) -> Vec<Json> {
                 "dir": i.dir.as_ref().map(|d| d.display().to_string()),
                 "mapping_known": KNOWN.contains(&i.name.as_str()),
             });
-            match files(&i) {
+            let files = files(&i);
+            match &files {
                 Ok(f) => {
                     out["generation"] = json!(f.generation());
                     out["checkpoint"] = json!(f.checkpoint().to_string());
@@ -58,13 +59,28 @@ pub fn list<E: Engine>(db: &Db, outbox: Option<&Outbox<'_, E>>) -> Vec<Json> {
                 }
                 Err(e) => out["error"] = json!(e),
             }
+            // The index's own lag: entries after what its files hold (its
+            // consumer's checkpoint may be further on when files were lost).
             if let Some(ob) = outbox {
-                match ob.lag(&i.topic, &i.consumer) {
-                    Ok(l) => {
-                        out["lag_entries"] = json!(l.entries);
-                        out["oldest_age_ms"] = json!(l.oldest_age_ms);
+                match ob.checkpoint(&i.topic, &i.consumer) {
+                    Ok(p) => {
+                        out["consumer_checkpoint"] = json!(p.to_string());
+                        if let Ok(f) = &files
+                            && f.checkpoint() < p
+                        {
+                            out["behind"] = json!(true);
+                        }
                     }
                     Err(e) => out["error"] = json!(e.to_string()),
+                }
+                if let Ok(f) = &files {
+                    match ob.lag_after(&i.topic, f.checkpoint()) {
+                        Ok(l) => {
+                            out["lag_entries"] = json!(l.entries);
+                            out["oldest_age_ms"] = json!(l.oldest_age_ms);
+                        }
+                        Err(e) => out["error"] = json!(e.to_string()),
+                    }
                 }
             }
             out
@@ -87,7 +103,7 @@ pub fn list_text(list: &[Json]) -> String {
         if let Some(e) = i["error"].as_str() {
             let _ = writeln!(s, ": ERROR {e}");
         } else {
-            let _ = writeln!(
+            let _ = write!(
                 s,
                 ": generation {}, checkpoint {}, {} documents, lag {} entries",
                 i["generation"],
@@ -95,6 +111,14 @@ pub fn list_text(list: &[Json]) -> String {
                 i["documents"],
                 i["lag_entries"]
             );
+            if i["behind"] == json!(true) {
+                let _ = write!(
+                    s,
+                    ", BEHIND its consumer's checkpoint {} (rebuild it)",
+                    i["consumer_checkpoint"].as_str().unwrap_or("")
+                );
+            }
+            s.push('\n');
         }
     }
     s

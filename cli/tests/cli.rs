@@ -719,6 +719,81 @@ fn search_indexes_are_listed_queried_verified_and_rebuilt() {
     );
 }
 
+/// `search list` shows the index's own lag: an index whose files are
+/// older than what its consumer acknowledged (restored from an old copy)
+/// is shown behind, with the entries after its files' checkpoint.
+#[test]
+fn search_list_shows_an_index_behind_its_consumer() {
+    use strata_schemas::agent_memory::{AgentMemory, EventRef, Grip};
+    let dir = Dir::new("search-behind");
+    let path = agent_memory(&dir);
+    let copy = |from: &Path, to: &Path| {
+        let status = std::process::Command::new("cp")
+            .arg("-a")
+            .arg(from)
+            .arg(to)
+            .status()
+            .unwrap();
+        assert!(status.success());
+    };
+    let old = dir.0.join("index-old");
+    copy(&dir.0.join("index"), &old);
+    {
+        let options = AgentMemory::<RedbEngine>::declare(StoreOptions::new(Limits::FOUNDATIONDB));
+        let engine =
+            RedbEngine::open(&path, options.keyspace_specs(), RedbOptions::default()).unwrap();
+        let clock = Arc::new(SystemClock);
+        let store = Store::open(engine, options).unwrap();
+        let outbox = Outbox::new(
+            &store,
+            OutboxConfig::default(),
+            clock.clone(),
+            Box::new(SeededRng::new(9)),
+        )
+        .unwrap();
+        let memory = AgentMemory::open(&store, &outbox).unwrap();
+        let at = EventRef {
+            timestamp_ms: 1_706_540_500_000,
+            event_id: "01HNA000000001706540500000".to_owned(),
+        };
+        memory
+            .put_grip(&Grip {
+                grip_id: "grip:1706540500000:g9".to_owned(),
+                excerpt: "a third grip".to_owned(),
+                start: at.clone(),
+                end: at,
+                source: "test".into(),
+                toc_node_id: None,
+            })
+            .unwrap();
+        store.engine().sync().unwrap();
+        let mut indexer = strata_search::Indexer::open(
+            &outbox,
+            strata_schemas::agent_memory::search_spec().unwrap(),
+            &strata_search::Location::Dir(dir.0.join("index")),
+            strata_search::IndexerConfig::new("test"),
+            clock,
+        )
+        .unwrap();
+        indexer.catch_up().unwrap();
+        indexer.close().unwrap();
+    }
+    let db = p(&path);
+    let current = json(&["search", db, "list"]);
+    assert_eq!(current["indexes"][0]["lag_entries"], 0, "{current}");
+    assert_eq!(current["indexes"][0]["behind"], Json::Null, "{current}");
+    std::fs::remove_dir_all(dir.0.join("index")).unwrap();
+    copy(&old, &dir.0.join("index"));
+    let behind = json(&["search", db, "list"]);
+    let index = &behind["indexes"][0];
+    assert_eq!(index["behind"], true, "{behind}");
+    assert_eq!(index["documents"], 2, "{behind}");
+    assert!(index["lag_entries"].as_u64().unwrap() >= 1, "{behind}");
+    let (code, text, _) = run(&["search", db, "list"]);
+    assert_eq!(code, 0);
+    assert!(text.contains("BEHIND its consumer's checkpoint"), "{text}");
+}
+
 #[test]
 fn copy_redb_to_postgresql_and_inspect_it_there() {
     use strata_engine_postgres::testing::TestServer;

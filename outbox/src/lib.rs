@@ -1394,18 +1394,42 @@ impl<'s, E: Engine> Outbox<'s, E> {
     /// # Errors
     /// [`OutboxError::UnknownConsumer`]; a store failure.
     pub fn lag(&self, topic: &str, consumer: &str) -> Result<Lag, OutboxError> {
-        let now = self.clock.now_ms();
-        let durable = self.store.engine().durable_version();
         let mut tx = self.store.begin();
         let st = self.consumer_state(&mut tx, topic, consumer)?;
-        let range = layout::entries_between(topic, st.low_water, Position::end_of(durable));
+        let lag = self.lag_in(&mut tx, topic, st.low_water, &st.done)?;
+        crate::metrics::lag(topic, consumer, lag);
+        Ok(lag)
+    }
+
+    /// How far a reader that holds every entry of `topic` up to `position`
+    /// is behind: the durable entries after it, and the age of the oldest.
+    /// For a consumer that keeps its own position (a search index, whose
+    /// position may lag the consumer's checkpoint when its files were lost).
+    ///
+    /// # Errors
+    /// A store failure.
+    pub fn lag_after(&self, topic: &str, position: Position) -> Result<Lag, OutboxError> {
+        let mut tx = self.store.begin();
+        self.lag_in(&mut tx, topic, position, &BTreeSet::new())
+    }
+
+    fn lag_in(
+        &self,
+        tx: &mut Tx<'_, E>,
+        topic: &str,
+        after: Position,
+        done: &BTreeSet<Position>,
+    ) -> Result<Lag, OutboxError> {
+        let now = self.clock.now_ms();
+        let durable = self.store.engine().durable_version();
+        let range = layout::entries_between(topic, after, Position::end_of(durable));
         let mut lag = Lag::default();
         for (k, v) in tx
             .snapshot_scan_in(&self.entries, &range, None, false)?
             .rows
         {
             let pos = layout::entry_position(&k).ok_or_else(|| corrupt("entry key"))?;
-            if st.done.contains(&pos) {
+            if done.contains(&pos) {
                 continue;
             }
             let (pushed_ms, _, _) =
@@ -1413,7 +1437,6 @@ impl<'s, E: Engine> Outbox<'s, E> {
             lag.entries += 1;
             lag.oldest_age_ms = lag.oldest_age_ms.max(now.saturating_sub(pushed_ms));
         }
-        crate::metrics::lag(topic, consumer, lag);
         Ok(lag)
     }
 

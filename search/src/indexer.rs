@@ -232,44 +232,82 @@ where
         clock: Arc<dyn Clock>,
     ) -> Result<Self, SearchError> {
         let (schema, fields) = spec.schema();
-        let (directory, generation) = match location {
-            Location::Dir(root) => {
-                let generation = current_generation(root)?;
-                (generation_dir(root, generation, false)?, Some(generation))
-            }
-            Location::Memory => (Box::new(RamDirectory::create()) as Box<dyn Directory>, None),
-            Location::Shared(ram) => (Box::new(ram.clone()) as Box<dyn Directory>, None),
-        };
-        let index = if Index::exists(&*directory).map_err(tantivy::TantivyError::from)? {
-            let index = Index::open(directory)?;
-            if index.schema() != schema {
-                return Err(SearchError::MappingChanged {
-                    index: spec.name.clone(),
-                });
-            }
-            index
-        } else {
-            Index::create(directory, schema, tantivy::IndexSettings::default())?
-        };
-        let writer = writer(&index, &config)?;
-        let reader = index
-            .reader_builder()
-            .reload_policy(ReloadPolicy::Manual)
-            .try_into()?;
-        let checkpoint = match index.load_metas()?.payload {
-            None => Position::START,
-            Some(p) => parse_payload(&p)?,
-        };
         let topic = spec.topic();
-        outbox.register(topic.name(), &spec.name, Start::Beginning)?;
-        record(outbox, &spec.name, topic.name(), location)?;
-        let acknowledged = outbox.checkpoint(topic.name(), &spec.name)?;
+        // Everything is checked before anything is written: a refused open
+        // creates no directory, registers nothing, moves no catalog entry.
+        let acknowledged = match outbox.checkpoint(topic.name(), &spec.name) {
+            Ok(p) => p,
+            Err(OutboxError::UnknownConsumer { .. }) => Position::START,
+            Err(e) => return Err(e.into()),
+        };
+        let (existing, generation) = match location {
+            Location::Dir(root) => match peek_generation(root)? {
+                Some(g) if root.join(generation_name(g)).is_dir() => {
+                    (Some(generation_dir(root, g, false)?), Some(g))
+                }
+                Some(g) => (None, Some(g)),
+                None => (None, None),
+            },
+            Location::Memory => (None, None),
+            Location::Shared(ram) => (Some(Box::new(ram.clone()) as Box<dyn Directory>), None),
+        };
+        let existing = match existing {
+            Some(directory)
+                if Index::exists(&*directory).map_err(tantivy::TantivyError::from)? =>
+            {
+                let index = Index::open(directory)?;
+                if index.schema() != schema {
+                    return Err(SearchError::MappingChanged {
+                        index: spec.name.clone(),
+                    });
+                }
+                Some(index)
+            }
+            _ => None,
+        };
+        let checkpoint = match &existing {
+            Some(index) => match index.load_metas()?.payload {
+                None => Position::START,
+                Some(p) => parse_payload(&p)?,
+            },
+            None => Position::START,
+        };
         if acknowledged > checkpoint {
             return Err(SearchError::Behind {
                 index: checkpoint,
                 outbox: acknowledged,
             });
         }
+        let (index, generation) = match (existing, location) {
+            (Some(index), _) => (index, generation),
+            (None, Location::Dir(root)) => {
+                let g = current_generation(root)?;
+                let directory = generation_dir(root, g, false)?;
+                (
+                    Index::create(directory, schema, tantivy::IndexSettings::default())?,
+                    Some(g),
+                )
+            }
+            (None, Location::Memory) => (
+                Index::create(
+                    RamDirectory::create(),
+                    schema,
+                    tantivy::IndexSettings::default(),
+                )?,
+                None,
+            ),
+            (None, Location::Shared(ram)) => (
+                Index::create(ram.clone(), schema, tantivy::IndexSettings::default())?,
+                None,
+            ),
+        };
+        let writer = writer(&index, &config)?;
+        let reader = index
+            .reader_builder()
+            .reload_policy(ReloadPolicy::Manual)
+            .try_into()?;
+        outbox.register(topic.name(), &spec.name, Start::Beginning)?;
+        record(outbox, &spec.name, topic.name(), location)?;
         tracing::debug!(index = spec.name, %checkpoint, "search index opened");
         Ok(Self {
             outbox,
@@ -1052,16 +1090,24 @@ pub(crate) fn generation_name(g: u64) -> String {
 /// the directory is new).
 fn current_generation(root: &std::path::Path) -> Result<u64, SearchError> {
     std::fs::create_dir_all(root)?;
+    if let Some(g) = peek_generation(root)? {
+        return Ok(g);
+    }
+    switch_generation(root, 1)?;
+    Ok(1)
+}
+
+/// The generation `CURRENT` names, `None` when there is none yet (nothing
+/// is created).
+fn peek_generation(root: &std::path::Path) -> Result<Option<u64>, SearchError> {
     match std::fs::read_to_string(root.join(CURRENT)) {
         Ok(text) => text
             .trim()
             .strip_prefix("gen-")
             .and_then(|n| n.parse().ok())
+            .map(Some)
             .ok_or_else(|| SearchError::Payload(format!("{CURRENT} holds {text:?}"))),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            switch_generation(root, 1)?;
-            Ok(1)
-        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(e.into()),
     }
 }

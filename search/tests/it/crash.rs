@@ -334,3 +334,41 @@ fn an_unreadable_generation_pointer_is_reported_and_nothing_is_written() {
         assert_eq!(entries, vec![std::ffi::OsString::from("CURRENT")]);
     });
 }
+
+/// An open refused because the outbox acknowledged more than the index
+/// holds (its directory lost, or pointed elsewhere) writes nothing: no
+/// directory, no commit, no catalog change.
+#[test]
+fn a_refused_open_writes_nothing() {
+    on_every_engine!(Durability::Immediate, |store, clock, dir| {
+        let ob = outbox(&store, &clock, outbox_config());
+        let s = spec();
+        store
+            .transact(|tx| s.put(&ob, tx, &NoteKey { id: 1 }, &note("a", "b", "info", T0)))
+            .unwrap();
+        let root = dir.0.join("index");
+        let mut ix = crate::indexer_at(&ob, &clock, &root);
+        let at = ix.catch_up().unwrap();
+        ix.close().unwrap();
+        let catalog = store.catalog().unwrap();
+        let version = store.engine().last_version();
+        std::fs::remove_dir_all(&root).unwrap();
+        for place in [root.clone(), dir.0.join("elsewhere")] {
+            let err = Indexer::open(
+                &ob,
+                spec(),
+                &Location::Dir(place.clone()),
+                indexer_config(),
+                clock.clone(),
+            )
+            .unwrap_err();
+            assert!(
+                matches!(err, SearchError::Behind { index, outbox } if index == Position::START && outbox == at),
+                "{err:?}"
+            );
+            assert!(!place.exists(), "{} created", place.display());
+            assert_eq!(store.catalog().unwrap(), catalog);
+            assert_eq!(store.engine().last_version(), version);
+        }
+    });
+}
