@@ -1223,6 +1223,25 @@ impl<'s, E: Engine> Outbox<'s, E> {
         })
     }
 
+    /// Moves the entry at `position` to the dead letters at once, whatever
+    /// its attempts: for an entry its consumer can never handle (one that
+    /// does not map to a document, say). Counted as a dead letter in the
+    /// metrics, like one [`Outbox::fail`] moved.
+    ///
+    /// # Errors
+    /// [`OutboxError::StaleLease`]; [`OutboxError::NoEntry`];
+    /// [`OutboxError::AlreadyFinished`]; a store failure.
+    pub fn dead_letter(
+        &self,
+        lease: &Lease,
+        position: Position,
+        error: &str,
+    ) -> Result<(), OutboxError> {
+        self.dead_letter_now(lease, position, error)?;
+        crate::metrics::failed(&lease.topic, &lease.consumer, true);
+        Ok(())
+    }
+
     fn dead_letter_now(
         &self,
         lease: &Lease,

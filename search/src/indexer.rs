@@ -391,11 +391,14 @@ where
     }
 
     /// Polls one batch of durable entries, applies it, and commits when the
-    /// cadence says so.
+    /// cadence says so. An entry that can never become a document (its
+    /// value does not decode, or the mapping names an undeclared field) is
+    /// moved to the outbox's dead letters of the index's consumer (listed
+    /// by `strata outbox DB dead search.NAME NAME`, counted by the outbox's
+    /// dead-letter metric) and indexing goes on.
     ///
     /// # Errors
-    /// Outbox, store and tantivy failures; an entry that does not decode
-    /// ([`SearchError::Decode`]) stops indexing at that entry.
+    /// Outbox, store and tantivy failures.
     pub fn step(&mut self) -> Result<Step, SearchError> {
         let lease = self.lease()?;
         // Entries up to `applied` are in the writer (committed or not):
@@ -434,9 +437,39 @@ where
         // the first while the rest are mapped.
         let mut ops = Vec::with_capacity(2 * HAND_OVER);
         for d in &batch {
-            if let Err(e) = self.apply(&d.entry, d.position.version, &mut ops) {
-                self.writer.run(ops)?;
-                return Err(e);
+            match self.apply(&d.entry, d.position.version, &mut ops) {
+                Ok(()) => {}
+                // An entry that can never become a document (its value
+                // does not decode, its mapping names an undeclared field)
+                // is dead-lettered, so that it does not hold the index up.
+                Err(e @ (SearchError::Decode(_) | SearchError::Mapping(_))) => {
+                    // The key's old document goes: the row no longer
+                    // holds what it says (`verify` reports it missing).
+                    if !d.entry.fresh {
+                        ops.push(UserOperation::Delete(Term::from_field_bytes(
+                            self.fields.key,
+                            &d.entry.key,
+                        )));
+                        self.pending_docs += 1;
+                        self.pending_since
+                            .get_or_insert_with(|| self.clock.now_ms());
+                    }
+                    tracing::warn!(
+                        index = self.spec.name,
+                        position = %d.position,
+                        error = %e,
+                        "a change that does not index: dead-lettered"
+                    );
+                    if let Err(failed) = self.outbox.dead_letter(&lease, d.position, &e.to_string())
+                    {
+                        self.writer.run(ops)?;
+                        return Err(failed.into());
+                    }
+                }
+                Err(e) => {
+                    self.writer.run(ops)?;
+                    return Err(e);
+                }
             }
             self.applied = d.position;
             if ops.len() >= HAND_OVER {
@@ -1034,6 +1067,7 @@ fn document<K: Key>(
     version: u64,
 ) -> Result<TantivyDocument, SearchError> {
     let mapped = (spec.map)(key, value);
+    spec.check_document(&mapped)?;
     // Room for every value at once (tantivy copies them into one buffer,
     // which would otherwise grow several times a document).
     let bytes = key_bytes.len()
@@ -1048,31 +1082,19 @@ fn document<K: Key>(
     doc.add_bytes(fields.key, key_bytes);
     doc.add_u64(fields.hash, body_hash(body));
     doc.add_u64(fields.version, version);
+    // Every field the document names is declared (checked above).
     for (name, text) in &mapped.text {
-        let i = spec
-            .text
-            .iter()
-            .position(|t| t.name == *name)
-            .ok_or_else(|| undeclared("text", name))?;
-        doc.add_text(fields.text[i].0, text.as_ref());
+        if let Some(i) = spec.text.iter().position(|t| t.name == *name) {
+            doc.add_text(fields.text[i].0, text.as_ref());
+        }
     }
     for (name, s) in &mapped.strings {
-        let i = spec
-            .strings
-            .iter()
-            .position(|f| f == name)
-            .ok_or_else(|| undeclared("string", name))?;
-        doc.add_text(fields.strings[i], s.as_ref());
-    }
-    match (mapped.time_ms, fields.time) {
-        (Some(ms), Some(field)) => doc.add_u64(field, ms),
-        (Some(_), None) => {
-            return Err(SearchError::Mapping(format!(
-                "a document of index {:?} has a time; declare it with `with_time`",
-                spec.name
-            )));
+        if let Some(i) = spec.strings.iter().position(|f| f == name) {
+            doc.add_text(fields.strings[i], s.as_ref());
         }
-        (None, _) => {}
+    }
+    if let (Some(ms), Some(field)) = (mapped.time_ms, fields.time) {
+        doc.add_u64(field, ms);
     }
     Ok(doc)
 }
@@ -1154,12 +1176,6 @@ fn remove_generations_but(root: &std::path::Path, keep: u64) -> Result<(), Searc
         }
     }
     Ok(())
-}
-
-fn undeclared(kind: &str, name: &str) -> SearchError {
-    SearchError::Mapping(format!(
-        "a document names the undeclared {kind} field {name:?}"
-    ))
 }
 
 /// Describes the index in the store's catalog (see

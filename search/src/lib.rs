@@ -75,8 +75,10 @@ where
     /// same commit.
     ///
     /// # Errors
-    /// The store's errors for the put and the entry (limits, encoding);
-    /// nothing is written then.
+    /// [`SearchError::Mapping`] when the mapping makes of `value` a
+    /// document naming an undeclared field (or a time the spec does not
+    /// declare); the store's errors for the put and the entry (limits,
+    /// encoding). Nothing is written then.
     pub fn put<E: Engine>(
         &self,
         outbox: &Outbox<'_, E>,
@@ -84,6 +86,7 @@ where
         key: &K,
         value: &K::Value,
     ) -> Result<(), SearchError> {
+        self.check(key, value)?;
         let change = Self::change(key, value, false)?;
         tx.put(key, value)?;
         outbox.push(tx, &self.topic(), &change)?;
@@ -153,6 +156,7 @@ where
         key: &K,
         value: &K::Value,
     ) -> Result<bool, SearchError> {
+        self.check(key, value)?;
         let change = Self::change(key, value, true)?;
         if !tx.put_if_absent(key, value)? {
             return Ok(false);

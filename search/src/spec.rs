@@ -279,6 +279,45 @@ pub(crate) struct Fields {
     pub(crate) strings: Vec<Field>,
 }
 
+impl<K: Key> IndexSpec<K> {
+    /// Checks the document the mapping makes of `value` at `key` against
+    /// the declared fields: every field it names declared, a time only if
+    /// declared.
+    pub(crate) fn check(&self, key: &K, value: &K::Value) -> Result<(), SearchError> {
+        self.check_document(&(self.map)(key, value))
+    }
+
+    pub(crate) fn check_document(&self, doc: &Document<'_>) -> Result<(), SearchError> {
+        let undeclared = |kind: &str, name: &str| {
+            SearchError::Mapping(format!(
+                "a document of index {:?} names the undeclared {kind} field {name:?}",
+                self.name
+            ))
+        };
+        if let Some((name, _)) = doc
+            .text
+            .iter()
+            .find(|(name, _)| !self.text.iter().any(|t| t.name == *name))
+        {
+            return Err(undeclared("text", name));
+        }
+        if let Some((name, _)) = doc
+            .strings
+            .iter()
+            .find(|(name, _)| !self.strings.iter().any(|s| s == name))
+        {
+            return Err(undeclared("string", name));
+        }
+        if doc.time_ms.is_some() && !self.time {
+            return Err(SearchError::Mapping(format!(
+                "a document of index {:?} has a time; declare it with `with_time`",
+                self.name
+            )));
+        }
+        Ok(())
+    }
+}
+
 pub(crate) fn check_name(name: &str) -> Result<(), SearchError> {
     let ok = !name.is_empty()
         && name.len() <= 64

@@ -372,3 +372,85 @@ fn a_refused_open_writes_nothing() {
         }
     });
 }
+
+/// The mapping of notes, naming the string field `source` for notes titled
+/// "bad" (declared only when `declared`).
+fn with_source(declared: bool) -> strata_search::IndexSpec<NoteKey> {
+    let s = strata_search::IndexSpec::new("notes", |_k: &NoteKey, n: &crate::Note| {
+        let d = strata_search::Document::new()
+            .text("title", &n.title)
+            .text("body", &n.body)
+            .string("level", &n.level)
+            .time_ms(n.at_ms);
+        if n.title == "bad" {
+            d.string("source", "x")
+        } else {
+            d
+        }
+    })
+    .unwrap()
+    .text("title", 2.0)
+    .unwrap()
+    .text("body", 1.0)
+    .unwrap()
+    .string("level")
+    .unwrap()
+    .with_time();
+    if declared {
+        s.string("source").unwrap()
+    } else {
+        s
+    }
+}
+
+/// A put whose document names an undeclared field is refused with nothing
+/// written; a change that still cannot be indexed (the mapping changed
+/// since) is dead-lettered and the index goes on past it.
+#[test]
+fn a_document_that_cannot_be_indexed_is_refused_or_dead_lettered() {
+    on_every_engine!(Durability::Immediate, |store, clock, _dir| {
+        let ob = outbox(&store, &clock, outbox_config());
+        let undeclared = with_source(false);
+        let before = store.engine().last_version();
+        let err = store
+            .transact(|tx| {
+                undeclared.put(&ob, tx, &NoteKey { id: 1 }, &note("bad", "b", "info", T0))
+            })
+            .unwrap_err();
+        assert!(
+            matches!(&err, SearchError::Mapping(m) if m.contains("\"source\"")),
+            "{err:?}"
+        );
+        assert_eq!(store.engine().last_version(), before, "nothing written");
+        assert_eq!(store.get(&NoteKey { id: 1 }).unwrap(), None);
+
+        // Written under a mapping that declares the field, indexed under
+        // one that does not.
+        let writer = with_source(true);
+        for (id, title) in [(1, "good"), (2, "bad"), (3, "fine")] {
+            store
+                .transact(|tx| writer.put(&ob, tx, &NoteKey { id }, &note(title, "b", "info", T0)))
+                .unwrap();
+        }
+        let written = store.engine().last_version();
+        let mut ix = Indexer::open(
+            &ob,
+            undeclared,
+            &Location::Memory,
+            indexer_config(),
+            clock.clone(),
+        )
+        .unwrap();
+        let at = ix.catch_up().unwrap();
+        assert_eq!(at.version, written, "past the bad one");
+        assert_eq!(ix.documents().unwrap(), 2);
+        let dead = ob.dead_letters("search.notes", "notes").unwrap();
+        assert_eq!(dead.len(), 1, "{dead:?}");
+        assert!(
+            dead[0].error.contains("undeclared string field"),
+            "{}",
+            dead[0].error
+        );
+        assert!(ix.search(&Query::new("fine")).unwrap().hits.len() == 1);
+    });
+}

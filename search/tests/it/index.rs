@@ -302,8 +302,8 @@ fn mappings_are_checked() {
     ));
     assert_eq!(s.topic().name(), "search.ok");
 
-    // A document naming an undeclared field stops indexing with a typed
-    // error, at that entry.
+    // A document naming an undeclared field is refused by the spec's own
+    // put, and dead-lettered by an indexer whose mapping names it.
     let (store, clock, _dir) = crate::mem(crate::options(Durability::Immediate));
     let ob = outbox(&store, &clock, outbox_config());
     let sloppy = IndexSpec::new("notes", |_: &NoteKey, n: &crate::Note| {
@@ -316,15 +316,21 @@ fn mappings_are_checked() {
     .unwrap();
     let mut ix = Indexer::open(
         &ob,
-        sloppy,
+        sloppy.clone(),
         &Location::Memory,
         indexer_config(),
         clock.clone(),
     )
     .unwrap();
+    assert!(matches!(
+        store.transact(|tx| sloppy.put(&ob, tx, &NoteKey { id: 9 }, &note("t", "b", "info", T0))),
+        Err(SearchError::Mapping(_))
+    ));
     put(&store, &ob, 1, &note("t", "b", "info", T0));
-    assert!(matches!(ix.catch_up(), Err(SearchError::Mapping(_))));
-    assert_eq!(ix.checkpoint(), Position::START);
+    let at = ix.catch_up().unwrap();
+    assert_ne!(at, Position::START);
+    assert_eq!(ix.documents().unwrap(), 0);
+    assert_eq!(ob.dead_letters("search.notes", "notes").unwrap().len(), 1);
     assert!(matches!(
         ix.search(&Query::new("").filter("level", "info")),
         Err(SearchError::Query(_))
@@ -339,8 +345,10 @@ fn mappings_are_checked() {
     ));
 }
 
+/// A change the indexer cannot map is dead-lettered: the key's old document
+/// goes (the row no longer holds it), the changes around it are indexed.
 #[test]
-fn a_change_that_fails_stops_its_batch_there_and_the_changes_before_it_stay() {
+fn a_change_that_cannot_be_mapped_is_dead_lettered_and_its_old_document_goes() {
     // The mapping fails for a note titled "bad".
     let picky = || {
         IndexSpec::new("notes", |_: &NoteKey, n: &crate::Note| {
@@ -370,21 +378,23 @@ fn a_change_that_fails_stops_its_batch_there_and_the_changes_before_it_stay() {
     // One poll: two good changes, then a put replacing note 1 that fails,
     // then a good one after it.
     put(&store, &ob, 2, &note("two", "b", "info", T0));
-    let third = put(&store, &ob, 3, &note("three", "b", "info", T0));
+    put(&store, &ob, 3, &note("three", "b", "info", T0));
     put(&store, &ob, 1, &note("bad", "b", "info", T0));
-    put(&store, &ob, 4, &note("four", "b", "info", T0));
-    assert!(matches!(ix.step(), Err(SearchError::Mapping(_))));
+    let fourth = put(&store, &ob, 4, &note("four", "b", "info", T0));
+    let step = ix.step().unwrap();
+    assert_eq!(step.received, 4);
     assert!(ix.commit().unwrap());
-    assert_eq!(
-        ix.checkpoint().version,
-        third,
-        "applied up to the change before"
-    );
-    // Notes 1 (its old document: the failed put deleted nothing), 2 and 3.
+    assert_eq!(ix.checkpoint().version, fourth, "past the failed change");
+    // Notes 2, 3 and 4; note 1's old document is gone with its row's value.
     assert_eq!(ix.documents().unwrap(), 3);
-    let hits = ix.search(&Query::new("one")).unwrap();
-    assert_eq!(keys(&hits), BTreeSet::from([1]));
-    assert!(keys(&ix.search(&Query::new("four")).unwrap()).is_empty());
+    assert!(keys(&ix.search(&Query::new("one")).unwrap()).is_empty());
+    assert_eq!(
+        keys(&ix.search(&Query::new("four")).unwrap()),
+        BTreeSet::from([4])
+    );
+    let dead = ob.dead_letters("search.notes", "notes").unwrap();
+    assert_eq!(dead.len(), 1);
+    assert!(dead[0].error.contains("\"nope\""), "{}", dead[0].error);
 }
 
 #[test]
