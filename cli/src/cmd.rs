@@ -909,6 +909,8 @@ fn outbox<E: Engine>(db: &Db, e: &E, action: &OutboxAction) -> Result<Json, Fail
     Ok(match action {
         OutboxAction::List => json!({ "consumers": consumers(db, &store)? }),
         OutboxAction::Dead { topic, consumer } => {
+            // An unknown consumer is an error here as for every action.
+            outbox.checkpoint(topic, consumer).map_err(fail)?;
             let dead = outbox.dead_letters(topic, consumer).map_err(fail)?;
             json!({ "topic": topic, "consumer": consumer, "dead_letters": dead.iter().map(|d| json!({
                 "position": d.position.to_string(), "error": d.error, "attempts": d.attempts,
@@ -929,6 +931,19 @@ fn outbox<E: Engine>(db: &Db, e: &E, action: &OutboxAction) -> Result<Json, Fail
             }
             json!({ "topic": topic, "consumer": consumer,
                     (if redrive { "redriven" } else { "purged" }): dead.len() })
+        }
+        OutboxAction::Unregister { topic, consumer } => {
+            if !outbox.unregister(topic, consumer).map_err(fail)? {
+                return Err(fail(strata_outbox::OutboxError::UnknownConsumer {
+                    topic: topic.clone(),
+                    consumer: consumer.clone(),
+                }));
+            }
+            json!({ "topic": topic, "consumer": consumer, "unregistered": true })
+        }
+        OutboxAction::Trim { topic, keep_ms } => {
+            let t = outbox.trim(topic, *keep_ms, None).map_err(fail)?;
+            json!({ "topic": topic, "trimmed": t.entries, "commits": t.commits })
         }
         OutboxAction::Reset {
             topic,
@@ -994,6 +1009,20 @@ fn outbox_text(o: &Json) -> String {
             );
         }
         return s.trim_end().to_owned();
+    }
+    if o["unregistered"] == json!(true) {
+        return format!(
+            "unregistered {}/{}",
+            o["topic"].as_str().unwrap_or(""),
+            o["consumer"].as_str().unwrap_or("")
+        );
+    }
+    if let Some(n) = o["trimmed"].as_u64() {
+        return format!(
+            "trimmed {n} entries of {} in {} commits",
+            o["topic"].as_str().unwrap_or(""),
+            o["commits"]
+        );
     }
     for (field, verb) in [("redriven", "re-drove"), ("purged", "purged")] {
         if let Some(n) = o[field].as_u64() {

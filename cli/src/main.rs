@@ -189,6 +189,24 @@ enum OutboxAction {
         /// The consumer's name (`strata outbox PATH list`).
         consumer: String,
     },
+    /// Removes a consumer (its checkpoint, marks, dead letters and
+    /// catalog entry): trimming no longer waits for it. Refused while a
+    /// worker holds it.
+    Unregister {
+        /// The topic's name.
+        topic: String,
+        /// The consumer's name (`strata outbox PATH list`).
+        consumer: String,
+    },
+    /// Deletes a topic's entries every consumer passed that are older than
+    /// `--keep-ms` (a worker does this under its retention).
+    Trim {
+        /// The topic's name.
+        topic: String,
+        /// Keep entries younger than this many milliseconds.
+        #[arg(long, default_value_t = 0)]
+        keep_ms: u64,
+    },
     /// Moves a consumer's checkpoint: `beginning`, `end`, or a version
     /// (every entry after it is delivered again).
     Reset {

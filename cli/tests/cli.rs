@@ -386,6 +386,21 @@ fn inspect(which: Which, engine_name: &str) {
         json(&["outbox", db, "dead", "notes", "audit"])["dead_letters"],
         serde_json::json!([])
     );
+    let (code, _, err) = run(&["outbox", db, "dead", "notes", "nobody"]);
+    assert_eq!(code, 2, "an unknown consumer's dead letters: {err}");
+    assert!(err.contains("not registered"), "{err}");
+
+    // Unregistered consumers no longer hold trimming back: only the
+    // indexer is left, past the three first entries.
+    let (_, text, _) = run(&["outbox", db, "unregister", "notes", "audit"]);
+    assert_eq!(text.trim(), "unregistered notes/audit");
+    json(&["outbox", db, "unregister", "notes", "mailer"]);
+    let (code, _, _) = run(&["outbox", db, "unregister", "notes", "mailer"]);
+    assert_eq!(code, 2, "no longer registered");
+    let listed = json(&["outbox", db, "list"]);
+    assert_eq!(listed["consumers"].as_array().unwrap().len(), 1, "{listed}");
+    let trimmed = json(&["outbox", db, "trim", "notes"]);
+    assert_eq!(trimmed["trimmed"], 3, "{trimmed}");
 
     // Sweep removes the expired note (its clock is the system's).
     let sweep = json(&["sweep", db]);

@@ -372,6 +372,18 @@ pub struct DeadLetter {
     pub last_failure_ms: u64,
 }
 
+/// What [`Outbox::register`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Registered {
+    /// The consumer is new: entries after this position are its to handle.
+    New(Position),
+    /// The consumer was registered already and is left as it was (the
+    /// start asked for is not applied; see [`Outbox::reset`]): its
+    /// checkpoint.
+    Existing(Position),
+}
+
 /// How far a consumer is behind.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Lag {
@@ -541,12 +553,18 @@ impl<'s, E: Engine> Outbox<'s, E> {
     }
 
     /// Registers `consumer` on `topic`, starting as `start` says, durably
-    /// (an `Immediate` commit). Does nothing for a consumer already
-    /// registered (see [`Outbox::reset`]).
+    /// (an `Immediate` commit). A consumer already registered is left as it
+    /// is, `start` not applied: the result says which happened (move an
+    /// existing consumer with [`Outbox::reset`]).
     ///
     /// # Errors
     /// [`OutboxError::BadName`]; a store failure.
-    pub fn register(&self, topic: &str, consumer: &str, start: Start) -> Result<(), OutboxError> {
+    pub fn register(
+        &self,
+        topic: &str,
+        consumer: &str,
+        start: Start,
+    ) -> Result<Registered, OutboxError> {
         check_name("topic", topic)?;
         check_name("consumer", consumer)?;
         let from = self.start_position(topic, start)?;
@@ -556,7 +574,10 @@ impl<'s, E: Engine> Outbox<'s, E> {
             // consumer.
             tx.set_durability(strata_engine::Durability::Immediate);
             let key = layout::checkpoint_key(topic, consumer);
-            if tx.get_in(&self.state, &key)?.is_none() {
+            if let Some(existing) = tx.get_in(&self.state, &key)? {
+                return Ok(Registered::Existing(read_position(&existing)?));
+            }
+            {
                 tx.put_in(&self.state, key, pack_position(from))?;
                 // Described in the store's catalog, for tools.
                 tx.catalog_put(CATALOG_TOPIC, topic, FORMAT, ENTRIES.as_bytes())?;
@@ -567,8 +588,68 @@ impl<'s, E: Engine> Outbox<'s, E> {
                     &tuple::pack(&(topic, consumer, from.version, from.order)),
                 )?;
             }
-            Ok::<_, OutboxError>(())
+            Ok::<_, OutboxError>(Registered::New(from))
         })
+    }
+
+    /// Removes `consumer` from `topic`: its checkpoint, lease, finished
+    /// marks, attempt records, dead letters and catalog entry, so that
+    /// trimming no longer waits for it. Rows go in commits within the batch
+    /// entry limit, the checkpoint last (an interrupted call leaves the
+    /// consumer registered; call again). Returns whether it was registered.
+    ///
+    /// # Errors
+    /// [`OutboxError::LeaseHeld`] while a worker holds the consumer; a
+    /// store failure.
+    pub fn unregister(&self, topic: &str, consumer: &str) -> Result<bool, OutboxError> {
+        let now = self.clock.now_ms();
+        let room = self.store.options().limits.max_batch_entries.clamp(4, 1024) - 3;
+        loop {
+            let finished = self.store.transact(|tx| {
+                let key = layout::checkpoint_key(topic, consumer);
+                if tx.get_in(&self.state, &key)?.is_none() {
+                    return Ok(None);
+                }
+                let lease = layout::lease_key(topic, consumer);
+                if let Some(held) = tx
+                    .get_in(&self.state, &lease)?
+                    .map(|v| read_lease(&v))
+                    .transpose()?
+                    .filter(|h| h.until > now)
+                {
+                    return Err(OutboxError::LeaseHeld {
+                        topic: topic.to_owned(),
+                        consumer: consumer.to_owned(),
+                        holder: held.holder,
+                        until_ms: held.until,
+                    });
+                }
+                let mut left = room;
+                for (space, range) in [
+                    (&self.state, layout::done_rows(topic, consumer)),
+                    (&self.state, layout::try_rows(topic, consumer)),
+                    (&self.dead, layout::dead_rows(topic, consumer)),
+                ] {
+                    let page = tx.scan_in(space, &range, Some(left), false)?;
+                    for (k, _) in page.rows {
+                        tx.delete_in(space, k)?;
+                        left -= 1;
+                    }
+                    if left == 0 {
+                        return Ok(Some(false));
+                    }
+                }
+                tx.delete_in(&self.state, key)?;
+                tx.delete_in(&self.state, lease)?;
+                tx.catalog_delete(CATALOG_CONSUMER, &format!("{topic}/{consumer}"))?;
+                Ok::<_, OutboxError>(Some(true))
+            })?;
+            match finished {
+                None => return Ok(false),
+                Some(true) => return Ok(true),
+                Some(false) => {}
+            }
+        }
     }
 
     /// Moves `consumer`'s checkpoint to `start` and forgets its finished

@@ -28,6 +28,14 @@ pub struct WorkerConfig {
     pub idle_wait: Duration,
     /// Retries, leases and syncs of the worker's outbox.
     pub outbox: OutboxConfig,
+    /// How long the topic's entries are kept once every consumer passed
+    /// them, in clock milliseconds (default 7 days); `None`: the worker
+    /// never trims. The worker trims its topic (see [`Outbox::trim`]) one
+    /// commit at a time, at most every [`WorkerConfig::trim_every_ms`] while it
+    /// finds nothing more to trim.
+    pub retention_ms: Option<u64>,
+    /// Least time between two trims, in clock milliseconds (default 60 s).
+    pub trim_every_ms: u64,
 }
 
 impl WorkerConfig {
@@ -38,6 +46,8 @@ impl WorkerConfig {
             batch: 64,
             idle_wait: Duration::from_secs(1),
             outbox: OutboxConfig::default(),
+            retention_ms: Some(7 * 24 * 3_600_000),
+            trim_every_ms: 60_000,
         }
     }
 }
@@ -53,6 +63,9 @@ pub struct WorkerReport {
     pub dead_lettered: u64,
     /// Polls that returned entries.
     pub batches: u64,
+    /// Entries trimmed from the topic under
+    /// [`WorkerConfig::retention_ms`].
+    pub trimmed: u64,
 }
 
 /// The handler of a worker: called for each delivery in a transaction of
@@ -121,7 +134,7 @@ impl Worker {
         let wake = Box::new(move || waker_store.wake_all());
         let stopping = stop.clone();
         let thread = std::thread::spawn(move || {
-            let outbox = Outbox::new(&store, worker.outbox, clock, rng)?;
+            let outbox = Outbox::new(&store, worker.outbox, clock.clone(), rng)?;
             run(
                 &outbox,
                 &store,
@@ -130,6 +143,7 @@ impl Worker {
                 &worker,
                 &stopping,
                 &mut *handler,
+                &*clock,
             )
         });
         Self {
@@ -166,6 +180,7 @@ impl Drop for Worker {
     }
 }
 
+#[allow(clippy::too_many_arguments)]
 fn run<E: Engine, T: Value>(
     outbox: &Outbox<'_, E>,
     store: &Store<E>,
@@ -174,10 +189,30 @@ fn run<E: Engine, T: Value>(
     worker: &WorkerConfig,
     stop: &AtomicBool,
     handler: &mut Handler<E, T>,
+    clock: &dyn Clock,
 ) -> Result<WorkerReport, OutboxError> {
     let mut report = WorkerReport::default();
     let mut held = None;
+    let mut trimmed_at: Option<u64> = None;
     while !stop.load(Ordering::SeqCst) {
+        // Retention: one bounded trim commit now and then (a failure is
+        // retried at the next turn; the entries are only kept longer).
+        if let Some(keep) = worker.retention_ms {
+            let now = clock.now_ms();
+            if trimmed_at.is_none_or(|t| now.saturating_sub(t) >= worker.trim_every_ms) {
+                trimmed_at = Some(now);
+                match outbox.trim(topic.name(), keep, Some(1)) {
+                    Ok(t) => {
+                        report.trimmed += t.entries;
+                        // More to trim: another commit at the next turn.
+                        if t.more {
+                            trimmed_at = None;
+                        }
+                    }
+                    Err(e) => tracing::warn!(error = %e, "the worker's trim failed"),
+                }
+            }
+        }
         let seen = store.last_commit_seen();
         // The lease this worker took is renewed; another's (whatever its
         // holder name) is waited for.

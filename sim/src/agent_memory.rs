@@ -445,7 +445,7 @@ pub fn run_agent_memory_seed_on<E: Target>(options: &RunOptions) -> SeedReport {
                 o.register(EVENT_TOPIC, CONSUMER, Start::Beginning)
                     .map_err(|e| e.to_string())
             })
-            .and_then(|()| quiet.engine().sync().map(|_| ()).map_err(|e| e.to_string()));
+            .and_then(|_| quiet.engine().sync().map(|_| ()).map_err(|e| e.to_string()));
         if let Err(e) = registered {
             violation = Some(fail(
                 0,

@@ -247,7 +247,7 @@ fn consumers_are_independent_and_start_where_asked() {
         let v2 = store.engine().last_version();
         place(&outbox, 3, None);
         outbox.register("orders", "all", Start::Beginning).unwrap();
-        outbox.register("late", "x", Start::End).unwrap_or(());
+        outbox.register("late", "x", Start::End).unwrap();
         outbox.register("orders", "new", Start::End).unwrap();
         outbox
             .register("orders", "after2", Start::AfterVersion(v2))
@@ -430,5 +430,90 @@ fn a_released_lease_passes_at_once_and_its_holder_is_fenced() {
         store
             .transact(|tx| outbox.ack(tx, &second, got[0].position))
             .unwrap();
+    });
+}
+
+/// `register` says whether it registered (and where the consumer starts)
+/// or found the consumer there (its checkpoint, the start not applied).
+#[test]
+fn registering_again_says_so_and_keeps_the_checkpoint() {
+    on_every_engine!(Durability::Immediate, |store, outbox, _clock| {
+        place(&outbox, 1, None);
+        let first = outbox.register("orders", "c", Start::Beginning).unwrap();
+        assert_eq!(first, strata_outbox::Registered::New(Position::START));
+        let lease = outbox.acquire("orders", "c", "w").unwrap();
+        let got = outbox.poll(&lease, &topic(), 10).unwrap();
+        ack_all(&outbox, &lease, &got);
+        let again = outbox.register("orders", "c", Start::End).unwrap();
+        assert_eq!(again, strata_outbox::Registered::Existing(got[0].position));
+        assert_eq!(outbox.checkpoint("orders", "c").unwrap(), got[0].position);
+        let late = outbox.register("orders", "late", Start::End).unwrap();
+        assert_eq!(
+            late,
+            strata_outbox::Registered::New(Position::end_of(store.engine().last_version() - 1))
+        );
+    });
+}
+
+/// A consumer unregistered takes its rows with it (dead letters, finished
+/// marks, the catalog entry), and trimming no longer waits for it; one
+/// whose lease runs is refused.
+#[test]
+fn an_unregistered_consumer_no_longer_holds_trimming_back() {
+    on_every_engine!(Durability::Immediate, |store, outbox, clock| {
+        for id in 1..=6 {
+            place(&outbox, id, None);
+        }
+        outbox.register("orders", "fast", Start::Beginning).unwrap();
+        outbox
+            .register("orders", "mistake", Start::Beginning)
+            .unwrap();
+        let fast = outbox.acquire("orders", "fast", "w").unwrap();
+        let got = outbox.poll(&fast, &topic(), 10).unwrap();
+        ack_all(&outbox, &fast, &got);
+        // The mistaken consumer: a dead letter and an entry finished out
+        // of order.
+        let mistake = outbox.acquire("orders", "mistake", "w").unwrap();
+        let its = outbox.poll(&mistake, &topic(), 10).unwrap();
+        outbox
+            .dead_letter(&mistake, its[0].position, "nope")
+            .unwrap();
+        ack_all(&outbox, &mistake, &its[2..3]);
+        assert!(matches!(
+            outbox.unregister("orders", "mistake"),
+            Err(OutboxError::LeaseHeld { .. })
+        ));
+        outbox.release(&mistake).unwrap();
+        clock.advance(1);
+        assert_eq!(
+            outbox.trim("orders", 0, None).unwrap().entries,
+            1,
+            "held back"
+        );
+        let catalog = |name: &str| {
+            store
+                .catalog()
+                .unwrap()
+                .iter()
+                .any(|e| e.kind == strata_outbox::CATALOG_CONSUMER && e.name == name)
+        };
+        assert!(catalog("orders/mistake"));
+        assert!(outbox.unregister("orders", "mistake").unwrap());
+        assert!(!catalog("orders/mistake"));
+        assert!(catalog("orders/fast"));
+        assert!(outbox.dead_letters("orders", "mistake").unwrap().is_empty());
+        assert!(matches!(
+            outbox.checkpoint("orders", "mistake"),
+            Err(OutboxError::UnknownConsumer { .. })
+        ));
+        assert_eq!(outbox.trim("orders", 0, None).unwrap().entries, 5);
+        assert!(!outbox.unregister("orders", "mistake").unwrap());
+        // Registered again, it starts afresh: nothing of the old one.
+        outbox
+            .register("orders", "mistake", Start::Beginning)
+            .unwrap();
+        place(&outbox, 7, None);
+        let again = outbox.acquire("orders", "mistake", "w2").unwrap();
+        assert_eq!(orders(&outbox.poll(&again, &topic(), 10).unwrap()), [7]);
     });
 }

@@ -174,3 +174,68 @@ fn two_workers_with_one_holder_name_apply_each_entry_once() {
         );
     }
 }
+
+/// A worker trims its topic under its retention: entries every consumer
+/// passed go, a consumer's unfinished ones stay.
+#[test]
+fn a_worker_trims_what_every_consumer_passed() {
+    let opts = options(strata_engine::Durability::Immediate);
+    let clock = Arc::new(ManualClock::new(T0));
+    let store = Arc::new(
+        Store::open_with(
+            MemEngine::open(opts.keyspace_specs()).unwrap(),
+            opts,
+            clock.clone(),
+            Box::new(SeededRng::new(1)),
+        )
+        .unwrap(),
+    );
+    let cfg = config();
+    let outbox = Outbox::new(&store, cfg, clock.clone(), Box::new(SeededRng::new(2))).unwrap();
+    outbox
+        .register("orders", "mailer", Start::Beginning)
+        .unwrap();
+    for id in 1..=10 {
+        store
+            .transact(|tx| outbox.push(tx, &topic(), &event(id)))
+            .unwrap();
+    }
+    let mut wc = WorkerConfig::new("w");
+    wc.outbox = cfg;
+    wc.idle_wait = Duration::from_millis(10);
+    wc.retention_ms = Some(1_000);
+    wc.trim_every_ms = 0;
+    let worker = Worker::spawn(
+        store.clone(),
+        clock.clone(),
+        Box::new(SeededRng::new(3)),
+        topic(),
+        "mailer",
+        wc,
+        Box::new(|_tx, _d: &Delivery<Event>| Ok(())),
+    );
+    let left = || {
+        outbox
+            .lag_after("orders", strata_outbox::Position::START)
+            .unwrap()
+            .entries
+    };
+    for _ in 0..500 {
+        if outbox.lag("orders", "mailer").unwrap().entries == 0 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    std::thread::sleep(Duration::from_millis(50));
+    assert_eq!(left(), 10, "younger than the retention: kept");
+    clock.advance(1_000);
+    for _ in 0..500 {
+        if left() == 0 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert_eq!(left(), 0, "every entry passed and old enough: trimmed");
+    let report = worker.shutdown().unwrap();
+    assert_eq!((report.handled, report.trimmed), (10, 10));
+}

@@ -307,6 +307,24 @@ impl<'s, E: Engine + 's> Tx<'s, E> {
         Ok(())
     }
 
+    /// Removes `(kind, name)` from the store's catalog in this
+    /// transaction's commit (nothing happens if it is not there).
+    ///
+    /// # Errors
+    /// [`StoreError::Limit`] when the key breaks the key limit.
+    pub fn catalog_delete(&mut self, kind: &str, name: &str) -> Result<(), StoreError> {
+        let key = space::catalog_key(kind, name);
+        self.check_space_row(&key, None)?;
+        self.space_writes.insert(
+            (self.store.system, key),
+            SpaceWrite {
+                value: None,
+                charged: false,
+            },
+        );
+        Ok(())
+    }
+
     /// Checks one row against the key and value limits.
     fn check_space_row(&self, key: &[u8], value: Option<&[u8]>) -> Result<(), StoreError> {
         let size = match value {
