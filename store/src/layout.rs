@@ -28,6 +28,27 @@ const COUNTER_LEN: usize = 8;
 // as a counter: the length alone tells the two kinds of data row apart.
 const _: () = assert!(strata_codec::envelope::header_len(false, true) > COUNTER_LEN);
 
+/// The value type of a counter key: a key type declared `K -> Counter` (an
+/// `i64`) is a counter kind. Its rows are written only by
+/// [`Tx::add`](crate::Tx::add) and [`Tx::increment`](crate::Tx::increment),
+/// added to by the engine at commit without a read (concurrent adds do not
+/// conflict), read by `counter` on the store, a transaction or a
+/// [`ReadView`](crate::ReadView) (one snapshot with the rows they count),
+/// deleted by [`Tx::delete`](crate::Tx::delete), shown as numbers by
+/// `strata get`/`scan`, and checked by `Store::verify` as counters. They
+/// have no envelope (see [`counter_row`]), so `Tx::put` and `get` do not
+/// take them.
+///
+/// ```
+/// use strata_keys::tuple_key;
+/// use strata_store::Counter;
+///
+/// #[derive(Debug, Clone, PartialEq)]
+/// struct Orders { customer: u64 }
+/// tuple_key! { Orders -> Counter = ("orders", {customer}); }
+/// ```
+pub type Counter = i64;
+
 /// The value of a data row if it is a counter (written by `Tx::add` or
 /// `Tx::increment`), `None` if it is an envelope.
 ///

@@ -82,7 +82,7 @@ mod verify;
 
 pub use collections::{ChunkedLog, Members, SetIndex, SortedSet};
 pub use error::{LimitedRow, RowKind, StoreError};
-pub use layout::counter_row;
+pub use layout::{Counter, counter_row};
 pub use ops::{
     BulkCursor, BulkError, BulkNonAtomic, BulkReport, ScopeUsage, SweepCursor, SweepReport,
 };

@@ -237,6 +237,17 @@ impl<'s, E: Engine + 's> ReadView<'s, E> {
         self.store.get_at(&self.snap, key, || self.now)
     }
 
+    /// The counter at `key` at this snapshot (0 when absent): read with the
+    /// view's values, so totals and the rows they count agree.
+    ///
+    /// # Errors
+    /// [`StoreError::BadCounter`]; the key does not pack; an engine
+    /// failure.
+    pub fn counter<K: Key<Value = crate::Counter>>(&self, key: &K) -> Result<i64, StoreError> {
+        let bytes = key.pack().map_err(StoreError::key::<K>)?;
+        crate::tx::counter_value(self.snap.get(self.store.data, &bytes)?.as_deref())
+    }
+
     /// Streams the entries of `scan`, decoding keys as `K`: a row of
     /// another key type is an error item ([`StoreError::Key`], found from
     /// the key before any value is read), or, with

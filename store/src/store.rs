@@ -559,9 +559,7 @@ impl<E: Engine> Store<E> {
     /// # Errors
     /// [`StoreError::BadCounter`], or an engine failure.
     pub fn counter<K: Key<Value = i64>>(&self, key: &K) -> Result<i64, StoreError> {
-        let bytes = key.pack().map_err(StoreError::key::<K>)?;
-        let snap = self.engine.snapshot()?;
-        crate::tx::counter_value(strata_engine::Snapshot::get(&snap, self.data, &bytes)?.as_deref())
+        self.read()?.counter(key)
     }
 
     fn write_one(

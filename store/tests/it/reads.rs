@@ -372,3 +372,25 @@ fn a_key_type_declared_chunked_needs_no_store_option() {
         assert!(chunks >= 10, "{chunks} chunk rows");
     });
 }
+
+/// A counter read through a view is the snapshot's: totals and the rows
+/// they count agree, whatever commits after the view was taken.
+#[test]
+fn a_view_reads_counters_at_its_snapshot() {
+    let (store, _clock) = common::mem(common::options(Limits::FOUNDATIONDB));
+    let hits = common::CountKey {
+        actor: 1,
+        name: "hits".into(),
+    };
+    store.add(&hits, 2).unwrap();
+    let view = store.read().unwrap();
+    store.add(&hits, 5).unwrap();
+    assert_eq!(view.counter(&hits).unwrap(), 2);
+    assert_eq!(store.read().unwrap().counter(&hits).unwrap(), 7);
+    assert_eq!(store.counter(&hits).unwrap(), 7);
+    let absent = common::CountKey {
+        actor: 1,
+        name: "misses".into(),
+    };
+    assert_eq!(view.counter(&absent).unwrap(), 0);
+}
