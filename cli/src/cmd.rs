@@ -109,11 +109,29 @@ pub fn run(cli: &Cli) -> Result<ExitCode, Failure> {
         } => {
             let out = copy(cli, src, dest, *dest_engine)?;
             print(cli, &out, |o| {
+                let indexes: Vec<&str> = o["search_indexes_not_copied"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(Json::as_str)
+                    .collect();
+                let indexes = if indexes.is_empty() {
+                    String::new()
+                } else {
+                    format!(
+                        "\nsearch indexes not copied (their files stay with the source; rebuild them on the copy): {}",
+                        indexes.join(", ")
+                    )
+                };
                 format!(
-                    "copied {} rows of {} keyspaces ({} resumed) from {} to {}; verified equal; version raised to {}",
+                    "copied {} rows of {} keyspaces{} from {} to {}; verified equal; version raised to {}{indexes}",
                     o["rows"],
                     o["keyspaces"],
-                    o["resumed"],
+                    if o["resumed"] == json!(true) {
+                        " (resumed after an interrupted copy)"
+                    } else {
+                        ""
+                    },
                     o["source"].as_str().unwrap_or(""),
                     o["dest"].as_str().unwrap_or(""),
                     o["version"]
@@ -392,6 +410,13 @@ fn range_of(args: &ScanArgs) -> Result<RangeSpec, Failure> {
     let mut spec = if let Some(p) = &args.prefix {
         RangeSpec::prefix(&parse(p)?)
     } else if let Some(t) = &args.tuple_prefix {
+        // A tuple prefix is a tuple: `am` would be taken as the bytes "am",
+        // which begin no tuple, and find nothing without a word.
+        if !t.trim_start().starts_with('(') {
+            return Err(Failure::Usage(format!(
+                "--tuple-prefix takes a tuple, as in ({t:?},) or (\"am\", 7); --prefix takes bytes"
+            )));
+        }
         let r = KeyRange::tuple_prefix(&parse(t)?);
         RangeSpec {
             start: Bound::Included(r.start),
@@ -1086,9 +1111,14 @@ fn copy(cli: &Cli, src: &str, dest: &str, dest_kind: Option<Kind>) -> Result<Jso
         give_mode(Path::new(dest), mode)
             .map_err(|err| Failure::failed("cannot give the copy the source's mode", &err))?;
     }
+    let indexes: Vec<String> = strata_search::inspect::catalog_indexes(&src_db.catalog)
+        .into_iter()
+        .map(|i| i.name)
+        .collect();
     Ok(json!({
         "source": src, "dest": dest, "dest_engine": dest_kind.name(),
         "rows": out.0, "resumed": out.1, "keyspaces": src_db.keyspaces.len(), "version": out.2,
+        "search_indexes_not_copied": indexes,
     }))
 }
 
@@ -1204,10 +1234,34 @@ fn copy_rows<S: Engine, D: Engine>(db: &Db, s: &S, d: &D) -> Result<(u64, bool, 
     compare(&snap, s, d, &names)?;
     d.commit(Commit::new().delete(progress_ks, COPY_ROW.to_vec()))
         .map_err(|e| fail("destination commit")(&e))?;
+    forget_indexes(db, d)?;
     let raised = d
         .raise_version(version)
         .map_err(|e| fail("destination version")(&e))?;
     Ok((copied, resumed, raised))
+}
+
+/// Removes the search indexes from the copy's catalog: their files stay
+/// with the source (a catalog entry names their directory), and a copy
+/// that named them would share them with the source. The copy's consumer
+/// checkpoints stay, so an index opened on the copy at a new directory is
+/// refused as behind until rebuilt (`Indexer::open_rebuilt`).
+fn forget_indexes<D: Engine>(db: &Db, d: &D) -> Result<(), Failure> {
+    let names: Vec<String> = strata_search::inspect::catalog_indexes(&db.catalog)
+        .into_iter()
+        .map(|i| i.name)
+        .collect();
+    if names.is_empty() {
+        return Ok(());
+    }
+    store_on(db, d)?
+        .transact(|tx| {
+            for name in &names {
+                tx.catalog_delete(strata_search::inspect::CATALOG_INDEX, name)?;
+            }
+            Ok::<_, strata_store::StoreError>(())
+        })
+        .map_err(|err| Failure::failed("destination catalog", &err))
 }
 
 /// Fails unless every keyspace in `names` holds the same rows in `d` as in

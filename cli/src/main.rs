@@ -270,9 +270,13 @@ impl Failure {
     fn open(path: &str, e: &dyn std::error::Error) -> Self {
         let mut text = e.to_string();
         let mut source = e.source();
+        // Each cause once: most errors already print their source.
         while let Some(s) = source {
-            text.push_str(": ");
-            text.push_str(&s.to_string());
+            let cause = s.to_string();
+            if !text.contains(&cause) {
+                text.push_str(": ");
+                text.push_str(&cause);
+            }
             source = s.source();
         }
         let hint = if text.contains("already open") || text.contains("lock") {

@@ -52,6 +52,11 @@ pub fn detect(path: &str) -> Result<Kind, Failure> {
             "{path} is a directory without RocksDB's CURRENT file"
         )));
     }
+    if std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.len() == 0) {
+        return Err(Failure::NotADatabase(format!(
+            "{path} is an empty file, not a database"
+        )));
+    }
     let mut head = [0u8; 4];
     match std::fs::File::open(p).and_then(|mut f| std::io::Read::read_exact(&mut f, &mut head)) {
         Ok(()) if head == REDB_MAGIC => Ok(Kind::Redb),

@@ -222,7 +222,8 @@ pub fn query<E: Engine>(
     let f = files(&index).map_err(Failure::Failed)?;
     let hits = f
         .query(text, limit)
-        .map_err(|err| Failure::failed("query", &err))?;
+        // The error names itself ("query: ...").
+        .map_err(|err| Failure::Failed(err.to_string()))?;
     let view = store
         .read()
         .map_err(|err| Failure::failed("snapshot", &err))?;

@@ -65,6 +65,7 @@ pub fn data_value_json<E: Engine>(
             "keyless": header.keyless,
         },
         "expires_at_ms": header.expires_at,
+        "expires_at": header.expires_at.map(utc),
         "expired": header.is_expired(now_ms),
         "checksum": checksum,
     });
@@ -137,7 +138,7 @@ pub fn row_text(key: &Json, value: &Json) -> String {
         } else {
             ""
         };
-        let _ = write!(head, ", expires at {at}{expired}");
+        let _ = write!(head, ", expires at {}{expired}", utc(at));
     }
     if let Some(e) = value["error"].as_str() {
         let _ = write!(head, ", ERROR {e}");
@@ -158,4 +159,46 @@ pub fn row_text(key: &Json, value: &Json) -> String {
         String::new()
     };
     format!("{k} = [{head}] {} bytes: {shown}", value["length"])
+}
+
+/// Unix milliseconds as a UTC time, `2026-11-27 11:30:00.123 UTC`.
+pub fn utc(ms: u64) -> String {
+    let secs = ms / 1_000;
+    let days = i64::try_from(secs / 86_400).unwrap_or(i64::MAX);
+    let rest = secs % 86_400;
+    // The proleptic Gregorian calendar from day 0 = 1970-01-01, in eras of
+    // 400 years (146,097 days) counted from 0000-03-01.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02} {:02}:{:02}:{:02}.{:03} UTC",
+        rest / 3_600,
+        rest % 3_600 / 60,
+        rest % 60,
+        ms % 1_000
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::utc;
+
+    #[test]
+    fn utc_times_read_as_the_calendar_does() {
+        // Known instants: the epoch, a leap day, the end of a century
+        // that is no leap year, a year 2000 leap day.
+        assert_eq!(utc(0), "1970-01-01 00:00:00.000 UTC");
+        assert_eq!(utc(951_782_400_000), "2000-02-29 00:00:00.000 UTC");
+        assert_eq!(utc(1_709_164_800_123), "2024-02-29 00:00:00.123 UTC");
+        assert_eq!(utc(1_798_761_599_999), "2026-12-31 23:59:59.999 UTC");
+        assert_eq!(utc(4_107_542_400_000), "2100-03-01 00:00:00.000 UTC");
+        assert_eq!(utc(1_700_000_000_000), "2023-11-14 22:13:20.000 UTC");
+    }
 }

@@ -58,6 +58,7 @@
 
 pub mod error;
 pub mod raw;
+pub mod show;
 pub mod subspace;
 pub mod text;
 pub mod tuple;

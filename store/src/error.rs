@@ -91,7 +91,8 @@ pub enum StoreError {
     /// The commit would take a quota scope over its quota; nothing was
     /// written.
     #[error(
-        "quota of scope {scope:02x?} exceeded: {used} bytes used, {requested} more requested, limit {limit}{}",
+        "quota of scope {} exceeded: {used} bytes used, {requested} more requested, limit {limit}{}",
+        show_key(scope),
         describe_grower(*key_type, key)
     )]
     Quota {
@@ -198,13 +199,19 @@ pub struct LimitedRow {
 
 /// A key for a message: printable ASCII as is, other bytes escaped, long
 /// keys cut with their length.
-fn show_key(key: &[u8]) -> String {
+/// A key in a message: as `strata_keys::show::show_key` reads it (tuple
+/// notation for tuples, as the tool prints them), its first 48 bytes only
+/// for a longer one, with its length.
+pub(crate) fn show_key(key: &[u8]) -> String {
     const SHOWN: usize = 48;
-    let head = key[..key.len().min(SHOWN)].escape_ascii().to_string();
     if key.len() > SHOWN {
-        format!("\"{head}…\" ({} bytes)", key.len())
+        format!(
+            "{}… ({} bytes)",
+            strata_keys::show::show_key(&key[..SHOWN]),
+            key.len()
+        )
     } else {
-        format!("\"{head}\"")
+        strata_keys::show::show_key(key)
     }
 }
 

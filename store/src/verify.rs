@@ -67,28 +67,23 @@ pub enum Problem {
 
 impl fmt::Display for Problem {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let hex = |b: &[u8]| {
-            b.iter().fold(String::new(), |mut s, x| {
-                let _ = fmt::Write::write_fmt(&mut s, format_args!("{x:02x}"));
-                s
-            })
-        };
+        let show = |b: &[u8]| crate::error::show_key(b);
         match self {
-            Self::Value { key, error } => write!(f, "value at {}: {error}", hex(key)),
-            Self::Chunks { key, error } => write!(f, "chunked value at {}: {error}", hex(key)),
+            Self::Value { key, error } => write!(f, "value at {}: {error}", show(key)),
+            Self::Chunks { key, error } => write!(f, "chunked value at {}: {error}", show(key)),
             Self::OrphanChunk { owner, index } => {
                 write!(
                     f,
                     "chunk {index} of {} belongs to no chunked value",
-                    hex(owner)
+                    show(owner)
                 )
             }
             Self::ExpiryNotIndexed { key, expires_at } => write!(
                 f,
                 "value at {} expires at {expires_at} but is not in the expiry index",
-                hex(key)
+                show(key)
             ),
-            Self::UnknownSystemRow { key } => write!(f, "unknown system row {}", hex(key)),
+            Self::UnknownSystemRow { key } => write!(f, "unknown system row {}", show(key)),
             Self::Quota {
                 scope,
                 counted,
@@ -96,7 +91,7 @@ impl fmt::Display for Problem {
             } => write!(
                 f,
                 "quota scope {}: counter {counted}, recount {actual}",
-                hex(scope)
+                show(scope)
             ),
         }
     }

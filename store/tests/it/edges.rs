@@ -34,17 +34,20 @@ fn error_messages_show_keys_escaped_and_cut_with_their_length() {
         }),
     };
     // 48 bytes are shown whole; one more and the key is cut, with its
-    // length.
+    // length. Bytes that are no tuple and no text are escaped.
     let short = row(b"a\x00".iter().copied().cycle().take(48).collect()).to_string();
     assert!(
-        short.ends_with(&format!("at key \"{}\"", "a\\x00".repeat(24))),
+        short.ends_with(&format!("at key b\"{}\"", "a\\x00".repeat(24))),
         "{short}"
     );
     let long = row(vec![b'z'; 49]).to_string();
     assert!(
-        long.ends_with(&format!("at key \"{}…\" (49 bytes)", "z".repeat(48))),
+        long.ends_with(&format!("at key \"{}\"… (49 bytes)", "z".repeat(48))),
         "{long}"
     );
+    // A tuple key reads as the tool prints it.
+    let tuple = row(strata_keys::tuple::pack(&("doc", 7))).to_string();
+    assert!(tuple.ends_with(r#"at key ("doc", 7)"#), "{tuple}");
     assert!(long.contains("of a write of DocKey"), "{long}");
 
     let quota = StoreError::Quota {
@@ -57,7 +60,7 @@ fn error_messages_show_keys_escaped_and_cut_with_their_length() {
     };
     assert_eq!(
         quota.to_string(),
-        "quota of scope [01, 02] exceeded: 10 bytes used, 5 more requested, limit 12; first grown by a write of a counter at key \"n\""
+        "quota of scope b\"\\x01\\x02\" exceeded: 10 bytes used, 5 more requested, limit 12; first grown by a write of a counter at key \"n\""
     );
     let quota = StoreError::Quota {
         scope: vec![1, 2],
