@@ -1448,3 +1448,46 @@ fn messages_read_once_in_the_tool_s_notation() {
         "agent_memory"
     );
 }
+
+/// The orders walk-through's database (orders, lines, carts with a time
+/// to live, counters kept by a worker, an outbox, a search index), read by
+/// the tool as a user would: it verifies, backs up and restores, lists its
+/// consumer and its index, and finds the notes.
+#[test]
+fn the_orders_walk_through_is_verified_backed_up_and_restored() {
+    let dir = Dir::new("orders");
+    let report = strata_examples::orders::run(&dir.0, 3, 12).unwrap();
+    let db = p(&report.path);
+    let v = json(&["verify", db]);
+    assert_eq!(v["ok"], true, "{v}");
+    assert_eq!(v["counters"], 3, "one total per customer: {v}");
+    assert_eq!(v["search_indexes"], 1, "{v}");
+    let consumers = json(&["outbox", db, "list"]);
+    let totals = consumers["consumers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["consumer"] == "totals")
+        .cloned()
+        .unwrap_or_else(|| panic!("{consumers}"));
+    assert_eq!(totals["lag_entries"], 0);
+    let total = json(&["get", db, "data", r#"("c", 1, "total")"#]);
+    assert_eq!(
+        total["value"]["counter"], report.totals[&1],
+        "the counter as the tool reads it: {total}"
+    );
+    let hits = json(&["search", db, "query", "orders", "gift"]);
+    assert_eq!(
+        hits["hits"].as_array().map(Vec::len),
+        Some(report.gift_hits),
+        "{hits}"
+    );
+    let backup = dir.0.join("orders.backup");
+    json(&["backup", db, p(&backup)]);
+    let restored = dir.0.join("restored.redb");
+    json(&["restore", p(&backup), p(&restored)]);
+    let again = json(&["verify", p(&restored)]);
+    assert_eq!(again["ok"], true, "{again}");
+    assert_eq!(again["counters"], 3, "{again}");
+    assert_eq!(again["values"], v["values"], "{again}");
+}

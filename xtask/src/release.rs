@@ -15,7 +15,7 @@ use std::process::Command;
 /// The published crates, by folder, in dependency order: the folders of
 /// the layering rules ([`crate::tidy::LAYERS`], which list every crate
 /// after the crates it may depend on) whose manifest does not say
-/// `publish = false` (`sim` and `xtask`).
+/// `publish = false` (`examples`, `sim` and `xtask`).
 pub fn published() -> Vec<&'static str> {
     published_in(Path::new("."))
 }
@@ -214,10 +214,14 @@ mod tests {
     }
 
     #[test]
-    fn the_published_crates_are_the_layered_ones_but_sim_and_xtask() {
+    fn the_published_crates_are_the_layered_ones_but_examples_sim_and_xtask() {
         let published = published_in(&Path::new(env!("CARGO_MANIFEST_DIR")).join(".."));
-        assert_eq!(published.len(), crate::tidy::LAYERS.len() - 2);
-        assert!(!published.contains(&"sim") && !published.contains(&"xtask"));
+        assert_eq!(published.len(), crate::tidy::LAYERS.len() - 3);
+        assert!(
+            !published.contains(&"sim")
+                && !published.contains(&"xtask")
+                && !published.contains(&"examples")
+        );
         assert_eq!(published.first(), Some(&"keys"));
         assert!(published.contains(&"cli") && published.contains(&"engine-rocks"));
     }

@@ -50,6 +50,19 @@ pub const LAYERS: &[(&str, &[&str])] = &[
         ],
     ),
     (
+        "examples",
+        &[
+            "keys",
+            "codec",
+            "engine",
+            "engine-redb",
+            "store",
+            "outbox",
+            "search",
+            "schemas",
+        ],
+    ),
+    (
         "sim",
         &[
             "keys",

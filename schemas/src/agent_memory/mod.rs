@@ -13,7 +13,7 @@
 //! the search projection of TOC nodes and grips, indexed by `strata-search`
 //! from the outbox, with `rebuild`.
 //!
-//! The example (`examples/agent_memory.rs`) ingests a JSON-lines
+//! The example (`examples/examples/agent_memory.rs`, crate `strata-examples`) ingests a JSON-lines
 //! conversation and answers a search; the simulation's agent-memory
 //! workload checks events, versions and the index under faults
 //! (`sim/src/agent_memory.rs`).

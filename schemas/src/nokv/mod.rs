@@ -17,7 +17,7 @@
 //! dedupe rows, watch events, expired pins and history below the oldest
 //! pin.
 //!
-//! The example (`examples/nokv.rs`) walks through them on redb; the
+//! The example (`examples/examples/nokv.rs`, crate `strata-examples`) walks through them on redb; the
 //! simulation's NoKV workload checks the namespace's invariants under
 //! faults (`sim/src/nokv.rs`).
 //!

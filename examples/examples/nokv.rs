@@ -4,7 +4,7 @@
 //! itself, a snapshot pin read after changes, the path index, the watch
 //! log and the GC queue.
 //!
-//! `cargo run -p strata-schemas --features nokv --example nokv [DIR]`
+//! `cargo run -p strata-examples --example nokv [DIR]`
 
 use std::sync::Arc;
 

@@ -4,7 +4,7 @@
 //! flag, the exact quota with an overwrite near it, the client planners,
 //! and a migration of the actor to the engine-compatible layout.
 //!
-//! `cargo run -p strata-schemas --features actor-kv --example actor_kv [DIR]`
+//! `cargo run -p strata-examples --example actor_kv [DIR]`
 
 use strata_engine_redb::{RedbEngine, RedbOptions};
 use strata_schemas::actor_kv::client::{WriteBuffer, plan_sqlite_write, queue_message};

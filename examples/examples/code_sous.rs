@@ -2,7 +2,7 @@
 //! published versions with an alias, a schedule, a worker, an activation
 //! with its log and a refused second ending.
 //!
-//! `cargo run -p strata-schemas --example code_sous [DIR]` (a temporary
+//! `cargo run -p strata-examples --example code_sous [DIR]` (a temporary
 //! directory when none is given; it is removed at the end).
 
 use std::collections::BTreeMap;

@@ -4,7 +4,7 @@
 //! (the foreign rows refused by `read_entry`), a subspace with an optional
 //! trailing `create_ts`, and a serializable read that conflicts.
 //!
-//! `cargo run -p strata-schemas --features universaldb --example universaldb [DIR]`
+//! `cargo run -p strata-examples --example universaldb [DIR]`
 
 use serde::{Deserialize, Serialize};
 use strata_engine_redb::{RedbEngine, RedbOptions};

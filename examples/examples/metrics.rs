@@ -4,7 +4,7 @@
 //! search index catches up and its consumer's lag is measured; then the
 //! exposition Prometheus would scrape is printed.
 //!
-//! `cargo run -p strata-schemas --features agent-memory --example metrics`
+//! `cargo run -p strata-examples --example metrics`
 
 use std::sync::Arc;
 

@@ -4,7 +4,7 @@
 //! index them through the outbox, and answer a search query with content
 //! read from the store.
 //!
-//! `cargo run -p strata-schemas --features agent-memory --example agent_memory [FILE.jsonl] [DIR]`
+//! `cargo run -p strata-examples --example agent_memory [FILE.jsonl] [DIR]`
 //!
 //! Without a file (or with `-`) it writes a short sample conversation
 //! first. Given a DIR, the database (`memory.redb`) and the index stay
