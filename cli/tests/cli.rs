@@ -1366,11 +1366,12 @@ fn databases_with_counters_verify_back_up_and_restore() {
         let options = CodeSous::<RedbEngine>::store_options();
         let engine =
             RedbEngine::open(&path, options.keyspace_specs(), RedbOptions::default()).unwrap();
-        let cs = CodeSous::new(
+        let cs = CodeSous::open(
             Store::open(engine, options).unwrap(),
             CodeSousConfig::default(),
             Box::new(SeededRng::new(5)),
-        );
+        )
+        .unwrap();
         let f = FunctionId::new("t_abc123", "payments", "reconcile");
         cs.create_function(&f, &NewFunction::js()).unwrap();
         for body in ["export default () => 1;", "export default () => 2;"] {
@@ -1382,6 +1383,11 @@ fn databases_with_counters_verify_back_up_and_restore() {
     let v = json(&["verify", p(&path)]);
     assert_eq!(v["ok"], true, "{v}");
     assert_eq!(v["counters"], 1, "{v}");
+    assert_eq!(
+        json(&["info", p(&path)])["catalog"],
+        true,
+        "CodeSous::open describes the store"
+    );
     let backup = dir.0.join("code-sous.backup");
     json(&["backup", p(&path), p(&backup)]);
     let restored = dir.0.join("code-sous-restored.redb");

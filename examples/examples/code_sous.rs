@@ -30,11 +30,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         options.keyspace_specs(),
         RedbOptions::default(),
     )?;
-    let cs = CodeSous::new(
+    let cs = CodeSous::open(
         Store::open(engine, options)?,
         CodeSousConfig::default(),
         Box::new(SystemRng::new()),
-    );
+    )?;
 
     let f = FunctionId::new("t_abc123", "payments", "reconcile");
     if cs.function(&f)?.is_none() {

@@ -11,8 +11,9 @@
 //! tokens, trimming below the slowest consumer, lag, topics and consumers
 //! described in the store's catalog; a simulation workload with a ledger
 //! oracle (`cargo xtask sim`); a [`Worker`] running a handler on its own
-//! thread, woken by commits through the store. Not built yet: the
-//! benchmark.
+//! thread, woken by commits through the store, trimming its topic under a
+//! retention. The benchmark (`cargo bench -p strata-outbox`) and its
+//! figures are in the crate's README.
 //!
 //! # Layout
 //!

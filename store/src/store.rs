@@ -55,7 +55,9 @@ impl<E: Engine> std::fmt::Debug for Store<E> {
 impl<E: Engine> Store<E> {
     /// A store on `engine` with the system clock and randomness. The
     /// engine must have been opened with the keyspaces of
-    /// [`StoreOptions::keyspace_specs`] (more are fine).
+    /// [`StoreOptions::keyspace_specs`] (more are fine). Opening writes
+    /// nothing: call [`Store::publish_catalog`] once after it so that tools
+    /// (`strata info`, `verify`) know the store's keyspaces and quota rule.
     ///
     /// # Errors
     /// [`StoreError::Engine`] naming a missing keyspace; [`StoreError::Chunk`]

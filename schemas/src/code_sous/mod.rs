@@ -284,8 +284,24 @@ impl<E: Engine> CodeSous<E> {
         })
     }
 
+    /// The records on `store` as [`CodeSous::new`] makes them, with the
+    /// store described in its catalog for tools (`strata info`, `verify`;
+    /// a commit the first time only).
+    ///
+    /// # Errors
+    /// A store failure writing the catalog.
+    pub fn open(
+        store: Store<E>,
+        config: CodeSousConfig,
+        rng: Box<dyn Rng>,
+    ) -> Result<Self, CodeSousError> {
+        store.publish_catalog()?;
+        Ok(Self::new(store, config, rng))
+    }
+
     /// The records on `store` (opened with [`CodeSous::store_options`] or
-    /// options like them), with `config`; `rng` makes draft ids.
+    /// options like them), with `config`; `rng` makes draft ids. Writes
+    /// nothing: [`CodeSous::open`] also describes the store in its catalog.
     pub fn new(store: Store<E>, config: CodeSousConfig, rng: Box<dyn Rng>) -> Self {
         Self {
             store,
