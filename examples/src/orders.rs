@@ -27,7 +27,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use strata_codec::{Limits, value};
-use strata_engine::{Clock, Engine, SystemClock, SystemRng};
+use strata_engine::{Clock, Engine};
 use strata_engine_redb::{RedbEngine, RedbOptions};
 use strata_keys::tuple_key;
 use strata_outbox::{
@@ -279,34 +279,28 @@ pub fn run(dir: &Path, customers: u64, orders: u64) -> Result<Report, OrdersErro
     let options = options();
     let engine = RedbEngine::open(&path, options.keyspace_specs(), RedbOptions::default())
         .map_err(|e| OrdersError::Open(e.to_string()))?;
-    let clock = Arc::new(SystemClock);
+    // The store holds the clock and randomness (the system's here); the
+    // outbox, the worker and the indexer take theirs from it.
     let store = Arc::new(Store::open(engine, options)?);
     store.publish_catalog()?;
-    let outbox = Outbox::new(
-        &store,
-        OutboxConfig::default(),
-        clock.clone(),
-        Box::new(SystemRng::new()),
-    )?;
+    let outbox = Outbox::open(&store, OutboxConfig::default())?;
     outbox.register(TOPIC, TOTALS, Start::Beginning)?;
     let index = notes_index()?;
 
-    let worker = Worker::spawn(
+    let worker = Worker::start(
         store.clone(),
-        clock.clone(),
-        Box::new(SystemRng::new()),
         topic()?,
         TOTALS,
         WorkerConfig::new("orders-totals"),
         Box::new(|tx, d: &Delivery<Placed>| {
-            let cents = i64::try_from(d.entry.total_cents).map_err(|e| e.to_string())?;
+            let cents = i64::try_from(d.entry.total_cents)?;
             tx.add(
                 &TotalKey {
                     customer: d.entry.customer,
                 },
                 cents,
-            )
-            .map_err(|e| e.to_string())
+            )?;
+            Ok(())
         }),
     );
 
@@ -360,7 +354,7 @@ pub fn run(dir: &Path, customers: u64, orders: u64) -> Result<Report, OrdersErro
         Ok(_) => {}
     }
 
-    wait_for_totals(&outbox, &*clock)?;
+    wait_for_totals(&outbox, &*store.clock())?;
     report.handled = worker.shutdown().map_err(OrdersError::Outbox)?.handled;
     let view = store.read()?;
     for customer in 0..customers {
@@ -370,7 +364,7 @@ pub fn run(dir: &Path, customers: u64, orders: u64) -> Result<Report, OrdersErro
     }
     drop(view);
 
-    report.gift_hits = search_gifts(&outbox, index, dir, clock)?;
+    report.gift_hits = search_gifts(&outbox, index, dir)?;
     store.engine().sync().map_err(StoreError::from)?;
     Ok(report)
 }
@@ -394,14 +388,13 @@ fn search_gifts(
     outbox: &Outbox<'_, RedbEngine>,
     index: IndexSpec<OrderKey>,
     dir: &Path,
-    clock: Arc<SystemClock>,
 ) -> Result<usize, OrdersError> {
     let mut indexer = Indexer::open(
         outbox,
         index,
         &Location::Dir(dir.join("index")),
         IndexerConfig::new("orders-indexer"),
-        clock,
+        outbox.clock(),
     )?;
     indexer.catch_up()?;
     let hits = indexer

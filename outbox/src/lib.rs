@@ -60,7 +60,7 @@ use strata_keys::tuple;
 use strata_store::{Space, Store, StoreOptions, Tx};
 
 pub use crate::error::OutboxError;
-pub use crate::worker::{Handler, Worker, WorkerConfig, WorkerReport};
+pub use crate::worker::{Handler, HandlerError, Worker, WorkerConfig, WorkerReport};
 
 /// This crate's README example, compiled and run as a doctest.
 #[cfg(doctest)]
@@ -476,6 +476,21 @@ impl<'s, E: Engine> Outbox<'s, E> {
             rng: Mutex::new(rng),
             last_sync: Mutex::new(0),
         })
+    }
+
+    /// The outbox of `store` with the store's clock and a generator drawn
+    /// from the store's ([`Store::clock`], [`Store::fork_rng`]): the common
+    /// way in.
+    ///
+    /// # Errors
+    /// As [`Outbox::new`].
+    pub fn open(store: &'s Store<E>, config: OutboxConfig) -> Result<Self, OutboxError> {
+        Self::new(store, config, store.clock(), store.fork_rng())
+    }
+
+    /// The outbox's clock (the one it was made with).
+    pub fn clock(&self) -> Arc<dyn Clock> {
+        self.clock.clone()
     }
 
     /// The store underneath.

@@ -72,9 +72,14 @@ pub struct WorkerReport {
 /// the store; returning `Ok` acknowledges the entry in that transaction,
 /// with the handler's writes (exactly once for them); `Err` rolls the
 /// transaction back and records the failure (retried with backoff, then
-/// dead-lettered). On a conflict the transaction, handler included, runs
-/// again.
-pub type Handler<E, T> = dyn FnMut(&mut Tx<'_, E>, &Delivery<T>) -> Result<(), String> + Send;
+/// dead-lettered, the error's text kept with it). On a conflict the
+/// transaction, handler included, runs again. The error is any error
+/// (`?` works on the store's, the outbox's and your own), or text:
+/// `Err("smtp down".into())`.
+pub type Handler<E, T> = dyn FnMut(&mut Tx<'_, E>, &Delivery<T>) -> Result<(), HandlerError> + Send;
+
+/// Why a handler did not handle an entry: any error.
+pub type HandlerError = Box<dyn std::error::Error + Send + Sync>;
 
 /// A running worker. [`Worker::shutdown`] stops it after the entry in hand.
 pub struct Worker {
@@ -93,7 +98,7 @@ impl std::fmt::Debug for Worker {
 
 /// Why one delivery's transaction did not commit.
 enum Attempt {
-    Handler(String),
+    Handler(HandlerError),
     Outbox(OutboxError),
 }
 
@@ -105,7 +110,8 @@ impl From<StoreError> for Attempt {
 
 impl Worker {
     /// Starts a worker for `consumer` (registered on `topic`) on its own
-    /// thread. It takes the consumer's lease (waiting while another worker
+    /// thread, with the store's clock and a generator drawn from its
+    /// ([`Store::clock`], [`Store::fork_rng`]). It takes the consumer's lease (waiting while another worker
     /// holds it), polls batches, runs `handler` on each entry in order
     /// (after a failure, the batch's later entries of the same ordering key
     /// wait), renews the lease with each poll, and sleeps until a commit
@@ -114,6 +120,28 @@ impl Worker {
     /// # Errors
     /// The returned worker's [`Worker::shutdown`] reports an error that
     /// stopped it (the store failing for good, the consumer unknown).
+    #[allow(clippy::needless_pass_by_value)]
+    pub fn start<E, T>(
+        store: Arc<Store<E>>,
+        topic: Topic<T>,
+        consumer: &str,
+        worker: WorkerConfig,
+        handler: Box<Handler<E, T>>,
+    ) -> Self
+    where
+        E: Engine + Send + Sync + 'static,
+        T: Value + Send + 'static,
+    {
+        let clock = store.clock();
+        let rng = store.fork_rng();
+        Self::spawn(store, clock, rng, topic, consumer, worker, handler)
+    }
+
+    /// As [`Worker::start`], with a clock and a generator of its own
+    /// instead of the store's.
+    ///
+    /// # Errors
+    /// As [`Worker::start`].
     #[allow(clippy::needless_pass_by_value)]
     pub fn spawn<E, T>(
         store: Arc<Store<E>>,
@@ -262,7 +290,8 @@ fn run<E: Engine, T: Value>(
             });
             match r {
                 Ok(()) => report.handled += 1,
-                Err(Attempt::Handler(why)) => {
+                Err(Attempt::Handler(error)) => {
+                    let why = error.to_string();
                     report.failed += 1;
                     failed_keys.insert(d.ordering_key.clone());
                     tracing::debug!(position = %d.position, %why, "handler failed");

@@ -59,4 +59,8 @@ pub enum SearchError {
     /// A file-system operation on the index directory failed.
     #[error("index directory: {0}")]
     Io(#[from] std::io::Error),
+    /// An [`IndexRunner`](crate::IndexRunner) asked for a search had
+    /// stopped (its error comes from `shutdown`) or panicked.
+    #[error("the index runner {0}")]
+    Stopped(&'static str),
 }

@@ -28,6 +28,7 @@ mod error;
 mod indexer;
 pub mod inspect;
 pub mod metrics;
+mod runner;
 mod spec;
 
 use std::ops::Bound;
@@ -47,6 +48,7 @@ pub use crate::error::SearchError;
 #[cfg(feature = "planted-bugs")]
 pub use crate::indexer::PlantedBug;
 pub use crate::indexer::{Indexer, IndexerConfig, Location, Merging, Step};
+pub use crate::runner::{IndexReport, IndexRunner};
 pub use crate::spec::{Document, IndexSpec};
 
 /// This crate's README example, compiled and run as a doctest.

@@ -132,6 +132,30 @@ impl<E: Engine> Store<E> {
         &self.options
     }
 
+    /// The store's clock: the layers above (`Outbox::open`,
+    /// `Worker::start`, the indexer) take it from here, so a service gives
+    /// its clock once.
+    pub fn clock(&self) -> Arc<dyn Clock> {
+        self.clock.clone()
+    }
+
+    /// A generator seeded from the store's own (deterministic when the
+    /// store's is, as in the simulation), for a layer above that needs one.
+    pub fn fork_rng(&self) -> Box<dyn Rng> {
+        let seed = self
+            .rng
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .next_u64();
+        Box::new(strata_engine::SeededRng::new(seed))
+    }
+
+    /// The version of the engine's last commit (through this store or
+    /// not): `store.engine().last_version()` without importing `Engine`.
+    pub fn last_version(&self) -> u64 {
+        self.engine.last_version()
+    }
+
     /// The data and system keyspaces.
     pub fn keyspaces(&self) -> (Keyspace, Keyspace) {
         (self.data, self.system)

@@ -48,15 +48,15 @@ fn a_worker_handles_every_entry_once_with_its_writes_and_stops_cleanly() {
             *n += 1;
             // Entry 5 fails on its first attempt only.
             if d.entry.order == 5 && *n == 1 {
-                return Err("first attempt fails".to_owned());
+                return Err("first attempt fails".into());
             }
             tx.put(
                 &OrderKey {
                     id: 1_000 + d.entry.order,
                 },
                 &"mailed".to_owned(),
-            )
-            .map_err(|e| e.to_string())
+            )?;
+            Ok(())
         }),
     );
     // Producers commit after the worker started: it wakes on the commits.
@@ -143,8 +143,8 @@ fn two_workers_with_one_holder_name_apply_each_entry_once() {
                             order: d.entry.order,
                         },
                         1,
-                    )
-                    .map_err(|e| e.to_string())
+                    )?;
+                    Ok(())
                 }),
             )
         })

@@ -16,6 +16,7 @@ use strata_store::{Store, StoreOptions};
 mod crash;
 mod index;
 mod kill;
+mod runner;
 
 /// A note of an agent's memory.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -394,3 +394,39 @@ fn a_view_reads_counters_at_its_snapshot() {
     };
     assert_eq!(view.counter(&absent).unwrap(), 0);
 }
+
+/// The layers above take the store's clock and a generator drawn from its
+/// own: the same clock, and the same numbers from stores seeded alike.
+#[test]
+fn the_store_lends_its_clock_and_seeds_generators_from_its_own() {
+    use strata_engine::{Engine, ManualClock, MemEngine, SeededRng};
+    let open = |seed| {
+        let options = common::options(Limits::FOUNDATIONDB);
+        let clock = std::sync::Arc::new(ManualClock::new(1_000));
+        let store = Store::open_with(
+            MemEngine::open(options.keyspace_specs()).unwrap(),
+            options,
+            clock.clone(),
+            Box::new(SeededRng::new(seed)),
+        )
+        .unwrap();
+        (store, clock)
+    };
+    let (a, clock) = open(7);
+    let (b, _) = open(7);
+    let (c, _) = open(8);
+    let draw = |s: &Store<MemEngine>| s.fork_rng().next_u64();
+    assert_eq!(draw(&a), draw(&b));
+    assert_ne!(draw(&a), draw(&c));
+    assert_ne!(
+        a.fork_rng().next_u64(),
+        a.fork_rng().next_u64(),
+        "each fork new"
+    );
+    clock.advance(500);
+    assert_eq!(a.clock().now_ms(), 1_500);
+    assert_eq!(a.last_version(), a.engine().last_version());
+    a.put(&DocKey { actor: 1, id: 1 }, &doc(1)).unwrap();
+    assert_eq!(a.last_version(), a.engine().last_version());
+    assert!(a.last_version() > b.last_version());
+}

@@ -1,0 +1,187 @@
+//! An indexer on its own thread, as the outbox's `Worker` runs a handler:
+//! it catches up, commits on its cadence, sleeps until a commit through the
+//! store wakes it, answers searches, and stops cleanly.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{Receiver, Sender, channel};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use strata_codec::Value;
+use strata_engine::Engine;
+use strata_keys::Key;
+use strata_outbox::{Outbox, OutboxConfig, OutboxError};
+use strata_store::Store;
+
+use crate::{IndexSpec, Indexer, IndexerConfig, Location, Query, Results, SearchError};
+
+/// What an [`IndexRunner`] did, returned at shutdown.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub struct IndexReport {
+    /// Outbox entries applied to the index.
+    pub received: u64,
+    /// Commits of the index (each with its checkpoint and acknowledgement).
+    pub commits: u64,
+    /// Searches answered.
+    pub searches: u64,
+}
+
+/// A search waiting for the runner's thread, and where to send its answer.
+type Ask<K> = (Query, Sender<Result<Results<K>, SearchError>>);
+
+/// An [`Indexer`] on its own thread over a shared store: opened with the
+/// store's clock, stepped while entries come, woken by commits through the
+/// store, searched through [`IndexRunner::search`], closed (its lease given
+/// up) by [`IndexRunner::shutdown`].
+///
+/// While another indexer holds the index's lease (whatever its holder
+/// name) the runner waits for it to be released or to expire.
+pub struct IndexRunner<K: Key> {
+    stop: Arc<AtomicBool>,
+    wake: Box<dyn Fn() + Send + Sync>,
+    asks: Sender<Ask<K>>,
+    thread: Option<JoinHandle<Result<IndexReport, SearchError>>>,
+}
+
+impl<K: Key> std::fmt::Debug for IndexRunner<K> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("IndexRunner")
+            .field("index", &K::NAME)
+            .field("stopping", &self.stop.load(Ordering::Relaxed))
+            .finish_non_exhaustive()
+    }
+}
+
+impl<K> IndexRunner<K>
+where
+    K: Key + Send + 'static,
+    K::Value: Value,
+{
+    /// Opens the index of `spec` at `location` on its own thread (see
+    /// [`Indexer::open`], with the store's clock and an outbox of `outbox`'s
+    /// configuration) and keeps it caught up: it steps while the outbox has
+    /// entries for it, and otherwise sleeps until a commit through `store`
+    /// wakes it (at most `idle`).
+    ///
+    /// # Errors
+    /// [`IndexRunner::shutdown`] (or a search) reports an error that stopped
+    /// it: the open refused ([`SearchError::Behind`],
+    /// [`SearchError::MappingChanged`]), the store failing for good.
+    pub fn start<E>(
+        store: Arc<Store<E>>,
+        spec: IndexSpec<K>,
+        location: Location,
+        config: IndexerConfig,
+        outbox: OutboxConfig,
+        idle: Duration,
+    ) -> Self
+    where
+        E: Engine + Send + Sync + 'static,
+    {
+        let stop = Arc::new(AtomicBool::new(false));
+        let waker = store.clone();
+        let wake = Box::new(move || waker.wake_all());
+        let (asks, answers) = channel();
+        let stopping = stop.clone();
+        let thread = std::thread::spawn(move || {
+            let ob = Outbox::open(&store, outbox)?;
+            let mut ix = Indexer::open(&ob, spec, &location, config, store.clock())?;
+            let report = run(&store, &mut ix, &stopping, &answers, idle);
+            // Closed either way: the lease is given up at once.
+            let closed = ix.close();
+            let report = report?;
+            closed.map(|()| report)
+        });
+        Self {
+            stop,
+            wake,
+            asks,
+            thread: Some(thread),
+        }
+    }
+
+    /// The best hits for `query` over what the index has committed (the
+    /// runner's thread answers between steps).
+    ///
+    /// # Errors
+    /// [`SearchError::Query`]; tantivy failures; a runner that stopped
+    /// (its error comes from [`IndexRunner::shutdown`]).
+    pub fn search(&self, query: &Query) -> Result<Results<K>, SearchError> {
+        let stopped = || SearchError::Stopped("stopped");
+        let (tx, rx) = channel();
+        self.asks.send((query.clone(), tx)).map_err(|_| stopped())?;
+        (self.wake)();
+        rx.recv().map_err(|_| stopped())?
+    }
+
+    /// Stops the runner: it commits what it applied, acknowledges the
+    /// outbox, gives its lease up, and reports.
+    ///
+    /// # Errors
+    /// What stopped the runner, or the last commit's failure.
+    pub fn shutdown(mut self) -> Result<IndexReport, SearchError> {
+        self.stop.store(true, Ordering::SeqCst);
+        (self.wake)();
+        match self.thread.take().map(JoinHandle::join) {
+            Some(Ok(r)) => r,
+            Some(Err(_)) => Err(SearchError::Stopped("panicked")),
+            None => Ok(IndexReport::default()),
+        }
+    }
+}
+
+impl<K: Key> Drop for IndexRunner<K> {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        (self.wake)();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+fn run<E, K>(
+    store: &Store<E>,
+    ix: &mut Indexer<'_, '_, E, K>,
+    halt: &AtomicBool,
+    asks: &Receiver<Ask<K>>,
+    idle: Duration,
+) -> Result<IndexReport, SearchError>
+where
+    E: Engine,
+    K: Key + 'static,
+    K::Value: Value,
+{
+    let mut report = IndexReport::default();
+    while !halt.load(Ordering::SeqCst) {
+        while let Ok((query, answer)) = asks.try_recv() {
+            report.searches += 1;
+            let _ = answer.send(ix.search(&query));
+        }
+        let seen = store.last_commit_seen();
+        match ix.step() {
+            Ok(step) => {
+                report.received += step.received as u64;
+                report.commits += u64::from(step.committed);
+                if step.received == 0 {
+                    // Nothing new: sleep until a commit (each step commits
+                    // what it applied once the cadence says so).
+                    store.wait_for_commit(seen, idle);
+                }
+            }
+            Err(SearchError::Outbox(OutboxError::LeaseHeld { .. })) => {
+                store.wait_for_commit(seen, idle);
+            }
+            Err(SearchError::Outbox(OutboxError::Store(e))) if e.is_conflict() => {}
+            Err(e) => return Err(e),
+        }
+    }
+    report.commits += u64::from(ix.commit()?);
+    while let Ok((query, answer)) = asks.try_recv() {
+        report.searches += 1;
+        let _ = answer.send(ix.search(&query));
+    }
+    Ok(report)
+}
