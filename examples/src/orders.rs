@@ -26,15 +26,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
-use strata_codec::{Limits, value};
-use strata_engine::{Clock, Engine};
 use strata_engine_redb::{RedbEngine, RedbOptions};
-use strata_keys::tuple_key;
-use strata_outbox::{
-    Delivery, Outbox, OutboxConfig, OutboxError, Start, Topic, Worker, WorkerConfig,
-};
-use strata_search::{Document, IndexSpec, Indexer, IndexerConfig, Location, Query, SearchError};
-use strata_store::{Counter, Store, StoreError, StoreOptions};
+// One import for the store, the outbox and search.
+use strata_search::prelude::*;
 
 /// An order as stored: who placed it, its sum, its note.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -416,9 +410,9 @@ impl LastOrder for Store<RedbEngine> {
         let mut next = 0;
         let view = self.read()?;
         for customer in 0..customers {
-            let scan = strata_store::Scan::range_of(strata_keys::KeyRange::tuple_prefix(
-                &strata_keys::tuple::pack(&("c", customer, "order")),
-            ))
+            let scan = Scan::range_of(KeyRange::tuple_prefix(&tuple::pack(&(
+                "c", customer, "order",
+            ))))
             .reverse()
             .limit(1);
             if let Some(row) = view.scan::<OrderKey>(&scan)?.next() {

@@ -47,6 +47,7 @@
 mod error;
 mod layout;
 pub mod metrics;
+pub mod prelude;
 mod worker;
 
 use std::collections::{BTreeMap, BTreeSet};

@@ -28,6 +28,7 @@ mod error;
 mod indexer;
 pub mod inspect;
 pub mod metrics;
+pub mod prelude;
 mod runner;
 mod spec;
 

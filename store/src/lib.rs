@@ -74,6 +74,7 @@ mod layout;
 pub mod metrics;
 mod ops;
 mod options;
+pub mod prelude;
 mod read;
 mod space;
 mod store;
