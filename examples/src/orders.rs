@@ -153,15 +153,24 @@ pub fn options() -> StoreOptions {
     )
 }
 
-/// The search index over the orders' notes.
+/// The search index over the orders' notes, fed by the `orders` topic
+/// itself: each `Placed` entry names its order's row, which the indexer
+/// reads (one outbox entry per order, not one for the topic and one for the
+/// index).
 ///
 /// # Errors
 /// None in practice: the names are valid.
-pub fn notes_index() -> Result<IndexSpec<OrderKey>, SearchError> {
-    IndexSpec::new("orders", |_: &OrderKey, o: &Order| {
+pub fn notes_index() -> Result<IndexSpec<OrderKey>, OrdersError> {
+    Ok(IndexSpec::new("orders", |_: &OrderKey, o: &Order| {
         Document::new().text("note", &o.note)
     })?
-    .text("note", 1.0)
+    .text("note", 1.0)?
+    .fed_by(&topic()?, |p: &Placed| {
+        vec![OrderKey {
+            customer: p.customer,
+            order: p.order,
+        }]
+    }))
 }
 
 /// The `orders` topic.
@@ -172,17 +181,17 @@ pub fn topic() -> Result<Topic<Placed>, OutboxError> {
     Topic::new(TOPIC)
 }
 
-/// Places an order: its row (and its index change), its lines and its
-/// announcement commit together or not at all; the customer's cart goes
-/// with it. A customer over their quota is refused with nothing written.
+/// Places an order: its row, its lines and its announcement (which the
+/// totals worker and the notes index both consume) commit together or not
+/// at all; the customer's cart goes with it. A customer over their quota
+/// is refused with nothing written.
 ///
 /// # Errors
-/// [`StoreError::Quota`] inside [`OrdersError::Store`]; a store, outbox
-/// or mapping failure.
+/// [`StoreError::Quota`] inside [`OrdersError::Store`]; a store or outbox
+/// failure.
 pub fn place(
     store: &Store<RedbEngine>,
     outbox: &Outbox<'_, RedbEngine>,
-    index: &IndexSpec<OrderKey>,
     key: &OrderKey,
     note: &str,
     lines: &[Line],
@@ -197,7 +206,7 @@ pub fn place(
     };
     let topic = topic()?;
     store.transact(|tx| {
-        index.put(outbox, tx, key, &order)?;
+        tx.put(key, &order)?;
         for (i, line) in lines.iter().enumerate() {
             let line_key = LineKey {
                 customer: key.customer,
@@ -320,7 +329,6 @@ pub fn run(dir: &Path, customers: u64, orders: u64) -> Result<Report, OrdersErro
         place(
             &store,
             &outbox,
-            &index,
             &OrderKey { customer, order: n },
             &note,
             &lines,
@@ -333,7 +341,6 @@ pub fn run(dir: &Path, customers: u64, orders: u64) -> Result<Report, OrdersErro
     match place(
         &store,
         &outbox,
-        &index,
         &OrderKey {
             customer: 0,
             order: u64::MAX,

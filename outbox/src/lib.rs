@@ -1013,6 +1013,26 @@ impl<'s, E: Engine> Outbox<'s, E> {
         self.poll_upto(lease, topic, after, max, true)
     }
 
+    /// As [`Outbox::poll_after`] on the topic named `topic`, each entry's
+    /// envelope as it was pushed, not decoded (a consumer that decodes it
+    /// itself, as a search index fed by a service's own topic does).
+    ///
+    /// # Errors
+    /// As [`Outbox::poll`].
+    pub fn poll_raw_after(
+        &self,
+        lease: &Lease,
+        topic: &str,
+        after: Position,
+        max: usize,
+    ) -> Result<Vec<Delivery<Vec<u8>>>, OutboxError> {
+        #[cfg(feature = "planted-bugs")]
+        let beyond = self.bug(PlantedBug::PollBeyondDurable);
+        #[cfg(not(feature = "planted-bugs"))]
+        let beyond = false;
+        self.poll_with(lease, topic, after, max, beyond, Ok)
+    }
+
     fn poll_upto<T: Value>(
         &self,
         lease: &Lease,
@@ -1021,10 +1041,26 @@ impl<'s, E: Engine> Outbox<'s, E> {
         max: usize,
         beyond_durable: bool,
     ) -> Result<Vec<Delivery<T>>, OutboxError> {
+        self.poll_with(lease, &topic.name, after, max, beyond_durable, |envelope| {
+            decode::<T>(&[], &envelope).map_err(|e| e.to_string())
+        })
+    }
+
+    /// The poll, each entry's envelope made a `T` by `decode` (an entry it
+    /// refuses is dead-lettered).
+    fn poll_with<T>(
+        &self,
+        lease: &Lease,
+        topic: &str,
+        after: Position,
+        max: usize,
+        beyond_durable: bool,
+        mut decode: impl FnMut(Vec<u8>) -> Result<T, String>,
+    ) -> Result<Vec<Delivery<T>>, OutboxError> {
         let now = self.clock.now_ms();
         let mut tx = self.store.begin();
         self.check_lease(&mut tx, lease)?;
-        let st = self.consumer_state(&mut tx, &topic.name, &lease.consumer)?;
+        let st = self.consumer_state(&mut tx, topic, &lease.consumer)?;
         let from = st.low_water.max(after);
         // The snapshot holds every commit up to the last one when the
         // transaction began; reading up to the durable version (which a
@@ -1032,14 +1068,14 @@ impl<'s, E: Engine> Outbox<'s, E> {
         let durable = if beyond_durable {
             self.store.engine().last_version()
         } else {
-            self.durable_for(&mut tx, &topic.name, from, now)?
+            self.durable_for(&mut tx, topic, from, now)?
         };
         // Nothing durable after `from` (a commit's entries can be taken
         // over several polls: compare positions, not versions).
         if Position::end_of(durable) <= from {
             return Ok(Vec::new());
         }
-        let mut range = layout::entries_between(&topic.name, from, Position::end_of(durable));
+        let mut range = layout::entries_between(topic, from, Position::end_of(durable));
         let mut held: BTreeSet<Option<Vec<u8>>> = BTreeSet::new();
         let mut out = Vec::new();
         let mut poison = Vec::new();
@@ -1068,7 +1104,7 @@ impl<'s, E: Engine> Outbox<'s, E> {
                     held.insert(ordering_key);
                     continue;
                 }
-                match decode::<T>(&[], &envelope) {
+                match decode(envelope) {
                     Ok(entry) => out.push(Delivery {
                         position: pos,
                         ordering_key,
@@ -1078,7 +1114,7 @@ impl<'s, E: Engine> Outbox<'s, E> {
                     }),
                     Err(e) => {
                         held.insert(ordering_key);
-                        poison.push((pos, e.to_string()));
+                        poison.push((pos, e));
                     }
                 }
             }
@@ -1093,7 +1129,7 @@ impl<'s, E: Engine> Outbox<'s, E> {
         }
         drop(tx);
         for (pos, why) in poison {
-            tracing::warn!(%pos, topic = topic.name, "an entry does not decode: dead-lettered");
+            tracing::warn!(%pos, topic, "an entry does not decode: dead-lettered");
             self.dead_letter_now(lease, pos, &format!("does not decode: {why}"))?;
         }
         Ok(out)

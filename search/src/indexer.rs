@@ -175,6 +175,8 @@ pub struct Indexer<'o, 's, E: Engine, K: Key> {
     outbox: &'o Outbox<'s, E>,
     spec: IndexSpec<K>,
     topic: Topic<Change>,
+    /// The topic consumed: `topic`'s name, or the service's own.
+    source: String,
     config: IndexerConfig,
     clock: Arc<dyn Clock>,
     index: Index,
@@ -233,9 +235,10 @@ where
     ) -> Result<Self, SearchError> {
         let (schema, fields) = spec.schema();
         let topic = spec.topic();
+        let source = spec.source_topic();
         // Everything is checked before anything is written: a refused open
         // creates no directory, registers nothing, moves no catalog entry.
-        let acknowledged = match outbox.checkpoint(topic.name(), &spec.name) {
+        let acknowledged = match outbox.checkpoint(&source, &spec.name) {
             Ok(p) => p,
             Err(OutboxError::UnknownConsumer { .. }) => Position::START,
             Err(e) => return Err(e.into()),
@@ -306,13 +309,14 @@ where
             .reader_builder()
             .reload_policy(ReloadPolicy::Manual)
             .try_into()?;
-        outbox.register(topic.name(), &spec.name, Start::Beginning)?;
-        record(outbox, &spec.name, topic.name(), location)?;
+        outbox.register(&source, &spec.name, Start::Beginning)?;
+        record(outbox, &spec.name, &source, location)?;
         tracing::debug!(index = spec.name, %checkpoint, "search index opened");
         Ok(Self {
             outbox,
             spec,
             topic,
+            source,
             config,
             clock,
             index,
@@ -378,11 +382,10 @@ where
                 };
                 let l = match renewed {
                     Some(l) => l,
-                    None => self.outbox.acquire(
-                        self.topic.name(),
-                        &self.spec.name,
-                        &self.config.holder,
-                    )?,
+                    None => {
+                        self.outbox
+                            .acquire(&self.source, &self.spec.name, &self.config.holder)?
+                    }
                 };
                 self.lease = Some(l.clone());
                 Ok(l)
@@ -406,7 +409,7 @@ where
         // checkpoint, and entries the outbox has not seen acknowledged come
         // again only if they are above it.
         let mut late_ack = false;
-        let acknowledged = self.outbox.checkpoint(self.topic.name(), &self.spec.name)?;
+        let acknowledged = self.outbox.checkpoint(&self.source, &self.spec.name)?;
         if acknowledged < self.checkpoint && self.applied == self.checkpoint {
             // A crash (or a failure) between the index commit and the
             // acknowledgement: acknowledge now.
@@ -414,20 +417,14 @@ where
             late_ack = true;
         }
         let max = self.config.batch.max(1);
-        #[cfg(feature = "planted-bugs")]
-        let batch = if self.bug(PlantedBug::IndexNonDurable) {
-            self.outbox
-                .planted_poll_beyond_durable(&lease, &self.topic, self.applied, max)?
+        let (received, batch) = if let Some(feed) = self.spec.feed.clone() {
+            self.poll_feed(&lease, &feed, max)?
         } else {
-            self.outbox
-                .poll_after(&lease, &self.topic, self.applied, max)?
+            let batch = self.poll_changes(&lease, max)?;
+            (batch.len(), batch)
         };
-        #[cfg(not(feature = "planted-bugs"))]
-        let batch = self
-            .outbox
-            .poll_after(&lease, &self.topic, self.applied, max)?;
         let mut step = Step {
-            received: batch.len(),
+            received,
             late_ack,
             committed: false,
         };
@@ -436,8 +433,13 @@ where
         // (each may wake that thread), yet soon enough that it starts on
         // the first while the rest are mapped.
         let mut ops = Vec::with_capacity(2 * HAND_OVER);
-        for d in &batch {
-            match self.apply(&d.entry, d.position.version, &mut ops) {
+        for (position, change) in &batch {
+            let Some(change) = change else {
+                // An entry that names no row: passed.
+                self.applied = *position;
+                continue;
+            };
+            match self.apply(change, position.version, &mut ops) {
                 Ok(()) => {}
                 // An entry that can never become a document (its value
                 // does not decode, its mapping names an undeclared field)
@@ -445,10 +447,10 @@ where
                 Err(e @ (SearchError::Decode(_) | SearchError::Mapping(_))) => {
                     // The key's old document goes: the row no longer
                     // holds what it says (`verify` reports it missing).
-                    if !d.entry.fresh {
+                    if !change.fresh {
                         ops.push(UserOperation::Delete(Term::from_field_bytes(
                             self.fields.key,
-                            &d.entry.key,
+                            &change.key,
                         )));
                         self.pending_docs += 1;
                         self.pending_since
@@ -456,14 +458,17 @@ where
                     }
                     tracing::warn!(
                         index = self.spec.name,
-                        position = %d.position,
+                        position = %position,
                         error = %e,
                         "a change that does not index: dead-lettered"
                     );
-                    if let Err(failed) = self.outbox.dead_letter(&lease, d.position, &e.to_string())
-                    {
-                        self.writer.run(ops)?;
-                        return Err(failed.into());
+                    match self.outbox.dead_letter(&lease, *position, &e.to_string()) {
+                        // One entry naming several rows: dead already.
+                        Ok(()) | Err(OutboxError::AlreadyFinished(_)) => {}
+                        Err(failed) => {
+                            self.writer.run(ops)?;
+                            return Err(failed.into());
+                        }
                     }
                 }
                 Err(e) => {
@@ -471,7 +476,7 @@ where
                     return Err(e);
                 }
             }
-            self.applied = d.position;
+            self.applied = *position;
             if ops.len() >= HAND_OVER {
                 self.writer.run(ops.drain(..))?;
             }
@@ -488,6 +493,103 @@ where
             step.committed = self.commit()?;
         }
         Ok(step)
+    }
+
+    /// The next changes of the index's own topic (`search.NAME`).
+    fn poll_changes(&self, lease: &Lease, max: usize) -> Result<Vec<Fed>, SearchError> {
+        #[cfg(feature = "planted-bugs")]
+        let batch = if self.bug(PlantedBug::IndexNonDurable) {
+            self.outbox
+                .planted_poll_beyond_durable(lease, &self.topic, self.applied, max)?
+        } else {
+            self.outbox
+                .poll_after(lease, &self.topic, self.applied, max)?
+        };
+        #[cfg(not(feature = "planted-bugs"))]
+        let batch = self
+            .outbox
+            .poll_after(lease, &self.topic, self.applied, max)?;
+        Ok(batch
+            .into_iter()
+            .map(|d| (d.position, Some(d.entry)))
+            .collect())
+    }
+
+    /// The next entries of the service's topic feeding the index, as the
+    /// changes of the rows they name, read at a snapshot taken before a
+    /// sync (every row it holds is durable). Returns the number of entries
+    /// and their changes (`None`: an entry naming no row). An entry that
+    /// does not decode, or names a row that does not, is dead-lettered
+    /// (with that row's document deleted).
+    fn poll_feed(
+        &self,
+        lease: &Lease,
+        feed: &crate::spec::Feed<K>,
+        max: usize,
+    ) -> Result<(usize, Vec<Fed>), SearchError> {
+        let entries = self
+            .outbox
+            .poll_raw_after(lease, &feed.topic, self.applied, max)?;
+        if entries.is_empty() {
+            return Ok((0, Vec::new()));
+        }
+        let store = self.outbox.store();
+        let view = store.read()?;
+        store
+            .engine()
+            .sync()
+            .map_err(strata_store::StoreError::from)?;
+        let mut out = Vec::with_capacity(entries.len());
+        for d in &entries {
+            let keys = match (feed.rows)(&d.entry) {
+                Ok(keys) => keys,
+                Err(why) => {
+                    self.dead_letter_entry(lease, d.position, &format!("does not decode: {why}"))?;
+                    out.push((d.position, None));
+                    continue;
+                }
+            };
+            if keys.is_empty() {
+                out.push((d.position, None));
+            }
+            for key in keys {
+                let key_bytes = crate::packed(&key)?;
+                let value = match view.get::<K>(&key) {
+                    Ok(Some(v)) => Some((K::Value::VERSION, crate::body_of(&v)?)),
+                    Ok(None) => None,
+                    Err(e) => {
+                        self.dead_letter_entry(
+                            lease,
+                            d.position,
+                            &format!("row {} does not read: {e}", K::NAME),
+                        )?;
+                        None
+                    }
+                };
+                out.push((
+                    d.position,
+                    Some(Change {
+                        key: key_bytes,
+                        value,
+                        fresh: false,
+                    }),
+                ));
+            }
+        }
+        Ok((entries.len(), out))
+    }
+
+    fn dead_letter_entry(
+        &self,
+        lease: &Lease,
+        position: Position,
+        why: &str,
+    ) -> Result<(), SearchError> {
+        tracing::warn!(index = self.spec.name, %position, why, "an entry that does not index: dead-lettered");
+        match self.outbox.dead_letter(lease, position, why) {
+            Ok(()) | Err(OutboxError::AlreadyFinished(_)) => Ok(()),
+            Err(e) => Err(e.into()),
+        }
     }
 
     /// Steps until the outbox has nothing more to deliver, then commits:
@@ -830,8 +932,9 @@ where
             Location::Dir(root) => Some(current_generation(root)?),
             Location::Memory | Location::Shared(_) => None,
         };
-        outbox.register(spec.topic().name(), &spec.name, Start::Beginning)?;
-        record(outbox, &spec.name, spec.topic().name(), location)?;
+        let source = spec.source_topic();
+        outbox.register(&source, &spec.name, Start::Beginning)?;
+        record(outbox, &spec.name, &source, location)?;
         Self::rebuild_from(
             outbox,
             spec,
@@ -900,10 +1003,12 @@ where
             version,
             "search index rebuilt"
         );
+        let source = spec.source_topic();
         let mut rebuilt = Self {
             outbox,
             spec,
             topic,
+            source,
             config,
             clock,
             index,
@@ -1098,6 +1203,10 @@ fn document<K: Key>(
     }
     Ok(doc)
 }
+
+/// A change to apply at an entry's position; `None`: an entry naming no
+/// row, passed.
+type Fed = (Position, Option<Change>);
 
 pub(crate) const CURRENT: &str = "CURRENT";
 

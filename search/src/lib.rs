@@ -33,6 +33,7 @@ mod runner;
 mod spec;
 
 use std::ops::Bound;
+use std::sync::Arc;
 
 use strata_codec::Value;
 use strata_engine::Engine;
@@ -65,6 +66,93 @@ where
     K: Key + 'static,
     K::Value: Value,
 {
+    /// Feeds the index from a topic of the service's own instead of
+    /// `search.NAME`, so that the rows need one outbox entry, not two: each
+    /// entry of `topic` names, through `rows`, the rows of `K` it changed,
+    /// and the indexer reads them from the store (a row that is gone takes
+    /// its document with it). The index is a consumer of `topic`, named
+    /// after the index.
+    ///
+    /// The service writes its rows with the store (`tx.put`, `tx.delete`)
+    /// and pushes its entry in the same transaction; this spec's `put`,
+    /// `insert` and `delete` are refused (they would write entries nobody
+    /// reads). The rows are read at a snapshot taken before a sync, so the
+    /// index never holds a value whose commit is not durable; it may hold
+    /// a value newer than the entry that named it (a later entry names the
+    /// row again). An entry that does not decode as `T`, or whose row does
+    /// not decode, is dead-lettered.
+    ///
+    /// ```
+    /// # use serde::{Deserialize, Serialize};
+    /// # use strata_codec::{value, Limits};
+    /// # use strata_engine::MemEngine;
+    /// # use strata_keys::tuple_key;
+    /// # use strata_outbox::{Outbox, OutboxConfig, Topic};
+    /// # use strata_search::{Document, IndexSpec, Indexer, IndexerConfig, Location, Query};
+    /// # use strata_store::{Store, StoreOptions};
+    /// # #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+    /// # struct Order { note: String }
+    /// # value!(Order: postcard, version = 1);
+    /// # #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+    /// # struct Placed { order: u64 }
+    /// # value!(Placed: postcard, version = 1);
+    /// # #[derive(Debug, Clone, PartialEq)]
+    /// # struct OrderKey { order: u64 }
+    /// # tuple_key! { OrderKey -> Order = ("order", {order}); }
+    /// # let options = Outbox::<MemEngine>::declare(StoreOptions::new(Limits::FOUNDATIONDB));
+    /// # let store = Store::open(MemEngine::open(options.keyspace_specs())?, options)?;
+    /// let outbox = Outbox::open(&store, OutboxConfig::default())?;
+    /// let placed: Topic<Placed> = Topic::new("orders")?;
+    /// let spec = IndexSpec::new("notes", |_: &OrderKey, o: &Order| {
+    ///     Document::new().text("note", &o.note)
+    /// })?
+    /// .text("note", 1.0)?
+    /// .fed_by(&placed, |p: &Placed| vec![OrderKey { order: p.order }]);
+    /// store.transact(|tx| {
+    ///     tx.put(&OrderKey { order: 1 }, &Order { note: "a gift".into() })?;
+    ///     outbox.push(tx, &placed, &Placed { order: 1 })
+    /// })?;
+    /// let mut ix = Indexer::open(&outbox, spec, &Location::Memory,
+    ///     IndexerConfig::new("notes"), store.clock())?;
+    /// ix.catch_up()?;
+    /// assert_eq!(ix.search(&Query::new("gift"))?.hits.len(), 1);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[must_use]
+    pub fn fed_by<T: Value + 'static>(
+        mut self,
+        topic: &Topic<T>,
+        rows: impl Fn(&T) -> Vec<K> + Send + Sync + 'static,
+    ) -> Self {
+        self.feed = Some(spec::Feed {
+            topic: topic.name().to_owned(),
+            rows: Arc::new(move |envelope| {
+                let entry = strata_codec::decode::<T>(&[], envelope).map_err(|e| e.to_string())?;
+                Ok(rows(&entry))
+            }),
+        });
+        self
+    }
+
+    /// The name of the topic the index consumes: `search.NAME`, or the
+    /// service's own (see [`IndexSpec::fed_by`]).
+    pub fn source_topic(&self) -> String {
+        self.feed
+            .as_ref()
+            .map_or_else(|| self.topic().name().to_owned(), |f| f.topic.clone())
+    }
+
+    /// Refuses this spec's own writes when a service's topic feeds it.
+    fn own_writes(&self) -> Result<(), SearchError> {
+        match &self.feed {
+            None => Ok(()),
+            Some(f) => Err(SearchError::Mapping(format!(
+                "index {:?} is fed by topic {:?}: write its rows with the store and push to that topic",
+                self.name, f.topic
+            ))),
+        }
+    }
+
     /// The outbox topic that feeds this index.
     pub fn topic(&self) -> Topic<Change> {
         // The name was checked when the spec was made; a topic name only
@@ -89,6 +177,7 @@ where
         key: &K,
         value: &K::Value,
     ) -> Result<(), SearchError> {
+        self.own_writes()?;
         self.check(key, value)?;
         let change = Self::change(key, value, false)?;
         tx.put(key, value)?;
@@ -159,6 +248,7 @@ where
         key: &K,
         value: &K::Value,
     ) -> Result<bool, SearchError> {
+        self.own_writes()?;
         self.check(key, value)?;
         let change = Self::change(key, value, true)?;
         if !tx.put_if_absent(key, value)? {
@@ -179,6 +269,7 @@ where
         tx: &mut Tx<'_, E>,
         key: &K,
     ) -> Result<(), SearchError> {
+        self.own_writes()?;
         let key_bytes = packed(key)?;
         tx.delete(key)?;
         outbox.push(

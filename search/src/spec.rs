@@ -93,7 +93,27 @@ pub struct IndexSpec<K: Key> {
     pub(crate) strings: Vec<String>,
     pub(crate) time: bool,
     pub(crate) map: Arc<MapFn<K>>,
+    pub(crate) feed: Option<Feed<K>>,
     _key: PhantomData<fn() -> K>,
+}
+
+/// The keys of the rows an entry names, from the entry's envelope.
+pub(crate) type RowsFn<K> = dyn Fn(&[u8]) -> Result<Vec<K>, String> + Send + Sync;
+
+/// A service's own topic feeding an index: each entry names the rows it
+/// changed (see [`IndexSpec::fed_by`]).
+pub(crate) struct Feed<K> {
+    pub(crate) topic: String,
+    pub(crate) rows: Arc<RowsFn<K>>,
+}
+
+impl<K> Clone for Feed<K> {
+    fn clone(&self) -> Self {
+        Self {
+            topic: self.topic.clone(),
+            rows: self.rows.clone(),
+        }
+    }
 }
 
 impl<K: Key> Clone for IndexSpec<K> {
@@ -104,6 +124,7 @@ impl<K: Key> Clone for IndexSpec<K> {
             strings: self.strings.clone(),
             time: self.time,
             map: self.map.clone(),
+            feed: self.feed.clone(),
             _key: PhantomData,
         }
     }
@@ -117,6 +138,7 @@ impl<K: Key> fmt::Debug for IndexSpec<K> {
             .field("text", &self.text)
             .field("strings", &self.strings)
             .field("time", &self.time)
+            .field("fed_by", &self.feed.as_ref().map(|f| f.topic.as_str()))
             .finish_non_exhaustive()
     }
 }
@@ -143,6 +165,7 @@ impl<K: Key> IndexSpec<K> {
             strings: Vec::new(),
             time: false,
             map: Arc::new(map),
+            feed: None,
             _key: PhantomData,
         })
     }
