@@ -1066,11 +1066,26 @@ fn outbox_text(o: &Json) -> String {
     )
 }
 
-/// The keyspace of a destination that records how far a copy got: one
-/// row, `progress`, holding the source's version, the keyspace and the
-/// last key copied, written in the same commit as each batch.
+/// The keyspace that recorded how far a copy got, for a source without a
+/// system keyspace (and in destinations of copies before 2026-11-27).
 const COPY_KEYSPACE: &str = "strata.copy";
 const COPY_ROW: &[u8] = b"progress";
+
+/// Where a copy records how far it got, in the same commit as each batch:
+/// one row holding the source's version, the keyspace and the last key
+/// copied. A row of the system keyspace (`("strata.copy", "progress")`,
+/// deleted when the copy is done, so nothing is left behind), or, for a
+/// source without one, the `strata.copy` keyspace's `progress` row.
+fn progress_place(db: &Db) -> (String, Vec<u8>) {
+    if db.keyspaces.contains(&db.options.system_keyspace) {
+        (
+            db.options.system_keyspace.clone(),
+            strata_keys::tuple::pack(&("strata.copy", "progress")),
+        )
+    } else {
+        (COPY_KEYSPACE.to_owned(), COPY_ROW.to_vec())
+    }
+}
 /// Rows per destination commit.
 const COPY_BATCH: usize = 256;
 
@@ -1085,10 +1100,10 @@ fn copy(cli: &Cli, src: &str, dest: &str, dest_kind: Option<Kind>) -> Result<Jso
         None => Kind::Redb,
     };
     // The destination has the source's keyspaces with their profiles, and
-    // the progress keyspace.
+    // the progress keyspace when the progress needs one.
     let mut specs = open::specs_for(&src_db.keyspaces, &src_db.options);
-    // A source that was itself copied into has the progress keyspace.
-    if !specs.iter().any(|s| s.name == COPY_KEYSPACE) {
+    if progress_place(&src_db).0 == COPY_KEYSPACE && !specs.iter().any(|s| s.name == COPY_KEYSPACE)
+    {
         specs.push(KeyspaceSpec::new(
             COPY_KEYSPACE,
             strata_engine::Profile::General,
@@ -1141,14 +1156,15 @@ fn copied_keyspaces(db: &Db) -> Vec<String> {
 /// Returns (rows copied now, whether it resumed, the version).
 fn copy_rows<S: Engine, D: Engine>(db: &Db, s: &S, d: &D) -> Result<(u64, bool, u64), Failure> {
     let fail = |what: &'static str| move |err: &dyn std::fmt::Display| Failure::failed(what, err);
+    let (progress_name, progress_key) = progress_place(db);
     let progress_ks = d
-        .keyspace(COPY_KEYSPACE)
+        .keyspace(&progress_name)
         .map_err(|e| fail("destination")(&e))?;
     let snap = s.snapshot().map_err(|e| fail("source snapshot")(&e))?;
     let version = snap.version().map_err(|e| fail("source version")(&e))?;
     let resume: Option<(u64, String, Vec<u8>)> = d
         .snapshot()
-        .and_then(|x| x.get(progress_ks, COPY_ROW))
+        .and_then(|x| x.get(progress_ks, &progress_key))
         .map_err(|e| fail("destination")(&e))?
         .and_then(|v| strata_keys::tuple::unpack::<(u64, String, Vec<u8>)>(&v).ok());
     if let Some((v, _, _)) = &resume
@@ -1158,23 +1174,11 @@ fn copy_rows<S: Engine, D: Engine>(db: &Db, s: &S, d: &D) -> Result<(u64, bool, 
             "an earlier copy into this destination read the source at version {v}, and the source is now at {version}; copy into a new destination"
         )));
     }
-    if resume.is_none() && d.last_version() > 0 {
-        let empty = db.keyspaces.iter().all(|n| {
-            d.keyspace(n).ok().is_some_and(|ks| {
-                d.snapshot()
-                    .and_then(|x| {
-                        x.range(ks, RangeSpec::all().limit(1))
-                            .map(|mut r| r.next().is_none())
-                    })
-                    .unwrap_or(false)
-            })
-        });
-        if !empty {
-            return Err(Failure::Usage(
-                "the destination holds data and no copy progress; copy into a new destination"
-                    .to_owned(),
-            ));
-        }
+    if resume.is_none() && d.last_version() > 0 && !holds_nothing(db, d) {
+        return Err(Failure::Usage(
+            "the destination holds data and no copy progress; copy into a new destination"
+                .to_owned(),
+        ));
     }
     let resumed = resume.is_some();
     let bar = Progress::new("copy");
@@ -1206,7 +1210,13 @@ fn copy_rows<S: Engine, D: Engine>(db: &Db, s: &S, d: &D) -> Result<(u64, bool, 
         while rows.peek().is_some() {
             batch.clear();
             for row in rows.by_ref().take(COPY_BATCH) {
-                batch.push(row.map_err(|e| fail("source")(&e))?);
+                let row = row.map_err(|e| fail("source")(&e))?;
+                // A source that was itself an unfinished copy's
+                // destination: its progress is not the copy's.
+                if *name == progress_name && row.0 == progress_key {
+                    continue;
+                }
+                batch.push(row);
             }
             let Some((last, _)) = batch.last() else { break };
             let mut commit = Commit::new().durability(Durability::Buffered);
@@ -1215,7 +1225,7 @@ fn copy_rows<S: Engine, D: Engine>(db: &Db, s: &S, d: &D) -> Result<(u64, bool, 
             }
             commit = commit.put(
                 progress_ks,
-                COPY_ROW.to_vec(),
+                progress_key.clone(),
                 strata_keys::tuple::pack(&(version, name.as_str(), last.as_slice())),
             );
             d.commit(commit)
@@ -1231,14 +1241,28 @@ fn copy_rows<S: Engine, D: Engine>(db: &Db, s: &S, d: &D) -> Result<(u64, bool, 
         }
     }
     drop(bar);
-    compare(&snap, s, d, &names)?;
-    d.commit(Commit::new().delete(progress_ks, COPY_ROW.to_vec()))
+    compare(&snap, s, d, &names, (&progress_name, &progress_key))?;
+    d.commit(Commit::new().delete(progress_ks, progress_key.clone()))
         .map_err(|e| fail("destination commit")(&e))?;
     forget_indexes(db, d)?;
     let raised = d
         .raise_version(version)
         .map_err(|e| fail("destination version")(&e))?;
     Ok((copied, resumed, raised))
+}
+
+/// Whether every keyspace of `db` is empty in `d`.
+fn holds_nothing<D: Engine>(db: &Db, d: &D) -> bool {
+    db.keyspaces.iter().all(|n| {
+        d.keyspace(n).ok().is_some_and(|ks| {
+            d.snapshot()
+                .and_then(|x| {
+                    x.range(ks, RangeSpec::all().limit(1))
+                        .map(|mut r| r.next().is_none())
+                })
+                .unwrap_or(false)
+        })
+    })
 }
 
 /// Removes the search indexes from the copy's catalog: their files stay
@@ -1265,24 +1289,31 @@ fn forget_indexes<D: Engine>(db: &Db, d: &D) -> Result<(), Failure> {
 }
 
 /// Fails unless every keyspace in `names` holds the same rows in `d` as in
-/// `s` at `snap`.
+/// `s` at `snap`, the copy's own progress row (`progress`: keyspace and
+/// key) aside.
 fn compare<S: Engine, D: Engine>(
     snap: &S::Snapshot<'_>,
     s: &S,
     d: &D,
     names: &[String],
+    progress: (&str, &[u8]),
 ) -> Result<(), Failure> {
     let fail = |what: &'static str| move |err: &dyn std::fmt::Display| Failure::failed(what, err);
     let dsnap = d.snapshot().map_err(|e| fail("destination")(&e))?;
     for name in names {
         let sks = s.keyspace(name).map_err(|e| fail("source")(&e))?;
         let dks = d.keyspace(name).map_err(|e| fail("destination")(&e))?;
+        let not_progress = |row: &Result<(Vec<u8>, Vec<u8>), _>| {
+            !(name == progress.0 && row.as_ref().is_ok_and(|(k, _)| k == progress.1))
+        };
         let a = snap
             .range(sks, RangeSpec::all())
-            .map_err(|e| fail("source")(&e))?;
+            .map_err(|e| fail("source")(&e))?
+            .filter(not_progress);
         let mut b = dsnap
             .range(dks, RangeSpec::all())
-            .map_err(|e| fail("destination")(&e))?;
+            .map_err(|e| fail("destination")(&e))?
+            .filter(not_progress);
         for row in a {
             let row = row.map_err(|e| fail("source")(&e))?;
             let other = b.next().transpose().map_err(|e| fail("destination")(&e))?;

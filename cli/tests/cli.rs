@@ -846,23 +846,35 @@ fn copy_redb_to_postgresql_and_inspect_it_there() {
     assert!(at[0] >= version, "{reset}");
 }
 
-/// The test database's keyspaces and the one `strata copy` keeps its
-/// progress in.
+/// The test database's keyspaces (a copy keeps its progress in the
+/// system keyspace).
 fn copy_specs() -> Vec<strata_engine::KeyspaceSpec> {
-    let mut specs = options().keyspace_specs();
-    specs.push(strata_engine::KeyspaceSpec::new(
-        "strata.copy",
-        strata_engine::Profile::General,
-    ));
-    specs
+    options().keyspace_specs()
+}
+
+/// Where `strata copy` records its progress: a row of the system keyspace.
+fn progress_key() -> Vec<u8> {
+    tuple::pack(&("strata.copy", "progress"))
 }
 
 #[test]
 fn an_interrupted_copy_resumes_after_its_last_batch() {
     let dir = Dir::new("resume");
     let src = create(Which::Redb, &dir);
-    let full = json(&["copy", p(&src), p(&dir.0.join("whole.redb"))]);
+    let whole = dir.0.join("whole.redb");
+    let full = json(&["copy", p(&src), p(&whole)]);
     let total = full["rows"].as_u64().unwrap();
+    // Nothing of the copy's own is left: no keyspace, no progress row.
+    let info = json(&["info", p(&whole)]);
+    assert!(
+        !info["keyspaces"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|k| k["name"] == "strata.copy"),
+        "{info}"
+    );
+    assert_eq!(json(&["verify", p(&whole)])["ok"], true);
     // What an interrupted copy leaves: the first keyspace in name order
     // ("data") partly copied, with its progress row in the same commit:
     // here, its first two rows.
@@ -884,7 +896,7 @@ fn an_interrupted_copy_resumes_after_its_last_batch() {
     let part = RedbEngine::open(&dest, specs, RedbOptions::default()).unwrap();
     let (d, progress) = (
         part.keyspace("data").unwrap(),
-        part.keyspace("strata.copy").unwrap(),
+        part.keyspace("strata.system").unwrap(),
     );
     let mut commit = Commit::new();
     for (k, v) in &first_two {
@@ -892,7 +904,7 @@ fn an_interrupted_copy_resumes_after_its_last_batch() {
     }
     commit = commit.put(
         progress,
-        b"progress".to_vec(),
+        progress_key(),
         tuple::pack(&(version, "data", first_two[1].0.as_slice())),
     );
     part.commit(commit).unwrap();
@@ -914,7 +926,7 @@ fn an_interrupted_copy_resumes_after_its_last_batch() {
     let e = RedbEngine::open(&odd, specs, RedbOptions::default()).unwrap();
     let (d, progress) = (
         e.keyspace("strata.outbox.dead").unwrap(),
-        e.keyspace("strata.copy").unwrap(),
+        e.keyspace("strata.system").unwrap(),
     );
     let data = e.keyspace("data").unwrap();
     let mut commit = Commit::new().put(d, b"stray".to_vec(), b"x".to_vec());
@@ -923,7 +935,7 @@ fn an_interrupted_copy_resumes_after_its_last_batch() {
     }
     e.commit(commit.put(
         progress,
-        b"progress".to_vec(),
+        progress_key(),
         tuple::pack(&(version, "data", first_two[1].0.as_slice())),
     ))
     .unwrap();
@@ -938,10 +950,10 @@ fn an_interrupted_copy_resumes_after_its_last_batch() {
     let stale = dir.0.join("stale.redb");
     let specs = copy_specs();
     let e = RedbEngine::open(&stale, specs, RedbOptions::default()).unwrap();
-    let progress = e.keyspace("strata.copy").unwrap();
+    let progress = e.keyspace("strata.system").unwrap();
     e.commit(Commit::new().put(
         progress,
-        b"progress".to_vec(),
+        progress_key(),
         tuple::pack(&(version - 1, "data", b"x".as_slice())),
     ))
     .unwrap();
