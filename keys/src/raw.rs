@@ -279,16 +279,17 @@ macro_rules! raw_key {
             }
 
             fn unpack(bytes: &[u8]) -> ::std::result::Result<Self, $crate::KeyError> {
-                const NAME: &str = ::std::stringify!($name);
-                $crate::__private::expect_raw(NAME, bytes, bytes, Self::TAG)?;
+                // No local items: `let` bindings are hygienic.
+                let name: &'static str = ::std::stringify!($name);
+                $crate::__private::expect_raw(name, bytes, bytes, Self::TAG)?;
                 // One length check for the whole fixed part; the reads below
                 // then cannot run short.
-                let fixed = $crate::__private::fixed_part(NAME, bytes, Self::fixed_len())?;
+                let fixed = $crate::__private::fixed_part(name, bytes, Self::fixed_len())?;
                 #[allow(unused_mut)]
                 let mut pos = Self::TAG.len();
-                $( let $field = $crate::__private::read_fixed(NAME, fixed, &mut pos)?; )*
-                $( let $tail = $crate::__private::read_tail(NAME, bytes, &mut pos)?; )?
-                $crate::__private::expect_end(NAME, bytes, &bytes[pos..])?;
+                $( let $field = $crate::__private::read_fixed(name, fixed, &mut pos)?; )*
+                $( let $tail = $crate::__private::read_tail(name, bytes, &mut pos)?; )?
+                $crate::__private::expect_end(name, bytes, &bytes[pos..])?;
                 Ok(Self { $($field,)* $($tail)? })
             }
         }

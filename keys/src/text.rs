@@ -550,12 +550,13 @@ macro_rules! __strata_text_key {
             }
 
             fn unpack(bytes: &[u8]) -> ::std::result::Result<Self, $crate::KeyError> {
-                const NAME: &str = ::std::stringify!($name);
+                // No local items: `let` bindings are hygienic.
+                let name: &'static str = ::std::stringify!($name);
                 let mut pos = 0_usize;
                 let mut i = 0_usize;
-                $( $crate::__strata_text_elem!(read NAME bytes pos i $part); i += 1; )+
+                $( $crate::__strata_text_elem!(read name bytes pos i $part); i += 1; )+
                 let _ = i;
-                $crate::__private::expect_end(NAME, bytes, &bytes[pos..])?;
+                $crate::__private::expect_end(name, bytes, &bytes[pos..])?;
                 Ok(Self { $($field),* })
             }
         }
@@ -728,11 +729,11 @@ pub const fn check_layout(parts: &[TextPart]) {
 #[macro_export]
 macro_rules! __strata_text_write {
     ($name:ident $self:ident $out:ident $($part:tt)+) => {{
-        const NAME: &str = ::std::stringify!($name);
+        let name: &'static str = ::std::stringify!($name);
         let start = $out.len();
         let mut write = || -> ::std::result::Result<(), $crate::KeyError> {
             let mut i = 0_usize;
-            $( $crate::__strata_text_elem!(write NAME $self $out i $part); i += 1; )+
+            $( $crate::__strata_text_elem!(write name $self $out i $part); i += 1; )+
             let _ = i;
             Ok(())
         };

@@ -226,12 +226,15 @@ macro_rules! __strata_tuple_layout {
             }
 
             fn unpack(bytes: &[u8]) -> ::std::result::Result<Self, $crate::KeyError> {
-                const NAME: &str = ::std::stringify!($name);
+                // Local variables only, no local items: a constant of the
+                // user's in the layout may have any name (a local `const`
+                // would shadow it), and `let` bindings are hygienic.
+                let name: &'static str = ::std::stringify!($name);
                 let depth = $crate::__private::element_depth();
                 #[allow(unused_mut)]
-                let mut input = $crate::__private::expect_raw(NAME, bytes, bytes, Self::__STRATA_RAW)?;
-                $( $crate::__strata_tuple_elem!(unpack NAME bytes input depth $elem); )*
-                $crate::__private::expect_end(NAME, bytes, input)?;
+                let mut input = $crate::__private::expect_raw(name, bytes, bytes, Self::__STRATA_RAW)?;
+                $( $crate::__strata_tuple_elem!(unpack name bytes input depth $elem); )*
+                $crate::__private::expect_end(name, bytes, input)?;
                 Ok(Self { $($field),* })
             }
         }
@@ -245,7 +248,8 @@ macro_rules! __strata_tuple_layout {
             /// [`KeyError::OptionalFieldGap`]($crate::KeyError::OptionalFieldGap)
             /// when an optional field is set after an unset one.
             pub fn pack_into(&self, out: &mut ::std::vec::Vec<u8>) -> ::std::result::Result<(), $crate::KeyError> {
-                const NAME: &str = ::std::stringify!($name);
+                // No local items (see the key's `unpack`).
+                let name: &'static str = ::std::stringify!($name);
                 let start = out.len();
                 out.extend_from_slice(&[$($raw),*]);
                 let depth = $crate::__private::element_depth();
@@ -253,10 +257,10 @@ macro_rules! __strata_tuple_layout {
                     #[allow(unused_mut, unused_variables)]
                     let mut gap = false;
                     let mut vs = $crate::tuple::VersionstampOffset::None { size: 0 };
-                    $( $crate::__strata_tuple_elem!(prefix NAME self out depth vs gap $elem); )*
+                    $( $crate::__strata_tuple_elem!(prefix name self out depth vs gap $elem); )*
                     Ok(vs)
                 })();
-                $crate::__private::finish_pack(NAME, out, start, start, result).map(|_| ())
+                $crate::__private::finish_pack(name, out, start, start, result).map(|_| ())
             }
 
             /// The packed prefix.
@@ -310,9 +314,16 @@ macro_rules! __strata_tuple_elem {
     };
     (unpack $name:ident $bytes:ident $input:ident $depth:ident (const $c:expr)) => {
         $input = {
-            // The constant's encoding, computed once per key type and element.
-            static PACKED: ::std::sync::OnceLock<::std::vec::Vec<u8>> = ::std::sync::OnceLock::new();
-            let expected = PACKED.get_or_init(|| $crate::__private::pack_const(&$c, $depth));
+            // The constant is evaluated out here, where no item of the
+            // macro's is in scope (a constant of the user's may be named
+            // like one); its encoding is kept, computed once per key type
+            // and element, in the block below.
+            let encode = || $crate::__private::pack_const(&$c, $depth);
+            let expected = {
+                static PACKED: ::std::sync::OnceLock<::std::vec::Vec<u8>> =
+                    ::std::sync::OnceLock::new();
+                PACKED.get_or_init(encode)
+            };
             $crate::__private::expect_raw($name, $bytes, $input, expected)?
         };
     };

@@ -13,6 +13,7 @@
 
 mod actor_kv;
 mod errors;
+mod hygiene;
 mod nokv;
 mod props;
 mod seeds_text;
