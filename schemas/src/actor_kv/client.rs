@@ -33,8 +33,8 @@ pub type KeyValue = (Vec<u8>, Vec<u8>);
 ///
 /// # Errors
 /// The first entry that fits no request: [`ActorKvError::KeyTooLarge`],
-/// [`ActorKvError::EmptyValue`], [`ActorKvError::ValueTooLarge`] (with its
-/// position in `entries`).
+/// [`ActorKvError::ValueTooLarge`] (with its position in `entries`). An
+/// empty value is taken, as the engine takes it.
 pub fn plan_puts(entries: Vec<KeyValue>) -> Result<Vec<Vec<KeyValue>>, ActorKvError> {
     let mut batches = Vec::new();
     let mut batch: Vec<KeyValue> = Vec::new();
@@ -119,6 +119,10 @@ pub fn queue_message(
     layout: Layout,
     message: Vec<u8>,
 ) -> Result<KeyValue, ActorKvError> {
+    // The engine takes an empty value; a queue message is never empty.
+    if message.is_empty() {
+        return Err(ActorKvError::EmptyValue { index: 0 });
+    }
     let entry = (
         LogicalKey::QueueMessage { message_id }.encode(layout),
         message,
@@ -195,8 +199,8 @@ impl WriteBuffer {
     /// Holds a put of `value` at `key`.
     ///
     /// # Errors
-    /// [`ActorKvError::KeyTooLarge`], [`ActorKvError::EmptyValue`],
-    /// [`ActorKvError::ValueTooLarge`]: the write is not held.
+    /// [`ActorKvError::KeyTooLarge`], [`ActorKvError::ValueTooLarge`]: the
+    /// write is not held.
     pub fn put(&mut self, key: Vec<u8>, value: Vec<u8>) -> Result<(), ActorKvError> {
         let entry = (key, value);
         check_entries(std::slice::from_ref(&entry))?;

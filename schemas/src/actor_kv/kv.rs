@@ -422,8 +422,8 @@ impl<E: Engine> ActorKv<E> {
     ///
     /// # Errors
     /// Before anything is written: [`ActorKvError::TooManyKeys`],
-    /// [`ActorKvError::KeyTooLarge`], [`ActorKvError::EmptyValue`],
-    /// [`ActorKvError::ValueTooLarge`], [`ActorKvError::PayloadTooLarge`],
+    /// [`ActorKvError::KeyTooLarge`], [`ActorKvError::ValueTooLarge`],
+    /// [`ActorKvError::PayloadTooLarge`],
     /// [`ActorKvError::DuplicateKey`], [`ActorKvError::QuotaExceeded`];
     /// [`ActorKvError::Corrupt`] when an entry to overwrite does not read;
     /// a store error (a conflict is retried).
@@ -576,6 +576,26 @@ impl<E: Engine> ActorKv<E> {
     pub fn usage(&self, actor: ActorId) -> Result<u64, ActorKvError> {
         let mut tx = self.store.begin();
         read_usage(&mut tx, &self.meta, actor, false)
+    }
+
+    /// Sets the actor's usage to a recount of its rows and returns it: for
+    /// rows that came in without passing through [`ActorKv::put`] (written
+    /// by Rivet's engine and copied in raw, say), which nothing charged, so
+    /// that [`ActorKv::usage`] read 0. Pinned: a concurrent write makes it
+    /// retry.
+    ///
+    /// # Errors
+    /// As [`ActorKv::recount`].
+    pub fn recharge(&self, actor: ActorId) -> Result<u64, ActorKvError> {
+        self.store.transact(|tx| {
+            let state = self.state(tx, actor, true)?;
+            let sub = physical::subspace(actor);
+            let scanned =
+                self.scan_entries(tx, actor, &state, KeyRange::prefix(&sub), false, None, true)?;
+            let total: u64 = scanned.entries.iter().map(|(e, _)| e.charged_size()).sum();
+            tx.put_in(&self.meta, usage_key(actor), total.to_be_bytes().to_vec())?;
+            Ok(total)
+        })
     }
 
     /// Recounts the actor's usage from its rows (every entry decoded), for
@@ -986,9 +1006,7 @@ fn decode_entry(
         PhysicalLayout::Compatible => {
             let metadata = KvMetadata::from_bare(&meta)
                 .ok_or_else(|| corrupt("metadata row is not a BARE KvMetadata".into()))?;
-            if data.is_empty() {
-                return Err(corrupt("no data rows".into()));
-            }
+            // No data rows: the empty value, as the engine writes it.
             let count = data.len();
             let mut value = Vec::with_capacity(count * CHUNK_SIZE);
             for (n, (i, _, v)) in data.into_iter().enumerate() {
@@ -1067,9 +1085,8 @@ pub(crate) fn check_entries(entries: &[(Vec<u8>, Vec<u8>)]) -> Result<(), ActorK
     let mut payload = 0usize;
     for (index, (key, value)) in entries.iter().enumerate() {
         check_key(index, key)?;
-        if value.is_empty() {
-            return Err(ActorKvError::EmptyValue { index });
-        }
+        // An empty value is a value, as the engine takes it: a metadata row
+        // and no data rows.
         if value.len() > limits::MAX_VALUE_SIZE {
             return Err(ActorKvError::ValueTooLarge {
                 index,

@@ -6,8 +6,13 @@
 //!
 //! [`LogicalKey`] builds and parses every key of the document's tree
 //! (namespaces 1 to 9, the workflow's, the traces' and the SQLite VFS's
-//! nested keys) byte for byte, in the document's layout or the later
-//! versioned one, a version byte after each namespace byte ([`Layout`]).
+//! nested keys) byte for byte, in the document's layout or with a version
+//! byte after each namespace byte ([`Layout::Versioned`], as the document
+//! sketches it). Not built: the runtime's real later layout (rivetkit's
+//! `actor/keys.rs` renumbered the namespaces: queue 5 with metadata 1 and
+//! messages 2, workflow 6, traces 7, SQLite 8, namespaces 1 to 4 without a
+//! version byte, and dropped the workflow's `version` field);
+//! `Layout::Versioned` is not that layout.
 //! [`prefix_range`] ends a prefix by `strinc`, so keys whose next byte is
 //! `0xFF` are inside (the document's `prefix ++ 0xFF` misses them).
 //!
@@ -128,8 +133,9 @@ pub enum Layout {
     /// The document's tree: the namespace byte, then the key.
     #[default]
     Unversioned,
-    /// The runtime's later tree: the namespace byte, this version byte,
-    /// then the key (the queue's `[5, 1, ...]`).
+    /// The document's tree with a version byte after every namespace
+    /// byte (the queue's `[5, 1, ...]`). Not the runtime's later layout,
+    /// which renumbered the namespaces (see the module docs).
     Versioned(u8),
 }
 
@@ -305,7 +311,9 @@ pub enum ActorKvError {
         /// The limit.
         max: usize,
     },
-    /// An empty value, which the engine refuses.
+    /// An empty queue message ([`client::queue_message`]); the engine itself
+    /// takes empty values (a metadata row and no data rows), and so does
+    /// [`ActorKv::put`].
     #[error("value {index} is empty")]
     EmptyValue {
         /// Its position in the request.

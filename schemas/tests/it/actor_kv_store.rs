@@ -159,8 +159,61 @@ fn rows_the_engine_wrote_read_back<E: Engine>(engine: E) {
     let page = kv
         .list(actor(), &ListQuery::All, &ListOptions::default())
         .unwrap();
-    assert_eq!(page.entries, vec![entry]);
+    assert_eq!(page.entries, vec![entry.clone()]);
     assert_eq!(kv.recount(actor()).unwrap(), 3 + 20_001);
+    // Nothing charged the engine's rows; a recharge sets the usage to the
+    // recount.
+    assert_eq!(kv.usage(actor()).unwrap(), 0);
+    assert_eq!(kv.recharge(actor()).unwrap(), 3 + 20_001);
+    assert_eq!(kv.usage(actor()).unwrap(), 3 + 20_001);
+    // The engine's empty value: a metadata row and no data rows.
+    let empty = with(&subspace_bytes(), &[0x05, 0x01, b'e', 0x00, 0x00]);
+    let mut tx = kv.store().begin();
+    tx.put_in(&space, with(&empty, &[0x15, 0x2C]), metadata_bytes())
+        .unwrap();
+    tx.commit().unwrap();
+    let got = kv.get(actor(), &[b"e".to_vec()]).unwrap();
+    assert_eq!(got[0].as_ref().map(|e| e.value.len()), Some(0));
+    let page = kv
+        .list(actor(), &ListQuery::All, &ListOptions::default())
+        .unwrap();
+    assert_eq!(
+        page.entries
+            .iter()
+            .map(|e| e.key.clone())
+            .collect::<Vec<_>>(),
+        vec![b"e".to_vec(), b"k".to_vec()]
+    );
+    assert_eq!(kv.recharge(actor()).unwrap(), 3 + 20_001 + 3);
+}
+
+/// An empty value is a value, as the engine takes it: written (in the
+/// compatible layout, as one metadata row and no data rows), read, listed,
+/// charged, migrated.
+fn empty_values_are_values<E: Engine>(engine: E) {
+    let kv = open(engine, config(PhysicalLayout::Compatible));
+    let a = actor();
+    kv.put(a, &[(b"e".to_vec(), Vec::new()), (b"f".to_vec(), vec![1])])
+        .unwrap();
+    let rows = raw_rows(&kv);
+    let base = with(&subspace_bytes(), &[0x05, 0x01, b'e', 0x00, 0x00]);
+    assert_eq!(
+        rows.iter().filter(|(k, _)| k.starts_with(&base)).count(),
+        1,
+        "the metadata row only"
+    );
+    let got = kv.get(a, &[b"e".to_vec()]).unwrap();
+    assert_eq!(got[0].as_ref().map(|e| e.value.clone()), Some(Vec::new()));
+    assert_eq!(kv.usage(a).unwrap(), kv.recount(a).unwrap());
+    kv.migrate_all(a, PhysicalLayout::Native, 10).unwrap();
+    let got = kv.get(a, &[b"e".to_vec(), b"f".to_vec()]).unwrap();
+    assert_eq!(got[0].as_ref().map(|e| e.value.clone()), Some(Vec::new()));
+    assert_eq!(got[1].as_ref().map(|e| e.value.clone()), Some(vec![1]));
+    let page = kv
+        .list(a, &ListQuery::All, &ListOptions::default())
+        .unwrap();
+    assert_eq!(page.entries.len(), 2);
+    assert_eq!(kv.usage(a).unwrap(), kv.recount(a).unwrap());
 }
 
 /// Native entries round-trip at every size around the chunk boundary;
@@ -332,9 +385,6 @@ fn limits_are_refused_before_writing<E: Engine>(engine: E) {
                     max: 2_048
                 }
             )
-        }),
-        (vec![e(b"a".to_vec(), vec![])], |e| {
-            matches!(e, ActorKvError::EmptyValue { index: 0 })
         }),
         (vec![e(b"a".to_vec(), vec![1; 131_073])], |e| {
             matches!(
@@ -888,6 +938,7 @@ crate::on_each_engine!(
     recorded_layouts_errors_and_edges,
     compatible_rows_are_the_engines_bytes,
     rows_the_engine_wrote_read_back,
+    empty_values_are_values,
     native_entries_round_trip_in_checksummed_rows,
     native_damage_is_a_typed_error,
     compatible_structure_is_checked,
