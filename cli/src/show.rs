@@ -161,22 +161,11 @@ pub fn row_text(key: &Json, value: &Json) -> String {
     format!("{k} = [{head}] {} bytes: {shown}", value["length"])
 }
 
-/// Unix milliseconds as a UTC time, `2026-11-27 11:30:00.123 UTC`.
+/// Unix milliseconds as a UTC time, `2026-11-27 11:30:00.123 UTC` (the
+/// date from the calendar agent memory's TOC ids use).
 pub fn utc(ms: u64) -> String {
-    let secs = ms / 1_000;
-    let days = i64::try_from(secs / 86_400).unwrap_or(i64::MAX);
-    let rest = secs % 86_400;
-    // The proleptic Gregorian calendar from day 0 = 1970-01-01, in eras of
-    // 400 years (146,097 days) counted from 0000-03-01.
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
+    let (year, month, day) = strata_schemas::agent_memory::civil_date(ms);
+    let rest = ms / 1_000 % 86_400;
     format!(
         "{year:04}-{month:02}-{day:02} {:02}:{:02}:{:02}.{:03} UTC",
         rest / 3_600,

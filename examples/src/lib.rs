@@ -1,4 +1,4 @@
-//! Runnable walks through Strata on redb, built from normal dependencies
+//! Runnable walks through Strata on redb (see the crate README), built from normal dependencies
 //! only (no benchmark, RocksDB or test dependency), so that
 //! `cargo run -p strata-examples --example NAME` is quick after the tests:
 //!

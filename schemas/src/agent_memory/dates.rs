@@ -38,6 +38,12 @@ fn day_number(ms: u64) -> i64 {
     i64::try_from(ms / DAY_MS).unwrap_or(i64::MAX)
 }
 
+/// Year, month (1–12) and day (1–31), UTC, of Unix milliseconds `ms`: the
+/// calendar the TOC ids are made of, for tools that print times.
+pub fn civil_date(ms: u64) -> (i64, u32, u32) {
+    civil(day_number(ms))
+}
+
 /// ISO year and week (1–53) of day number `days`.
 fn iso_week(days: i64) -> (i64, u32) {
     // 1970-01-01 was a Thursday; weekday 1 = Monday.

@@ -56,7 +56,7 @@ use strata_outbox::{Outbox, OutboxError, Topic};
 use strata_search::{Document, IndexSpec, Indexer, Query, SearchError};
 use strata_store::{Space, Store, StoreError, StoreOptions, Tx};
 
-pub use dates::{day_id, month_id, week_id, year_id};
+pub use dates::{civil_date, day_id, month_id, week_id, year_id};
 
 /// Raw conversation events.
 pub const EVENTS: &str = "am.events";
