@@ -20,6 +20,8 @@ pub mod agent_memory;
 pub mod code_sous;
 #[cfg(feature = "nokv")]
 pub mod nokv;
+#[cfg(any(feature = "actor-kv", feature = "universaldb"))]
+pub mod rivet_id;
 #[cfg(feature = "universaldb")]
 pub mod universaldb;
 

@@ -24,7 +24,7 @@ use strata_keys::tuple;
 
 /// Tuple code of the actor id in the engine's tuple layer (a FoundationDB
 /// user type code).
-pub const ID_CODE: u8 = 0x40;
+pub const ID_CODE: u8 = crate::rivet_id::ID_CODE;
 /// `RIVET`, the first element of the subspace.
 pub const RIVET: i64 = 0;
 /// `PEGBOARD`.
@@ -38,46 +38,14 @@ pub const METADATA: i64 = 44;
 /// Bytes of value per data row.
 pub const CHUNK_SIZE: usize = 10_000;
 
-/// An actor's id: the engine's `Id` version 1, 16 bytes of UUID and a
-/// 2-byte label.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct ActorId([u8; 18]);
-
-impl ActorId {
-    /// The id with this UUID (as a big-endian `u128`) and label.
-    pub fn v1(uuid: u128, label: u16) -> Self {
-        let mut b = [0; 18];
-        b[..16].copy_from_slice(&uuid.to_be_bytes());
-        b[16..].copy_from_slice(&label.to_be_bytes());
-        Self(b)
-    }
-
-    /// The 18 bytes: UUID then label.
-    pub fn bytes(&self) -> [u8; 18] {
-        self.0
-    }
-
-    /// The UUID part.
-    pub fn uuid(&self) -> u128 {
-        let mut b = [0; 16];
-        b.copy_from_slice(&self.0[..16]);
-        u128::from_be_bytes(b)
-    }
-
-    /// The label part.
-    pub fn label(&self) -> u16 {
-        u16::from_be_bytes([self.0[16], self.0[17]])
-    }
-}
+/// An actor's id: the engine's [`Id`](crate::rivet_id::Id), version 1,
+/// 16 bytes of UUID and a 2-byte label.
+pub type ActorId = crate::rivet_id::Id;
 
 /// The packed subspace `(RIVET, PEGBOARD, ACTOR_KV, actor_id)`: every row
 /// of the actor starts with these bytes.
 pub fn subspace(actor: ActorId) -> Vec<u8> {
-    let mut out = tuple::pack(&(RIVET, PEGBOARD, ACTOR_KV));
-    out.push(ID_CODE);
-    out.push(1);
-    out.extend_from_slice(&actor.0);
-    out
+    tuple::pack(&(RIVET, PEGBOARD, ACTOR_KV, actor))
 }
 
 /// Appends `key` as a tuple byte string without its terminator.

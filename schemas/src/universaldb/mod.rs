@@ -17,6 +17,36 @@
 //! live in the store's `udb` space; each value is an envelope of the codec,
 //! checksummed with its key.
 //!
+//! # Rivet's own bytes: the raw format
+//!
+//! Rivet stores each value as its key type's own serialization
+//! (`FormalKey::serialize`: an `i64` as 8 big-endian bytes, an [`Id`] as
+//! its 19 bytes, a string as its UTF-8, `()` as nothing). A database
+//! opened with [`Database::open_raw`] does the same: values are
+//! [`FormalKey`] bytes, with no envelope and no checksum, so its rows are
+//! Rivet's rows byte for byte and can be shared with it (nothing but the
+//! engine's own checks guards them). The two formats live in different
+//! spaces (`udb` and `udb_raw`), so neither reads the other's rows as its
+//! own. [`formal_key!`](crate::formal_key) gives key types whose values are
+//! plain ([`RawValue`]) Rivet's serialization in one line.
+//!
+//! # Subspaces
+//!
+//! Key types are declared relative to a subspace, as Rivet's are
+//! (`(ACTOR, DATA, {actor_id}, CREATE_TS)` inside `(RIVET, PEGBOARD)`):
+//! [`Transaction::with_subspace`] gives operations that put the subspace's
+//! prefix before every key they pack and take it off every key they
+//! unpack, so constants are not repeated in every declaration.
+//!
+//! # Ranges
+//!
+//! [`KeyRange::tuple_prefix`] over a packed prefix (what
+//! `Subspace::tuple_range` returns) is `[prefix, prefix ++ 0xFF)`: it
+//! **starts at the prefix itself**, so a row whose key is exactly the
+//! prefix is in it. FoundationDB's and Rivet's `Subspace::range()` is
+//! `[prefix ++ 0x00, prefix ++ 0xFF)` and leaves that row out. Keys
+//! packed from a subspace plus at least one element are in both.
+//!
 //! ```
 //! use serde::{Deserialize, Serialize};
 //! use strata_engine::MemEngine;
@@ -43,14 +73,114 @@
 
 pub mod keys;
 mod planted;
+mod raw;
+
+pub use crate::rivet_id::{Id, IdError};
+pub use raw::{FormalKey, RawValue, RawValueError};
+#[doc(hidden)]
+pub use strata_keys as __keys;
+
+use std::marker::PhantomData;
 
 use strata_codec::{DecodeError, EncodeError, EncodeOptions, Value};
 use strata_engine::{Engine, Profile};
-use strata_keys::{Key, KeyError, KeyRange};
+use strata_keys::{Key, KeyError, KeyRange, Subspace};
 use strata_store::{Space, Store, StoreError, StoreOptions, Tx};
 
-/// The store space holding UniversalDB's rows.
+/// The store space holding the rows of an [`Enveloped`] database.
 pub const SPACE: &str = "udb";
+/// The store space holding the rows of a [`Raw`] database.
+pub const RAW_SPACE: &str = "udb_raw";
+
+mod sealed {
+    pub trait Sealed {}
+}
+
+/// How a database stores values: [`Enveloped`] or [`Raw`].
+pub trait ValueFormat: sealed::Sealed + Send + Sync + 'static {
+    /// The store space of this format's rows.
+    const SPACE: &'static str;
+}
+
+/// Values in the codec's checksummed envelope (the default).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Enveloped;
+
+/// Values as their key type's own bytes ([`FormalKey`]), as Rivet stores
+/// them: no envelope, no checksum.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Raw;
+
+impl sealed::Sealed for Enveloped {}
+impl sealed::Sealed for Raw {}
+impl ValueFormat for Enveloped {
+    const SPACE: &'static str = SPACE;
+}
+impl ValueFormat for Raw {
+    const SPACE: &'static str = RAW_SPACE;
+}
+
+/// The values of key type `K` in format `Self`.
+pub trait Codec<K: Key>: ValueFormat {
+    /// The stored bytes of `value` at `key` (packed as `packed`).
+    ///
+    /// # Errors
+    /// [`UdbError::Encode`] or [`UdbError::RawValue`].
+    fn encode(key: &K, packed: &[u8], value: &K::Value) -> Result<Vec<u8>, UdbError>;
+
+    /// The value stored as `stored` at `key` (packed as `packed`).
+    ///
+    /// # Errors
+    /// [`UdbError::Decode`] or [`UdbError::RawValue`].
+    fn decode(key: &K, packed: &[u8], stored: &[u8]) -> Result<K::Value, UdbError>;
+}
+
+impl<K: Key> Codec<K> for Enveloped
+where
+    K::Value: Value,
+{
+    fn encode(_key: &K, packed: &[u8], value: &K::Value) -> Result<Vec<u8>, UdbError> {
+        let mut encoded = Vec::new();
+        strata_codec::encode(value, packed, EncodeOptions::default(), &mut encoded).map_err(
+            |source| UdbError::Encode {
+                key_type: K::NAME,
+                source,
+            },
+        )?;
+        Ok(encoded)
+    }
+
+    fn decode(_key: &K, packed: &[u8], stored: &[u8]) -> Result<K::Value, UdbError> {
+        strata_codec::decode_with(
+            packed,
+            stored,
+            strata_codec::DecodeOptions::checksum(strata_codec::ChecksumCheck::Require),
+        )
+        .map(|(v, _)| v)
+        .map_err(|source| UdbError::Decode {
+            key_type: K::NAME,
+            source,
+        })
+    }
+}
+
+impl<K: FormalKey> Codec<K> for Raw {
+    fn encode(key: &K, packed: &[u8], value: &K::Value) -> Result<Vec<u8>, UdbError> {
+        key.serialize(value).map_err(|source| UdbError::RawValue {
+            key_type: K::NAME,
+            key: packed.to_vec(),
+            source,
+        })
+    }
+
+    fn decode(key: &K, packed: &[u8], stored: &[u8]) -> Result<K::Value, UdbError> {
+        key.deserialize(stored).map_err(|source| UdbError::RawValue {
+            key_type: K::NAME,
+            key: packed.to_vec(),
+            source,
+        })
+    }
+}
 
 /// Why an operation failed. Nothing of a failed transaction is written.
 #[derive(Debug, thiserror::Error)]
@@ -94,6 +224,18 @@ pub enum UdbError {
         #[source]
         source: EncodeError,
     },
+    /// A value of a [`Raw`] database did not serialize, or its stored
+    /// bytes do not read as the key type's value.
+    #[error("{key_type}: the raw value at this key does not read or write")]
+    RawValue {
+        /// Which key type (its name).
+        key_type: &'static str,
+        /// The packed key.
+        key: Vec<u8>,
+        /// Why.
+        #[source]
+        source: RawValueError,
+    },
 }
 
 /// How a read takes part in its transaction.
@@ -113,41 +255,91 @@ pub enum Isolation {
 pub struct Entry {
     /// The packed key.
     pub key: Vec<u8>,
-    /// The stored value (an envelope).
+    /// The stored value: an envelope, or in a [`Raw`] database the key
+    /// type's own bytes.
     pub value: Vec<u8>,
 }
 
-/// The database: a store with the `udb` space.
-pub struct Database<E: Engine> {
+/// The database: a store with the space of its value format (`udb` for
+/// [`Enveloped`], the default; `udb_raw` for [`Raw`]).
+pub struct Database<E: Engine, F: ValueFormat = Enveloped> {
     store: Store<E>,
     space: Space,
+    format: PhantomData<F>,
 }
 
-impl<E: Engine> std::fmt::Debug for Database<E> {
+impl<E: Engine, F: ValueFormat> std::fmt::Debug for Database<E, F> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Database").finish_non_exhaustive()
+        f.debug_struct("Database")
+            .field("space", &F::SPACE)
+            .finish_non_exhaustive()
     }
 }
 
-impl<E: Engine> Database<E> {
-    /// Store options with the `udb` space declared.
-    pub fn store_options() -> StoreOptions {
-        Self::declare(StoreOptions::new(strata_codec::Limits::FOUNDATIONDB))
-    }
-
-    /// `options` with the `udb` space declared (for a store shared with
-    /// other layers).
-    pub fn declare(options: StoreOptions) -> StoreOptions {
-        options.space(SPACE, Profile::General)
-    }
-
-    /// The database on `store`, whose options declared the `udb` space.
+impl<E: Engine> Database<E, Enveloped> {
+    /// The database on `store`, whose options declared the `udb` space
+    /// ([`Database::store_options`] or [`Database::declare`]).
     ///
     /// # Errors
     /// [`StoreError`] naming the missing space.
     pub fn open(store: Store<E>) -> Result<Self, UdbError> {
-        let space = store.space(SPACE)?;
-        Ok(Self { store, space })
+        Self::open_format(store)
+    }
+}
+
+impl<E: Engine> Database<E, Raw> {
+    /// The database on `store` with Rivet's value bytes ([`Raw`]), whose
+    /// options declared the `udb_raw` space
+    /// (`Database::<E, Raw>::store_options()`).
+    ///
+    /// ```
+    /// use strata_engine::MemEngine;
+    /// use strata_keys::tuple_key;
+    /// use strata_schemas::formal_key;
+    /// use strata_schemas::universaldb::{keys::{ACTOR, CREATE_TS, DATA}, Database, Id, Isolation, Raw};
+    /// use strata_store::Store;
+    ///
+    /// #[derive(Debug, Clone, PartialEq)]
+    /// pub struct CreateTsKey { pub actor_id: Id }
+    /// tuple_key! { CreateTsKey -> i64 = (ACTOR, DATA, {actor_id}, CREATE_TS); }
+    /// formal_key!(CreateTsKey);
+    ///
+    /// let options = Database::<MemEngine, Raw>::store_options();
+    /// let db = Database::open_raw(Store::open(MemEngine::open(options.keyspace_specs())?, options)?)?;
+    /// let key = CreateTsKey { actor_id: Id::v1(7, 1) };
+    /// db.run("set", |tx| tx.write(&key, &1_730_000_000_000))?;
+    /// let rows = db.run("scan", |tx| tx.get_ranges_keyvalues(&strata_keys::KeyRange::prefix(&[]), Isolation::Snapshot, None, false))?;
+    /// // Rivet's bytes: the timestamp as 8 big-endian bytes.
+    /// assert_eq!(rows[0].value, 1_730_000_000_000_i64.to_be_bytes());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// # Errors
+    /// [`StoreError`] naming the missing space.
+    pub fn open_raw(store: Store<E>) -> Result<Self, UdbError> {
+        Self::open_format(store)
+    }
+}
+
+impl<E: Engine, F: ValueFormat> Database<E, F> {
+    /// Store options with this format's space declared.
+    pub fn store_options() -> StoreOptions {
+        Self::declare(StoreOptions::new(strata_codec::Limits::FOUNDATIONDB))
+    }
+
+    /// `options` with this format's space declared (for a store shared
+    /// with other layers).
+    pub fn declare(options: StoreOptions) -> StoreOptions {
+        options.space(F::SPACE, Profile::General)
+    }
+
+    fn open_format(store: Store<E>) -> Result<Self, UdbError> {
+        let space = store.space(F::SPACE)?;
+        Ok(Self {
+            store,
+            space,
+            format: PhantomData,
+        })
     }
 
     /// The store underneath.
@@ -170,42 +362,38 @@ impl<E: Engine> Database<E> {
     pub fn run<T>(
         &self,
         name: &str,
-        mut f: impl FnMut(&mut Transaction<'_, '_, E>) -> Result<T, UdbError>,
+        mut f: impl FnMut(&mut Transaction<'_, '_, E, F>) -> Result<T, UdbError>,
     ) -> Result<T, UdbError> {
         let span = tracing::debug_span!("udb_transaction", name);
         let _entered = span.enter();
         self.store.transact(|tx| {
-            let mut t = Transaction {
-                tx,
-                space: &self.space,
-            };
+            let mut t = Transaction::new(tx, &self.space);
             f(&mut t)
         })
     }
 
     /// A transaction to drive by hand ([`OpenTransaction::commit`]), not
     /// retried: for callers that interleave transactions themselves.
-    pub fn begin(&self) -> OpenTransaction<'_, E> {
+    pub fn begin(&self) -> OpenTransaction<'_, E, F> {
         OpenTransaction {
             tx: self.store.begin(),
             space: &self.space,
+            format: PhantomData,
         }
     }
 }
 
 /// A transaction begun with [`Database::begin`].
-pub struct OpenTransaction<'s, E: Engine> {
+pub struct OpenTransaction<'s, E: Engine, F: ValueFormat = Enveloped> {
     tx: Tx<'s, E>,
     space: &'s Space,
+    format: PhantomData<F>,
 }
 
-impl<'s, E: Engine> OpenTransaction<'s, E> {
+impl<'s, E: Engine, F: ValueFormat> OpenTransaction<'s, E, F> {
     /// Its operations.
-    pub fn ops(&mut self) -> Transaction<'_, 's, E> {
-        Transaction {
-            tx: &mut self.tx,
-            space: self.space,
-        }
+    pub fn ops(&mut self) -> Transaction<'_, 's, E, F> {
+        Transaction::new(&mut self.tx, self.space)
     }
 
     /// Commits: the version, or `None` when nothing was written.
@@ -219,20 +407,80 @@ impl<'s, E: Engine> OpenTransaction<'s, E> {
 }
 
 /// The operations of a transaction: typed reads, writes, clears and range
-/// reads of the `udb` space.
-pub struct Transaction<'a, 's, E: Engine> {
+/// reads of the database's space, every key inside the transaction's
+/// subspace ([`Transaction::with_subspace`]; the whole space at first).
+pub struct Transaction<'a, 's, E: Engine, F: ValueFormat = Enveloped> {
     tx: &'a mut Tx<'s, E>,
     space: &'a Space,
+    subspace: Subspace,
+    format: PhantomData<F>,
 }
 
-fn pack<K: Key>(key: &K) -> Result<Vec<u8>, UdbError> {
-    key.pack().map_err(|source| UdbError::Key {
-        key_type: K::NAME,
-        source,
-    })
+impl<'a, 's, E: Engine, F: ValueFormat> Transaction<'a, 's, E, F> {
+    fn new(tx: &'a mut Tx<'s, E>, space: &'a Space) -> Self {
+        Self {
+            tx,
+            space,
+            subspace: Subspace::all(),
+            format: PhantomData,
+        }
+    }
+
+    /// The same transaction with every key packed inside `subspace` (its
+    /// prefix put before each key written or read, and taken off each row
+    /// [`Transaction::read_entry`] decodes), as Rivet's
+    /// `tx.with_subspace(keys::subspace())`. It replaces the current
+    /// subspace; nest with [`Subspace::subspace`].
+    ///
+    /// ```
+    /// use strata_engine::MemEngine;
+    /// use strata_keys::{tuple, tuple_key, Subspace};
+    /// use strata_schemas::universaldb::{keys::{ACTOR, DATA, NAME, PEGBOARD, RIVET}, Database, Id, Isolation};
+    /// use strata_store::Store;
+    ///
+    /// #[derive(Debug, Clone, PartialEq)]
+    /// pub struct NameKey { pub actor_id: Id }
+    /// tuple_key! { NameKey -> String = (ACTOR, DATA, {actor_id}, NAME); }
+    ///
+    /// let options = Database::<MemEngine>::store_options();
+    /// let db = Database::open(Store::open(MemEngine::open(options.keyspace_specs())?, options)?)?;
+    /// let pegboard = Subspace::new(&(RIVET, PEGBOARD));
+    /// let key = NameKey { actor_id: Id::v1(1, 0) };
+    /// db.run("name", |tx| tx.with_subspace(&pegboard).write(&key, &"counter".to_string()))?;
+    /// let rows = db.run("all", |tx| tx.get_ranges_keyvalues(&pegboard.tuple_range(), Isolation::Snapshot, None, false))?;
+    /// assert_eq!(rows[0].key, tuple::pack(&(RIVET, PEGBOARD, ACTOR, DATA, Id::v1(1, 0), NAME)));
+    /// let read = db.run("read", |tx| {
+    ///     let mut tx = tx.with_subspace(&pegboard);
+    ///     tx.read_entry::<NameKey>(&rows[0])
+    /// })?;
+    /// assert_eq!(read, (key, "counter".to_string()));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn with_subspace(&mut self, subspace: &Subspace) -> Transaction<'_, 's, E, F> {
+        Transaction {
+            tx: &mut *self.tx,
+            space: self.space,
+            subspace: subspace.clone(),
+            format: PhantomData,
+        }
+    }
+
+    /// The transaction's subspace.
+    pub fn subspace(&self) -> &Subspace {
+        &self.subspace
+    }
+
+    fn pack<K: Key>(&self, key: &K) -> Result<Vec<u8>, UdbError> {
+        self.subspace
+            .pack_key(key)
+            .map_err(|source| UdbError::Key {
+                key_type: K::NAME,
+                source,
+            })
+    }
 }
 
-impl<E: Engine> Transaction<'_, '_, E> {
+impl<E: Engine, F: ValueFormat> Transaction<'_, '_, E, F> {
     /// The value at `key`.
     ///
     /// # Errors
@@ -240,13 +488,15 @@ impl<E: Engine> Transaction<'_, '_, E> {
     pub fn read<K>(&mut self, key: &K, isolation: Isolation) -> Result<K::Value, UdbError>
     where
         K: Key,
-        K::Value: Value,
+        F: Codec<K>,
     {
-        self.read_opt(key, isolation)?
-            .ok_or_else(|| UdbError::MissingKey {
+        match self.read_opt(key, isolation)? {
+            Some(value) => Ok(value),
+            None => Err(UdbError::MissingKey {
                 key_type: K::NAME,
-                key: key.pack().unwrap_or_default(),
-            })
+                key: self.pack(key)?,
+            }),
+        }
     }
 
     /// The value at `key`, if any.
@@ -260,15 +510,15 @@ impl<E: Engine> Transaction<'_, '_, E> {
     ) -> Result<Option<K::Value>, UdbError>
     where
         K: Key,
-        K::Value: Value,
+        F: Codec<K>,
     {
-        let bytes = pack(key)?;
+        let bytes = self.pack(key)?;
         let row = if self.serializable(isolation) {
             self.tx.get_in(self.space, &bytes)?
         } else {
             self.tx.snapshot_get_in(self.space, &bytes)?
         };
-        row.map(|v| decode::<K>(&bytes, &v)).transpose()
+        row.map(|v| F::decode(key, &bytes, &v)).transpose()
     }
 
     /// Whether reads at `isolation` pin what they read.
@@ -285,16 +535,10 @@ impl<E: Engine> Transaction<'_, '_, E> {
     pub fn write<K>(&mut self, key: &K, value: &K::Value) -> Result<(), UdbError>
     where
         K: Key,
-        K::Value: Value,
+        F: Codec<K>,
     {
-        let bytes = pack(key)?;
-        let mut encoded = Vec::new();
-        strata_codec::encode(value, &bytes, EncodeOptions::default(), &mut encoded).map_err(
-            |source| UdbError::Encode {
-                key_type: K::NAME,
-                source,
-            },
-        )?;
+        let bytes = self.pack(key)?;
+        let encoded = F::encode(key, &bytes, value)?;
         Ok(self.tx.put_in(self.space, bytes, encoded)?)
     }
 
@@ -303,13 +547,16 @@ impl<E: Engine> Transaction<'_, '_, E> {
     /// # Errors
     /// A key that does not pack.
     pub fn clear<K: Key>(&mut self, key: &K) -> Result<(), UdbError> {
-        let bytes = pack(key)?;
+        let bytes = self.pack(key)?;
         Ok(self.tx.delete_in(self.space, bytes)?)
     }
 
     /// The rows in `range`, in key order (reverse when asked), at most
     /// `limit`; serializable reads pin the part of the range examined.
-    /// Build the range from a subspace key: `KeyRange::tuple_prefix(&sub.pack()?)`.
+    /// Build the range from a subspace key: `KeyRange::tuple_prefix(&sub.pack()?)`
+    /// (the range is of whole keys: put the transaction's subspace in it).
+    /// Such a range starts at the prefix itself, where Rivet's starts at
+    /// the prefix and `0x00` (see the module docs).
     ///
     /// # Errors
     /// A range with its start above its end; a store failure.
@@ -333,42 +580,31 @@ impl<E: Engine> Transaction<'_, '_, E> {
             .collect())
     }
 
-    /// Decodes `entry` as key type `K`: its key must unpack as `K` (every
-    /// constant element checked, so a row of another type under a shared
-    /// prefix is refused) and its value as `K::Value`, checksummed with the
-    /// key.
+    /// Decodes `entry` as key type `K`: its key must be inside the
+    /// transaction's subspace and unpack as `K` (every constant element
+    /// checked, so a row of another type under a shared prefix is refused)
+    /// and its value as `K::Value` (in an envelope, checksummed with the
+    /// key, or in a [`Raw`] database as `K`'s own bytes).
     ///
     /// # Errors
-    /// [`UdbError::Key`] for a row of another type, [`UdbError::Decode`] for
-    /// a damaged value.
+    /// [`UdbError::Key`] for a row of another type or outside the
+    /// subspace, [`UdbError::Decode`] for a damaged envelope,
+    /// [`UdbError::RawValue`] for raw bytes that are not the value.
     pub fn read_entry<K>(&self, entry: &Entry) -> Result<(K, K::Value), UdbError>
     where
         K: Key,
-        K::Value: Value,
+        F: Codec<K>,
     {
-        let key = K::unpack(&entry.key).map_err(|source| UdbError::Key {
-            key_type: K::NAME,
-            source,
-        })?;
-        Ok((key, decode::<K>(&entry.key, &entry.value)?))
+        let key = self
+            .subspace
+            .unpack_key::<K>(&entry.key)
+            .map_err(|source| UdbError::Key {
+                key_type: K::NAME,
+                source,
+            })?;
+        let value = F::decode(&key, &entry.key, &entry.value)?;
+        Ok((key, value))
     }
-}
-
-fn decode<K>(key: &[u8], value: &[u8]) -> Result<K::Value, UdbError>
-where
-    K: Key,
-    K::Value: Value,
-{
-    strata_codec::decode_with(
-        key,
-        value,
-        strata_codec::DecodeOptions::checksum(strata_codec::ChecksumCheck::Require),
-    )
-    .map(|(v, _)| v)
-    .map_err(|source| UdbError::Decode {
-        key_type: K::NAME,
-        source,
-    })
 }
 
 #[cfg(feature = "planted-bugs")]

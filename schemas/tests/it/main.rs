@@ -9,6 +9,7 @@ mod agent_memory;
 mod code_sous;
 mod nokv;
 mod universaldb;
+mod universaldb_rivet;
 
 use std::path::PathBuf;
 use std::sync::Arc;
