@@ -2,7 +2,9 @@
 //! metadata and data rows, and the metadata value, byte for byte as the
 //! public source of the actor engine (rivet-dev/rivet) encodes them.
 //!
-//! Where each constant comes from, in that repository:
+//! Where each constant comes from, in that repository (read at the
+//! commits named in `schemas/README.md`, "Where the modules differ from
+//! the real systems"):
 //!
 //! - the subspace `(RIVET, PEGBOARD, ACTOR_KV, actor_id)`:
 //!   `engine/packages/pegboard/src/keys/actor_kv.rs`, with `RIVET` = 0,

@@ -1,5 +1,8 @@
 //! Actor KV on a store: the engine's physical bytes (written out by hand
-//! from the public source's encoders, see `physical.rs`), both layouts,
+//! from the public source's encoders, see `physical.rs`: rivet-dev/rivet's
+//! `pegboard/src/keys/actor_kv.rs` at `3149f982b6b5ec49ba09658cfcc6cad801b5eec8`,
+//! `pegboard/src/actor_kv/mod.rs` at `0d63b291932d6ece1a491ce6147823bcd6828917`,
+//! `util-id/src/lib.rs` at `173e6ba9f3ce2696d2bd10cd2de7620aeb1ac712`), both layouts,
 //! the operations, limits, the exact quota, lists, migration and the
 //! client helpers, on every engine.
 
@@ -933,8 +936,48 @@ fn many_rows_two_actors_and_row_sizes<E: Engine>(engine: E) {
     }
 }
 
+/// One unreadable entry in a list is named: the error is `Corrupt` with
+/// that entry's key (not another's, not a bare failure), in both layouts
+/// and both directions; the entries around it still read one by one.
+fn an_unreadable_entry_is_named_in_a_list<E: Engine>(engine: E) {
+    let kv = open(engine, config(PhysicalLayout::Compatible));
+    let entries: Vec<_> = [b"a", b"b", b"c"]
+        .iter()
+        .map(|k| (k.to_vec(), vec![k[0]; 20]))
+        .collect();
+    kv.put(actor(), &entries).unwrap();
+    let space = kv.store().space(ROWS_SPACE).unwrap();
+    // `b`'s metadata row: one byte too many for a BARE `KvMetadata`.
+    let meta_b = with(&subspace_bytes(), &[0x05, 0x01, b'b', 0x00, 0x00, 0x15, 0x2C]);
+    let mut damaged = metadata_bytes();
+    damaged.push(0);
+    let mut tx = kv.store().begin();
+    tx.put_in(&space, meta_b, damaged).unwrap();
+    tx.commit().unwrap();
+    for reverse in [false, true] {
+        let listed = kv.list(
+            actor(),
+            &ListQuery::Prefix(Vec::new()),
+            &ListOptions {
+                reverse,
+                ..ListOptions::default()
+            },
+        );
+        match listed {
+            Err(ActorKvError::Corrupt { key, .. }) => assert_eq!(key, b"b", "reverse {reverse}"),
+            other => panic!("reverse {reverse}: {other:?}"),
+        }
+    }
+    assert!(matches!(kv.recount(actor()), Err(ActorKvError::Corrupt { key, .. }) if key == b"b"));
+    for ok in [b"a", b"c"] {
+        let got = kv.get(actor(), &[ok.to_vec()]).unwrap();
+        assert_eq!(got[0].as_ref().unwrap().value, vec![ok[0]; 20]);
+    }
+}
+
 crate::on_each_engine!(
     many_rows_two_actors_and_row_sizes,
+    an_unreadable_entry_is_named_in_a_list,
     recorded_layouts_errors_and_edges,
     compatible_rows_are_the_engines_bytes,
     rows_the_engine_wrote_read_back,

@@ -97,6 +97,30 @@ fn node(id: &str, level: Level, title: &str, keywords: &[&str]) -> TocNode {
     }
 }
 
+/// The original crate's key bytes (SpillwaveSolutions/agent-memory:
+/// `crates/memory-storage/src/keys.rs` at commit
+/// `3d8c6e0e876ad9b41a1ff24fd982d9ffe5913379`, `db.rs` at
+/// `136fb085b0d689999bc2be58625a6314ca6c2b29`), written out by hand: the
+/// original keys an event by the time inside its ULID (`EventKey::
+/// from_event_id`); this module by the caller's timestamp, so the two
+/// agree when the caller passes that time (the difference is listed in
+/// the README).
+#[test]
+fn keys_are_the_original_crates_for_the_ulids_time() {
+    // `01HNVX2X7Q`: the ULID's 48-bit time, 1,707,112,232,183 ms
+    // (Crockford base 32 worked out by hand).
+    let id = "01HNVX2X7Q0000000000000000";
+    assert_eq!(
+        event_key(1_707_112_232_183, id).unwrap(),
+        "evt:1707112232183:01HNVX2X7Q0000000000000000"
+    );
+    // TOC versions, latest pointers and the grip index:
+    // `toc:{node}:v{ver:06}`, `latest:{node}`, `node:{node}:{grip}`.
+    assert_eq!(toc_key("toc:year:2024", 12), "toc:year:2024:v000012");
+    assert_eq!(latest_key("toc:year:2024"), "latest:toc:year:2024");
+    assert_eq!(node_grip_key("toc:year:2024", "g1"), "node:toc:year:2024:g1");
+}
+
 /// The document's key formats, byte for byte.
 #[test]
 fn keys_have_the_documents_formats() {
