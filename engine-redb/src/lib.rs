@@ -87,6 +87,20 @@ pub struct RedbOptions {
     /// Whether to repair a database that was not closed cleanly (default
     /// yes). When `false`, such a database fails to open instead.
     pub repair: bool,
+    /// Whether opening runs redb's integrity check (default yes): every
+    /// page against the checksum its parent keeps, and the last intact
+    /// commit against the file's own version, as
+    /// [`Integrity::check_integrity`] does, on a copy of the file beside
+    /// it (or in the temporary directory when that one is read-only), so
+    /// nothing is written to the database. redb does not check pages when
+    /// it reads them: with this off, a damaged page that still parses can
+    /// make a read miss a row or return another (Strata's envelope CRC
+    /// catches a changed value, not a row whose key moved). The cost is a
+    /// copy and a read of the whole file at each open (measured about
+    /// 1.5 s for a 544 MiB file on the test machine, against under 1 ms
+    /// without); turn it off for large files whose integrity the
+    /// application checks on its own schedule.
+    pub verify_at_open: bool,
 }
 
 impl Default for RedbOptions {
@@ -94,6 +108,7 @@ impl Default for RedbOptions {
         Self {
             cache_bytes: 64 << 20,
             repair: true,
+            verify_at_open: true,
         }
     }
 }
@@ -262,10 +277,27 @@ impl RedbEngine {
         options: RedbOptions,
     ) -> Result<Self, EngineError> {
         let path = path.as_ref();
-        guarded("open", EngineError::Corrupt, || {
+        let engine = guarded("open", EngineError::Corrupt, || {
             let db = Self::builder(options).create(path).map_err(engine_err)?;
             Self::init(db, specs, Some(path.to_owned()))
-        })
+        })?;
+        engine.verified_at_open(options)
+    }
+
+    /// The engine, once [`RedbOptions::verify_at_open`] is satisfied.
+    fn verified_at_open(self, options: RedbOptions) -> Result<Self, EngineError> {
+        if !options.verify_at_open || self.path.is_none() {
+            return Ok(self);
+        }
+        match self.check_integrity() {
+            Ok(_) => Ok(self),
+            Err(CapabilityError::Engine(EngineError::Corrupt(b))) => Err(EngineError::Corrupt(
+                Box::new(IntegrityFailed(format!("at open: {b}"))),
+            )),
+            Err(CapabilityError::Engine(e)) => Err(e),
+            Err(CapabilityError::Backend(e)) => Err(EngineError::Backend(e)),
+            Err(other) => Err(EngineError::Backend(Box::new(other))),
+        }
     }
 
     /// Opens the database on a custom storage backend (for power-loss
@@ -304,7 +336,8 @@ impl RedbEngine {
         let path = path.as_ref();
         guarded("open", EngineError::Corrupt, || {
             Self::open_read_only_inner(path, specs, options)
-        })
+        })?
+        .verified_at_open(options)
     }
 
     fn open_read_only_inner(
@@ -898,8 +931,14 @@ impl Integrity for RedbEngine {
         let name = path
             .file_name()
             .map_or_else(|| "redb".into(), |n| n.to_string_lossy().into_owned());
-        let copy = path.with_file_name(format!(".{name}.check-{}", std::process::id()));
-        std::fs::copy(path, &copy).map_err(|e| CapabilityError::Backend(Box::new(e)))?;
+        let copy_name = format!(".{name}.check-{}", std::process::id());
+        let mut copy = path.with_file_name(&copy_name);
+        if std::fs::copy(path, &copy).is_err() {
+            // A read-only directory: the temporary one instead.
+            let _ = std::fs::remove_file(&copy);
+            copy = std::env::temp_dir().join(&copy_name);
+            std::fs::copy(path, &copy).map_err(|e| CapabilityError::Backend(Box::new(e)))?;
+        }
         let durable = self.seq.durable();
         let result = guarded("an integrity check", corrupt, || {
             let fail = |why: String| corrupt(Box::new(IntegrityFailed(why)));

@@ -22,7 +22,9 @@
 use std::fmt;
 use std::str::FromStr;
 
-use strata_keys::tuple::{PackError, PackResult, TupleDepth, TuplePack, TupleUnpack, VersionstampOffset};
+use strata_keys::tuple::{
+    PackError, PackResult, TupleDepth, TuplePack, TupleUnpack, VersionstampOffset,
+};
 
 /// The tuple type code of an id (a FoundationDB user type code).
 pub const ID_CODE: u8 = 0x40;
@@ -157,7 +159,9 @@ impl FromStr for Id {
         // The version byte is the number modulo 256: its first 4 digits.
         let version = digits[..4].iter().rev().fold(0_u32, |acc, d| acc * 36 + d) % 256;
         if version != u32::from(V1) {
-            return Err(IdError::UnsupportedVersion(u8::try_from(version).unwrap_or(0)));
+            return Err(IdError::UnsupportedVersion(
+                u8::try_from(version).unwrap_or(0),
+            ));
         }
         if digits.len() != TEXT_LEN {
             return Err(IdError::Length {

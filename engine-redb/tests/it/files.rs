@@ -94,6 +94,7 @@ fn backup_is_a_consistent_copy_taken_while_open() {
         RedbOptions {
             cache_bytes: 1 << 20,
             repair: false,
+            verify_at_open: true,
         },
     )
     .unwrap();
@@ -132,10 +133,18 @@ fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
     haystack.windows(needle.len()).position(|w| w == needle)
 }
 
-/// A byte flipped inside a stored value: redb reads it back flipped (it
-/// checks page checksums only in its integrity check), and its integrity
-/// check, run by `Integrity::check_integrity` on a copy, finds it as
-/// `Corrupt`, writing nothing to the file. The same file undamaged passes.
+/// A byte flipped inside a stored value: opened as by default, the file is
+/// refused (`RedbOptions::verify_at_open`); opened without that, redb
+/// reads it back flipped (it checks page checksums only in its integrity
+/// check), and its integrity check, run by `Integrity::check_integrity` on
+/// a copy, finds it as `Corrupt`, writing nothing to the file. The same
+/// file undamaged passes.
+type Opener = fn(
+    &std::path::Path,
+    Vec<strata_engine::KeyspaceSpec>,
+    RedbOptions,
+) -> Result<RedbEngine, EngineError>;
+
 #[test]
 fn the_integrity_check_finds_a_byte_that_reads_find_silently() {
     use strata_engine::{CapabilityError, Integrity};
@@ -166,7 +175,39 @@ fn the_integrity_check_finds_a_byte_that_reads_find_silently() {
     let at = find(&bytes, marker).expect("the value is in the file") + 3;
     bytes[at] ^= 0x01;
     std::fs::write(&path, &bytes).unwrap();
-    let e = RedbEngine::open_read_only(&path, specs(&["a"]), RedbOptions::default()).unwrap();
+    // Opened as by default, it is refused, typed, and nothing is written:
+    // read-only by the check at open; for writing, by redb's own open
+    // (which checks the commit slot it is about to use) or the check.
+    let openers: [(Opener, &str); 2] = [
+        (
+            |p, s, o| RedbEngine::open_read_only(p, s, o),
+            "integrity check",
+        ),
+        (|p, s, o| RedbEngine::open(p, s, o), "corrupt"),
+    ];
+    for (open, by) in openers {
+        match open(&path, specs(&["a"]), RedbOptions::default()) {
+            Err(EngineError::Corrupt(err)) => {
+                assert!(err.to_string().to_lowercase().contains(by), "{err}");
+            }
+            Err(other) => panic!("refused, but not as corrupt: {other}"),
+            Ok(_) => panic!("a damaged file opened with the check at open"),
+        }
+        if by == "integrity check" {
+            assert!(
+                std::fs::read(&path).unwrap() == bytes,
+                "the read-only open wrote to the file"
+            );
+        }
+    }
+    // redb's own writable open marks the file it refuses; put the
+    // damaged bytes back for what follows.
+    std::fs::write(&path, &bytes).unwrap();
+    let skip = RedbOptions {
+        verify_at_open: false,
+        ..RedbOptions::default()
+    };
+    let e = RedbEngine::open_read_only(&path, specs(&["a"]), skip).unwrap();
     let a = e.keyspace("a").unwrap();
     // Why the check exists: the read itself does not notice.
     let damaged = (0u32..50).any(|i| {

@@ -137,7 +137,8 @@ key_list! {
 
 /// The name of the constant `value` (`"actor_kv"` for 72), if there is one.
 pub fn name_of(value: usize) -> Option<&'static str> {
-    KEY_NAMES.binary_search_by_key(&value, |&(v, _)| v)
+    KEY_NAMES
+        .binary_search_by_key(&value, |&(v, _)| v)
         .ok()
         .map(|i| KEY_NAMES[i].1)
 }

@@ -174,11 +174,12 @@ impl<K: FormalKey> Codec<K> for Raw {
     }
 
     fn decode(key: &K, packed: &[u8], stored: &[u8]) -> Result<K::Value, UdbError> {
-        key.deserialize(stored).map_err(|source| UdbError::RawValue {
-            key_type: K::NAME,
-            key: packed.to_vec(),
-            source,
-        })
+        key.deserialize(stored)
+            .map_err(|source| UdbError::RawValue {
+                key_type: K::NAME,
+                key: packed.to_vec(),
+                source,
+            })
     }
 }
 
@@ -471,12 +472,10 @@ impl<'a, 's, E: Engine, F: ValueFormat> Transaction<'a, 's, E, F> {
     }
 
     fn pack<K: Key>(&self, key: &K) -> Result<Vec<u8>, UdbError> {
-        self.subspace
-            .pack_key(key)
-            .map_err(|source| UdbError::Key {
-                key_type: K::NAME,
-                source,
-            })
+        self.subspace.pack_key(key).map_err(|source| UdbError::Key {
+            key_type: K::NAME,
+            source,
+        })
     }
 }
 

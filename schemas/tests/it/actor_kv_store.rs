@@ -948,7 +948,10 @@ fn an_unreadable_entry_is_named_in_a_list<E: Engine>(engine: E) {
     kv.put(actor(), &entries).unwrap();
     let space = kv.store().space(ROWS_SPACE).unwrap();
     // `b`'s metadata row: one byte too many for a BARE `KvMetadata`.
-    let meta_b = with(&subspace_bytes(), &[0x05, 0x01, b'b', 0x00, 0x00, 0x15, 0x2C]);
+    let meta_b = with(
+        &subspace_bytes(),
+        &[0x05, 0x01, b'b', 0x00, 0x00, 0x15, 0x2C],
+    );
     let mut damaged = metadata_bytes();
     damaged.push(0);
     let mut tx = kv.store().begin();

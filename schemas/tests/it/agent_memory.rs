@@ -118,7 +118,10 @@ fn keys_are_the_original_crates_for_the_ulids_time() {
     // `toc:{node}:v{ver:06}`, `latest:{node}`, `node:{node}:{grip}`.
     assert_eq!(toc_key("toc:year:2024", 12), "toc:year:2024:v000012");
     assert_eq!(latest_key("toc:year:2024"), "latest:toc:year:2024");
-    assert_eq!(node_grip_key("toc:year:2024", "g1"), "node:toc:year:2024:g1");
+    assert_eq!(
+        node_grip_key("toc:year:2024", "g1"),
+        "node:toc:year:2024:g1"
+    );
 }
 
 /// The document's key formats, byte for byte.

@@ -12,12 +12,12 @@ use strata_engine::{Engine, KeyspaceSpec, MemEngine};
 use strata_keys::{KeyRange, Subspace, tuple, tuple_key, tuple_prefix};
 use strata_schemas::formal_key;
 use strata_schemas::universaldb::keys::{
-    self, ACTOR, CONNECTABLE, CREATE_TS, DATA, HIBERNATING_REQUEST, NAME, PEGBOARD, RIVET,
-    VERSION, WORKFLOW_ID,
+    self, ACTOR, CONNECTABLE, CREATE_TS, DATA, HIBERNATING_REQUEST, NAME, PEGBOARD, RIVET, VERSION,
+    WORKFLOW_ID,
 };
 use strata_schemas::universaldb::{
-    Database, Enveloped, FormalKey, Id, IdError, Isolation, RAW_SPACE, Raw, RawValueError,
-    SPACE, UdbError,
+    Database, Enveloped, FormalKey, Id, IdError, Isolation, RAW_SPACE, Raw, RawValueError, SPACE,
+    UdbError,
 };
 use strata_store::Store;
 
@@ -80,8 +80,8 @@ fn actor() -> Id {
 
 /// The id's tuple bytes by hand: code `0x40`, version 1, UUID, label.
 const ACTOR_ELEMENT: [u8; 20] = [
-    0x40, 0x01, 0x00, 0x11, 0x22, 0x33, 0x44, 0x55, 0x66, 0x77, 0x88, 0x99, 0xAA, 0xBB, 0xCC,
-    0xDD, 0xEE, 0xFF, 0x0A, 0x0B,
+    0x40, 0x01, 0x00, 0x11, 0x22, 0x33, 0x44, 0x55, 0x66, 0x77, 0x88, 0x99, 0xAA, 0xBB, 0xCC, 0xDD,
+    0xEE, 0xFF, 0x0A, 0x0B,
 ];
 
 /// `prefix ++ ACTOR_ELEMENT ++ suffix`.
@@ -221,7 +221,9 @@ fn rows_are_rivets_bytes<E: Engine>(engine: E) {
             tx.get_ranges_keyvalues(&sub.tuple_range(), Isolation::Snapshot, Some(1), false)
         })
         .unwrap();
-    let outside = db.run("outside", |tx| tx.read_entry::<CreateTsKey>(&create_ts_row[0]));
+    let outside = db.run("outside", |tx| {
+        tx.read_entry::<CreateTsKey>(&create_ts_row[0])
+    });
     assert!(matches!(outside, Err(UdbError::Key { .. })), "{outside:?}");
 }
 
@@ -277,7 +279,8 @@ fn formats_are_kept_apart<E: Engine>(engine: E) {
     let store = Store::open(engine, options).unwrap();
     let raw = Database::open_raw(store).unwrap();
     let key = NameKey { actor_id: actor() };
-    raw.run("w", |tx| tx.write(&key, &"raw".to_string())).unwrap();
+    raw.run("w", |tx| tx.write(&key, &"raw".to_string()))
+        .unwrap();
     let enveloped: Database<E, Enveloped> = Database::open(raw.into_store()).unwrap();
     let seen = enveloped
         .run("r", |tx| {
@@ -313,7 +316,10 @@ fn formal_keys_serialize_as_rivet() {
             .is_empty()
     );
     // Rivet's reads of `()` ignore the bytes.
-    assert_eq!(ConnectableKey { actor_id: a }.deserialize(b"x").unwrap(), ());
+    assert_eq!(
+        ConnectableKey { actor_id: a }.deserialize(b"x").unwrap(),
+        ()
+    );
     assert!(matches!(
         NameKey { actor_id: a }.deserialize(&[0xFF]),
         Err(RawValueError::Utf8(_))
@@ -330,7 +336,10 @@ fn ids_are_rivets() {
     let id = actor();
     assert_eq!(tuple::pack(&(id,)), ACTOR_ELEMENT);
     assert_eq!(id.as_bytes()[..], ACTOR_ELEMENT[1..]);
-    assert_eq!((id.uuid(), id.label()), (0x0011_2233_4455_6677_8899_AABB_CCDD_EEFF, 0x0A0B));
+    assert_eq!(
+        (id.uuid(), id.label()),
+        (0x0011_2233_4455_6677_8899_AABB_CCDD_EEFF, 0x0A0B)
+    );
     // Text: the 19 bytes as a little-endian number, 30 base-36 digits,
     // least significant first (worked out by hand with big integers).
     assert_eq!(id.to_string(), "dt6e6o4y5qoohovo86s7mxeh3b3j60");
@@ -405,7 +414,17 @@ fn every_prelude_constant_has_rivets_value() {
     }
     // A few by their constants, so a constant and its table cannot drift.
     assert_eq!(
-        [RIVET, PEGBOARD, ACTOR, DATA, CREATE_TS, NAME, WORKFLOW_ID, CONNECTABLE, VERSION],
+        [
+            RIVET,
+            PEGBOARD,
+            ACTOR,
+            DATA,
+            CREATE_TS,
+            NAME,
+            WORKFLOW_ID,
+            CONNECTABLE,
+            VERSION
+        ],
         [0, 3, 32, 4, 15, 19, 20, 42, 59]
     );
     assert_eq!(
