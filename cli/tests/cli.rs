@@ -548,6 +548,79 @@ fn verify_catches_planted_damage_on_rocksdb() {
     verify_catches(Which::Rocks);
 }
 
+/// Three kinds of damage of the system keyspace planted at once (an
+/// expiring value's index entry removed, a chunk row of no chunked value,
+/// a row of no kind the store writes): `verify` reports exactly these
+/// three problems, each line as written here by hand, in text and JSON.
+fn verify_reports_system_damage_line_by_line(which: Which) {
+    let dir = Dir::new(&format!("verify-lines-{which:?}"));
+    let db = create(which, &dir);
+    let expiring = tuple::pack(&("note", 8u64, 1u64));
+    let expires_at = std::cell::Cell::new(None);
+    plant(which, &db, "strata.system", |ks, rows| {
+        let (entry, at) = rows(ks)
+            .into_iter()
+            .find_map(|(k, _)| {
+                let (tag, at, key) = tuple::unpack::<(String, u64, Vec<u8>)>(&k).ok()?;
+                (tag == "x" && key == expiring).then_some((k, at))
+            })
+            .expect("the expiring note's index entry");
+        expires_at.set(Some(at));
+        Mutation::Delete { ks, key: entry }
+    });
+    let at = expires_at.get().unwrap();
+    plant(which, &db, "strata.system", |ks, _| Mutation::Put {
+        ks,
+        key: tuple::pack(&("c", tuple::pack(&("zzz",)).as_slice(), 0u32)),
+        value: vec![1, 2, 3],
+    });
+    plant(which, &db, "strata.system", |ks, _| Mutation::Put {
+        ks,
+        key: tuple::pack(&("zz", 1u64)),
+        value: Vec::new(),
+    });
+    let mut expected = vec![
+        format!(r#"value at ("note", 8, 1) expires at {at} but is not in the expiry index"#),
+        r#"chunk 0 of ("zzz",) belongs to no chunked value"#.to_owned(),
+        r#"unknown system row ("zz", 1)"#.to_owned(),
+    ];
+    expected.sort();
+
+    let (code, text, _) = run(&["verify", p(&db)]);
+    assert_eq!(code, 1, "{text}");
+    let mut lines: Vec<String> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("PROBLEM "))
+        .map(str::to_owned)
+        .collect();
+    lines.sort();
+    assert_eq!(lines, expected, "{text}");
+    assert!(text.ends_with("FAILED: 3 problems\n"), "{text}");
+
+    let (code, out, _) = run(&["--json", "verify", p(&db)]);
+    assert_eq!(code, 1);
+    let v: Json = serde_json::from_str(&out).unwrap();
+    let mut problems: Vec<String> = v["problems"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p.as_str().unwrap().to_owned())
+        .collect();
+    problems.sort();
+    assert_eq!(problems, expected);
+    assert_eq!(v["ok"], false);
+}
+
+#[test]
+fn verify_reports_system_damage_line_by_line_on_redb() {
+    verify_reports_system_damage_line_by_line(Which::Redb);
+}
+
+#[test]
+fn verify_reports_system_damage_line_by_line_on_rocksdb() {
+    verify_reports_system_damage_line_by_line(Which::Rocks);
+}
+
 #[test]
 fn copy_redb_to_rocksdb_is_verified_and_raises_the_version() {
     let dir = Dir::new("copy");
@@ -660,6 +733,7 @@ fn agent_memory(dir: &Dir) -> PathBuf {
 }
 
 #[test]
+#[allow(clippy::too_many_lines)] // one walk through the index's life, in order
 fn search_indexes_are_listed_queried_verified_and_rebuilt() {
     let dir = Dir::new("search");
     let db = agent_memory(&dir);
@@ -714,6 +788,54 @@ fn search_indexes_are_listed_queried_verified_and_rebuilt() {
         "{text}"
     );
     assert_eq!(text.matches("PROBLEM").count(), 1, "{text}");
+    // Behind the outbox's back again: a row changed (its document is of
+    // another value) and a row added (no document): each reported once,
+    // the lines as written here.
+    {
+        use strata_schemas::agent_memory::SearchDoc;
+        let options = strata_schemas::agent_memory::AgentMemory::<RedbEngine>::declare(
+            StoreOptions::new(Limits::FOUNDATIONDB),
+        );
+        let e = RedbEngine::open(db, options.keyspace_specs(), RedbOptions::default()).unwrap();
+        let data = e.keyspace("data").unwrap();
+        let kept = tuple::pack(&("am", "doc", "grip:1706540401000:g1"));
+        let stored = e.snapshot().unwrap().get(data, &kept).unwrap().unwrap();
+        let require = strata_codec::DecodeOptions::checksum(strata_codec::ChecksumCheck::Require);
+        let (mut doc, _) = strata_codec::decode_with::<SearchDoc>(&kept, &stored, require).unwrap();
+        doc.text.push_str(" (edited)");
+        let mut changed = Vec::new();
+        strata_codec::encode(
+            &doc,
+            &kept,
+            strata_codec::EncodeOptions::default(),
+            &mut changed,
+        )
+        .unwrap();
+        let new = tuple::pack(&("am", "doc", "grip:1706540402000:g2"));
+        let mut added = Vec::new();
+        strata_codec::encode(
+            &doc,
+            &new,
+            strata_codec::EncodeOptions::default(),
+            &mut added,
+        )
+        .unwrap();
+        e.commit(Commit::new().put(data, kept, changed).put(data, new, added))
+            .unwrap();
+    }
+    let (code, text, _) = run(&["verify", db]);
+    assert_eq!(code, 1, "{text}");
+    let mut lines: Vec<&str> = text.lines().filter(|l| l.starts_with("PROBLEM")).collect();
+    lines.sort_unstable();
+    assert_eq!(
+        lines,
+        [
+            r#"PROBLEM search index agent_memory: extra (a document without its row): ("am", "doc", "grip:1706540400000:g0")"#,
+            r#"PROBLEM search index agent_memory: missing (a row without its document): ("am", "doc", "grip:1706540402000:g2")"#,
+            r#"PROBLEM search index agent_memory: stale (a document of another value): ("am", "doc", "grip:1706540401000:g1")"#,
+        ],
+        "{text}"
+    );
     // An unknown index, and an index whose files are gone.
     let (code, _, err) = run(&["search", db, "verify", "nope"]);
     assert_eq!(code, 2);

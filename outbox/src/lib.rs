@@ -235,17 +235,25 @@ pub enum PlantedBug {
     /// shares it) and acknowledging a finished entry succeeds: two workers
     /// named alike apply entries twice.
     SharedHolderName,
+    /// A failed entry waiting for its retry holds nothing back: the later
+    /// entries of its ordering key are delivered before it.
+    FailedHoldsNothing,
+    /// A failed entry waiting for its retry holds back every ordering key:
+    /// the poll stops at it.
+    FailedHoldsEveryKey,
 }
 
 #[cfg(feature = "planted-bugs")]
 impl PlantedBug {
     /// Every planted bug.
-    pub const ALL: [Self; 5] = [
+    pub const ALL: [Self; 7] = [
         Self::SequenceFromCounter,
         Self::CheckpointPastFailed,
         Self::PollBeyondDurable,
         Self::TrimIgnoresSlowest,
         Self::SharedHolderName,
+        Self::FailedHoldsNothing,
+        Self::FailedHoldsEveryKey,
     ];
 
     /// Its name on the command line.
@@ -256,6 +264,8 @@ impl PlantedBug {
             Self::PollBeyondDurable => "poll-beyond-durable",
             Self::TrimIgnoresSlowest => "trim-ignores-slowest",
             Self::SharedHolderName => "shared-holder-name",
+            Self::FailedHoldsNothing => "failed-holds-nothing",
+            Self::FailedHoldsEveryKey => "failed-holds-every-key",
         }
     }
 
@@ -1101,6 +1111,14 @@ impl<'s, E: Engine> Outbox<'s, E> {
                 }
                 let tried = st.tries.get(&pos);
                 if tried.is_some_and(|t| t.next_ms > now) {
+                    #[cfg(feature = "planted-bugs")]
+                    if self.bug(PlantedBug::FailedHoldsEveryKey) {
+                        break 'pages;
+                    }
+                    #[cfg(feature = "planted-bugs")]
+                    if self.bug(PlantedBug::FailedHoldsNothing) {
+                        continue;
+                    }
                     held.insert(ordering_key);
                     continue;
                 }

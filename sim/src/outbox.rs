@@ -9,7 +9,14 @@
 //! - nothing is delivered beyond the engine's durable version, and nothing
 //!   that was never pushed (a refused or failed commit leaves no entry);
 //! - per consumer, first deliveries of one ordering key come in commit
-//!   (position) order;
+//!   (position) order, entries without a key in commit order among
+//!   themselves;
+//! - what a failed entry holds back: while it waits for its retry (the
+//!   time `fail` returned), no later entry of its ordering key is
+//!   delivered (nor itself); and it holds back nothing else: a poll that
+//!   returns fewer entries than asked includes every entry this consumer
+//!   was handed before and surely did not finish, unless a failed entry of
+//!   its key (it included) may be waiting;
 //! - after a quiet phase that drains every consumer without faults, every
 //!   entry of a commit that surely became durable was handled exactly once
 //!   by every consumer, or dead-lettered for it; every entry that landed at
@@ -22,9 +29,11 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use strata_codec::Limits;
-use strata_engine::{Engine, ManualClock, Rng, SeededRng, Snapshot};
+use strata_engine::{Clock, Engine, ManualClock, Rng, SeededRng, Snapshot};
 use strata_keys::tuple_key;
-use strata_outbox::{Delivery, Lease, Outbox, OutboxConfig, OutboxError, Position, Start, Topic};
+use strata_outbox::{
+    Delivery, Failed, Lease, Outbox, OutboxConfig, OutboxError, Position, Start, Topic,
+};
 use strata_store::{Store, StoreError, StoreOptions, Tx};
 
 use crate::faults::{FaultClass, FaultConfig, FaultyEngine};
@@ -65,6 +74,13 @@ enum Known {
 
 type Faulty<E> = FaultyEngine<E>;
 
+/// An ordering key, `None` for entries pushed without one.
+type OrderingKey = Option<Vec<u8>>;
+/// Failed entries, per entry: its key, position and retry time.
+type Failures = BTreeMap<u64, (OrderingKey, Position, u64)>;
+/// Entries handed out and not finished, per entry: its key and position.
+type Unfinished = BTreeMap<u64, (OrderingKey, Position)>;
+
 struct OutboxRun {
     rng: SeededRng,
     clock: Arc<ManualClock>,
@@ -84,6 +100,15 @@ struct OutboxRun {
     worker: [u64; 2],
     /// Per consumer: the lease its current worker took, renewed by it.
     leases: [Option<Lease>; 2],
+    /// Per consumer: failed entries surely waiting for their retry: entry
+    /// to its key, position and retry time.
+    waiting: [Failures; 2],
+    /// Per consumer: failed entries that may be waiting (a crash may have
+    /// kept or lost the failure, or its outcome is unknown): the same,
+    /// with `u64::MAX` for an unknown retry time.
+    maybe_waiting: [Failures; 2],
+    /// Per consumer: entries delivered and surely not finished since.
+    open: [Unfinished; 2],
 }
 
 /// The lease `held` renewed, or a new one for `holder` when there is none
@@ -202,6 +227,22 @@ impl OutboxRun {
                 *k = Known::Maybe;
             }
         }
+        // A failure's commit may be lost with the crash, or kept.
+        for c in 0..CONSUMERS.len() {
+            let waiting = std::mem::take(&mut self.waiting[c]);
+            self.maybe_waiting[c].extend(waiting);
+        }
+    }
+
+    /// Whether entry `seq` of `key` at `pos` may be held back at `now` by a
+    /// failed entry (itself, or an earlier one of its key) for consumer `c`.
+    fn may_be_held(&self, c: usize, seq: u64, key: Option<&[u8]>, pos: Position, now: u64) -> bool {
+        self.waiting[c]
+            .iter()
+            .chain(&self.maybe_waiting[c])
+            .any(|(f, (fkey, fpos, at))| {
+                *at > now && (*f == seq || (fkey.as_deref() == key && *fpos < pos))
+            })
     }
 
     fn new_entry(&mut self) -> (u64, Option<Vec<u8>>) {
@@ -319,8 +360,12 @@ impl OutboxRun {
             }
             Err(e) => return Err(fail(step, format!("poll: {e}"))),
         };
+        let now = self.clock.now_ms();
         let durable = store.engine().inner().durable_version();
         self.check_batch(step, c, &batch, durable)?;
+        if batch.len() < max {
+            self.check_nothing_else_held(step, c, &batch, now)?;
+        }
         if self.rng.chance(0.2) {
             self.twin(store, &outbox, step, c, &holder, &batch)?;
         }
@@ -332,11 +377,21 @@ impl OutboxRun {
             let seq = seq_of(d);
             if self.rng.chance(0.2) {
                 match outbox.fail(&lease, d.position, "handler failed") {
-                    Ok(f) => self
-                        .trace
-                        .event(step, format!("{} failed {seq}: {f:?}", CONSUMERS[c])),
+                    Ok(f) => {
+                        self.trace
+                            .event(step, format!("{} failed {seq}: {f:?}", CONSUMERS[c]));
+                        if let Failed::Retry { at_ms, .. } = f {
+                            self.waiting[c]
+                                .insert(seq, (d.ordering_key.clone(), d.position, at_ms));
+                        } else {
+                            self.open[c].remove(&seq);
+                        }
+                    }
                     Err(e) if faulted(&e) => {
                         self.trace.event(step, format!("fail: {e}"));
+                        self.open[c].remove(&seq);
+                        self.maybe_waiting[c]
+                            .insert(seq, (d.ordering_key.clone(), d.position, u64::MAX));
                         return Ok(());
                     }
                     Err(e) => return Err(fail(step, format!("fail: {e}"))),
@@ -351,6 +406,7 @@ impl OutboxRun {
             match r {
                 Ok(()) => {
                     self.commits += 1;
+                    self.open[c].remove(&seq);
                     self.trace
                         .event(step, format!("{} handled {seq}", CONSUMERS[c]));
                 }
@@ -361,6 +417,8 @@ impl OutboxRun {
                         || matches!(&e, OutboxError::Store(s) if s.is_conflict())
                         || matches!(e, OutboxError::AlreadyFinished(_)) =>
                 {
+                    // Finished perhaps: no claim on it any more.
+                    self.open[c].remove(&seq);
                     self.trace.event(step, format!("ack of {seq}: {e}"));
                     return Ok(());
                 }
@@ -378,9 +436,27 @@ impl OutboxRun {
         batch: &[Delivery<Vec<u8>>],
         durable: u64,
     ) -> Result<(), Violation> {
+        let now = self.clock.now_ms();
         for d in batch {
             self.checks += 1;
             let seq = seq_of(d);
+            if let Some((f, (_, fpos, at))) =
+                self.waiting[c].iter().find(|(f, (fkey, fpos, at))| {
+                    *at > now && (**f == seq || (*fkey == d.ordering_key && *fpos < d.position))
+                })
+            {
+                return Err(fail(
+                    step,
+                    format!(
+                        "consumer {}: entry {seq} at {} delivered at {now} while entry {f} of its key (at {fpos}) waits for its retry at {at}",
+                        CONSUMERS[c], d.position
+                    ),
+                ));
+            }
+            // Delivered: not waiting any more, and open until finished.
+            self.waiting[c].remove(&seq);
+            self.maybe_waiting[c].remove(&seq);
+            self.open[c].insert(seq, (d.ordering_key.clone(), d.position));
             if d.position.version > durable {
                 return Err(fail(
                     step,
@@ -411,6 +487,35 @@ impl OutboxRun {
                 }
                 *last = d.position;
             }
+        }
+        Ok(())
+    }
+
+    /// A poll that returned fewer than it was asked for: every entry this
+    /// consumer was handed before and surely did not finish is in it,
+    /// unless a failed entry of its key (it included) may be waiting: a
+    /// failed entry holds back its own key and nothing else.
+    fn check_nothing_else_held(
+        &mut self,
+        step: usize,
+        c: usize,
+        batch: &[Delivery<Vec<u8>>],
+        now: u64,
+    ) -> Result<(), Violation> {
+        let got: BTreeSet<u64> = batch.iter().map(seq_of).collect();
+        for (seq, (key, pos)) in &self.open[c] {
+            self.checks += 1;
+            if got.contains(seq) || self.may_be_held(c, *seq, key.as_deref(), *pos, now) {
+                continue;
+            }
+            return Err(fail(
+                step,
+                format!(
+                    "consumer {}: entry {seq} (key {key:?}, at {pos}) is due and unfinished, but a poll of {} entries left it out",
+                    CONSUMERS[c],
+                    batch.len()
+                ),
+            ));
         }
         Ok(())
     }
@@ -450,6 +555,8 @@ impl OutboxRun {
             });
             self.trace
                 .event(step, format!("the second {holder} handled {seq}: {r:?}"));
+            // Finished, or perhaps (an unknown outcome): no claim either way.
+            self.open[c].remove(&seq);
             if r.is_ok() {
                 self.commits += 1;
             }
@@ -737,6 +844,9 @@ pub fn run_outbox_seed_on<E: Target>(options: &RunOptions) -> SeedReport {
         pushed: BTreeMap::new(),
         delivered: [BTreeSet::new(), BTreeSet::new()],
         first: [BTreeMap::new(), BTreeMap::new()],
+        waiting: [BTreeMap::new(), BTreeMap::new()],
+        maybe_waiting: [BTreeMap::new(), BTreeMap::new()],
+        open: [BTreeMap::new(), BTreeMap::new()],
         worker: [0, 0],
         leases: [None, None],
         rng,

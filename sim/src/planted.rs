@@ -49,6 +49,8 @@ pub const PLANTED: &[Planted] = &[
     p("poll-beyond-durable", Workload::Outbox, 1),
     p("trim-ignores-slowest", Workload::Outbox, 0),
     p("shared-holder-name", Workload::Outbox, 0),
+    p("failed-holds-nothing", Workload::Outbox, 0),
+    p("failed-holds-every-key", Workload::Outbox, 0),
     p("alias-unchecked", Workload::CodeSous, 0),
     p("second-ending-accepted", Workload::CodeSous, 0),
     p("draft-never-expires", Workload::CodeSous, 0),
