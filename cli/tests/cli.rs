@@ -548,10 +548,11 @@ fn verify_catches_planted_damage_on_rocksdb() {
     verify_catches(Which::Rocks);
 }
 
-/// Three kinds of damage of the system keyspace planted at once (an
-/// expiring value's index entry removed, a chunk row of no chunked value,
-/// a row of no kind the store writes): `verify` reports exactly these
-/// three problems, each line as written here by hand, in text and JSON.
+/// Four kinds of damage planted at once (an expiring value's index entry
+/// removed, a chunk row of no chunked value, a system row of no kind the
+/// store writes, an outbox checkpoint beyond the last commit): `verify`
+/// reports exactly these four problems, each line as written here by
+/// hand, in text and JSON.
 fn verify_reports_system_damage_line_by_line(which: Which) {
     let dir = Dir::new(&format!("verify-lines-{which:?}"));
     let db = create(which, &dir);
@@ -579,10 +580,23 @@ fn verify_reports_system_damage_line_by_line(which: Which) {
         key: tuple::pack(&("zz", 1u64)),
         value: Vec::new(),
     });
+    // The outbox consumer's checkpoint moved past every commit.
+    plant(which, &db, strata_outbox::STATE, |ks, _| Mutation::Put {
+        ks,
+        key: tuple::pack(&("c", "notes", "indexer")),
+        value: tuple::pack(&(1_000_000u64, 0u64)),
+    });
+    let version = {
+        let (_, out, _) = run(&["--json", "verify", p(&db)]);
+        serde_json::from_str::<Json>(&out).unwrap()["version"].clone()
+    };
     let mut expected = vec![
         format!(r#"value at ("note", 8, 1) expires at {at} but is not in the expiry index"#),
         r#"chunk 0 of ("zzz",) belongs to no chunked value"#.to_owned(),
         r#"unknown system row ("zz", 1)"#.to_owned(),
+        format!(
+            "outbox consumer notes/indexer: checkpoint 1000000.0 is beyond the last commit {version}"
+        ),
     ];
     expected.sort();
 
@@ -595,7 +609,7 @@ fn verify_reports_system_damage_line_by_line(which: Which) {
         .collect();
     lines.sort();
     assert_eq!(lines, expected, "{text}");
-    assert!(text.ends_with("FAILED: 3 problems\n"), "{text}");
+    assert!(text.ends_with("FAILED: 4 problems\n"), "{text}");
 
     let (code, out, _) = run(&["--json", "verify", p(&db)]);
     assert_eq!(code, 1);
