@@ -200,7 +200,10 @@ fn compare<E: Engine>(
         ("missing (a row without its document)", &verified.missing),
         ("extra (a document without its row)", &verified.extra),
         ("stale (a document of another value)", &verified.stale),
-        ("duplicate", &verified.duplicates),
+        (
+            "duplicate (more than one document for one row)",
+            &verified.duplicates,
+        ),
     ] {
         for k in keys {
             out.push(format!("search index {name}: {what}: {}", render_key(k)));

@@ -570,6 +570,19 @@ fn verify_reports_system_damage_line_by_line(which: Which) {
         Mutation::Delete { ks, key: entry }
     });
     let at = expires_at.get().unwrap();
+    let stale_before = {
+        let (_, out, _) = run(&["--json", "verify", p(&db)]);
+        serde_json::from_str::<Json>(&out).unwrap()["stale_expiry_entries"]
+            .as_u64()
+            .unwrap()
+    };
+    // An expiry entry a second later than the note's expiry: stale (what
+    // an overwrite leaves until the sweeper passes), counted, no problem.
+    plant(which, &db, "strata.system", |ks, _| Mutation::Put {
+        ks,
+        key: tuple::pack(&("x", at + 1_000, expiring.as_slice())),
+        value: Vec::new(),
+    });
     plant(which, &db, "strata.system", |ks, _| Mutation::Put {
         ks,
         key: tuple::pack(&("c", tuple::pack(&("zzz",)).as_slice(), 0u32)),
@@ -610,6 +623,10 @@ fn verify_reports_system_damage_line_by_line(which: Which) {
     lines.sort();
     assert_eq!(lines, expected, "{text}");
     assert!(text.ends_with("FAILED: 4 problems\n"), "{text}");
+    assert!(
+        text.contains(&format!("({} stale)", stale_before + 1)),
+        "{text}"
+    );
 
     let (code, out, _) = run(&["--json", "verify", p(&db)]);
     assert_eq!(code, 1);
@@ -623,6 +640,7 @@ fn verify_reports_system_damage_line_by_line(which: Which) {
     problems.sort();
     assert_eq!(problems, expected);
     assert_eq!(v["ok"], false);
+    assert_eq!(v["stale_expiry_entries"], stale_before + 1);
 }
 
 #[test]
@@ -850,6 +868,52 @@ fn search_indexes_are_listed_queried_verified_and_rebuilt() {
         ],
         "{text}"
     );
+    // Rebuilt, the index is whole again; then a second document for one
+    // row, added to the index's files behind its back (its checkpoint
+    // kept): reported once, as a duplicate, by both verifies.
+    let rebuilt = json(&["search", db, "rebuild", "agent_memory"]);
+    assert_eq!(rebuilt["documents"], 2, "{rebuilt}");
+    assert_eq!(json(&["verify", db])["ok"], true);
+    let generation = rebuilt["generation"].as_u64().unwrap();
+    duplicate_a_document(
+        &dir.0.join("index").join(format!("gen-{generation}")),
+        &tuple::pack(&("am", "doc", "grip:1706540401000:g1")),
+    );
+    let (code, text, _) = run(&["verify", db]);
+    assert_eq!(code, 1, "{text}");
+    let lines: Vec<&str> = text.lines().filter(|l| l.starts_with("PROBLEM")).collect();
+    assert_eq!(
+        lines,
+        [
+            r#"PROBLEM search index agent_memory: duplicate (more than one document for one row): ("am", "doc", "grip:1706540401000:g1")"#
+        ],
+        "{text}"
+    );
+    let (code, text, _) = run(&["search", db, "verify", "agent_memory"]);
+    assert_eq!(code, 1, "{text}");
+    let lines: Vec<&str> = text.lines().filter(|l| l.starts_with("PROBLEM")).collect();
+    assert_eq!(
+        lines,
+        [r#"PROBLEM duplicate document ("am", "doc", "grip:1706540401000:g1")"#],
+        "{text}"
+    );
+    let (code, out, _) = run(&["--json", "search", db, "verify", "agent_memory"]);
+    assert_eq!(code, 1, "{out}");
+    let v: Json = serde_json::from_str(&out).unwrap();
+    assert_eq!(
+        v["duplicates"],
+        serde_json::json!([r#"("am", "doc", "grip:1706540401000:g1")"#]),
+        "{v}"
+    );
+    assert_eq!(
+        (v["missing"].clone(), v["extra"].clone(), v["stale"].clone()),
+        (
+            serde_json::json!([]),
+            serde_json::json!([]),
+            serde_json::json!([])
+        ),
+        "{v}"
+    );
     // An unknown index, and an index whose files are gone.
     let (code, _, err) = run(&["search", db, "verify", "nope"]);
     assert_eq!(code, 2);
@@ -861,6 +925,35 @@ fn search_indexes_are_listed_queried_verified_and_rebuilt() {
         text.contains("PROBLEM search index agent_memory:"),
         "{text}"
     );
+}
+
+/// Adds to the tantivy index in `dir` a second copy of the document whose
+/// `_key` is `key`, committed with the index's own payload (its
+/// checkpoint), as damage no indexer would make.
+fn duplicate_a_document(dir: &Path, key: &[u8]) {
+    use strata_search::tantivy::{
+        self, Document as _, TantivyDocument, Term, collector::DocSetCollector, query::TermQuery,
+        schema::IndexRecordOption,
+    };
+    let index = tantivy::Index::open_in_dir(dir).unwrap();
+    let payload = index.load_metas().unwrap().payload.unwrap();
+    let field = index.schema().get_field("_key").unwrap();
+    let reader = index.reader().unwrap();
+    let searcher = reader.searcher();
+    let query = TermQuery::new(Term::from_field_bytes(field, key), IndexRecordOption::Basic);
+    let hits: Vec<_> = searcher
+        .search(&query, &DocSetCollector)
+        .unwrap()
+        .into_iter()
+        .collect();
+    assert_eq!(hits.len(), 1, "one document for the key before");
+    let doc: TantivyDocument = searcher.doc(hits[0]).unwrap();
+    assert!(doc.iter_fields_and_values().count() > 0);
+    let mut writer: tantivy::IndexWriter = index.writer(15_000_000).unwrap();
+    writer.add_document(doc).unwrap();
+    let mut prepared = writer.prepare_commit().unwrap();
+    prepared.set_payload(&payload);
+    prepared.commit().unwrap();
 }
 
 /// `search list` shows the index's own lag: an index whose files are

@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Bound;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -101,15 +101,19 @@ pub enum PlantedBug {
     UpsertWithoutDelete,
     /// Entries of commits that are not durable yet are indexed.
     IndexNonDurable,
+    /// A rebuild indexes its snapshot without syncing the engine first, so
+    /// its checkpoint can be ahead of what a crash keeps.
+    RebuildWithoutSync,
 }
 
 #[cfg(feature = "planted-bugs")]
 impl PlantedBug {
     /// Every planted bug.
-    pub const ALL: [Self; 3] = [
+    pub const ALL: [Self; 4] = [
         Self::AckBeforeIndexCommit,
         Self::UpsertWithoutDelete,
         Self::IndexNonDurable,
+        Self::RebuildWithoutSync,
     ];
 
     /// Its name on the command line.
@@ -118,6 +122,7 @@ impl PlantedBug {
             Self::AckBeforeIndexCommit => "ack-before-index-commit",
             Self::UpsertWithoutDelete => "upsert-without-delete",
             Self::IndexNonDurable => "index-non-durable",
+            Self::RebuildWithoutSync => "rebuild-without-sync",
         }
     }
 
@@ -966,17 +971,24 @@ where
         // The snapshot first, then a sync: everything it holds is durable.
         let view = store.read()?;
         let version = view.version()?;
-        store
-            .engine()
-            .sync()
-            .map_err(strata_store::StoreError::from)?;
+        #[cfg(feature = "planted-bugs")]
+        let skip_sync = config.planted == Some(PlantedBug::RebuildWithoutSync);
+        #[cfg(not(feature = "planted-bugs"))]
+        let skip_sync = false;
+        if !skip_sync {
+            store
+                .engine()
+                .sync()
+                .map_err(strata_store::StoreError::from)?;
+        }
         let (schema, fields) = spec.schema();
         let next = generation.map(|g| g + 1);
+        let fresh = RamDirectory::create();
         let directory = match (&location, next) {
             (Location::Dir(root), Some(g)) => generation_dir(root, g, true)?,
-            _ => Box::new(RamDirectory::create()) as Box<dyn Directory>,
+            _ => Box::new(fresh.clone()) as Box<dyn Directory>,
         };
-        let index = Index::create(directory, schema, tantivy::IndexSettings::default())?;
+        let mut index = Index::create(directory, schema, tantivy::IndexSettings::default())?;
         let mut writer = writer(&index, &config)?;
         let documents = index_rows(&view, &spec, &fields, &writer, version)?;
         drop(view);
@@ -987,6 +999,17 @@ where
         index.directory().sync_directory()?;
         if let (Location::Dir(root), Some(g)) = (&location, next) {
             switch_generation(root, g)?;
+        }
+        let mut old = old;
+        if let Location::Shared(shared) = &location {
+            // The shared directory is what the next indexer opens: the new
+            // index replaces the old one there (writers gone first, their
+            // locks with them), and this indexer goes on over it.
+            drop(writer);
+            drop(old.take());
+            replace_shared(shared, &fresh)?;
+            index = Index::open(shared.clone())?;
+            writer = self::writer(&index, &config)?;
         }
         drop(old);
         if let (Location::Dir(root), Some(g)) = (&location, next) {
@@ -1241,6 +1264,29 @@ fn peek_generation(root: &std::path::Path) -> Result<Option<u64>, SearchError> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(e.into()),
     }
+}
+
+/// Replaces the index in the shared directory `shared` by the one in
+/// `fresh`: the old index's files removed, the new one's copied in. Done
+/// in one call, so no indexer of this process sees it half-way.
+fn replace_shared(shared: &RamDirectory, fresh: &RamDirectory) -> Result<(), SearchError> {
+    if Index::exists(shared).map_err(tantivy::TantivyError::from)? {
+        let files = Index::open(shared.clone())?
+            .directory()
+            .list_managed_files();
+        for file in files
+            .iter()
+            .map(PathBuf::as_path)
+            .chain([Path::new("meta.json"), Path::new(".managed.json")])
+        {
+            match shared.delete(file) {
+                Ok(()) | Err(tantivy::directory::error::DeleteError::FileDoesNotExist(_)) => {}
+                Err(e) => return Err(SearchError::Io(std::io::Error::other(e))),
+            }
+        }
+    }
+    fresh.persist(shared)?;
+    Ok(())
 }
 
 /// The directory of generation `g`, emptied first when `fresh`.

@@ -2,21 +2,25 @@
 //! --plant all` searches, and the seeds recorded to catch each, which the
 //! default test run replays (cheap) instead of searching.
 
-use crate::run::{RunOptions, Workload, run_seed};
+use crate::run::{EngineKind, RunOptions, Workload, run_seed};
 
-/// A planted bug: its name, the workload that must catch it, and the seed
-/// recorded to catch it (with the default options and 400 steps).
+/// A planted bug: its name, the workload that must catch it, the engine it
+/// runs on, and the seed recorded to catch it (with the default options and
+/// 400 steps).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Planted {
     /// The name `--plant` takes.
     pub name: &'static str,
     /// The workload whose oracles must catch it.
     pub workload: Workload,
+    /// The engine it is planted in or must be run on.
+    pub engine: EngineKind,
     /// A seed known to catch it.
     pub seed: u64,
 }
 
-/// Every planted bug, with its recorded seed.
+/// Every planted bug of the crates above the engines and of the reference
+/// engine, with its recorded seed (on `MemEngine`).
 pub const PLANTED: &[Planted] = &[
     p("crash-keeps-half-commit", Workload::Engine, 0),
     p("stamp-reused-after-restart", Workload::Engine, 0),
@@ -64,12 +68,31 @@ pub const PLANTED: &[Planted] = &[
     p("ack-before-index-commit", Workload::Search, 0),
     p("upsert-without-delete", Workload::Search, 0),
     p("index-non-durable", Workload::Search, 1),
+    p("rebuild-without-sync", Workload::Search, 1),
 ];
+
+/// The planted bugs of the RocksDB engine (feature `rocks`), with their
+/// recorded seeds on RocksDB.
+#[cfg(feature = "rocks")]
+pub const PLANTED_ROCKS: &[Planted] = &[Planted {
+    engine: EngineKind::Rocks,
+    ..p("wal-flushed-not-synced", Workload::Engine, 0)
+}];
+
+/// Every planted bug this build can run: [`PLANTED`], and
+/// `PLANTED_ROCKS` with the feature `rocks`.
+pub fn catalogue() -> Vec<Planted> {
+    let all = PLANTED.to_vec();
+    #[cfg(feature = "rocks")]
+    let all = [all, PLANTED_ROCKS.to_vec()].concat();
+    all
+}
 
 const fn p(name: &'static str, workload: Workload, seed: u64) -> Planted {
     Planted {
         name,
         workload,
+        engine: EngineKind::Mem,
         seed,
     }
 }
@@ -94,6 +117,7 @@ pub fn hunt(bug: Planted, from: u64, within: u64, ops: usize) -> Hunt {
         let options = RunOptions {
             plant: Some(bug.name.to_owned()),
             workload: bug.workload,
+            engine: bug.engine,
             ..RunOptions::new(seed, ops)
         };
         if run_seed(&options).violation.is_some() {

@@ -291,6 +291,13 @@ pub fn run_seed(options: &RunOptions) -> SeedReport {
             .as_deref()
             .and_then(strata_codec::planted::PlantedBug::from_name),
     );
+    #[cfg(all(feature = "planted-bugs", feature = "rocks"))]
+    strata_engine_rocks::planted::plant(
+        options
+            .plant
+            .as_deref()
+            .and_then(strata_engine_rocks::planted::PlantedBug::from_name),
+    );
     let report = match options.engine {
         EngineKind::Mem => run_workloads::<MemEngine>(options),
         EngineKind::Redb => run_workloads::<crate::targets::RedbTarget>(options),
@@ -313,6 +320,8 @@ pub fn run_seed(options: &RunOptions) -> SeedReport {
     };
     #[cfg(feature = "planted-bugs")]
     strata_codec::planted::plant(None);
+    #[cfg(all(feature = "planted-bugs", feature = "rocks"))]
+    strata_engine_rocks::planted::plant(None);
     report
 }
 

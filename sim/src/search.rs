@@ -3,6 +3,11 @@
 //! (its uncommitted documents lost, its committed index kept in a shared
 //! in-memory directory) and reopening, through engine crashes and faults.
 //!
+//! Now and then the indexer rebuilds the index from a snapshot, or catches
+//! up, and (on seeds whose faults include crashes) the engine crashes
+//! right after it: the rebuilt index and its
+//! checkpoint must not be ahead of what the engine kept.
+//!
 //! Oracles, none of which asks the indexer what it believes:
 //!
 //! - the index is never ahead of the durable store: after every step its
@@ -300,6 +305,64 @@ pub fn run_search_seed_on<E: Target>(options: &RunOptions) -> SeedReport {
                             run.clock.advance(outbox_config().lease_ms + 1);
                         }
                         Ok(())
+                    }
+                    85..=89 => {
+                        // A rebuild or a catch-up, and the engine crashes
+                        // right after it: the index must not be ahead of
+                        // what the engine keeps.
+                        if ix.is_none() {
+                            match open_indexer(&outbox, &ram, &ix_config, &run.clock, step) {
+                                Ok(opened) => ix = opened,
+                                Err(v) => {
+                                    violation = Some(v);
+                                    break;
+                                }
+                            }
+                        }
+                        let rebuild = run.rng.chance(0.6);
+                        let result = match ix.take() {
+                            None => Ok(()),
+                            Some(i) if rebuild => i.rebuild().map(|(i, r)| {
+                                run.trace.event(
+                                    step,
+                                    format!("rebuilt: {} documents at {}", r.documents, r.version),
+                                );
+                                ix = Some(i);
+                            }),
+                            Some(mut i) => {
+                                let r = i.catch_up().map(|_| {
+                                    run.trace.event(step, "caught up".to_owned());
+                                });
+                                ix = Some(i);
+                                r
+                            }
+                        };
+                        let outcome = match result {
+                            Err(e) if faulted(&e) => {
+                                ix = None;
+                                Ok(())
+                            }
+                            Err(strata_search::SearchError::Outbox(
+                                e @ strata_outbox::OutboxError::LeaseHeld { .. },
+                            )) => {
+                                run.trace.event(step, format!("the indexer waits: {e}"));
+                                Ok(())
+                            }
+                            Err(e) => Err(fail(
+                                step,
+                                format!(
+                                    "a {} failed: {e}",
+                                    if rebuild { "rebuild" } else { "catch-up" }
+                                ),
+                            )),
+                            Ok(()) => Ok(()),
+                        };
+                        // Every time, on seeds whose faults include crashes.
+                        if outcome.is_ok() && config.p(FaultClass::Crash) > 0.0 {
+                            crashed = true;
+                            break;
+                        }
+                        outcome
                     }
                     _ => {
                         let r = s.engine().sync();

@@ -115,6 +115,12 @@ pub trait LostReplies: Harness {
         let _ = applied;
         engine.commit(commit)
     }
+    /// Told after every commit, group and sync (whatever its result), so
+    /// that a harness simulating a power loss can see, from the engine's
+    /// backend and not from its reports, what the disk holds for sure.
+    fn after_write(&self, engine: &Self::Engine) {
+        let _ = engine;
+    }
 }
 
 impl LostReplies for PowerLossHarness {}
@@ -166,7 +172,7 @@ impl LostReplies for PostgresHarness {
 
 impl<H> Engine for Harnessed<H>
 where
-    H: Harness + Send + Sync,
+    H: LostReplies + Send + Sync,
 {
     type Snapshot<'e>
         = <H::Engine as Engine>::Snapshot<'e>
@@ -180,13 +186,19 @@ where
         self.engine.snapshot()
     }
     fn commit(&self, commit: Commit) -> Result<CommitInfo, CommitError> {
-        self.engine.commit(commit)
+        let result = self.engine.commit(commit);
+        self.harness.after_write(&self.engine);
+        result
     }
     fn commit_group(&self, commits: Vec<Commit>) -> Vec<Result<CommitInfo, CommitError>> {
-        self.engine.commit_group(commits)
+        let results = self.engine.commit_group(commits);
+        self.harness.after_write(&self.engine);
+        results
     }
     fn sync(&self) -> Result<u64, EngineError> {
-        self.engine.sync()
+        let result = self.engine.sync();
+        self.harness.after_write(&self.engine);
+        result
     }
     fn durable_version(&self) -> u64 {
         self.engine.durable_version()
@@ -317,22 +329,42 @@ pub use rocks::{RocksHarness, RocksTarget};
 
 #[cfg(feature = "rocks")]
 mod rocks {
+    use std::collections::BTreeMap;
+    use std::path::{Path, PathBuf};
+    use std::sync::Mutex;
+
     use strata_engine::{KeyspaceSpec, Rng};
     use strata_engine_rocks::{RocksEngine, RocksOptions};
     use strata_engine_testkit::Harness;
 
     use super::{Harnessed, LostReplies};
 
-    /// RocksDB in a temporary directory; a crash is a process kill (the
-    /// engine is dropped without a sync and reopened: what reached the WAL
-    /// survives).
+    /// RocksDB in a temporary directory; a crash is a power loss: the
+    /// files as they are, except that each write-ahead log keeps only
+    /// what was synced for sure plus a random part of the rest, cut
+    /// anywhere (in the middle of a record too).
     pub type RocksTarget = Harnessed<RocksHarness>;
 
-    /// Opens RocksDB in a temporary directory, removed when the harness goes.
+    /// Opens RocksDB in a temporary directory, removed when the harness
+    /// goes. It remembers, at every point the engine reported durable,
+    /// how long each log file was: that much survives a power loss.
     #[derive(Default)]
     pub struct RocksHarness {
-        dir: Option<std::path::PathBuf>,
+        dir: Option<PathBuf>,
+        /// Each crash moves the database to a new directory (the old one is
+        /// still open while the power-loss image is taken).
+        generation: u64,
         specs: Vec<KeyspaceSpec>,
+        synced: Mutex<Synced>,
+    }
+
+    /// What the disk holds for sure.
+    #[derive(Default)]
+    struct Synced {
+        /// RocksDB's count of log syncs of the open engine when last seen.
+        syncs: u64,
+        /// Each log file's length at its last sync.
+        lengths: BTreeMap<String, u64>,
     }
 
     impl Drop for RocksHarness {
@@ -343,15 +375,130 @@ mod rocks {
         }
     }
 
+    /// Whether the file `name` is one of RocksDB's write-ahead logs.
+    fn is_log(name: &str) -> bool {
+        Path::new(name).extension().is_some_and(|ext| ext == "log")
+    }
+
+    /// The write-ahead log files of the database in `dir` and their lengths.
+    fn log_lengths(dir: &Path) -> BTreeMap<String, u64> {
+        let mut lengths = BTreeMap::new();
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return lengths;
+        };
+        for entry in entries.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if is_log(&name)
+                && let Ok(meta) = entry.metadata()
+            {
+                lengths.insert(name, meta.len());
+            }
+        }
+        lengths
+    }
+
     impl RocksHarness {
+        fn db_dir(&self) -> PathBuf {
+            self.dir
+                .as_ref()
+                .map(|d| d.join(format!("db-{}", self.generation)))
+                .unwrap_or_default()
+        }
+
         fn open_in_dir(&self) -> RocksEngine {
-            let dir = self.dir.as_ref().map(|d| d.join("db")).unwrap_or_default();
-            RocksEngine::open(dir, self.specs.clone(), RocksOptions::default())
-                .unwrap_or_else(|e| panic!("RocksDB failed to open: {e}"))
+            let dir = self.db_dir();
+            let options = RocksOptions {
+                statistics: true,
+                ..RocksOptions::default()
+            };
+            let engine = RocksEngine::open(&dir, self.specs.clone(), options)
+                .unwrap_or_else(|e| panic!("RocksDB failed to open: {e}"));
+            // What recovery found is durable (it is flushed to table files,
+            // synced, at open); the count of syncs starts again.
+            *self.synced.lock().unwrap_or_else(|e| panic!("{e}")) = Synced {
+                syncs: engine.ticker("rocksdb.wal.synced").unwrap_or(0),
+                lengths: log_lengths(&dir),
+            };
+            engine
+        }
+
+        /// Copies the database in `from` to `to` as a power cut would leave
+        /// it: every file but the logs whole (RocksDB syncs table files and
+        /// its manifest before it relies on them), each log cut at a random
+        /// length between what was synced and what was written.
+        fn power_loss_image(&self, from: &Path, to: &Path, rng: &mut dyn Rng) {
+            let files = stable_copy(from);
+            std::fs::create_dir_all(to).unwrap_or_else(|e| panic!("{e}"));
+            let synced = self
+                .synced
+                .lock()
+                .unwrap_or_else(|e| panic!("{e}"))
+                .lengths
+                .clone();
+            for (name, mut bytes) in files {
+                if is_log(&name) {
+                    let kept = synced.get(&name).copied().unwrap_or(0);
+                    let written = bytes.len() as u64;
+                    if written > kept {
+                        let cut = kept + rng.next_u64() % (written - kept + 1);
+                        bytes.truncate(usize::try_from(cut).unwrap_or(usize::MAX));
+                    }
+                }
+                std::fs::write(to.join(&name), bytes).unwrap_or_else(|e| panic!("{e}"));
+            }
         }
     }
 
-    impl LostReplies for RocksHarness {}
+    /// The names and lengths of the files in `dir`.
+    fn listing(dir: &Path) -> BTreeMap<String, u64> {
+        std::fs::read_dir(dir)
+            .unwrap_or_else(|e| panic!("{e}"))
+            .flatten()
+            .filter_map(|e| {
+                let len = e.metadata().ok()?.len();
+                Some((e.file_name().to_string_lossy().into_owned(), len))
+            })
+            .collect()
+    }
+
+    /// Every file of `dir`, read while nothing changed in it: a background
+    /// compaction writing a table file and then the manifest naming it
+    /// must not be caught half-way by the copy (on a real disk the table
+    /// file is synced before the manifest names it).
+    fn stable_copy(dir: &Path) -> BTreeMap<String, Vec<u8>> {
+        loop {
+            let before = listing(dir);
+            let files: BTreeMap<String, Vec<u8>> = before
+                .keys()
+                .filter_map(|name| Some((name.clone(), std::fs::read(dir.join(name)).ok()?)))
+                .collect();
+            let same = files.len() == before.len()
+                && files
+                    .iter()
+                    .all(|(name, bytes)| before.get(name) == Some(&(bytes.len() as u64)));
+            if same && listing(dir) == before {
+                return files;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+    }
+
+    impl LostReplies for RocksHarness {
+        /// When RocksDB's own count of log syncs moved, what the logs held
+        /// is on the disk (the simulation is one thread: nothing was
+        /// written after that sync). The engine's durability reports are
+        /// not trusted here: they are what the crash checks.
+        fn after_write(&self, engine: &RocksEngine) {
+            let syncs = engine
+                .ticker("rocksdb.wal.synced")
+                .unwrap_or_else(|| panic!("the simulation opens RocksDB with statistics"));
+            let mut synced = self.synced.lock().unwrap_or_else(|e| panic!("{e}"));
+            if syncs > synced.syncs {
+                synced.syncs = syncs;
+                synced.lengths = log_lengths(&self.db_dir());
+            }
+        }
+    }
 
     impl Harness for RocksHarness {
         type Engine = RocksEngine;
@@ -366,6 +513,7 @@ mod rocks {
             if let Some(old) = self.dir.replace(dir) {
                 let _ = std::fs::remove_dir_all(old);
             }
+            self.generation = 0;
             self.specs = keyspaces.to_vec();
             self.open_in_dir()
         }
@@ -375,9 +523,16 @@ mod rocks {
             self.open_in_dir()
         }
 
-        fn crash(&mut self, engine: RocksEngine, _rng: &mut dyn Rng) -> Option<RocksEngine> {
-            // A process kill: the files stay as they are.
+        fn crash(&mut self, engine: RocksEngine, rng: &mut dyn Rng) -> Option<RocksEngine> {
+            // The image is taken while the engine is still open, so its
+            // clean close (which syncs the log) happens in a directory
+            // that is then thrown away.
+            let from = self.db_dir();
+            self.generation += 1;
+            let to = self.db_dir();
+            self.power_loss_image(&from, &to, rng);
             drop(engine);
+            let _ = std::fs::remove_dir_all(&from);
             Some(self.open_in_dir())
         }
     }

@@ -106,10 +106,11 @@ fn no_faults_means_no_faults() {
 #[cfg(feature = "planted-bugs")]
 #[test]
 fn every_planted_bug_is_caught_at_its_recorded_seed() {
-    for bug in strata_sim::planted::PLANTED {
+    for bug in strata_sim::planted::catalogue() {
         let options = RunOptions {
             plant: Some(bug.name.to_owned()),
             workload: bug.workload,
+            engine: bug.engine,
             ..RunOptions::new(bug.seed, 400)
         };
         let report = run_seed(&options);
@@ -126,7 +127,7 @@ fn every_planted_bug_is_caught_at_its_recorded_seed() {
 #[cfg(feature = "planted-bugs")]
 #[test]
 fn the_catalogue_lists_every_planted_bug() {
-    let mut listed: Vec<&str> = strata_sim::planted::PLANTED
+    let mut listed: Vec<&str> = strata_sim::planted::catalogue()
         .iter()
         .map(|b| b.name)
         .collect();
@@ -146,6 +147,11 @@ fn the_catalogue_lists_every_planted_bug() {
         .chain(strata_schemas::nokv::PLANTED)
         .chain(strata_schemas::agent_memory::PLANTED)
         .collect();
+    #[cfg(feature = "rocks")]
+    planted.extend(
+        strata_engine_rocks::planted::PlantedBug::ALL
+            .map(strata_engine_rocks::planted::PlantedBug::name),
+    );
     listed.sort_unstable();
     planted.sort_unstable();
     assert_eq!(listed, planted);
