@@ -437,6 +437,7 @@ pub fn run_actor_kv_seed_on<E: Target>(options: &RunOptions) -> SeedReport {
         &mut rng,
         ActorKv::<strata_engine::MemEngine>::declare(StoreOptions::new(Limits::FOUNDATIONDB)),
     );
+    let store_options = crate::run::plant_store(store_options, options);
     let layout = if rng.chance(0.5) {
         PhysicalLayout::Native
     } else {

@@ -408,6 +408,7 @@ pub fn run_agent_memory_seed_on<E: Target>(options: &RunOptions) -> SeedReport {
         &mut rng,
         AgentMemory::<strata_engine::MemEngine>::declare(StoreOptions::new(Limits::FOUNDATIONDB)),
     );
+    let store_options = crate::run::plant_store(store_options, options);
     let mut run = MemRun {
         clock: Arc::new(ManualClock::new(1_730_000_000_000)),
         trace: Trace::new(),

@@ -543,6 +543,7 @@ pub fn run_code_sous_seed_on<E: Target>(options: &RunOptions) -> SeedReport {
     let config = FaultConfig::swarm(&mut rng, &options.faults);
     let fault_seed = rng.next_u64();
     let store_options = store_options(&mut rng);
+    let store_options = crate::run::plant_store(store_options, options);
     let mut run = CsRun {
         clock: Arc::new(ManualClock::new(1_730_000_000_000)),
         trace: Trace::new(),

@@ -489,6 +489,7 @@ pub fn run_nokv_seed_on<E: Target>(options: &RunOptions) -> SeedReport {
         &mut rng,
         Nokv::<strata_engine::MemEngine>::declare(StoreOptions::new(Limits::FOUNDATIONDB)),
     );
+    let store_options = crate::run::plant_store(store_options, options);
     let mut run = NokvRun {
         clock: Arc::new(ManualClock::new(1_730_000_000_000)),
         trace: Trace::new(),

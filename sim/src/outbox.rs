@@ -833,6 +833,7 @@ pub fn run_outbox_seed_on<E: Target>(options: &RunOptions) -> SeedReport {
     let config = FaultConfig::swarm(&mut rng, &options.faults);
     let fault_seed = rng.next_u64();
     let store_options = self::options(&mut rng);
+    let store_options = crate::run::plant_store(store_options, options);
     let mut run = OutboxRun {
         clock: Arc::new(ManualClock::new(1_700_000_000_000)),
         trace: Trace::new(),

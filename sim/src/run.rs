@@ -50,6 +50,9 @@ pub enum Workload {
     /// Conversation memory with its outbox and index
     /// ([`crate::agent_memory`]).
     AgentMemory,
+    /// The five reference systems' workloads, one after the other:
+    /// code-sous's, UniversalDB's, the actor KV's, NoKV's, agent memory's.
+    Schemas,
     /// Every workload: the engine's, the store's, the outbox's,
     /// code-sous's, UniversalDB's, the actor KV's, NoKV's, agent memory's, then (on every fourth seed, it is the slowest) the
     /// search index's.
@@ -325,6 +328,24 @@ pub fn run_seed(options: &RunOptions) -> SeedReport {
     report
 }
 
+/// `store` with the store's planted bug named by `options`, if any (every
+/// workload on a store runs it, so a store bug meets every layer's oracles).
+pub(crate) fn plant_store(
+    store: strata_store::StoreOptions,
+    options: &RunOptions,
+) -> strata_store::StoreOptions {
+    #[cfg(feature = "planted-bugs")]
+    let store = store.plant(
+        options
+            .plant
+            .as_deref()
+            .and_then(strata_store::PlantedBug::from_name),
+    );
+    #[cfg(not(feature = "planted-bugs"))]
+    let _ = options;
+    store
+}
+
 /// Runs the workloads of one seed on engine `E`.
 pub fn run_workloads<E: Target>(options: &RunOptions) -> SeedReport {
     match options.workload {
@@ -337,6 +358,7 @@ pub fn run_workloads<E: Target>(options: &RunOptions) -> SeedReport {
         Workload::ActorKv => crate::actor_kv::run_actor_kv_seed_on::<E>(options),
         Workload::Nokv => crate::nokv::run_nokv_seed_on::<E>(options),
         Workload::AgentMemory => crate::agent_memory::run_agent_memory_seed_on::<E>(options),
+        Workload::Schemas => run_schemas::<E>(options),
         Workload::Both => {
             let engine = run_seed_on::<E>(options);
             if engine.violation.is_some() {
@@ -352,28 +374,7 @@ pub fn run_workloads<E: Target>(options: &RunOptions) -> SeedReport {
             if all.violation.is_some() {
                 return all;
             }
-            let code_sous = crate::code_sous::run_code_sous_seed_on::<E>(options);
-            let all = join(options, &all, code_sous);
-            if all.violation.is_some() {
-                return all;
-            }
-            let udb = crate::universaldb::run_universaldb_seed_on::<E>(options);
-            let all = join(options, &all, udb);
-            if all.violation.is_some() {
-                return all;
-            }
-            let akv = crate::actor_kv::run_actor_kv_seed_on::<E>(options);
-            let all = join(options, &all, akv);
-            if all.violation.is_some() {
-                return all;
-            }
-            let nokv = crate::nokv::run_nokv_seed_on::<E>(options);
-            let all = join(options, &all, nokv);
-            if all.violation.is_some() {
-                return all;
-            }
-            let memory = crate::agent_memory::run_agent_memory_seed_on::<E>(options);
-            let all = join(options, &all, memory);
+            let all = join(options, &all, run_schemas::<E>(options));
             if all.violation.is_some() {
                 return all;
             }
@@ -387,6 +388,25 @@ pub fn run_workloads<E: Target>(options: &RunOptions) -> SeedReport {
             join(options, &all, search)
         }
     }
+}
+
+/// The schema workloads of one seed on engine `E`, stopping at the first
+/// violation.
+fn run_schemas<E: Target>(options: &RunOptions) -> SeedReport {
+    let mut all = crate::code_sous::run_code_sous_seed_on::<E>(options);
+    let rest: [fn(&RunOptions) -> SeedReport; 4] = [
+        crate::universaldb::run_universaldb_seed_on::<E>,
+        crate::actor_kv::run_actor_kv_seed_on::<E>,
+        crate::nokv::run_nokv_seed_on::<E>,
+        crate::agent_memory::run_agent_memory_seed_on::<E>,
+    ];
+    for run in rest {
+        if all.violation.is_some() {
+            break;
+        }
+        all = join(options, &all, run(options));
+    }
+    all
 }
 
 /// Two workloads' reports as one: the later one's tail and violation.

@@ -20,8 +20,8 @@ fn a_seed_replays_the_same_trace() {
 
 #[test]
 fn the_reference_engine_passes_every_seed() {
-    // Every workload, 20 seeds: `cargo xtask test`'s `sim` step runs 150
-    // more (each twice, for determinism).
+    // Every workload, 20 seeds (`a_seed_replays_the_same_trace` replays
+    // them): `cargo xtask test`'s `sim` step runs 120 more, seeds 20..140.
     for seed in 0..20 {
         let report = run_seed(&RunOptions::new(seed, 400));
         assert!(

@@ -151,12 +151,16 @@ pub enum PlantedBug {
     /// Moving a sorted-set member to a new score leaves its old score row,
     /// so the member is listed twice.
     SortedSetMoveKeepsOldScore,
+    /// A transaction whose commit's outcome is unknown is run and committed
+    /// again, as after a conflict: when the first commit applied, its
+    /// effects apply twice.
+    UnknownOutcomeRetried,
 }
 
 #[cfg(feature = "planted-bugs")]
 impl PlantedBug {
     /// Every planted bug.
-    pub const ALL: [Self; 13] = [
+    pub const ALL: [Self; 14] = [
         Self::QuotaIgnoresOverwrite,
         Self::StaleChunksSurvive,
         Self::ExpiredStillVisible,
@@ -170,6 +174,7 @@ impl PlantedBug {
         Self::BulkCursorPastFailure,
         Self::UnreadRowNotIndexed,
         Self::SortedSetMoveKeepsOldScore,
+        Self::UnknownOutcomeRetried,
     ];
 
     /// Its name on the command line.
@@ -188,6 +193,7 @@ impl PlantedBug {
             Self::BulkCursorPastFailure => "bulk-cursor-past-failure",
             Self::UnreadRowNotIndexed => "unread-row-not-indexed",
             Self::SortedSetMoveKeepsOldScore => "sorted-set-move-keeps-old-score",
+            Self::UnknownOutcomeRetried => "unknown-outcome-retried",
         }
     }
 

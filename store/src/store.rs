@@ -461,6 +461,11 @@ impl<E: Engine> Store<E> {
             attempt += 1;
             match once()? {
                 Ok(done) => return Ok(done),
+                #[cfg(feature = "planted-bugs")]
+                Err(e)
+                    if e.is_outcome_unknown()
+                        && self.options.bug(crate::PlantedBug::UnknownOutcomeRetried)
+                        && attempt < policy.max_attempts.max(1) => {}
                 Err(e) if e.is_conflict() && attempt < policy.max_attempts.max(1) => {
                     crate::metrics::retried();
                     let wait = self.backoff_ms(attempt);

@@ -29,8 +29,8 @@ commands:
           snapshot, the feature check, cargo package (no verification),
           cargo nextest run --workspace,
           doctests, the planted-bug tests, a short decoder fuzz, and short fixed-seed
-          simulations (with a
-          determinism check; on redb too; engine and store workloads on PostgreSQL);
+          simulations (seeds 20..140; on redb too; the engine, store and
+          schema workloads on PostgreSQL);
           starts a throwaway PostgreSQL server the tests share (installs
           postgresql-15 with apt when missing and possible);
           ends with `summary: N passed, M failed`
@@ -288,10 +288,9 @@ const STEPS: &[(&str, &[&str], Parser)] = &[
             "strata-sim",
             "--",
             "--seeds",
-            "0..150",
+            "20..140",
             "--ops",
             "400",
-            "--check-determinism",
             "--quiet",
         ],
         no_counts,
@@ -368,6 +367,27 @@ const STEPS: &[(&str, &[&str], Parser)] = &[
             "store",
             "--seeds",
             "0..6",
+            "--ops",
+            "400",
+            "--quiet",
+        ],
+        no_counts,
+    ),
+    (
+        "sim postgres schemas",
+        &[
+            "run",
+            "--quiet",
+            "--locked",
+            "-p",
+            "strata-sim",
+            "--",
+            "--engine",
+            "postgres",
+            "--workload",
+            "schemas",
+            "--seeds",
+            "0..2",
             "--ops",
             "400",
             "--quiet",

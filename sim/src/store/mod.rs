@@ -72,6 +72,7 @@ const NOTE: i64 = 4;
 const NOTES: u64 = 8;
 const EVENT: i64 = 5;
 const LEADERS: i64 = 6;
+const APPLIED: i64 = 7;
 /// Members of the sorted set.
 const RANKED: u64 = 6;
 
@@ -128,6 +129,13 @@ struct Note {
 struct Event {
     stamp: strata_keys::tuple::Versionstamp,
 }
+/// How many times transfer `n` applied: each transfer adds 1 in its own
+/// transaction, so a commit applied twice (a resent commit whose reply was
+/// lost) shows as 2, whatever values the second run read and wrote.
+#[derive(Debug, Clone, PartialEq)]
+struct Transfer {
+    n: u64,
+}
 /// A key of chosen length, for the key limit.
 #[derive(Debug, Clone, PartialEq)]
 struct Pad {
@@ -144,6 +152,7 @@ tuple_key! {
     Pad -> Vec<u8> = (ACTOR, {actor}, "pad", {name});
     Note -> Vec<u8> = (NOTE, {actor}, {id});
     Event -> Vec<u8> = (EVENT, {stamp});
+    Transfer -> i64 = (APPLIED, {n});
 }
 
 /// A key of the workload, for the [`Model`].
@@ -159,6 +168,8 @@ enum Slot {
     Note(u64, u64),
     /// A member of the sorted set, holding its score.
     Ranked(u64),
+    /// The applications of transfer `n` (a counter).
+    Applied(u64),
 }
 
 impl Slot {
@@ -218,6 +229,7 @@ impl Slot {
             }
             .pack(),
             Self::Ranked(m) => Ok(tuple::pack(&(LEADERS, "m", *m))),
+            Self::Applied(n) => Transfer { n: *n }.pack(),
         };
         packed.unwrap_or_default()
     }
@@ -235,6 +247,7 @@ impl Slot {
                     .counter(&DocCount { actor: *actor })
                     .map(Seen::Counter);
             }
+            Self::Applied(n) => return store.counter(&Transfer { n: *n }).map(Seen::Counter),
             Self::Blob(actor, id) => store.get(&Blob {
                 actor: *actor,
                 id: *id,
@@ -600,10 +613,12 @@ impl StoreRun {
         step: usize,
     ) -> Result<(), Violation> {
         let (from, to, amount) = self.pick_transfer(300);
+        self.seq += 1;
+        let n = self.seq;
         let rec = Rec::default();
         let r = store.transact(|tx| {
             rec.start();
-            move_money(tx, &rec, from, to, amount)
+            move_money(tx, &rec, n, (from, to, amount))
         });
         self.settle(
             store,
@@ -650,7 +665,8 @@ impl StoreRun {
             } else if docs {
                 join(tx, rec, *from, *to).map(|_| ())
             } else {
-                move_money(tx, rec, *from, *to, *amount)
+                self.seq += 1;
+                move_money(tx, rec, self.seq, (*from, *to, *amount))
             };
             if let Err(e) = r
                 && !faulted(&e)
@@ -1375,12 +1391,13 @@ fn join<E: Engine>(tx: &mut Tx<'_, E>, rec: &Rec, group: u64, id: u64) -> Result
 }
 
 /// Moves `amount` from one account to another: two reads, two writes.
+/// Transfer `n`: `amount` from account `from` to `to`, counted once in
+/// its [`Transfer`] counter.
 fn move_money<E: Engine>(
     tx: &mut Tx<'_, E>,
     rec: &Rec,
-    from: u64,
-    to: u64,
-    amount: i64,
+    n: u64,
+    (from, to, amount): (u64, u64, i64),
 ) -> Result<(), StoreError> {
     let a = balance(tx, from)?;
     let b = balance(tx, to)?;
@@ -1389,6 +1406,8 @@ fn move_money<E: Engine>(
         tx.put(&Account { id }, &bytes)?;
         rec.put(Slot::Account(id), &bytes);
     }
+    tx.add(&Transfer { n }, 1)?;
+    rec.write(Slot::Applied(n), Write::Add(1));
     Ok(())
 }
 
@@ -1417,14 +1436,7 @@ pub fn run_store_seed_on<E: Target>(options: &RunOptions) -> SeedReport {
     let mut rng = SeededRng::new(options.seed ^ 0x5709_E000_0000_0000);
     let config = FaultConfig::swarm(&mut rng, &options.faults);
     let fault_seed = rng.next_u64();
-    let store_options = self::options(&mut rng);
-    #[cfg(feature = "planted-bugs")]
-    let store_options = store_options.plant(
-        options
-            .plant
-            .as_deref()
-            .and_then(strata_store::PlantedBug::from_name),
-    );
+    let store_options = crate::run::plant_store(self::options(&mut rng), options);
     let mut run = StoreRun {
         clock: Arc::new(ManualClock::new(1_700_000_000_000)),
         trace: Trace::new(),

@@ -9,8 +9,8 @@ use strata_store::{Store, StoreError};
 
 use super::model::{self, Raw, Seen};
 use super::{
-    ACCOUNTS, ACTOR, ACTORS, Account, BLOBS, Blob, DOCS, Doc, DocCount, Faulty, GROUPS, LIMITS,
-    MAX_MEMBERS, Member, START_BALANCE, Slot, StoreRun, Ttl, blob_ok, docs_of, members_of,
+    ACCOUNTS, ACTOR, ACTORS, APPLIED, Account, BLOBS, Blob, DOCS, Doc, DocCount, Faulty, GROUPS,
+    LIMITS, MAX_MEMBERS, Member, START_BALANCE, Slot, StoreRun, Ttl, blob_ok, docs_of, members_of,
 };
 use crate::run::{Violation, fail, show_bytes};
 use crate::targets::Target;
@@ -435,8 +435,10 @@ fn recount<E: Engine>(
         .collect();
     let mut usage: BTreeMap<Vec<u8>, u64> = scopes.iter().map(|s| (s.clone(), 0)).collect();
     let mut chunks = BTreeSet::new();
+    // Transfers' counters: `(APPLIED, n)`, 8 bytes, outside every scope.
+    let transfers = tuple::pack(&(APPLIED,));
     for (k, v) in &raw.data {
-        let size = if counters.contains(k) {
+        let size = if counters.contains(k) || k.starts_with(&transfers) {
             if v.len() != 8 {
                 return Err(format!("counter {} holds {} bytes", show_bytes(k), v.len()));
             }
