@@ -1,7 +1,8 @@
 //! The NoKV metadata workload: one mount, random mkdir, create, link,
 //! unlink, rename (some planned, overtaken by another command, then
-//! executed), setattr, body writes, pins, GC drains, path-index lookups and
-//! replays of acknowledged commands, on a faulty engine with crashes.
+//! executed), setattr, body writes, pins, GC drains, prunes (dedupe rows
+//! kept 4 simulated seconds), path-index lookups and replays of
+//! acknowledged commands, on a faulty engine with crashes.
 //!
 //! Oracles, read from the store's rows after every step (not through the
 //! module's own reads):
@@ -12,7 +13,8 @@
 //!   root;
 //! - a verified path-index hit names the inode a walk of the path finds;
 //! - a replayed command (the same request id and command) is answered
-//!   with its first outcome and changes nothing;
+//!   with its first outcome, or refused as expired once its dedupe row is
+//!   pruned, and changes nothing: a finished command never runs twice;
 //! - each directory's watch log replays to its current entries.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -89,7 +91,8 @@ impl NokvRun {
             crate::run::open_store(engine, &self.options, self.clock.clone(), &mut self.rng);
         let config = NokvConfig {
             chunk_bytes: 8,
-            dedupe_retention_ms: u64::MAX / 4,
+            // Short, so that replays meet pruned dedupe rows.
+            dedupe_retention_ms: 4_000,
             ..NokvConfig::default()
         };
         Nokv::open(store, self.blobs.clone(), config)
@@ -234,8 +237,15 @@ impl NokvRun {
                 self.note(step, "write", &r);
             }
         } else if roll < 87 {
-            let r = fs.drain_gc(M, 10);
-            self.trace.event(step, format!("drain gc: {r:?}"));
+            if self.rng.chance(0.5) {
+                let r = fs.drain_gc(M, 10);
+                self.trace.event(step, format!("drain gc: {r:?}"));
+            } else {
+                // Dedupe rows past their retention go: a replay of theirs
+                // must then be refused, never applied.
+                let r = fs.prune(M);
+                self.trace.event(step, format!("prune: {r:?}"));
+            }
         } else if roll < 90 {
             let r = fs.pin(M, &format!("p{step}"), 5_000);
             self.trace.event(step, format!("pin: {r:?}"));
@@ -271,13 +281,18 @@ impl NokvRun {
             }
             Err(_) => {
                 if Self::rows(fs).is_some_and(|after| after != *before) {
-                    let probe = probe(
-                        id,
-                        Outcome {
-                            inode: None,
-                            released: None,
-                        },
-                    );
+                    // Planned now, so the dedupe floor (which refuses old
+                    // plans) cannot hide a missing dedupe row.
+                    let probe = MetadataCommand {
+                        read_version: fs.store().last_version(),
+                        ..probe(
+                            id,
+                            Outcome {
+                                inode: None,
+                                released: None,
+                            },
+                        )
+                    };
                     match fs.execute(&probe) {
                         Ok(Executed::Replayed(_)) | Err(_) => {}
                         Ok(applied) => {
@@ -311,6 +326,10 @@ impl NokvRun {
                         cmd.request_id
                     ),
                 ));
+            }
+            // Its dedupe row was pruned: refused as too old, never applied.
+            Err(e @ NokvError::PlanExpired { .. }) => {
+                self.trace.event(step, format!("replay refused: {e}"));
             }
             Err(e) => {
                 self.trace.event(step, format!("replay failed: {e}"));

@@ -64,6 +64,7 @@ pub const PLANTED: &[Planted] = &[
     p("list-more-dropped", Workload::ActorKv, 0),
     p("rename-stale-predicate", Workload::Nokv, 0),
     p("dedupe-separate-commit", Workload::Nokv, 0),
+    p("prune-without-floor", Workload::Nokv, 0),
     p("memory-read-then-write", Workload::AgentMemory, 0),
     p("memory-sequence-from-counter", Workload::AgentMemory, 0),
     p("ack-before-index-commit", Workload::Search, 0),

@@ -221,6 +221,40 @@ pub struct Dedupe {
     pub outcome: super::Outcome,
     /// When it ran, milliseconds since the Unix epoch (for retention).
     pub at_ms: u64,
+    /// The version the command's plan was read at
+    /// ([`MetadataCommand::read_version`](super::MetadataCommand::read_version)):
+    /// pruning the row raises the mount's [`DedupeFloor`] past it.
+    pub read_version: u64,
+}
+
+/// A dedupe row as version 1 wrote it (no plan version): read as plan
+/// version 0, so pruning it does not raise the floor.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DedupeV1 {
+    /// What the command returned.
+    pub outcome: super::Outcome,
+    /// When it ran.
+    pub at_ms: u64,
+}
+
+impl From<DedupeV1> for Dedupe {
+    fn from(old: DedupeV1) -> Self {
+        Self {
+            outcome: old.outcome,
+            at_ms: old.at_ms,
+            read_version: 0,
+        }
+    }
+}
+
+/// Below which plan version a mount refuses commands
+/// ([`NokvError::PlanExpired`](super::NokvError::PlanExpired)): one more
+/// than the highest plan version of a pruned dedupe row, so a replay whose
+/// row is gone can never apply again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DedupeFloor {
+    /// Commands read at a version below this are refused.
+    pub below: u64,
 }
 
 strata_codec::value!(Mount: postcard, version = 1);
@@ -232,7 +266,9 @@ strata_codec::value!(PathEntry: postcard, version = 1);
 strata_codec::value!(WatchRecord: postcard, version = 1);
 strata_codec::value!(SnapshotPin: postcard, version = 1);
 strata_codec::value!(GcEntry: postcard, version = 1);
-strata_codec::value!(Dedupe: postcard, version = 1);
+strata_codec::value!(DedupeV1: postcard, version = 1);
+strata_codec::value!(Dedupe: postcard, version = 2, migrate { 1 => DedupeV1 });
+strata_codec::value!(DedupeFloor: postcard, version = 1);
 
 /// `mount`: `("nokv", "mount", mount)`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -331,6 +367,12 @@ pub struct GcKey {
     /// The block within the chunk.
     pub block: u64,
 }
+/// A mount's dedupe floor: `("nokv", "dedupe-floor", mount)`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DedupeFloorKey {
+    /// The mount whose commands the floor applies to.
+    pub mount: MountId,
+}
 /// Command dedupe: `("nokv", "dedupe", mount, request_id)`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DedupeKey {
@@ -351,4 +393,5 @@ tuple_key! {
     PinKey -> SnapshotPin = ("nokv", "pin", {mount}, {snapshot});
     GcKey -> GcEntry = ("nokv", "gc", {mount}, {stamp}, {inode}, {generation}, {chunk}, {block});
     DedupeKey -> Dedupe = ("nokv", "dedupe", {mount}, {request});
+    DedupeFloorKey -> DedupeFloor = ("nokv", "dedupe-floor", {mount});
 }

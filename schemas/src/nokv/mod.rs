@@ -29,7 +29,10 @@
 //! the dentries it read, the mount's allocation counters, the ancestor
 //! chain a rename checked for cycles). [`Nokv::execute`] then runs the
 //! command in one serializable transaction: a replayed request id returns
-//! the first outcome and applies nothing; a failed predicate applies
+//! the first outcome and applies nothing; a command planned below the
+//! mount's dedupe floor (raised as dedupe rows are pruned) is refused with
+//! [`NokvError::PlanExpired`], so a resent command never runs twice, even
+//! past the dedupe retention; a failed predicate applies
 //! nothing ([`NokvError::PredicateFailed`]; the operations re-plan a few
 //! times before giving up); otherwise the mutations, the history rows, the
 //! watch events and the dedupe row commit together.
@@ -54,8 +57,8 @@ pub use keys::{
     Mount, MountId, ParentLink, PathEntry, Projection, ROOT, SnapshotPin, WatchEvent, WatchRecord,
 };
 use keys::{
-    Dedupe, DedupeKey, DentryKey, GcKey, InodeKey, ManifestKey, MountKey, ParentKey, PathKey,
-    PinKey, WatchKey,
+    Dedupe, DedupeFloor, DedupeFloorKey, DedupeKey, DentryKey, GcKey, InodeKey, ManifestKey,
+    MountKey, ParentKey, PathKey, PinKey, WatchKey,
 };
 
 /// The raw space of history rows.
@@ -94,6 +97,22 @@ pub enum NokvError {
     /// A name that is empty, `.`, `..` or holds `/` or NUL.
     #[error("invalid name {0:?}")]
     InvalidName(String),
+    /// The command's plan was read at a version below the mount's dedupe
+    /// floor: a command that old may be a replay whose dedupe row was
+    /// pruned ([`NokvConfig::dedupe_retention_ms`]), so it is refused,
+    /// never applied again. Nothing was applied; plan it again.
+    #[error(
+        "request {request_id}: its plan was read at version {read_version}, below the mount's \
+         dedupe floor {floor} (it may have run already and its dedupe row been pruned): plan it again"
+    )]
+    PlanExpired {
+        /// The command's request id.
+        request_id: String,
+        /// The version its plan was read at.
+        read_version: u64,
+        /// The mount's floor.
+        floor: u64,
+    },
     /// A predicate of the command did not hold: nothing was applied.
     #[error("predicate {index} failed: {why}")]
     PredicateFailed {
@@ -286,8 +305,10 @@ impl BlobStore for MemBlobs {
 /// Retention and lease settings.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct NokvConfig {
-    /// Dedupe rows older than this are pruned (a replay after it applies
-    /// again).
+    /// Dedupe rows older than this are pruned. A replay after it is
+    /// refused with [`NokvError::PlanExpired`], never applied again: the
+    /// prune raises the mount's floor past the pruned commands' plan
+    /// versions in the commit that deletes their rows.
     pub dedupe_retention_ms: u64,
     /// Watch events older than this are pruned.
     pub watch_retention_ms: u64,
@@ -1382,11 +1403,26 @@ impl<E: Engine> Nokv<E> {
                 "nokv", "dedupe", mount,
             )))))?
             .collect::<Result<Vec<_>, _>>()?;
-        for (k, d) in dedupes {
-            if d.at_ms + self.config.dedupe_retention_ms <= now {
-                self.store.delete(&k)?;
-                out.dedupe += 1;
-            }
+        let expired: Vec<(DedupeKey, Dedupe)> = dedupes
+            .into_iter()
+            .filter(|(_, d)| d.at_ms.saturating_add(self.config.dedupe_retention_ms) <= now)
+            .collect();
+        // Each batch of rows goes in one commit with the floor raised past
+        // their plans: no moment when a row is gone and its replay allowed.
+        for batch in expired.chunks(64) {
+            let floor_key = DedupeFloorKey { mount };
+            self.store.transact(|tx| {
+                let mut floor = tx.get(&floor_key)?.map_or(0, |f| f.below);
+                for (k, d) in batch {
+                    tx.delete(k)?;
+                    floor = floor.max(d.read_version.saturating_add(1));
+                }
+                if !planted::prune_without_floor() {
+                    tx.put(&floor_key, &DedupeFloor { below: floor })?;
+                }
+                Ok::<_, StoreError>(())
+            })?;
+            out.dedupe += batch.len();
         }
         let events = view
             .scan::<WatchKey>(&Scan::range_of(KeyRange::tuple_prefix(&tuple::pack(&(
@@ -1481,6 +1517,7 @@ impl<E: Engine> Nokv<E> {
                 &Dedupe {
                     outcome: o.clone(),
                     at_ms: self.store.read()?.now_ms(),
+                    read_version: cmd.read_version,
                 },
             )?;
         }
@@ -1498,6 +1535,15 @@ impl<E: Engine> Nokv<E> {
         };
         if let Some(d) = tx.get(&dedupe)? {
             return Ok(Executed::Replayed(d.outcome));
+        }
+        if let Some(floor) = tx.get(&DedupeFloorKey { mount })?
+            && cmd.read_version < floor.below
+        {
+            return Err(NokvError::PlanExpired {
+                request_id: cmd.request_id.clone(),
+                read_version: cmd.read_version,
+                floor: floor.below,
+            });
         }
         for (index, p) in cmd.predicates.iter().enumerate() {
             let fail = |why: String| NokvError::PredicateFailed { index, why };
@@ -1548,6 +1594,7 @@ impl<E: Engine> Nokv<E> {
                 &Dedupe {
                     outcome: cmd.outcome.clone(),
                     at_ms: tx.now_ms(),
+                    read_version: cmd.read_version,
                 },
             )?;
         }

@@ -6,7 +6,10 @@
 //!   plan's own, stale, read;
 //! - `dedupe-separate-commit`: a command's dedupe row is written in a
 //!   commit of its own after the command's, so a lost second commit lets a
-//!   replay apply again.
+//!   replay apply again;
+//! - `prune-without-floor`: pruning dedupe rows past their retention
+//!   does not raise the mount's dedupe floor, so a replay after it
+//!   applies again.
 
 #[cfg(feature = "planted-bugs")]
 use super::MetaPredicate;
@@ -41,9 +44,22 @@ pub(super) fn dedupe_apart() -> bool {
     false
 }
 
+/// Whether pruning leaves the dedupe floor where it was.
+pub(super) fn prune_without_floor() -> bool {
+    #[cfg(feature = "planted-bugs")]
+    if active("prune-without-floor") {
+        return true;
+    }
+    false
+}
+
 /// The module's planted bugs, by name.
 #[cfg(feature = "planted-bugs")]
-pub const PLANTED: [&str; 2] = ["rename-stale-predicate", "dedupe-separate-commit"];
+pub const PLANTED: [&str; 3] = [
+    "rename-stale-predicate",
+    "dedupe-separate-commit",
+    "prune-without-floor",
+];
 
 /// Plants the bug named `name` on this thread (`None`, or a name not in
 /// [`PLANTED`], removes it).

@@ -510,8 +510,9 @@ fn the_path_index_is_verified<E: Engine>(engine: E) {
     ));
 }
 
-/// Retention: dedupe rows after their time (a replay then applies again),
-/// watch events beyond the per-scope count.
+/// Retention: dedupe rows after their time (a resent command is then
+/// refused as expired, never applied again; a new plan under an old id
+/// applies), watch events beyond the per-scope count.
 fn retention_prunes_what_no_reader_needs<E: Engine>(engine: E) {
     let Fs {
         nokv: fs, clock, ..
@@ -540,8 +541,49 @@ fn retention_prunes_what_no_reader_needs<E: Engine>(engine: E) {
     fs.create(M, "late", ROOT, "late", 0o600).unwrap();
     assert_eq!(fs.prune(M).unwrap().watch, 3);
     assert_eq!(fs.watch_events(M, ROOT).unwrap().len(), 1);
+    // A command with no predicate (nothing in it refuses a second run but
+    // its dedupe row), run once.
+    let unlink_late = MetadataCommand {
+        mount: M,
+        request_id: "unlink-late".into(),
+        kind: CommandKind::Unlink,
+        read_version: fs.store().last_version(),
+        predicates: Vec::new(),
+        mutations: vec![MetaMutation::DeleteDentry(ROOT, "late".into())],
+        watch: Vec::new(),
+        outcome: Outcome {
+            inode: None,
+            released: None,
+        },
+    };
+    assert!(matches!(
+        fs.execute(&unlink_late).unwrap(),
+        Executed::Applied(..)
+    ));
+    fs.create(M, "late2", ROOT, "late", 0o600).unwrap();
+    assert!(matches!(
+        fs.execute(&unlink_late).unwrap(),
+        Executed::Replayed(_)
+    ));
     clock.advance(23 * 60 * 60 * 1000);
     assert_eq!(fs.prune(M).unwrap().dedupe, 5);
+    clock.advance(2 * 60 * 60 * 1000);
+    assert_eq!(fs.prune(M).unwrap().dedupe, 3, "late, unlink-late, late2");
+    // Its dedupe row is gone; resent, it is refused, and "late" (created
+    // again since) stays.
+    match fs.execute(&unlink_late) {
+        Err(NokvError::PlanExpired {
+            request_id,
+            read_version,
+            floor,
+        }) => {
+            assert_eq!(request_id, "unlink-late");
+            assert_eq!(read_version, unlink_late.read_version);
+            assert!(floor > read_version, "{floor}");
+        }
+        other => panic!("a resent command after its retention: {other:?}"),
+    }
+    assert!(names(&fs, ROOT).contains(&"late".to_owned()));
     // A live pin keeps the events after it, however old or many.
     let d = created(&fs.mkdir(M, "w0", ROOT, "w", 0o755).unwrap());
     fs.create(M, "w1", d, "before", 0o600).unwrap();
