@@ -214,6 +214,29 @@ fn open_indexer<'o, 's, E: Engine>(
     }
 }
 
+/// What an indexer's failure means for the run: a fault stops the indexer
+/// as a crash would (what it had not committed is gone); a lease a crashed
+/// indexer still holds is waited out; anything else is a violation.
+fn index_error<I>(
+    e: SearchError,
+    ix: &mut Option<I>,
+    trace: &mut Trace,
+    step: usize,
+    what: &str,
+) -> Result<(), Violation> {
+    match e {
+        e if faulted(&e) => {
+            *ix = None;
+            Ok(())
+        }
+        SearchError::Outbox(e @ OutboxError::LeaseHeld { .. }) => {
+            trace.event(step, format!("the indexer waits: {e}"));
+            Ok(())
+        }
+        e => Err(fail(step, format!("{what} failed: {e}"))),
+    }
+}
+
 /// Runs the search workload of one seed on engine `E`.
 // One loop of epochs (an engine's life between crashes) around one loop of
 // steps: split, the borrows of the store, outbox and indexer would have to
@@ -267,37 +290,24 @@ pub fn run_search_seed_on<E: Target>(options: &RunOptions) -> SeedReport {
                     break;
                 }
                 run.clock.advance(run.rng.below(50));
-                let outcome = match run.rng.below(100) {
-                    0..=44 => run.write(&outbox, step),
-                    45..=79 => {
-                        if ix.is_none() {
-                            match open_indexer(&outbox, &ram, &ix_config, &run.clock, step) {
-                                Ok(opened) => ix = opened,
-                                Err(v) => {
-                                    violation = Some(v);
-                                    break;
-                                }
-                            }
-                        }
-                        match ix.as_mut().map(Indexer::step) {
-                            Some(Err(e)) if faulted(&e) => {
-                                // As a crash of the indexer: what it had not
-                                // committed is gone.
-                                ix = None;
-                                Ok(())
-                            }
-                            // A crashed indexer's lease runs on (whatever
-                            // its holder name) until it expires: waited out.
-                            Some(Err(strata_search::SearchError::Outbox(
-                                e @ strata_outbox::OutboxError::LeaseHeld { .. },
-                            ))) => {
-                                run.trace.event(step, format!("the indexer waits: {e}"));
-                                Ok(())
-                            }
-                            Some(Err(e)) => Err(fail(step, format!("an index step failed: {e}"))),
-                            _ => Ok(()),
+                let roll = run.rng.below(100);
+                if (45..=89).contains(&roll) && ix.is_none() {
+                    match open_indexer(&outbox, &ram, &ix_config, &run.clock, step) {
+                        Ok(opened) => ix = opened,
+                        Err(v) => {
+                            violation = Some(v);
+                            break;
                         }
                     }
+                }
+                let outcome = match roll {
+                    0..=44 => run.write(&outbox, step),
+                    45..=79 => match ix.as_mut().map(Indexer::step) {
+                        Some(Err(e)) => {
+                            index_error(e, &mut ix, &mut run.trace, step, "an index step")
+                        }
+                        _ => Ok(()),
+                    },
                     80..=84 => {
                         run.trace.event(step, "indexer crash".to_owned());
                         ix = None;
@@ -311,15 +321,6 @@ pub fn run_search_seed_on<E: Target>(options: &RunOptions) -> SeedReport {
                         // A rebuild or a catch-up, and the engine crashes
                         // right after it: the index must not be ahead of
                         // what the engine keeps.
-                        if ix.is_none() {
-                            match open_indexer(&outbox, &ram, &ix_config, &run.clock, step) {
-                                Ok(opened) => ix = opened,
-                                Err(v) => {
-                                    violation = Some(v);
-                                    break;
-                                }
-                            }
-                        }
                         let rebuild = run.rng.chance(0.6);
                         let result = match ix.take() {
                             None => Ok(()),
@@ -339,23 +340,13 @@ pub fn run_search_seed_on<E: Target>(options: &RunOptions) -> SeedReport {
                             }
                         };
                         let outcome = match result {
-                            Err(e) if faulted(&e) => {
-                                ix = None;
-                                Ok(())
-                            }
-                            Err(strata_search::SearchError::Outbox(
-                                e @ strata_outbox::OutboxError::LeaseHeld { .. },
-                            )) => {
-                                run.trace.event(step, format!("the indexer waits: {e}"));
-                                Ok(())
-                            }
-                            Err(e) => Err(fail(
+                            Err(e) => index_error(
+                                e,
+                                &mut ix,
+                                &mut run.trace,
                                 step,
-                                format!(
-                                    "a {} failed: {e}",
-                                    if rebuild { "rebuild" } else { "catch-up" }
-                                ),
-                            )),
+                                if rebuild { "a rebuild" } else { "a catch-up" },
+                            ),
                             Ok(()) => Ok(()),
                         };
                         // Every time, on seeds whose faults include crashes.
