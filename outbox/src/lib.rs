@@ -241,12 +241,15 @@ pub enum PlantedBug {
     /// A failed entry waiting for its retry holds back every ordering key:
     /// the poll stops at it.
     FailedHoldsEveryKey,
+    /// A poll delivers again entries finished beyond the checkpoint
+    /// (acknowledged or dead-lettered out of order).
+    FinishedRedelivered,
 }
 
 #[cfg(feature = "planted-bugs")]
 impl PlantedBug {
     /// Every planted bug.
-    pub const ALL: [Self; 7] = [
+    pub const ALL: [Self; 8] = [
         Self::SequenceFromCounter,
         Self::CheckpointPastFailed,
         Self::PollBeyondDurable,
@@ -254,6 +257,7 @@ impl PlantedBug {
         Self::SharedHolderName,
         Self::FailedHoldsNothing,
         Self::FailedHoldsEveryKey,
+        Self::FinishedRedelivered,
     ];
 
     /// Its name on the command line.
@@ -266,6 +270,7 @@ impl PlantedBug {
             Self::SharedHolderName => "shared-holder-name",
             Self::FailedHoldsNothing => "failed-holds-nothing",
             Self::FailedHoldsEveryKey => "failed-holds-every-key",
+            Self::FinishedRedelivered => "finished-redelivered",
         }
     }
 
@@ -1102,7 +1107,13 @@ impl<'s, E: Engine> Outbox<'s, E> {
                 }
                 let pos = layout::entry_position(k).ok_or_else(|| corrupt("entry key"))?;
                 if st.done.contains(&pos) {
-                    continue;
+                    #[cfg(feature = "planted-bugs")]
+                    let skip = !self.bug(PlantedBug::FinishedRedelivered);
+                    #[cfg(not(feature = "planted-bugs"))]
+                    let skip = true;
+                    if skip {
+                        continue;
+                    }
                 }
                 let (pushed_ms, ordering_key, envelope) =
                     layout::read_entry_value(v).ok_or_else(|| corrupt("entry value"))?;

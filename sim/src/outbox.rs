@@ -17,6 +17,8 @@
 //!   returns fewer entries than asked includes every entry this consumer
 //!   was handed before and surely did not finish, unless a failed entry of
 //!   its key (it included) may be waiting;
+//! - finished stays finished: an entry whose acknowledgement or dead
+//!   letter is durable is never delivered to that consumer again;
 //! - after a quiet phase that drains every consumer without faults, every
 //!   entry of a commit that surely became durable was handled exactly once
 //!   by every consumer, or dead-lettered for it; every entry that landed at
@@ -109,6 +111,13 @@ struct OutboxRun {
     maybe_waiting: [Failures; 2],
     /// Per consumer: entries delivered and surely not finished since.
     open: [Unfinished; 2],
+    /// Per consumer: entries this run finished (acknowledged or
+    /// dead-lettered) since the last crash, with the finishing commit's
+    /// version: finished for good once that version is durable.
+    finishing: [BTreeMap<u64, u64>; 2],
+    /// Per consumer: entries whose finishing commit is durable. Terminal:
+    /// never delivered to that consumer again.
+    finished: [BTreeSet<u64>; 2],
 }
 
 /// The lease `held` renewed, or a new one for `holder` when there is none
@@ -227,10 +236,13 @@ impl OutboxRun {
                 *k = Known::Maybe;
             }
         }
-        // A failure's commit may be lost with the crash, or kept.
+        // A failure's commit may be lost with the crash, or kept; so may
+        // a finishing commit not known durable (and its version be taken
+        // by another commit after the restart).
         for c in 0..CONSUMERS.len() {
             let waiting = std::mem::take(&mut self.waiting[c]);
             self.maybe_waiting[c].extend(waiting);
+            self.finishing[c].clear();
         }
     }
 
@@ -385,6 +397,8 @@ impl OutboxRun {
                                 .insert(seq, (d.ordering_key.clone(), d.position, at_ms));
                         } else {
                             self.open[c].remove(&seq);
+                            // Dead-lettered by the last commit (one thread).
+                            self.finishing[c].insert(seq, store.engine().last_version());
                         }
                     }
                     Err(e) if faulted(&e) => {
@@ -399,14 +413,17 @@ impl OutboxRun {
                 failed_keys.insert(d.ordering_key.clone());
                 continue;
             }
-            let r = store.transact(|tx| {
+            let r = store.transact_info(|tx| {
                 tx.add(&Handled { c: c as u64, seq }, 1)?;
                 outbox.ack(tx, &lease, d.position)
             });
             match r {
-                Ok(()) => {
+                Ok(((), info)) => {
                     self.commits += 1;
                     self.open[c].remove(&seq);
+                    if let Some(info) = info {
+                        self.finishing[c].insert(seq, info.version);
+                    }
                     self.trace
                         .event(step, format!("{} handled {seq}", CONSUMERS[c]));
                 }
@@ -437,9 +454,27 @@ impl OutboxRun {
         durable: u64,
     ) -> Result<(), Violation> {
         let now = self.clock.now_ms();
+        // Finishing commits now durable: their entries are finished for good.
+        let finishing = std::mem::take(&mut self.finishing[c]);
+        for (seq, version) in finishing {
+            if version <= durable {
+                self.finished[c].insert(seq);
+            } else {
+                self.finishing[c].insert(seq, version);
+            }
+        }
         for d in batch {
             self.checks += 1;
             let seq = seq_of(d);
+            if self.finished[c].contains(&seq) {
+                return Err(fail(
+                    step,
+                    format!(
+                        "consumer {}: entry {seq} at {} delivered again after it was finished (durably)",
+                        CONSUMERS[c], d.position
+                    ),
+                ));
+            }
             if let Some((f, (_, fpos, at))) =
                 self.waiting[c].iter().find(|(f, (fkey, fpos, at))| {
                     *at > now && (**f == seq || (*fkey == d.ordering_key && *fpos < d.position))
@@ -848,6 +883,8 @@ pub fn run_outbox_seed_on<E: Target>(options: &RunOptions) -> SeedReport {
         waiting: [BTreeMap::new(), BTreeMap::new()],
         maybe_waiting: [BTreeMap::new(), BTreeMap::new()],
         open: [BTreeMap::new(), BTreeMap::new()],
+        finishing: [BTreeMap::new(), BTreeMap::new()],
+        finished: [BTreeSet::new(), BTreeSet::new()],
         worker: [0, 0],
         leases: [None, None],
         rng,
