@@ -66,6 +66,8 @@ struct Act {
     expires_by: u64,
     /// Its ending, with what is known of it.
     end: Option<(ActivationStatus, Known)>,
+    /// The record it was started with, resent now and then.
+    record: ActivationRecord,
 }
 
 struct CsRun {
@@ -172,7 +174,8 @@ impl CsRun {
             20..=31 => self.set_alias(cs, step, fi)?,
             32..=39 => self.create_draft(cs, step, fi),
             40..=47 => self.read_draft(cs, step)?,
-            48..=59 => self.start(cs, step, fi)?,
+            48..=55 => self.start(cs, step, fi)?,
+            56..=59 => self.resend_start(cs, step)?,
             60..=77 => self.finish(cs, step)?,
             78..=83 => self.read_activation(cs, step)?,
             84..=88 => {
@@ -315,6 +318,7 @@ impl CsRun {
         let expires_from = self.clock.now_ms() + ttl;
         let result = cs.start_activation(&record);
         let expires_by = self.clock.now_ms() + ttl;
+        let record_kept = record;
         let start = match &result {
             Ok(()) => {
                 self.commits += 1;
@@ -334,8 +338,69 @@ impl CsRun {
                 expires_from,
                 expires_by,
                 end: None,
+                record: record_kept,
             },
         );
+        Ok(())
+    }
+
+    /// A client resends the start of an activation it started before
+    /// (its reply lost, or a queue delivering twice), perhaps days later:
+    /// an activation that ran never starts again. The record is there
+    /// (`ActivationExists`), or past its retention (`ActivationExpired`);
+    /// a start that succeeds is a violation when the first start was
+    /// durable or the activation durably ended.
+    fn resend_start<E: Target>(&mut self, cs: &Cs<E>, step: usize) -> Result<(), Violation> {
+        let Some(id) = self.pick_act() else {
+            return Ok(());
+        };
+        let act = self.acts.get(&id).unwrap_or_else(|| unreachable!("picked"));
+        let record = act.record.clone();
+        let ttl = CodeSousConfig::default().activation_ttl_ms;
+        let expires_from = self.clock.now_ms() + ttl;
+        let result = cs.start_activation(&record);
+        let known_after = self.known_after_ack();
+        let act = self
+            .acts
+            .get_mut(&id)
+            .unwrap_or_else(|| unreachable!("picked"));
+        self.checks += 1;
+        match result {
+            Ok(()) => {
+                self.trace
+                    .event(step, format!("resent start {id}: started"));
+                if act.start == Known::Certain
+                    || matches!(act.end, Some((_, Known::Certain | Known::Pending)))
+                {
+                    return Err(fail(
+                        step,
+                        format!(
+                            "activation {id} started again by a resent start (first start {:?}, ending {:?})",
+                            act.start, act.end
+                        ),
+                    ));
+                }
+                // Its first start was lost: this one is the activation.
+                self.commits += 1;
+                act.start = known_after;
+                act.end = None;
+                act.expires_from = expires_from;
+                act.expires_by = self.clock.now_ms() + ttl;
+            }
+            Err(
+                e @ (CodeSousError::ActivationExists(_) | CodeSousError::ActivationExpired { .. }),
+            ) => {
+                self.trace.event(step, format!("resent start {id}: {e}"));
+            }
+            Err(e) if faulted(&e) => {
+                self.trace
+                    .event(step, format!("resent start {id} failed: {e}"));
+                if applied(&e) != Applied::No && act.start != Known::Certain {
+                    act.start = Known::Maybe;
+                }
+            }
+            Err(e) => return Err(fail(step, format!("resent start {id}: {e}"))),
+        }
         Ok(())
     }
 

@@ -60,6 +60,7 @@ pub const PLANTED: &[Planted] = &[
     p("alias-unchecked", Workload::CodeSous, 0),
     p("second-ending-accepted", Workload::CodeSous, 0),
     p("draft-never-expires", Workload::CodeSous, 0),
+    p("start-after-retention", Workload::CodeSous, 0),
     p("serializable-reads-unpinned", Workload::UniversalDb, 0),
     p("overwrite-charged-gross", Workload::ActorKv, 0),
     p("list-more-dropped", Workload::ActorKv, 0),

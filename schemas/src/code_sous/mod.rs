@@ -100,6 +100,22 @@ pub enum CodeSousError {
     /// An activation of that id exists.
     #[error("activation {0} already exists")]
     ActivationExists(String),
+    /// A start whose record is past its retention
+    /// ([`CodeSousConfig::activation_ttl_ms`] from its `start_ms`): it may
+    /// be a replay of an activation that ran and expired, so it is refused,
+    /// never started again.
+    #[error(
+        "activation {id} started at {start_ms} is past its retention (it expired by {expired_at}): \
+         not started again"
+    )]
+    ActivationExpired {
+        /// The activation.
+        id: String,
+        /// Its start time, as the record gives it.
+        start_ms: u64,
+        /// When a record started then has expired.
+        expired_at: u64,
+    },
     /// The activation already reached a terminal status.
     #[error("activation {id} already ended as {status:?}")]
     AlreadyTerminal {
@@ -754,21 +770,34 @@ impl<E: Engine> CodeSous<E> {
     // ---- activations and logs ----
 
     /// Records a new activation (status `queued` or `running`), expiring
-    /// after the activation time to live.
+    /// after the activation time to live. A record whose `start_ms` is a
+    /// whole time to live ago or more is refused: it may be a replay of an
+    /// activation that ran, ended and expired, which must not start again.
     ///
     /// # Errors
     /// [`CodeSousError::WrongStatus`] for a terminal status,
-    /// [`CodeSousError::ActivationExists`].
+    /// [`CodeSousError::ActivationExists`],
+    /// [`CodeSousError::ActivationExpired`].
     pub fn start_activation(&self, activation: &ActivationRecord) -> Result<(), CodeSousError> {
         if activation.status.is_terminal() {
             return Err(CodeSousError::WrongStatus(activation.status));
         }
         let key = activation_key(&activation.tenant, &activation.activation_id);
+        let expired_at = activation
+            .start_ms
+            .saturating_add(self.config.activation_ttl_ms);
         self.store.transact(|tx| {
             if tx.get(&key)?.is_some() {
                 return Err(CodeSousError::ActivationExists(
                     activation.activation_id.clone(),
                 ));
+            }
+            if expired_at <= tx.now_ms() && !self.planted("start-after-retention") {
+                return Err(CodeSousError::ActivationExpired {
+                    id: activation.activation_id.clone(),
+                    start_ms: activation.start_ms,
+                    expired_at,
+                });
             }
             tx.put_with_ttl(&key, activation, self.config.activation_ttl_ms)?;
             Ok(())

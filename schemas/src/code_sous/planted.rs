@@ -16,15 +16,19 @@ pub enum PlantedBug {
     SecondEndingAccepted,
     /// Drafts are written without their expiry.
     DraftNeverExpires,
+    /// `start_activation` starts a record past its retention (a replay of
+    /// an activation that ran and expired starts it again).
+    StartAfterRetention,
 }
 
 #[cfg(feature = "planted-bugs")]
 impl PlantedBug {
     /// Every planted bug.
-    pub const ALL: [Self; 3] = [
+    pub const ALL: [Self; 4] = [
         Self::AliasUnchecked,
         Self::SecondEndingAccepted,
         Self::DraftNeverExpires,
+        Self::StartAfterRetention,
     ];
 
     /// Its name on the command line.
@@ -33,6 +37,7 @@ impl PlantedBug {
             Self::AliasUnchecked => "alias-unchecked",
             Self::SecondEndingAccepted => "second-ending-accepted",
             Self::DraftNeverExpires => "draft-never-expires",
+            Self::StartAfterRetention => "start-after-retention",
         }
     }
 

@@ -603,6 +603,27 @@ fn an_activation_ends_once<E: Engine>(engine: E) {
         swept.removed, 4,
         "two activations, a log chunk and its index"
     );
+    // A resent start of a1 (ended, expired, swept) does not start it
+    // again: its record is past its retention.
+    match cs.start_activation(&activation("a1")) {
+        Err(CodeSousError::ActivationExpired {
+            id,
+            start_ms,
+            expired_at,
+        }) => {
+            assert_eq!((id.as_str(), start_ms), ("a1", START_MS));
+            assert_eq!(expired_at, START_MS + 7 * DAY);
+        }
+        other => panic!("a start past its retention: {other:?}"),
+    }
+    assert!(cs.activation("t_abc123", "a1").unwrap().is_none());
+    // One started a millisecond before its retention ends is started.
+    let late = ActivationRecord {
+        start_ms: START_MS + 1,
+        ..activation("a3")
+    };
+    cs.start_activation(&late).unwrap();
+    assert!(cs.activation("t_abc123", "a3").unwrap().is_some());
 }
 
 fn logs_append_in_chunks<E: Engine>(engine: E) {
