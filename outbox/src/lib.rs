@@ -244,12 +244,19 @@ pub enum PlantedBug {
     /// A poll delivers again entries finished beyond the checkpoint
     /// (acknowledged or dead-lettered out of order).
     FinishedRedelivered,
+    /// Taking a lease reads the lease row without a predicate: two workers
+    /// taking a free consumer at once both get it, with one token.
+    LeaseReadNotPinned,
+    /// Releasing a lease ends it at the current millisecond, where its
+    /// holder's renewal still accepts it: renewed in that millisecond, a
+    /// released lease runs again (the bug the interleaved workload found).
+    ReleaseRenewable,
 }
 
 #[cfg(feature = "planted-bugs")]
 impl PlantedBug {
     /// Every planted bug.
-    pub const ALL: [Self; 8] = [
+    pub const ALL: [Self; 10] = [
         Self::SequenceFromCounter,
         Self::CheckpointPastFailed,
         Self::PollBeyondDurable,
@@ -258,6 +265,8 @@ impl PlantedBug {
         Self::FailedHoldsNothing,
         Self::FailedHoldsEveryKey,
         Self::FinishedRedelivered,
+        Self::LeaseReadNotPinned,
+        Self::ReleaseRenewable,
     ];
 
     /// Its name on the command line.
@@ -271,6 +280,8 @@ impl PlantedBug {
             Self::FailedHoldsNothing => "failed-holds-nothing",
             Self::FailedHoldsEveryKey => "failed-holds-every-key",
             Self::FinishedRedelivered => "finished-redelivered",
+            Self::LeaseReadNotPinned => "lease-read-not-pinned",
+            Self::ReleaseRenewable => "release-renewable",
         }
     }
 
@@ -758,10 +769,15 @@ impl<'s, E: Engine> Outbox<'s, E> {
                 return Err(unknown(topic, consumer));
             }
             let key = layout::lease_key(topic, consumer);
-            let current = tx
-                .get_in(&self.state, &key)?
-                .map(|v| read_lease(&v))
-                .transpose()?;
+            #[cfg(feature = "planted-bugs")]
+            let row = if self.bug(PlantedBug::LeaseReadNotPinned) {
+                tx.snapshot_get_in(&self.state, &key)?
+            } else {
+                tx.get_in(&self.state, &key)?
+            };
+            #[cfg(not(feature = "planted-bugs"))]
+            let row = tx.get_in(&self.state, &key)?;
+            let current = row.map(|v| read_lease(&v)).transpose()?;
             #[cfg(feature = "planted-bugs")]
             if self.bug(PlantedBug::SharedHolderName)
                 && let Some(held) = current.as_ref().filter(|h| h.holder == holder)
@@ -861,10 +877,20 @@ impl<'s, E: Engine> Outbox<'s, E> {
                 && held.is(lease)
                 && held.until > now
             {
+                // Ended a millisecond ago: free now, and not renewable by
+                // its holder, whose renewal accepts an end at `now` (a
+                // lease that ran out untaken).
+                let ended = now.saturating_sub(1);
+                #[cfg(feature = "planted-bugs")]
+                let ended = if self.bug(PlantedBug::ReleaseRenewable) {
+                    now
+                } else {
+                    ended
+                };
                 tx.put_in(
                     &self.state,
                     key,
-                    tuple::pack(&(held.token, held.holder.as_str(), now, held.instance)),
+                    tuple::pack(&(held.token, held.holder.as_str(), ended, held.instance)),
                 )?;
             }
             Ok::<_, OutboxError>(())

@@ -16,6 +16,8 @@
 //!   chunks) and its oracles.
 //! - [`outbox`]: the outbox workload (producers, consumers with failing
 //!   handlers, take-overs, trimming) and its ledger.
+//! - [`interleave`]: concurrent transactions of the store, the outbox and
+//!   NoKV interleaved step by step, checked for serializability.
 //! - [`search`]: the search workload (notes and their index changes, an
 //!   indexer that crashes) and its projection oracles.
 //!
@@ -27,6 +29,7 @@ pub mod code_sous;
 mod engine_oracle;
 mod engine_workload;
 pub mod faults;
+pub mod interleave;
 pub mod nokv;
 pub mod outbox;
 #[cfg(feature = "planted-bugs")]

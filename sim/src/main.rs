@@ -16,7 +16,7 @@
 //!                     a disk that loses power at every crash; rocks is
 //!                     killed and reopened; postgres runs on a throwaway
 //!                     server of the process, killed and restarted at every crash)
-//! --workload engine|store|outbox|search|code-sous|universaldb|actor-kv|nokv|agent-memory|schemas|both  the workloads of each seed (default both,
+//! --workload engine|store|outbox|search|code-sous|universaldb|actor-kv|nokv|agent-memory|schemas|interleave|both  the workloads of each seed (default both,
 //!                     that is all: raw engine commits against the model,
 //!                     store transactions with limits, quota, TTL and chunks,
 //!                     outbox producers and consumers, code-sous records,
@@ -82,10 +82,11 @@ fn workload_named(name: &str) -> Result<Workload, String> {
         "agent-memory" => Workload::AgentMemory,
         "search" => Workload::Search,
         "schemas" => Workload::Schemas,
+        "interleave" => Workload::Interleave,
         "both" | "all" => Workload::Both,
         other => {
             return Err(format!(
-                "unknown workload {other:?} (engine, store, outbox, search, code-sous, universaldb, actor-kv, nokv, agent-memory, schemas, both)"
+                "unknown workload {other:?} (engine, store, outbox, search, code-sous, universaldb, actor-kv, nokv, agent-memory, schemas, interleave, both)"
             ));
         }
     })
@@ -187,6 +188,7 @@ fn replay(args: &Args, seed: u64) -> String {
         Workload::Outbox => line.push_str(" --workload outbox"),
         Workload::CodeSous => line.push_str(" --workload code-sous"),
         Workload::Schemas => line.push_str(" --workload schemas"),
+        Workload::Interleave => line.push_str(" --workload interleave"),
         Workload::UniversalDb => line.push_str(" --workload universaldb"),
         Workload::ActorKv => line.push_str(" --workload actor-kv"),
         Workload::Nokv => line.push_str(" --workload nokv"),
@@ -209,7 +211,7 @@ fn main() -> ExitCode {
                 eprintln!("strata-sim: {msg}");
             }
             eprintln!(
-                "usage: cargo xtask sim [--seed S | --seeds N|A..B] [--time T] [--ops K] [--faults LIST] [--plant NAME] [--engine mem|redb|rocks|postgres] [--workload engine|store|outbox|search|code-sous|universaldb|actor-kv|nokv|agent-memory|schemas|both] [--check-determinism] [--soak MINUTES] [--quiet]"
+                "usage: cargo xtask sim [--seed S | --seeds N|A..B] [--time T] [--ops K] [--faults LIST] [--plant NAME] [--engine mem|redb|rocks|postgres] [--workload engine|store|outbox|search|code-sous|universaldb|actor-kv|nokv|agent-memory|schemas|interleave|both] [--check-determinism] [--soak MINUTES] [--quiet]"
             );
             return ExitCode::from(2);
         }

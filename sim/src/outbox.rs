@@ -843,7 +843,7 @@ fn seq_of(d: &Delivery<Vec<u8>>) -> u64 {
 }
 
 /// Small backoffs and leases, so that retries and take-overs happen often.
-fn outbox_config(options: &RunOptions) -> OutboxConfig {
+pub(crate) fn outbox_config(options: &RunOptions) -> OutboxConfig {
     let mut c = OutboxConfig::default();
     c.max_attempts = 3;
     c.base_backoff_ms = 10;

@@ -73,6 +73,12 @@ pub const PLANTED: &[Planted] = &[
     p("upsert-without-delete", Workload::Search, 0),
     p("index-non-durable", Workload::Search, 1),
     p("rebuild-without-sync", Workload::Search, 1),
+    p("cas-read-not-pinned", Workload::Interleave, 0),
+    p("counter-read-not-pinned", Workload::Interleave, 0),
+    p("quota-read-not-pinned", Workload::Interleave, 2),
+    p("lease-read-not-pinned", Workload::Interleave, 0),
+    p("release-renewable", Workload::Interleave, 0),
+    p("setattr-without-generation", Workload::Interleave, 3),
 ];
 
 /// The planted bugs of the RocksDB engine (feature `rocks`), with their

@@ -50,12 +50,18 @@ pub enum Workload {
     /// Conversation memory with its outbox and index
     /// ([`crate::agent_memory`]).
     AgentMemory,
+    /// Concurrent transactions of the store, the outbox and NoKV,
+    /// interleaved step by step and checked for serializability
+    /// ([`crate::interleave`]).
+    Interleave,
     /// The five reference systems' workloads, one after the other:
     /// code-sous's, UniversalDB's, the actor KV's, NoKV's, agent memory's.
     Schemas,
     /// Every workload: the engine's, the store's, the outbox's,
-    /// code-sous's, UniversalDB's, the actor KV's, NoKV's, agent memory's, then (on every fourth seed, it is the slowest) the
-    /// search index's.
+    /// code-sous's, UniversalDB's, the actor KV's, NoKV's, agent memory's,
+    /// the interleaved transactions' (on every fourth seed, the second of
+    /// four), then (on every fourth seed, the first of four: it is the
+    /// slowest) the search index's.
     #[default]
     Both,
 }
@@ -359,6 +365,7 @@ pub fn run_workloads<E: Target>(options: &RunOptions) -> SeedReport {
         Workload::Nokv => crate::nokv::run_nokv_seed_on::<E>(options),
         Workload::AgentMemory => crate::agent_memory::run_agent_memory_seed_on::<E>(options),
         Workload::Schemas => run_schemas::<E>(options),
+        Workload::Interleave => crate::interleave::run_interleave_seed_on::<E>(options),
         Workload::Both => {
             let engine = run_seed_on::<E>(options);
             if engine.violation.is_some() {
@@ -375,6 +382,17 @@ pub fn run_workloads<E: Target>(options: &RunOptions) -> SeedReport {
                 return all;
             }
             let all = join(options, &all, run_schemas::<E>(options));
+            if all.violation.is_some() {
+                return all;
+            }
+            // Interleaved transactions on threads: every fourth seed (the
+            // second of four) under `both`.
+            let all = if options.seed % 4 == 2 {
+                let interleaved = crate::interleave::run_interleave_seed_on::<E>(options);
+                join(options, &all, interleaved)
+            } else {
+                all
+            };
             if all.violation.is_some() {
                 return all;
             }

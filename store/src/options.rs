@@ -155,12 +155,24 @@ pub enum PlantedBug {
     /// again, as after a conflict: when the first commit applied, its
     /// effects apply twice.
     UnknownOutcomeRetried,
+    /// Compare-and-set reads the current value without a predicate: two
+    /// concurrent compare-and-sets from one value both succeed, and one
+    /// update is lost.
+    CasReadNotPinned,
+    /// [`Tx::counter`](crate::Tx::counter) reads the counter without a
+    /// predicate: two transactions that read it and write by it take the
+    /// same number.
+    CounterReadNotPinned,
+    /// The quota check reads the scope's usage without a predicate:
+    /// concurrent writes to one scope each fit alone and together exceed
+    /// the quota.
+    QuotaReadNotPinned,
 }
 
 #[cfg(feature = "planted-bugs")]
 impl PlantedBug {
     /// Every planted bug.
-    pub const ALL: [Self; 14] = [
+    pub const ALL: [Self; 17] = [
         Self::QuotaIgnoresOverwrite,
         Self::StaleChunksSurvive,
         Self::ExpiredStillVisible,
@@ -175,6 +187,9 @@ impl PlantedBug {
         Self::UnreadRowNotIndexed,
         Self::SortedSetMoveKeepsOldScore,
         Self::UnknownOutcomeRetried,
+        Self::CasReadNotPinned,
+        Self::CounterReadNotPinned,
+        Self::QuotaReadNotPinned,
     ];
 
     /// Its name on the command line.
@@ -194,6 +209,9 @@ impl PlantedBug {
             Self::UnreadRowNotIndexed => "unread-row-not-indexed",
             Self::SortedSetMoveKeepsOldScore => "sorted-set-move-keeps-old-score",
             Self::UnknownOutcomeRetried => "unknown-outcome-retried",
+            Self::CasReadNotPinned => "cas-read-not-pinned",
+            Self::CounterReadNotPinned => "counter-read-not-pinned",
+            Self::QuotaReadNotPinned => "quota-read-not-pinned",
         }
     }
 

@@ -29,7 +29,7 @@ commands:
           snapshot, the feature check, cargo package (no verification),
           cargo nextest run --workspace,
           doctests, the planted-bug tests, a short decoder fuzz, and short fixed-seed
-          simulations (seeds 20..140; on redb too; the engine, store and
+          simulations (seeds 20..60; on redb 0..24; the engine, store and
           schema workloads on PostgreSQL);
           starts a throwaway PostgreSQL server the tests share (installs
           postgresql-15 with apt when missing and possible);
@@ -288,7 +288,7 @@ const STEPS: &[(&str, &[&str], Parser)] = &[
             "strata-sim",
             "--",
             "--seeds",
-            "20..140",
+            "20..60",
             "--ops",
             "400",
             "--quiet",
@@ -323,7 +323,7 @@ const STEPS: &[(&str, &[&str], Parser)] = &[
             "--engine",
             "redb",
             "--seeds",
-            "0..40",
+            "0..24",
             "--ops",
             "400",
             "--quiet",
@@ -388,6 +388,27 @@ const STEPS: &[(&str, &[&str], Parser)] = &[
             "schemas",
             "--seeds",
             "0..2",
+            "--ops",
+            "400",
+            "--quiet",
+        ],
+        no_counts,
+    ),
+    (
+        "sim postgres interleave",
+        &[
+            "run",
+            "--quiet",
+            "--locked",
+            "-p",
+            "strata-sim",
+            "--",
+            "--engine",
+            "postgres",
+            "--workload",
+            "interleave",
+            "--seeds",
+            "0..1",
             "--ops",
             "400",
             "--quiet",

@@ -1,6 +1,6 @@
 //! Delivery: commit order, durability, checkpoints, consumers, trimming.
 
-use strata_engine::{Durability, Engine};
+use strata_engine::{Clock, Durability, Engine};
 use strata_outbox::{Delivery, Outbox, OutboxError, Position, Start};
 use strata_store::StoreError;
 
@@ -430,6 +430,36 @@ fn a_released_lease_passes_at_once_and_its_holder_is_fenced() {
         store
             .transact(|tx| outbox.ack(tx, &second, got[0].position))
             .unwrap();
+    });
+}
+
+/// A released lease is given up for good: its holder cannot renew it back,
+/// in the millisecond it released it or later (the documented
+/// `StaleLease` "released since"), and a lease that ran out untaken can.
+#[test]
+fn a_released_lease_cannot_be_renewed() {
+    on_every_engine!(Durability::Immediate, |store, outbox, clock| {
+        let _ = &store;
+        outbox.register("orders", "c", Start::Beginning).unwrap();
+        let lease = outbox.acquire("orders", "c", "w1").unwrap();
+        outbox.release(&lease).unwrap();
+        assert!(matches!(
+            outbox.renew(&lease),
+            Err(OutboxError::StaleLease { token }) if token == lease.token()
+        ));
+        clock.advance(5);
+        assert!(matches!(
+            outbox.renew(&lease),
+            Err(OutboxError::StaleLease { .. })
+        ));
+        // Not renewed back: another holder takes it at once.
+        let next = outbox.acquire("orders", "c", "w2").unwrap();
+        assert_eq!(next.token(), lease.token() + 1);
+        // Run out, not taken: its holder renews it.
+        clock.advance(next.expires_ms() - clock.now_ms() + 10);
+        let renewed = outbox.renew(&next).unwrap();
+        assert_eq!(renewed.token(), next.token());
+        assert!(renewed.expires_ms() > clock.now_ms());
     });
 }
 

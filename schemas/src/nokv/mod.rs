@@ -647,6 +647,7 @@ impl<E: Engine> Nokv<E> {
                 .ok_or_else(|| NokvError::NotFound(format!("inode {inode}")))?;
             let mut cmd = Self::command(tx, mount, request_id, CommandKind::SetAttr)?;
             cmd.predicates = vec![MetaPredicate::InodeGeneration(inode, Some(attr.generation))];
+            planted::setattr_predicates(&mut cmd);
             let next = InodeAttr {
                 mode,
                 mtime_ms: now,

@@ -9,7 +9,11 @@
 //!   replay apply again;
 //! - `prune-without-floor`: pruning dedupe rows past their retention
 //!   does not raise the mount's dedupe floor, so a replay after it
-//!   applies again.
+//!   applies again;
+//! - `setattr-without-generation`: a planned setattr carries no predicate
+//!   on the inode's generation, so two concurrent setattrs both apply
+//!   from one generation (one change is lost) and a setattr planned
+//!   before an unlink writes the inode back.
 
 #[cfg(feature = "planted-bugs")]
 use super::MetaPredicate;
@@ -35,6 +39,15 @@ pub(super) fn stale_rename(cmd: &mut MetadataCommand) {
     let _ = cmd;
 }
 
+/// A planned setattr's predicates (all of them, unless planted).
+pub(super) fn setattr_predicates(cmd: &mut MetadataCommand) {
+    #[cfg(feature = "planted-bugs")]
+    if active("setattr-without-generation") {
+        cmd.predicates.clear();
+    }
+    let _ = cmd;
+}
+
 /// Whether the dedupe row goes in a commit of its own.
 pub(super) fn dedupe_apart() -> bool {
     #[cfg(feature = "planted-bugs")]
@@ -55,10 +68,11 @@ pub(super) fn prune_without_floor() -> bool {
 
 /// The module's planted bugs, by name.
 #[cfg(feature = "planted-bugs")]
-pub const PLANTED: [&str; 3] = [
+pub const PLANTED: [&str; 4] = [
     "rename-stale-predicate",
     "dedupe-separate-commit",
     "prune-without-floor",
+    "setattr-without-generation",
 ];
 
 /// Plants the bug named `name` on this thread (`None`, or a name not in

@@ -62,7 +62,15 @@ impl<'s, E: Engine + 's> Tx<'s, E> {
             if g > 0 {
                 // Pinned: a concurrent charge to the scope conflicts, so the
                 // check is exact.
-                let used = counter_value(self.read_pinned(store.system, &counter)?.as_deref())?;
+                #[cfg(feature = "planted-bugs")]
+                let row = if store.options.bug(crate::PlantedBug::QuotaReadNotPinned) {
+                    strata_engine::Snapshot::get(self.snap()?, store.system, &counter)?
+                } else {
+                    self.read_pinned(store.system, &counter)?
+                };
+                #[cfg(not(feature = "planted-bugs"))]
+                let row = self.read_pinned(store.system, &counter)?;
+                let used = counter_value(row.as_deref())?;
                 let used = u64::try_from(used).unwrap_or(0);
                 if limits.check_quota(used, g).is_err() {
                     let (key_type, key) = out.grower.remove(&scope).unwrap_or_default();

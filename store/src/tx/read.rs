@@ -95,7 +95,7 @@ impl<'s, E: Engine + 's> Tx<'s, E> {
         Ok(self.read_typed_expiring(key, pin)?.map(|e| e.value))
     }
 
-    fn read_typed_expiring<K>(
+    pub(super) fn read_typed_expiring<K>(
         &mut self,
         key: &K,
         pin: bool,
@@ -332,6 +332,13 @@ impl<'s, E: Engine + 's> Tx<'s, E> {
         let base = if matches!(self.writes.get(&bytes), Some(Pending::Delete { .. })) {
             0
         } else {
+            #[cfg(feature = "planted-bugs")]
+            if self.bug(crate::PlantedBug::CounterReadNotPinned) {
+                let data = self.store.data;
+                let row = self.snap()?.get(data, &bytes)?;
+                return Ok(counter_value(row.as_deref())?
+                    .wrapping_add(self.adds.get(&bytes).map_or(0, |(d, _)| *d)));
+            }
             counter_value(self.read_pinned(self.store.data, &bytes)?.as_deref())?
         };
         Ok(base.wrapping_add(self.adds.get(&bytes).map_or(0, |(d, _)| *d)))

@@ -218,7 +218,11 @@ impl<'s, E: Engine + 's> Tx<'s, E> {
         K: Key + 'static,
         K::Value: Value + PartialEq,
     {
-        let current = self.get_with_expiry(key)?;
+        #[cfg(feature = "planted-bugs")]
+        let pin = !self.bug(crate::PlantedBug::CasReadNotPinned);
+        #[cfg(not(feature = "planted-bugs"))]
+        let pin = true;
+        let current = self.read_typed_expiring(key, pin)?;
         if current.as_ref().map(|e| &e.value) != expected {
             return Ok(false);
         }
