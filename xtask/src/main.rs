@@ -11,6 +11,7 @@
 
 mod api;
 mod bench;
+mod mutants;
 mod prereq;
 mod release;
 mod tidy;
@@ -55,6 +56,14 @@ commands:
           measurements too with --full; -p PACKAGE (repeatable) for some crates;
           the table is also written to $CARGO_TARGET_DIR/strata-bench/report.md
           (builds RocksDB in release mode once: ~15 minutes)
+  mutants cargo-mutants over every library crate (or -p CRATE, repeatable), the
+          same way every time: a copy of the tree, mutants in source order, the
+          crate's tests under nextest, built in $STRATA_MUTANTS_TARGET (default
+          $HOME/.cache/strata-mutants-target; RocksDB is built there once);
+          --shard K/N for one slice, --timeout SECONDS (default 600); ends with a
+          table of caught, timed-out, missed and unviable mutants per crate and
+          the missed ones, also written to <target>/mutants-out/report.md;
+          installs cargo-mutants when missing. Hours per crate: not in `test`
   api     the public API of every published crate (from `cargo doc`'s output)
           against the snapshot committed under api/ (also a step of `test`);
           --bless writes the snapshot
@@ -95,6 +104,13 @@ fn main() -> ExitCode {
             }
         },
         Some("fuzz") => fuzz(&args[1..]),
+        Some("mutants") => match mutants::run(&args[1..]) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(why) => {
+                eprintln!("xtask: {why}");
+                ExitCode::FAILURE
+            }
+        },
         Some("corrupt") => corrupt(&args[1..]),
         Some("api") => match api::check(args.iter().any(|a| a == "--bless")) {
             Ok(()) => ExitCode::SUCCESS,

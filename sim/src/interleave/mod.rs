@@ -421,7 +421,8 @@ impl<E: Target> Stage<E> {
         }
     }
 
-    /// The clock.
+    /// The time every operation of a round reads; a workload moves it
+    /// between rounds.
     pub(crate) fn clock(&self) -> &ManualClock {
         &self.clock
     }

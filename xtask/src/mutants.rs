@@ -1,0 +1,267 @@
+//! `cargo xtask mutants`: cargo-mutants over every library crate, run the
+//! same way every time, and a table of the outcomes.
+//!
+//! Each crate is mutated in a copy of the tree (cargo-mutants' default), built
+//! in a target directory of its own (`STRATA_MUTANTS_TARGET`, default
+//! `$HOME/.cache/strata-mutants-target`), so a run never touches the
+//! working tree or the test build's artifacts; the first crate whose tests
+//! need RocksDB builds it there once. Mutants are taken in source order
+//! (`--no-shuffle`) and tested with the crate's own tests under nextest; the
+//! exclusions (planted bugs) are in `.cargo/mutants.toml`. `--shard K/N` runs
+//! the K-th of N equal slices, so a long crate can be done piece by piece
+//! with the same result as in one go.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// Every library crate, in dependency order.
+pub const CRATES: [&str; 12] = [
+    "strata-keys",
+    "strata-codec",
+    "strata-engine",
+    "strata-engine-testkit",
+    "strata-engine-redb",
+    "strata-engine-rocks",
+    "strata-engine-postgres",
+    "strata-store",
+    "strata-outbox",
+    "strata-search",
+    "strata-schemas",
+    "strata-cli",
+];
+
+/// What one crate's run (or shard) found.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Outcome {
+    /// The crate.
+    pub krate: String,
+    /// The shard, as `K/N`, if one.
+    pub shard: Option<String>,
+    /// Mutants a test failed on.
+    pub caught: usize,
+    /// Mutants every test passed with.
+    pub missed: Vec<String>,
+    /// Mutants whose tests ran past the timeout.
+    pub timeouts: usize,
+    /// Mutants that did not build.
+    pub unviable: usize,
+}
+
+impl Outcome {
+    /// Caught (timeouts included) over every mutant that built, in percent.
+    pub fn score(&self) -> Option<f64> {
+        let killed = u32::try_from(self.caught + self.timeouts).ok()?;
+        let built = killed.checked_add(u32::try_from(self.missed.len()).ok()?)?;
+        (built > 0).then(|| 100.0 * f64::from(killed) / f64::from(built))
+    }
+}
+
+/// The lines of one of cargo-mutants' list files (`caught.txt`, ...).
+fn lines(dir: &Path, name: &str) -> Vec<String> {
+    std::fs::read_to_string(dir.join(name))
+        .map(|t| {
+            t.lines()
+                .filter(|l| !l.trim().is_empty())
+                .map(str::to_owned)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Reads the outcome files cargo-mutants wrote in `dir` (its
+/// `mutants.out`).
+pub fn read(dir: &Path, krate: &str, shard: Option<&str>) -> Outcome {
+    Outcome {
+        krate: krate.to_owned(),
+        shard: shard.map(str::to_owned),
+        caught: lines(dir, "caught.txt").len(),
+        missed: lines(dir, "missed.txt"),
+        timeouts: lines(dir, "timeout.txt").len(),
+        unviable: lines(dir, "unviable.txt").len(),
+    }
+}
+
+/// The markdown table of `outcomes`, then every missed mutant.
+pub fn render(outcomes: &[Outcome]) -> String {
+    let mut out = String::from(
+        "| crate | shard | mutants | caught | timeouts | missed | unviable | score |\n|---|---|---|---|---|---|---|---|\n",
+    );
+    for o in outcomes {
+        let total = o.caught + o.timeouts + o.missed.len() + o.unviable;
+        let score = o
+            .score()
+            .map_or_else(|| "n/a".to_owned(), |s| format!("{s:.1}%"));
+        let _ = writeln!(
+            out,
+            "| {} | {} | {total} | {} | {} | {} | {} | {score} |",
+            o.krate,
+            o.shard.as_deref().unwrap_or("all"),
+            o.caught,
+            o.timeouts,
+            o.missed.len(),
+            o.unviable,
+        );
+    }
+    for o in outcomes.iter().filter(|o| !o.missed.is_empty()) {
+        let _ = writeln!(out, "\nmissed in {}:", o.krate);
+        for m in &o.missed {
+            let _ = writeln!(out, "- {m}");
+        }
+    }
+    out
+}
+
+fn target_dir() -> PathBuf {
+    std::env::var_os("STRATA_MUTANTS_TARGET").map_or_else(
+        || {
+            let home = std::env::var_os("HOME").unwrap_or_else(|| ".".into());
+            Path::new(&home).join(".cache/strata-mutants-target")
+        },
+        PathBuf::from,
+    )
+}
+
+/// cargo-mutants, installed from crates.io when missing.
+fn ensure_cargo_mutants() -> Result<(), String> {
+    let present = Command::new(crate::cargo())
+        .args(["mutants", "--version"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if present {
+        return Ok(());
+    }
+    println!(
+        "xtask: cargo-mutants is missing; installing it: cargo install --locked cargo-mutants"
+    );
+    let ok = Command::new(crate::cargo())
+        .args(["install", "--locked", "cargo-mutants"])
+        .status()
+        .is_ok_and(|s| s.success());
+    if ok {
+        Ok(())
+    } else {
+        Err("cargo-mutants is needed: `cargo install --locked cargo-mutants`".to_owned())
+    }
+}
+
+/// `cargo xtask mutants [-p CRATE]... [--shard K/N] [--timeout SECONDS]`.
+///
+/// # Errors
+/// A bad argument, cargo-mutants missing, or a crate whose tests fail
+/// unmutated (cargo-mutants' baseline).
+pub fn run(args: &[String]) -> Result<(), String> {
+    let mut crates: Vec<String> = Vec::new();
+    let mut shard: Option<String> = None;
+    let mut timeout = "600".to_owned();
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        let mut value = || it.next().cloned().ok_or(format!("{a} needs a value"));
+        match a.as_str() {
+            "-p" | "--package" => crates.push(value()?),
+            "--shard" => shard = Some(value()?),
+            "--timeout" => timeout = value()?,
+            other => return Err(format!("unknown argument {other:?}")),
+        }
+    }
+    if crates.is_empty() {
+        crates = CRATES.iter().map(|c| (*c).to_owned()).collect();
+    }
+    if let Some(c) = crates.iter().find(|c| !CRATES.contains(&c.as_str())) {
+        return Err(format!("{c} is not one of the library crates: {CRATES:?}"));
+    }
+    ensure_cargo_mutants()?;
+    let target = target_dir();
+    let reports = target.join("mutants-out");
+    println!("xtask: mutants built in {}", target.display());
+    let mut outcomes = Vec::new();
+    for krate in &crates {
+        let name = match &shard {
+            Some(s) => format!("{krate}-shard-{}", s.replace('/', "-of-")),
+            None => krate.clone(),
+        };
+        let out = reports.join(&name);
+        let mut cmd_args = vec![
+            "mutants".to_owned(),
+            "-p".to_owned(),
+            krate.clone(),
+            "--test-tool".to_owned(),
+            "nextest".to_owned(),
+            "--no-shuffle".to_owned(),
+            "--timeout".to_owned(),
+            timeout.clone(),
+            "--output".to_owned(),
+            out.display().to_string(),
+        ];
+        if let Some(s) = &shard {
+            cmd_args.extend(["--shard".to_owned(), s.clone()]);
+        }
+        println!("$ cargo {}", cmd_args.join(" "));
+        let status = Command::new(crate::cargo())
+            .args(&cmd_args)
+            .env("CARGO_TARGET_DIR", &target)
+            .status()
+            .map_err(|e| format!("could not run cargo mutants: {e}"))?;
+        // 0: all caught; 2: some missed; 3: some timed out. Anything else
+        // (a usage error, 4: the unmutated tests fail) stops the run.
+        match status.code() {
+            Some(0 | 2 | 3) => {}
+            code => {
+                return Err(format!(
+                    "cargo mutants on {krate} ended with {code:?}; see {}",
+                    out.join("mutants.out").display()
+                ));
+            }
+        }
+        outcomes.push(read(&out.join("mutants.out"), krate, shard.as_deref()));
+    }
+    let table = render(&outcomes);
+    println!("{table}");
+    let report = reports.join("report.md");
+    std::fs::create_dir_all(&reports)
+        .and_then(|()| std::fs::write(&report, &table))
+        .map_err(|e| format!("writing {}: {e}", report.display()))?;
+    println!("xtask: the table is also in {}", report.display());
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Outcome, read, render};
+
+    #[test]
+    fn the_outcome_files_are_counted_and_the_table_scores_what_built() {
+        let dir = std::env::temp_dir().join(format!("xtask-mutants-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("caught.txt"), "a\nb\nc\n\n").unwrap();
+        std::fs::write(
+            dir.join("missed.txt"),
+            "src/x.rs:1:1: replace f -> bool with true\n",
+        )
+        .unwrap();
+        std::fs::write(dir.join("unviable.txt"), "u\nv\n").unwrap();
+        let o = read(&dir, "strata-keys", Some("1/4"));
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(
+            o,
+            Outcome {
+                krate: "strata-keys".to_owned(),
+                shard: Some("1/4".to_owned()),
+                caught: 3,
+                missed: vec!["src/x.rs:1:1: replace f -> bool with true".to_owned()],
+                timeouts: 0,
+                unviable: 2,
+            }
+        );
+        // 3 killed of 4 that built; the unviable ones do not count.
+        assert_eq!(o.score(), Some(75.0));
+        let table = render(&[o]);
+        assert!(
+            table.contains("| strata-keys | 1/4 | 6 | 3 | 0 | 1 | 2 | 75.0% |"),
+            "{table}"
+        );
+        assert!(
+            table.contains("missed in strata-keys:\n- src/x.rs:1:1: replace f -> bool with true")
+        );
+    }
+}
