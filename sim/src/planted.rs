@@ -79,6 +79,7 @@ pub const PLANTED: &[Planted] = &[
     p("lease-read-not-pinned", Workload::Interleave, 0),
     p("release-renewable", Workload::Interleave, 0),
     p("setattr-without-generation", Workload::Interleave, 3),
+    p("toc-latest-unpinned", Workload::Interleave, 0),
 ];
 
 /// The planted bugs of the RocksDB engine (feature `rocks`), with their

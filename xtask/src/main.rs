@@ -30,7 +30,7 @@ commands:
           snapshot, the feature check, cargo package (no verification),
           cargo nextest run --workspace,
           doctests, the planted-bug tests, a short decoder fuzz, and short fixed-seed
-          simulations (seeds 20..60; on redb 0..24; the engine, store and
+          simulations (seeds 20..60; on redb 10..34; the engine, store and
           schema workloads on PostgreSQL);
           starts a throwaway PostgreSQL server the tests share (installs
           postgresql-15 with apt when missing and possible);
@@ -339,7 +339,7 @@ const STEPS: &[(&str, &[&str], Parser)] = &[
             "--engine",
             "redb",
             "--seeds",
-            "0..24",
+            "10..34",
             "--ops",
             "400",
             "--quiet",
@@ -403,7 +403,7 @@ const STEPS: &[(&str, &[&str], Parser)] = &[
             "--workload",
             "schemas",
             "--seeds",
-            "0..2",
+            "0..1",
             "--ops",
             "400",
             "--quiet",

@@ -563,7 +563,7 @@ impl<'s, E: Engine> AgentMemory<'s, E> {
 
     fn put_toc_node_in(&self, tx: &mut Tx<'_, E>, node: &TocNode) -> Result<u32, MemoryError> {
         let latest = latest_key(&node.node_id);
-        let current = self.latest_version_in(tx, &node.node_id, true)?;
+        let current = self.latest_version_in(tx, &node.node_id, !planted::toc_latest_unpinned())?;
         let version = current + 1;
         let key = toc_key(&node.node_id, version);
         let stored = TocNode {

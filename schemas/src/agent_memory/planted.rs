@@ -7,7 +7,10 @@
 //! - `memory-sequence-from-counter`: [`super::outbox_config`] makes the
 //!   outbox take each entry's sequence from a counter read before the
 //!   write, so concurrent writers take the same number and one entry
-//!   replaces the other (a consumer never sees it).
+//!   replaces the other (a consumer never sees it);
+//! - `toc-latest-unpinned`: a TOC node's next version is numbered from the
+//!   latest pointer read without a predicate, so two concurrent writers of
+//!   one node take the same version and one overwrites the other.
 
 #[cfg(feature = "planted-bugs")]
 thread_local! {
@@ -28,6 +31,15 @@ pub(super) fn read_then_write() -> bool {
     false
 }
 
+/// Whether a TOC node's latest pointer is read without a predicate.
+pub(super) fn toc_latest_unpinned() -> bool {
+    #[cfg(feature = "planted-bugs")]
+    if active("toc-latest-unpinned") {
+        return true;
+    }
+    false
+}
+
 /// The outbox configuration, with its counter sequencing when planted.
 pub(super) fn outbox_config(config: strata_outbox::OutboxConfig) -> strata_outbox::OutboxConfig {
     #[cfg(feature = "planted-bugs")]
@@ -41,7 +53,11 @@ pub(super) fn outbox_config(config: strata_outbox::OutboxConfig) -> strata_outbo
 
 /// The module's planted bugs, by name.
 #[cfg(feature = "planted-bugs")]
-pub const PLANTED: [&str; 2] = ["memory-read-then-write", "memory-sequence-from-counter"];
+pub const PLANTED: [&str; 3] = [
+    "memory-read-then-write",
+    "memory-sequence-from-counter",
+    "toc-latest-unpinned",
+];
 
 /// Plants the bug named `name` on this thread (`None`, or a name not in
 /// [`PLANTED`], removes it).

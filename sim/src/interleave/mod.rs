@@ -17,7 +17,7 @@
 //! without the layer's code, replays that order and must give every
 //! operation the answer it got, and end in the state the layer holds.
 //!
-//! Three layers run, each on a fresh engine:
+//! Five layers run, each on a fresh engine:
 //!
 //! - `store.rs`: counters read then written, versioned records through
 //!   compare-and-set, a quota scope near its limit, groups read by a scan
@@ -26,7 +26,12 @@
 //!   renewed, released and moved by workers, between producers' commits;
 //! - `nokv.rs`: NoKV's inodes and dentries (create, unlink, setattr of a
 //!   versioned inode), whose commands are planned in one transaction and
-//!   executed under predicates in another.
+//!   executed under predicates in another;
+//! - `code_sous.rs`: code-sous's function versions (`version_seq`), an
+//!   alias set to versions that may not exist yet, activations started and
+//!   ended at once by several clients;
+//! - `toc.rs`: agent memory's versioned TOC nodes, written by several
+//!   clients at once.
 //!
 //! The clock stands still while clients run (an operation's time is the
 //! round's) and moves between rounds, so leases expire.
@@ -44,9 +49,11 @@ use strata_store::{RetryPolicy, Store, StoreOptions};
 use crate::run::{RunOptions, SeedReport, Trace, Violation, fail};
 use crate::targets::Target;
 
+mod code_sous;
 mod nokv;
 mod outbox;
 mod store;
+mod toc;
 
 /// Clients per layer.
 const CLIENTS: usize = 3;
@@ -427,6 +434,11 @@ impl<E: Target> Stage<E> {
         &self.clock
     }
 
+    /// The same clock, shared, for a layer that keeps one.
+    pub(crate) fn shared_clock(&self) -> Arc<ManualClock> {
+        self.clock.clone()
+    }
+
     /// A store on the engine.
     ///
     /// # Errors
@@ -490,6 +502,7 @@ fn plant_here(options: &RunOptions) {
                 .and_then(strata_codec::planted::PlantedBug::from_name),
         );
         strata_schemas::nokv::plant(options.plant.as_deref());
+        strata_schemas::agent_memory::plant(options.plant.as_deref());
     }
     #[cfg(not(feature = "planted-bugs"))]
     let _ = options;
@@ -500,6 +513,7 @@ fn unplant_here() {
     {
         strata_codec::planted::plant(None);
         strata_schemas::nokv::plant(None);
+        strata_schemas::agent_memory::plant(None);
     }
 }
 
@@ -541,16 +555,19 @@ pub(crate) fn check<Op: std::fmt::Debug>(
 type LayerRun = fn(&RunOptions, &mut Trace) -> Result<(u64, u64), Violation>;
 
 /// Runs the interleaved workloads of one seed on engine `E`: the store's,
-/// the outbox's and NoKV's, each on a fresh engine.
+/// the outbox's, NoKV's, code-sous's and agent memory's TOC, each on a
+/// fresh engine.
 pub fn run_interleave_seed_on<E: Target>(options: &RunOptions) -> SeedReport {
     let mut trace = Trace::new();
     let mut checks = 0;
     let mut commits = 0;
     let mut violation = None;
-    let layers: [(&str, LayerRun); 3] = [
+    let layers: [(&str, LayerRun); 5] = [
         ("store", store::run::<E>),
         ("outbox", outbox::run::<E>),
         ("nokv", nokv::run::<E>),
+        ("code-sous", code_sous::run::<E>),
+        ("toc", toc::run::<E>),
     ];
     for (name, run) in layers {
         trace.event(0, format!("interleaved {name}, seed {}", options.seed));
