@@ -181,6 +181,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
             None => krate.clone(),
         };
         let out = reports.join(&name);
+        std::fs::create_dir_all(&out).map_err(|e| format!("creating {}: {e}", out.display()))?;
         let mut cmd_args = vec![
             "mutants".to_owned(),
             "-p".to_owned(),
