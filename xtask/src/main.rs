@@ -30,7 +30,7 @@ commands:
           snapshot, the feature check, cargo package (no verification),
           cargo nextest run --workspace,
           doctests, the planted-bug tests, a short decoder fuzz, and short fixed-seed
-          simulations (seeds 20..60; on redb 10..34; the engine, store and
+          simulations (seeds 20..50; on redb 10..26; the engine, store and
           schema workloads on PostgreSQL);
           starts a throwaway PostgreSQL server the tests share (installs
           postgresql-15 with apt when missing and possible);
@@ -60,7 +60,8 @@ commands:
           same way every time: a copy of the tree, mutants in source order, the
           crate's tests under nextest, built in $STRATA_MUTANTS_TARGET (default
           $HOME/.cache/strata-mutants-target; RocksDB is built there once);
-          --shard K/N for one slice, --timeout SECONDS (default 600); ends with a
+          --shard K/N for one slice, --timeout SECONDS (default: cargo-mutants' own,
+          from the unmutated tests' time); ends with a
           table of caught, timed-out, missed and unviable mutants per crate and
           the missed ones, also written to <target>/mutants-out/report.md;
           installs cargo-mutants when missing. Hours per crate: not in `test`
@@ -304,7 +305,7 @@ const STEPS: &[(&str, &[&str], Parser)] = &[
             "strata-sim",
             "--",
             "--seeds",
-            "20..60",
+            "20..50",
             "--ops",
             "400",
             "--quiet",
@@ -339,7 +340,7 @@ const STEPS: &[(&str, &[&str], Parser)] = &[
             "--engine",
             "redb",
             "--seeds",
-            "10..34",
+            "10..26",
             "--ops",
             "400",
             "--quiet",
@@ -382,7 +383,7 @@ const STEPS: &[(&str, &[&str], Parser)] = &[
             "--workload",
             "store",
             "--seeds",
-            "0..6",
+            "0..4",
             "--ops",
             "400",
             "--quiet",

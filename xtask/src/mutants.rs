@@ -145,7 +145,9 @@ fn ensure_cargo_mutants() -> Result<(), String> {
     }
 }
 
-/// `cargo xtask mutants [-p CRATE]... [--shard K/N] [--timeout SECONDS]`.
+/// `cargo xtask mutants [-p CRATE]... [--shard K/N] [--timeout SECONDS]`
+/// (without `--timeout`, cargo-mutants sets one from the unmutated tests'
+/// time).
 ///
 /// # Errors
 /// A bad argument, cargo-mutants missing, or a crate whose tests fail
@@ -153,14 +155,15 @@ fn ensure_cargo_mutants() -> Result<(), String> {
 pub fn run(args: &[String]) -> Result<(), String> {
     let mut crates: Vec<String> = Vec::new();
     let mut shard: Option<String> = None;
-    let mut timeout = "600".to_owned();
+    // None: cargo-mutants' own, from the unmutated tests' time.
+    let mut timeout: Option<String> = None;
     let mut it = args.iter();
     while let Some(a) = it.next() {
         let mut value = || it.next().cloned().ok_or(format!("{a} needs a value"));
         match a.as_str() {
             "-p" | "--package" => crates.push(value()?),
             "--shard" => shard = Some(value()?),
-            "--timeout" => timeout = value()?,
+            "--timeout" => timeout = Some(value()?),
             other => return Err(format!("unknown argument {other:?}")),
         }
     }
@@ -189,11 +192,12 @@ pub fn run(args: &[String]) -> Result<(), String> {
             "--test-tool".to_owned(),
             "nextest".to_owned(),
             "--no-shuffle".to_owned(),
-            "--timeout".to_owned(),
-            timeout.clone(),
             "--output".to_owned(),
             out.display().to_string(),
         ];
+        if let Some(t) = &timeout {
+            cmd_args.extend(["--timeout".to_owned(), t.clone()]);
+        }
         if let Some(s) = &shard {
             cmd_args.extend(["--shard".to_owned(), s.clone()]);
         }

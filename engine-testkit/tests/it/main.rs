@@ -4,6 +4,7 @@
 use strata_engine::{KeyspaceSpec, MemEngine, Rng};
 use strata_engine_testkit::Harness;
 
+mod broken;
 mod model;
 
 /// Drives `MemEngine` for the suite: reopen is a clean close, crash drops a
