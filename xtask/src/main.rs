@@ -58,7 +58,8 @@ commands:
           (builds RocksDB in release mode once: ~15 minutes)
   mutants cargo-mutants over every library crate (or -p CRATE, repeatable), the
           same way every time: a copy of the tree, mutants in source order, the
-          crate's tests under nextest, built in $STRATA_MUTANTS_TARGET (default
+          crate's tests under nextest (for strata-engine and the testkit, the
+          redb engine's too), built in $STRATA_MUTANTS_TARGET (default
           $HOME/.cache/strata-mutants-target; RocksDB is built there once);
           --shard K/N for one slice, --timeout SECONDS (default: cargo-mutants' own,
           from the unmutated tests' time); ends with a

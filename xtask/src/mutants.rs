@@ -6,7 +6,9 @@
 //! `$HOME/.cache/strata-mutants-target`), so a run never touches the
 //! working tree or the test build's artifacts; the first crate whose tests
 //! need RocksDB builds it there once. Mutants are taken in source order
-//! (`--no-shuffle`) and tested with the crate's own tests under nextest; the
+//! (`--no-shuffle`) and tested with the crate's own tests under nextest
+//! (and, for the engine and the testkit, with the redb engine's: see
+//! [`TESTED_BY`]); the
 //! exclusions (planted bugs) are in `.cargo/mutants.toml`. `--shard K/N` runs
 //! the K-th of N equal slices, so a long crate can be done piece by piece
 //! with the same result as in one go.
@@ -29,6 +31,25 @@ pub const CRATES: [&str; 12] = [
     "strata-search",
     "strata-schemas",
     "strata-cli",
+];
+
+/// Crates whose code is tested mostly by other crates' tests: the test
+/// packages their mutants run (the crate's own first). The engine's
+/// contract and the testkit's suite and helpers are exercised by the
+/// engines that run them.
+pub const TESTED_BY: [(&str, &[&str]); 2] = [
+    (
+        "strata-engine",
+        &[
+            "strata-engine",
+            "strata-engine-testkit",
+            "strata-engine-redb",
+        ],
+    ),
+    (
+        "strata-engine-testkit",
+        &["strata-engine-testkit", "strata-engine-redb"],
+    ),
 ];
 
 /// What one crate's run (or shard) found.
@@ -195,6 +216,11 @@ pub fn run(args: &[String]) -> Result<(), String> {
             "--output".to_owned(),
             out.display().to_string(),
         ];
+        for (_, packages) in TESTED_BY.iter().filter(|(c, _)| c == krate) {
+            for p in *packages {
+                cmd_args.extend(["--test-package".to_owned(), (*p).to_owned()]);
+            }
+        }
         if let Some(t) = &timeout {
             cmd_args.extend(["--timeout".to_owned(), t.clone()]);
         }
