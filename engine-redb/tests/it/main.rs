@@ -7,6 +7,7 @@ use strata_engine::{KeyspaceSpec, Rng};
 use strata_engine_redb::{PowerLossBackend, RedbEngine, RedbOptions};
 use strata_engine_testkit::Harness;
 
+mod edges;
 mod files;
 mod kill;
 mod power;
