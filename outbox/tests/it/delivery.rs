@@ -439,10 +439,14 @@ fn a_released_lease_passes_at_once_and_its_holder_is_fenced() {
 #[test]
 fn a_released_lease_cannot_be_renewed() {
     on_every_engine!(Durability::Immediate, |store, outbox, clock| {
-        let _ = &store;
         outbox.register("orders", "c", Start::Beginning).unwrap();
         let lease = outbox.acquire("orders", "c", "w1").unwrap();
+        let before = store.engine().last_version();
         outbox.release(&lease).unwrap();
+        assert!(
+            store.engine().last_version() > before,
+            "the release committed"
+        );
         assert!(matches!(
             outbox.renew(&lease),
             Err(OutboxError::StaleLease { token }) if token == lease.token()
