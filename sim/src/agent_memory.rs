@@ -4,10 +4,15 @@
 //! event topic, syncs and crashes on a faulty engine; on every fourth seed
 //! a quiet phase indexes everything and checks the index.
 //!
+//! A client resends an event whose put failed (its reply lost, perhaps
+//! after the commit applied) or whose reply came too late, later and with
+//! the same id, as users of an idempotent ingest do.
+//!
 //! Oracles:
 //! - no event lost or duplicated: after each step the consumer drains the
-//!   topic; no event key arrives at two positions, and every durable
-//!   stored event has arrived (entries of durable commits are delivered);
+//!   topic; no event key arrives at two positions (a resend of a stored
+//!   event included), and every durable stored event has arrived (entries
+//!   of durable commits are delivered);
 //! - the latest pointer of every node written names its highest stored
 //!   version, and `put_toc_node` returned exactly the next version;
 //! - after the quiet phase, the search index equals the projection of the
@@ -50,6 +55,9 @@ struct MemRun {
     lease: Option<strata_outbox::Lease>,
     /// Nodes written, with the version last returned.
     nodes: BTreeMap<String, u32>,
+    /// Events the client will resend: their put failed, or (a reply that
+    /// came too late) it succeeded.
+    unsure: Vec<Event>,
 }
 
 fn ulid(n: u32) -> String {
@@ -123,6 +131,27 @@ impl MemRun {
             step,
             format!("pair (same event {same}): {}", outcome.join("; ")),
         );
+    }
+
+    /// Resends one event the client is unsure of, with its id and
+    /// timestamp unchanged; it leaves the list once a put succeeds.
+    fn resend<E: Target>(&mut self, mem: &AgentMemory<'_, FaultyEngine<E>>, step: usize) {
+        if self.unsure.is_empty() {
+            return;
+        }
+        let len = u64::try_from(self.unsure.len()).unwrap_or(u64::MAX);
+        let i = usize::try_from(self.rng.below(len)).unwrap_or(0);
+        match mem.put_event(&self.unsure[i]) {
+            Ok(w) => {
+                self.commits += 1;
+                let e = self.unsure.swap_remove(i);
+                self.trace
+                    .event(step, format!("resent {} (wrote {w})", e.event_id));
+            }
+            Err(err) => self
+                .trace
+                .event(step, format!("resend failed: {}", short(&err.to_string()))),
+        }
     }
 
     fn toc<E: Target>(
@@ -325,11 +354,18 @@ impl<E: Target> Driven<E> for MemRun {
                     self.commits += 1;
                     self.trace
                         .event(step, format!("event {} (wrote {w})", e.event_id));
+                    if self.rng.chance(0.15) {
+                        self.unsure.push(e);
+                    }
                 }
-                Err(err) => self
-                    .trace
-                    .event(step, format!("event failed: {}", short(&err.to_string()))),
+                Err(err) => {
+                    self.trace
+                        .event(step, format!("event failed: {}", short(&err.to_string())));
+                    self.unsure.push(e);
+                }
             }
+        } else if roll < 42 {
+            self.resend(&mem, step);
         } else if roll < 65 {
             self.pair(&mem, store, step);
         } else if roll < 80 {
@@ -419,6 +455,7 @@ pub fn run_agent_memory_seed_on<E: Target>(options: &RunOptions) -> SeedReport {
         delivered: BTreeMap::new(),
         lease: None,
         nodes: BTreeMap::new(),
+        unsure: Vec::new(),
         rng,
     };
     #[cfg(feature = "planted-bugs")]

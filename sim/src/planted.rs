@@ -69,6 +69,7 @@ pub const PLANTED: &[Planted] = &[
     p("prune-without-floor", Workload::Nokv, 0),
     p("memory-read-then-write", Workload::AgentMemory, 0),
     p("memory-sequence-from-counter", Workload::AgentMemory, 0),
+    p("memory-resend-announced", Workload::AgentMemory, 0),
     p("ack-before-index-commit", Workload::Search, 0),
     p("upsert-without-delete", Workload::Search, 0),
     p("index-non-durable", Workload::Search, 1),

@@ -476,10 +476,12 @@ impl<'s, E: Engine> AgentMemory<'s, E> {
         } else {
             tx.get_in(&self.events, key.as_bytes())?
         };
-        if existing.is_some() {
+        let stored = existing.is_some();
+        if !stored {
+            tx.put_in(&self.events, key.as_bytes().to_vec(), bytes.to_vec())?;
+        } else if !planted::resend_announced() {
             return Ok(false);
         }
-        tx.put_in(&self.events, key.as_bytes().to_vec(), bytes.to_vec())?;
         self.outbox.push(
             tx,
             &self.topic,
@@ -487,7 +489,7 @@ impl<'s, E: Engine> AgentMemory<'s, E> {
                 key: key.to_owned(),
             },
         )?;
-        Ok(true)
+        Ok(!stored)
     }
 
     /// The event at `timestamp_ms` with `event_id`.

@@ -10,7 +10,10 @@
 //!   replaces the other (a consumer never sees it);
 //! - `toc-latest-unpinned`: a TOC node's next version is numbered from the
 //!   latest pointer read without a predicate, so two concurrent writers of
-//!   one node take the same version and one overwrites the other.
+//!   one node take the same version and one overwrites the other;
+//! - `memory-resend-announced`: a put of an event already stored (a client
+//!   resending after a lost reply) writes no row but pushes another outbox
+//!   entry, so the event arrives twice.
 
 #[cfg(feature = "planted-bugs")]
 thread_local! {
@@ -26,6 +29,15 @@ fn active(name: &str) -> bool {
 pub(super) fn read_then_write() -> bool {
     #[cfg(feature = "planted-bugs")]
     if active("memory-read-then-write") {
+        return true;
+    }
+    false
+}
+
+/// Whether a put of a stored event still pushes an outbox entry.
+pub(super) fn resend_announced() -> bool {
+    #[cfg(feature = "planted-bugs")]
+    if active("memory-resend-announced") {
         return true;
     }
     false
@@ -53,10 +65,11 @@ pub(super) fn outbox_config(config: strata_outbox::OutboxConfig) -> strata_outbo
 
 /// The module's planted bugs, by name.
 #[cfg(feature = "planted-bugs")]
-pub const PLANTED: [&str; 3] = [
+pub const PLANTED: [&str; 4] = [
     "memory-read-then-write",
     "memory-sequence-from-counter",
     "toc-latest-unpinned",
+    "memory-resend-announced",
 ];
 
 /// Plants the bug named `name` on this thread (`None`, or a name not in
