@@ -417,13 +417,7 @@ fn range_of(args: &ScanArgs) -> Result<RangeSpec, Failure> {
                 "--tuple-prefix takes a tuple, as in ({t:?},) or (\"am\", 7); --prefix takes bytes"
             )));
         }
-        let r = KeyRange::tuple_prefix(&parse(t)?);
-        RangeSpec {
-            start: Bound::Included(r.start),
-            end: r.end.map_or(Bound::Unbounded, Bound::Excluded),
-            reverse: false,
-            limit: None,
-        }
+        RangeSpec::from(KeyRange::tuple_prefix(&parse(t)?))
     } else {
         RangeSpec {
             start: args

@@ -97,8 +97,17 @@ impl RangeSpec {
     }
 }
 
-/// FoundationDB's `strinc`: the least key above every key starting with
-/// `prefix`, `None` if there is none.
+/// FoundationDB's `strinc`: the first byte string that sorts after every
+/// string starting with `prefix`, or `None` when there is none (the prefix is
+/// empty or all `0xFF`), meaning "unbounded". The one definition in the
+/// workspace (`strata_keys::strinc` re-exports it).
+///
+/// ```
+/// use strata_engine::strinc;
+/// assert_eq!(strinc(b"ab"), Some(b"ac".to_vec()));
+/// assert_eq!(strinc(&[1, 0xFF, 0xFF]), Some(vec![2]));
+/// assert_eq!(strinc(&[0xFF]), None);
+/// ```
 pub fn strinc(prefix: &[u8]) -> Option<Vec<u8>> {
     let keep = prefix.iter().rposition(|&b| b != 0xFF)?;
     let mut end = prefix[..=keep].to_vec();

@@ -20,6 +20,8 @@
 
 use std::ops::Bound;
 
+use strata_engine::RangeSpec;
+
 use crate::tuple::{TuplePack, TupleUnpack};
 use crate::{Key, KeyError};
 
@@ -84,21 +86,44 @@ impl KeyRange {
     }
 }
 
-/// FoundationDB's `strinc`: the first byte string that sorts after every
-/// string starting with `prefix`, or `None` when there is none (the prefix is
-/// empty or all `0xFF`), meaning "unbounded".
+/// FoundationDB's `strinc` (defined once, in the engine contract, whose
+/// prefix ranges use it too).
 ///
 /// ```
 /// use strata_keys::strinc;
 /// assert_eq!(strinc(b"ab"), Some(b"ac".to_vec()));
-/// assert_eq!(strinc(&[1, 0xFF, 0xFF]), Some(vec![2]));
 /// assert_eq!(strinc(&[0xFF]), None);
 /// ```
-pub fn strinc(prefix: &[u8]) -> Option<Vec<u8>> {
-    let keep = prefix.iter().rposition(|&b| b != 0xFF)?;
-    let mut end = prefix[..=keep].to_vec();
-    end[keep] += 1;
-    Some(end)
+pub use strata_engine::strinc;
+
+/// The engine's range of the same keys, ascending and without a limit.
+///
+/// ```
+/// use strata_engine::RangeSpec;
+/// use strata_keys::KeyRange;
+/// use std::ops::Bound;
+///
+/// let spec = RangeSpec::from(KeyRange::prefix(b"a"));
+/// assert_eq!(spec.start, Bound::Included(b"a".to_vec()));
+/// assert_eq!(spec.end, Bound::Excluded(b"b".to_vec()));
+/// assert!(!spec.reverse && spec.limit.is_none());
+/// ```
+impl From<KeyRange> for RangeSpec {
+    fn from(range: KeyRange) -> Self {
+        let (start, end) = range.into_bounds();
+        Self {
+            start,
+            end,
+            reverse: false,
+            limit: None,
+        }
+    }
+}
+
+impl From<&KeyRange> for RangeSpec {
+    fn from(range: &KeyRange) -> Self {
+        range.clone().into()
+    }
 }
 
 /// A byte prefix shared by a family of keys.

@@ -767,14 +767,7 @@ impl OutboxRun {
             let snap = store.engine().snapshot().map_err(|e| read(e.into()))?;
             let range =
                 strata_keys::KeyRange::tuple_prefix(&strata_keys::tuple::pack(&(21, c as u64)));
-            let spec = strata_engine::RangeSpec {
-                start: std::ops::Bound::Included(range.start),
-                end: range
-                    .end
-                    .map_or(std::ops::Bound::Unbounded, std::ops::Bound::Excluded),
-                reverse: false,
-                limit: None,
-            };
+            let spec = strata_engine::RangeSpec::from(range);
             let rows: Vec<(Vec<u8>, Vec<u8>)> = snap
                 .range(store.keyspaces().0, spec)
                 .and_then(Iterator::collect)

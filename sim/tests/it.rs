@@ -214,3 +214,26 @@ fn the_fault_wrapper_shares_its_engines_handles() {
         "the immediate commit survived the crash"
     );
 }
+
+/// The seeded workload on RocksDB (what `cargo xtask sim --engine rocks`
+/// runs): faults from the wrapper, crashes as process kills. Built with the
+/// `rocks` feature, which `cargo xtask test` turns on in its planted-bug
+/// step (the RocksDB build there is the test build's).
+#[cfg(feature = "rocks")]
+#[test]
+fn simulation_seeds_pass_on_rocksdb() {
+    for seed in 0..4 {
+        let options = strata_sim::RunOptions {
+            engine: strata_sim::EngineKind::Rocks,
+            ..strata_sim::RunOptions::new(seed, 250)
+        };
+        let report = strata_sim::run_seed(&options);
+        assert!(
+            report.violation.is_none(),
+            "seed {seed}: {:?}\n{}",
+            report.violation,
+            report.trace_tail.join("\n")
+        );
+        assert!(report.commits > 0);
+    }
+}

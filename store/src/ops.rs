@@ -2,11 +2,10 @@
 //! writer, and the quota audit.
 
 use std::collections::BTreeMap;
-use std::ops::Bound;
 
 use strata_codec::{Value, stored_size};
 use strata_engine::{Engine, RangeSpec, Snapshot};
-use strata_keys::{Key, KeyRange};
+use strata_keys::Key;
 
 use crate::tx::{Pending, counter_value};
 use crate::{Store, StoreError, Tx, layout};
@@ -256,7 +255,7 @@ impl<E: Engine> Store<E> {
             }
         }
         let chunks = layout::chunk_rows_range();
-        for row in snap.range(self.system, spec_of(chunks))? {
+        for row in snap.range(self.system, RangeSpec::from(chunks))? {
             let (k, v) = row?;
             if let Some(scope) =
                 layout::chunk_owner(&k).and_then(|owner| self.options.scope_of(&owner))
@@ -264,7 +263,7 @@ impl<E: Engine> Store<E> {
                 usage.entry(scope).or_default().actual += stored_size(k.len(), v.len());
             }
         }
-        for row in snap.range(self.system, spec_of(layout::quota_range()))? {
+        for row in snap.range(self.system, RangeSpec::from(layout::quota_range()))? {
             let (k, v) = row?;
             if let Some(scope) = layout::quota_scope(&k) {
                 usage.entry(scope).or_default().counted = counter_value(Some(&v))?;
@@ -314,7 +313,7 @@ impl<E: Engine> Store<E> {
             let range = layout::expiry_range(from.as_deref(), now);
             let entries: Vec<(Vec<u8>, u64, Vec<u8>)> = {
                 let snap = self.engine.snapshot()?;
-                snap.range(self.system, spec_of(range).limit(width))?
+                snap.range(self.system, RangeSpec::from(range).limit(width))?
                     .filter_map(|row| match row {
                         Ok((k, _)) => layout::read_expiry(&k).map(|(at, data)| Ok((k, at, data))),
                         Err(e) => Some(Err(e)),
@@ -369,15 +368,5 @@ impl<E: Engine> Store<E> {
                 Err(e) => return Err(e),
             }
         }
-    }
-}
-
-/// The engine range of a key range.
-pub(crate) fn spec_of(range: KeyRange) -> RangeSpec {
-    RangeSpec {
-        start: Bound::Included(range.start),
-        end: range.end.map_or(Bound::Unbounded, Bound::Excluded),
-        reverse: false,
-        limit: None,
     }
 }

@@ -133,12 +133,9 @@ impl Scan {
     /// The engine range this scan reads (no limit: expired rows are
     /// skipped, so the engine cannot count for us).
     pub(crate) fn spec(&self) -> RangeSpec {
-        let mut start = Bound::Included(self.range.start.clone());
-        let mut end = self
-            .range
-            .end
-            .clone()
-            .map_or(Bound::Unbounded, Bound::Excluded);
+        let RangeSpec {
+            mut start, mut end, ..
+        } = RangeSpec::from(&self.range);
         if let Some(Cursor(after)) = &self.after {
             if self.reverse {
                 if self.range.end.as_ref().is_none_or(|e| after < e) {
@@ -497,7 +494,7 @@ impl<E: Engine> Store<E> {
     ) -> Result<Vec<Row>, StoreError> {
         let chunks = self.planner.layout().chunks_from(key, 0);
         Ok(snap
-            .range(self.system, crate::ops::spec_of(chunks))?
+            .range(self.system, RangeSpec::from(chunks))?
             .collect::<Result<Vec<_>, _>>()?)
     }
 }

@@ -244,14 +244,7 @@ impl<E: Engine> Store<E> {
         use strata_engine::Snapshot;
         let snap = self.engine.snapshot()?;
         let range = crate::space::catalog_range();
-        let spec = strata_engine::RangeSpec {
-            start: std::ops::Bound::Included(range.start),
-            end: range
-                .end
-                .map_or(std::ops::Bound::Unbounded, std::ops::Bound::Excluded),
-            reverse: false,
-            limit: None,
-        };
+        let spec = strata_engine::RangeSpec::from(range);
         let mut out = Vec::new();
         for row in snap.range(self.system, spec)? {
             let (k, v) = row?;

@@ -280,7 +280,9 @@ const STEPS: &[(&str, &[&str], Parser)] = &[
         &["test", "--doc", "--workspace", "--locked"],
         parse_libtest,
     ),
-    // The planted bugs are built in only for this test and `--plant` runs.
+    // The planted bugs are built in only for this test and `--plant` runs;
+    // the same build runs the simulation's seeds on RocksDB (feature
+    // `rocks`).
     (
         "planted bugs",
         &[
@@ -292,7 +294,7 @@ const STEPS: &[(&str, &[&str], Parser)] = &[
             "--features",
             "planted-bugs,rocks",
             "-E",
-            "test(planted)",
+            "test(planted) | test(on_rocksdb)",
         ],
         parse_nextest,
     ),

@@ -15,7 +15,7 @@ use std::process::Command;
 /// The published crates, by folder, in dependency order: the folders of
 /// the layering rules ([`crate::tidy::LAYERS`], which list every crate
 /// after the crates it may depend on) whose manifest does not say
-/// `publish = false` (`examples`, `sim` and `xtask`).
+/// `publish = false` (`examples`, `sim`, `test-support` and `xtask`).
 pub fn published() -> Vec<&'static str> {
     published_in(Path::new("."))
 }
@@ -214,11 +214,12 @@ mod tests {
     }
 
     #[test]
-    fn the_published_crates_are_the_layered_ones_but_examples_sim_and_xtask() {
+    fn the_published_crates_are_the_layered_ones_but_examples_sim_test_support_and_xtask() {
         let published = published_in(&Path::new(env!("CARGO_MANIFEST_DIR")).join(".."));
-        assert_eq!(published.len(), crate::tidy::LAYERS.len() - 3);
+        assert_eq!(published.len(), crate::tidy::LAYERS.len() - 4);
         assert!(
-            !published.contains(&"sim")
+            !published.contains(&"test-support")
+                && !published.contains(&"sim")
                 && !published.contains(&"xtask")
                 && !published.contains(&"examples")
         );

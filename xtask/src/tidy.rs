@@ -20,14 +20,24 @@ use std::path::{Component, Path, PathBuf};
 /// The workspace crates each crate may depend on in `[dependencies]`, by
 /// folder. A folder missing here may depend on nothing of the workspace.
 pub const LAYERS: &[(&str, &[&str])] = &[
-    ("keys", &[]),
-    ("codec", &["keys"]),
     ("engine", &[]),
+    ("keys", &["engine"]),
+    ("codec", &["keys"]),
     ("engine-testkit", &["engine"]),
     ("engine-redb", &["engine"]),
     ("engine-rocks", &["engine"]),
     ("engine-postgres", &["engine"]),
     ("store", &["keys", "codec", "engine"]),
+    (
+        "test-support",
+        &[
+            "engine",
+            "engine-redb",
+            "engine-rocks",
+            "engine-postgres",
+            "store",
+        ],
+    ),
     ("outbox", &["keys", "codec", "engine", "store"]),
     ("search", &["keys", "codec", "engine", "store", "outbox"]),
     (

@@ -10,7 +10,6 @@ use strata_engine_testkit::Harness;
 mod damage;
 mod files;
 mod kill;
-mod sim;
 
 /// A temporary directory removed on drop.
 pub struct TempDir(pub std::path::PathBuf);

@@ -5,186 +5,191 @@ use strata_engine::{Clock, Durability, Engine};
 use strata_outbox::{Failed, OutboxError, Start};
 use strata_store::StoreError;
 
+use crate::engine_tests;
 use crate::{Event, ack_all, event, on_every_engine, orders, place, topic};
 
-#[test]
-fn a_failed_entry_is_retried_after_a_backoff_and_holds_back_only_its_key() {
-    on_every_engine!(Durability::Immediate, |store, outbox, clock| {
-        outbox.register("orders", "c", Start::Beginning).unwrap();
-        place(&outbox, 1, Some(b"alice"));
-        place(&outbox, 2, Some(b"bob"));
-        place(&outbox, 3, Some(b"alice"));
-        place(&outbox, 4, None);
-        let lease = outbox.acquire("orders", "c", "w").unwrap();
-        let got = outbox.poll(&lease, &topic(), 10).unwrap();
-        assert_eq!(orders(&got), [1, 2, 3, 4]);
-        assert_eq!(got[0].ordering_key.as_deref(), Some(&b"alice"[..]));
-        // 1 fails; 2, 3 and 4 were handled... but 3 is alice's: a worker
-        // that failed 1 stops alice's entries, so only 2 and 4 finish.
-        let Failed::Retry { at_ms, attempts } =
-            outbox.fail(&lease, got[0].position, "smtp down").unwrap()
-        else {
-            panic!("the first failure retries");
-        };
-        assert_eq!(attempts, 1);
-        // Backoff: between half and all of the base (100 ms).
-        let wait = at_ms - clock.now_ms();
-        assert!((50..=100).contains(&wait), "waits {wait} ms");
-        ack_all(&outbox, &lease, &[got[1].clone(), got[3].clone()]);
-        // While 1 waits, alice is held back, nothing else is.
-        place(&outbox, 5, Some(b"bob"));
-        assert_eq!(orders(&outbox.poll(&lease, &topic(), 10).unwrap()), [5]);
-        clock.advance(wait);
-        let again = outbox.poll(&lease, &topic(), 10).unwrap();
-        assert_eq!(orders(&again), [1, 3, 5]);
-        assert_eq!(again[0].attempt, 2);
-        // The second failure waits longer (base doubled: 100..=200 ms).
-        let Failed::Retry { at_ms, attempts } =
-            outbox.fail(&lease, got[0].position, "still down").unwrap()
-        else {
-            panic!("the second failure retries");
-        };
-        assert_eq!(attempts, 2);
-        assert!((100..=200).contains(&(at_ms - clock.now_ms())));
-    });
-}
-
-#[test]
-fn after_the_last_attempt_an_entry_becomes_a_dead_letter_and_the_checkpoint_passes_it() {
-    on_every_engine!(Durability::Immediate, |store, outbox, clock| {
-        outbox.register("orders", "c", Start::Beginning).unwrap();
-        place(&outbox, 1, Some(b"k"));
-        place(&outbox, 2, Some(b"k"));
-        let mut lease = outbox.acquire("orders", "c", "w").unwrap();
-        let first = outbox.poll(&lease, &topic(), 1).unwrap();
-        let pos = first[0].position;
-        let mut outcome = Failed::Retry {
-            at_ms: 0,
-            attempts: 0,
-        };
-        for attempt in 1..=3u32 {
-            // Past any backoff (at most 1 s); the worker renews its lease.
-            clock.advance(2_000);
-            lease = outbox.renew(&lease).unwrap();
-            let d = outbox.poll(&lease, &topic(), 1).unwrap();
-            assert_eq!((d[0].position, d[0].attempt), (pos, attempt));
-            outcome = outbox
-                .fail(&lease, pos, &format!("failure {attempt}"))
-                .unwrap();
-        }
-        // max_attempts is 3.
-        assert_eq!(outcome, Failed::DeadLettered);
-        // Passed: 2 is delivered, 1 never again.
-        let next = outbox.poll(&lease, &topic(), 10).unwrap();
-        assert_eq!(orders(&next), [2]);
-        ack_all(&outbox, &lease, &next);
-        assert!(outbox.poll(&lease, &topic(), 10).unwrap().is_empty());
-        let dead = outbox.dead_letters("orders", "c").unwrap();
-        assert_eq!(dead.len(), 1);
-        assert_eq!(dead[0].position, pos);
-        assert_eq!(dead[0].error, "failure 3");
-        assert_eq!(dead[0].attempts, 3);
-        assert_eq!(dead[0].ordering_key.as_deref(), Some(&b"k"[..]));
-        assert!(dead[0].first_failure_ms < dead[0].last_failure_ms);
-        let entry: Event = strata_codec::decode(&[], &dead[0].envelope).unwrap();
-        assert_eq!(entry, event(1));
-        // Re-driven: a new entry in the topic, the dead letter gone.
-        outbox.redrive("orders", "c", pos).unwrap();
-        assert!(outbox.dead_letters("orders", "c").unwrap().is_empty());
-        let redriven = outbox.poll(&lease, &topic(), 10).unwrap();
-        assert_eq!(orders(&redriven), [1]);
-        assert!(redriven[0].position > pos);
-        assert_eq!(redriven[0].attempt, 1);
-        // Purged: gone for good.
-        clock.advance(1);
-        for _ in 1..=3u32 {
-            clock.advance(2_000);
-            lease = outbox.renew(&lease).unwrap();
-            outbox.fail(&lease, redriven[0].position, "again").unwrap();
-        }
-        assert_eq!(outbox.dead_letters("orders", "c").unwrap().len(), 1);
-        outbox.purge("orders", "c", redriven[0].position).unwrap();
-        assert!(outbox.dead_letters("orders", "c").unwrap().is_empty());
-    });
-}
-
-#[test]
-fn one_worker_holds_a_consumer_and_a_stale_one_is_fenced_off() {
-    on_every_engine!(Durability::Immediate, |store, outbox, clock| {
-        outbox.register("orders", "c", Start::Beginning).unwrap();
-        place(&outbox, 1, None);
-        let w1 = outbox.acquire("orders", "c", "w1").unwrap();
-        assert!(matches!(
-            outbox.acquire("orders", "c", "w2"),
-            Err(OutboxError::LeaseHeld { holder, .. }) if holder == "w1"
-        ));
-        // The same holder name is refused too: a lease is the acquiring
-        // worker's, renewed with the lease itself, keeping its token.
-        assert!(matches!(
-            outbox.acquire("orders", "c", "w1"),
-            Err(OutboxError::LeaseHeld { holder, .. }) if holder == "w1"
-        ));
-        clock.advance(1_000);
-        let w1 = outbox.renew(&w1).unwrap();
-        assert_eq!(w1.expires_ms(), clock.now_ms() + 5_000);
-        let d = outbox.poll(&w1, &topic(), 10).unwrap();
-        // w1 stalls past its lease; w2 takes over with a larger token.
-        clock.advance(5_001);
-        let w2 = outbox.acquire("orders", "c", "w2").unwrap();
-        assert!(w2.token() > w1.token());
-        // w1's acknowledgement and failure are refused, nothing written.
-        let stale = store.transact(|tx| outbox.ack(tx, &w1, d[0].position));
-        assert!(matches!(stale, Err(OutboxError::StaleLease { .. })));
-        assert!(matches!(
-            outbox.fail(&w1, d[0].position, "x"),
-            Err(OutboxError::StaleLease { .. })
-        ));
-        assert!(matches!(
-            outbox.poll(&w1, &topic(), 10),
-            Err(OutboxError::StaleLease { .. })
-        ));
-        // w2 gets the entry again (at least once) and finishes it.
-        let again = outbox.poll(&w2, &topic(), 10).unwrap();
-        assert_eq!(orders(&again), [1]);
-        ack_all(&outbox, &w2, &again);
-        assert!(outbox.poll(&w2, &topic(), 10).unwrap().is_empty());
-        assert!(matches!(
-            outbox.acquire("orders", "nobody", "w"),
-            Err(OutboxError::UnknownConsumer { .. })
-        ));
-    });
-}
-
-#[test]
-fn an_entry_too_large_is_refused_before_anything_is_written() {
-    on_every_engine!(Durability::Immediate, |store, outbox, _clock| {
-        outbox.register("orders", "c", Start::Beginning).unwrap();
-        let before = store.engine().last_version();
-        let big = Event {
-            order: 1,
-            note: "x".repeat(600),
-        };
-        let r = store.transact(|tx| outbox.push(tx, &topic(), &big));
-        assert!(
-            matches!(r, Err(OutboxError::Store(StoreError::Limit { .. }))),
-            "{r:?}"
-        );
-        assert_eq!(store.engine().last_version(), before);
-        // Pushes beyond the batch entry limit (16) fail the commit.
-        let r = store.transact(|tx| {
-            for i in 0..17 {
-                outbox.push(tx, &topic(), &event(i))?;
-            }
-            Ok::<_, OutboxError>(())
+engine_tests! {
+    fn a_failed_entry_is_retried_after_a_backoff_and_holds_back_only_its_key() {
+        on_every_engine!(Durability::Immediate, |store, outbox, clock| {
+            outbox.register("orders", "c", Start::Beginning).unwrap();
+            place(&outbox, 1, Some(b"alice"));
+            place(&outbox, 2, Some(b"bob"));
+            place(&outbox, 3, Some(b"alice"));
+            place(&outbox, 4, None);
+            let lease = outbox.acquire("orders", "c", "w").unwrap();
+            let got = outbox.poll(&lease, &topic(), 10).unwrap();
+            assert_eq!(orders(&got), [1, 2, 3, 4]);
+            assert_eq!(got[0].ordering_key.as_deref(), Some(&b"alice"[..]));
+            // 1 fails; 2, 3 and 4 were handled... but 3 is alice's: a worker
+            // that failed 1 stops alice's entries, so only 2 and 4 finish.
+            let Failed::Retry { at_ms, attempts } =
+                outbox.fail(&lease, got[0].position, "smtp down").unwrap()
+            else {
+                panic!("the first failure retries");
+            };
+            assert_eq!(attempts, 1);
+            // Backoff: between half and all of the base (100 ms).
+            let wait = at_ms - clock.now_ms();
+            assert!((50..=100).contains(&wait), "waits {wait} ms");
+            ack_all(&outbox, &lease, &[got[1].clone(), got[3].clone()]);
+            // While 1 waits, alice is held back, nothing else is.
+            place(&outbox, 5, Some(b"bob"));
+            assert_eq!(orders(&outbox.poll(&lease, &topic(), 10).unwrap()), [5]);
+            clock.advance(wait);
+            let again = outbox.poll(&lease, &topic(), 10).unwrap();
+            assert_eq!(orders(&again), [1, 3, 5]);
+            assert_eq!(again[0].attempt, 2);
+            // The second failure waits longer (base doubled: 100..=200 ms).
+            let Failed::Retry { at_ms, attempts } =
+                outbox.fail(&lease, got[0].position, "still down").unwrap()
+            else {
+                panic!("the second failure retries");
+            };
+            assert_eq!(attempts, 2);
+            assert!((100..=200).contains(&(at_ms - clock.now_ms())));
         });
-        assert!(
-            matches!(
-                r,
-                Err(OutboxError::Store(StoreError::Limit { row: None, .. }))
-            ),
-            "{r:?}"
-        );
-        let lease = outbox.acquire("orders", "c", "w").unwrap();
-        assert!(outbox.poll(&lease, &topic(), 100).unwrap().is_empty());
-    });
+    }
+}
+
+engine_tests! {
+    fn after_the_last_attempt_an_entry_becomes_a_dead_letter_and_the_checkpoint_passes_it() {
+        on_every_engine!(Durability::Immediate, |store, outbox, clock| {
+            outbox.register("orders", "c", Start::Beginning).unwrap();
+            place(&outbox, 1, Some(b"k"));
+            place(&outbox, 2, Some(b"k"));
+            let mut lease = outbox.acquire("orders", "c", "w").unwrap();
+            let first = outbox.poll(&lease, &topic(), 1).unwrap();
+            let pos = first[0].position;
+            let mut outcome = Failed::Retry {
+                at_ms: 0,
+                attempts: 0,
+            };
+            for attempt in 1..=3u32 {
+                // Past any backoff (at most 1 s); the worker renews its lease.
+                clock.advance(2_000);
+                lease = outbox.renew(&lease).unwrap();
+                let d = outbox.poll(&lease, &topic(), 1).unwrap();
+                assert_eq!((d[0].position, d[0].attempt), (pos, attempt));
+                outcome = outbox
+                    .fail(&lease, pos, &format!("failure {attempt}"))
+                    .unwrap();
+            }
+            // max_attempts is 3.
+            assert_eq!(outcome, Failed::DeadLettered);
+            // Passed: 2 is delivered, 1 never again.
+            let next = outbox.poll(&lease, &topic(), 10).unwrap();
+            assert_eq!(orders(&next), [2]);
+            ack_all(&outbox, &lease, &next);
+            assert!(outbox.poll(&lease, &topic(), 10).unwrap().is_empty());
+            let dead = outbox.dead_letters("orders", "c").unwrap();
+            assert_eq!(dead.len(), 1);
+            assert_eq!(dead[0].position, pos);
+            assert_eq!(dead[0].error, "failure 3");
+            assert_eq!(dead[0].attempts, 3);
+            assert_eq!(dead[0].ordering_key.as_deref(), Some(&b"k"[..]));
+            assert!(dead[0].first_failure_ms < dead[0].last_failure_ms);
+            let entry: Event = strata_codec::decode(&[], &dead[0].envelope).unwrap();
+            assert_eq!(entry, event(1));
+            // Re-driven: a new entry in the topic, the dead letter gone.
+            outbox.redrive("orders", "c", pos).unwrap();
+            assert!(outbox.dead_letters("orders", "c").unwrap().is_empty());
+            let redriven = outbox.poll(&lease, &topic(), 10).unwrap();
+            assert_eq!(orders(&redriven), [1]);
+            assert!(redriven[0].position > pos);
+            assert_eq!(redriven[0].attempt, 1);
+            // Purged: gone for good.
+            clock.advance(1);
+            for _ in 1..=3u32 {
+                clock.advance(2_000);
+                lease = outbox.renew(&lease).unwrap();
+                outbox.fail(&lease, redriven[0].position, "again").unwrap();
+            }
+            assert_eq!(outbox.dead_letters("orders", "c").unwrap().len(), 1);
+            outbox.purge("orders", "c", redriven[0].position).unwrap();
+            assert!(outbox.dead_letters("orders", "c").unwrap().is_empty());
+        });
+    }
+}
+
+engine_tests! {
+    fn one_worker_holds_a_consumer_and_a_stale_one_is_fenced_off() {
+        on_every_engine!(Durability::Immediate, |store, outbox, clock| {
+            outbox.register("orders", "c", Start::Beginning).unwrap();
+            place(&outbox, 1, None);
+            let w1 = outbox.acquire("orders", "c", "w1").unwrap();
+            assert!(matches!(
+                outbox.acquire("orders", "c", "w2"),
+                Err(OutboxError::LeaseHeld { holder, .. }) if holder == "w1"
+            ));
+            // The same holder name is refused too: a lease is the acquiring
+            // worker's, renewed with the lease itself, keeping its token.
+            assert!(matches!(
+                outbox.acquire("orders", "c", "w1"),
+                Err(OutboxError::LeaseHeld { holder, .. }) if holder == "w1"
+            ));
+            clock.advance(1_000);
+            let w1 = outbox.renew(&w1).unwrap();
+            assert_eq!(w1.expires_ms(), clock.now_ms() + 5_000);
+            let d = outbox.poll(&w1, &topic(), 10).unwrap();
+            // w1 stalls past its lease; w2 takes over with a larger token.
+            clock.advance(5_001);
+            let w2 = outbox.acquire("orders", "c", "w2").unwrap();
+            assert!(w2.token() > w1.token());
+            // w1's acknowledgement and failure are refused, nothing written.
+            let stale = store.transact(|tx| outbox.ack(tx, &w1, d[0].position));
+            assert!(matches!(stale, Err(OutboxError::StaleLease { .. })));
+            assert!(matches!(
+                outbox.fail(&w1, d[0].position, "x"),
+                Err(OutboxError::StaleLease { .. })
+            ));
+            assert!(matches!(
+                outbox.poll(&w1, &topic(), 10),
+                Err(OutboxError::StaleLease { .. })
+            ));
+            // w2 gets the entry again (at least once) and finishes it.
+            let again = outbox.poll(&w2, &topic(), 10).unwrap();
+            assert_eq!(orders(&again), [1]);
+            ack_all(&outbox, &w2, &again);
+            assert!(outbox.poll(&w2, &topic(), 10).unwrap().is_empty());
+            assert!(matches!(
+                outbox.acquire("orders", "nobody", "w"),
+                Err(OutboxError::UnknownConsumer { .. })
+            ));
+        });
+    }
+}
+
+engine_tests! {
+    fn an_entry_too_large_is_refused_before_anything_is_written() {
+        on_every_engine!(Durability::Immediate, |store, outbox, _clock| {
+            outbox.register("orders", "c", Start::Beginning).unwrap();
+            let before = store.engine().last_version();
+            let big = Event {
+                order: 1,
+                note: "x".repeat(600),
+            };
+            let r = store.transact(|tx| outbox.push(tx, &topic(), &big));
+            assert!(
+                matches!(r, Err(OutboxError::Store(StoreError::Limit { .. }))),
+                "{r:?}"
+            );
+            assert_eq!(store.engine().last_version(), before);
+            // Pushes beyond the batch entry limit (16) fail the commit.
+            let r = store.transact(|tx| {
+                for i in 0..17 {
+                    outbox.push(tx, &topic(), &event(i))?;
+                }
+                Ok::<_, OutboxError>(())
+            });
+            assert!(
+                matches!(
+                    r,
+                    Err(OutboxError::Store(StoreError::Limit { row: None, .. }))
+                ),
+                "{r:?}"
+            );
+            let lease = outbox.acquire("orders", "c", "w").unwrap();
+            assert!(outbox.poll(&lease, &topic(), 100).unwrap().is_empty());
+        });
+    }
 }

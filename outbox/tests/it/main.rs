@@ -58,35 +58,44 @@ pub(crate) fn config() -> OutboxConfig {
     c
 }
 
-#[path = "../../../test-support/stores.rs"]
-mod stores;
-pub(crate) use stores::{T0, mem, postgres, redb, rocks};
+pub(crate) use strata_test_support::{T0, mem, postgres, redb, rocks};
 
-/// Runs the body on a fresh store of each engine, with an outbox.
+/// Runs the body on a fresh store of each engine, with an outbox (inside
+/// [`engine_tests!`], on the test's engine alone).
 #[macro_export]
 macro_rules! on_every_engine {
     ($durability:expr, |$store:ident, $outbox:ident, $clock:ident| $body:block) => {{
-        {
+        use strata_test_support::{EngineKind, runs};
+        if runs(EngineKind::Mem) {
             let ($store, $clock, _dir) = $crate::mem($crate::options($durability));
             let $outbox = $crate::outbox(&$store, &$clock);
             $body
         }
-        {
+        if runs(EngineKind::Redb) {
             let ($store, $clock, _dir) = $crate::redb($crate::options($durability));
             let $outbox = $crate::outbox(&$store, &$clock);
             $body
         }
-        {
+        if runs(EngineKind::Rocks) {
             let ($store, $clock, _dir) = $crate::rocks($crate::options($durability));
             let $outbox = $crate::outbox(&$store, &$clock);
             $body
         }
-        {
+        if runs(EngineKind::Postgres) {
             let ($store, $clock, _server) = $crate::postgres($crate::options($durability));
             let $outbox = $crate::outbox(&$store, &$clock);
             $body
         }
     }};
+}
+
+/// One test per engine (`name::mem`, `name::redb`, `name::rocks`,
+/// `name::postgres`) for each function given.
+#[macro_export]
+macro_rules! engine_tests {
+    ($($t:tt)*) => {
+        strata_test_support::engine_tests!([mem, redb, rocks, postgres] $($t)*);
+    };
 }
 
 pub(crate) fn outbox<'s, E: Engine>(

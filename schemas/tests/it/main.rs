@@ -87,46 +87,43 @@ pub fn postgres(
     .unwrap()
 }
 
-/// Defines `#[test] fn {case}_{engine}` for each engine, calling the
-/// generic `case::<E>(engine)`.
+/// Runs the generic `case::<E>(engine)` on a fresh engine of each kind
+/// (inside `engine_tests!`, on the test's engine alone), with the file's
+/// keyspaces from `specs()`.
+#[macro_export]
+macro_rules! each_engine {
+    ($case:path, $specs:path) => {{
+        use strata_test_support::{EngineKind, runs};
+        let tag = stringify!($case).rsplit(' ').next().unwrap_or("case");
+        if runs(EngineKind::Mem) {
+            let dir = $crate::TempDir::new(tag);
+            $case($crate::mem($specs(), &dir));
+        }
+        if runs(EngineKind::Redb) {
+            let dir = $crate::TempDir::new(tag);
+            $case($crate::redb($specs(), &dir));
+        }
+        if runs(EngineKind::Rocks) {
+            let dir = $crate::TempDir::new(tag);
+            $case($crate::rocks($specs(), &dir));
+        }
+        if runs(EngineKind::Postgres) {
+            let server = $crate::postgres_server();
+            $case($crate::postgres($specs(), &server));
+        }
+    }};
+}
+
+/// One test per engine (`case::mem`, `case::redb`, `case::rocks`,
+/// `case::postgres`) for each generic `case::<E>(engine)` named, through
+/// `strata_test_support::engine_tests!` (the module `case` sits beside the
+/// function `case`: they live in different namespaces).
 #[macro_export]
 macro_rules! on_each_engine {
     ($($case:ident),* $(,)?) => {
-        mod mem_engine {
-            $(
-                #[test]
-                fn $case() {
-                    let dir = $crate::TempDir::new(stringify!($case));
-                    super::$case($crate::mem(super::specs(), &dir));
-                }
-            )*
-        }
-        mod redb_engine {
-            $(
-                #[test]
-                fn $case() {
-                    let dir = $crate::TempDir::new(stringify!($case));
-                    super::$case($crate::redb(super::specs(), &dir));
-                }
-            )*
-        }
-        mod rocks_engine {
-            $(
-                #[test]
-                fn $case() {
-                    let dir = $crate::TempDir::new(stringify!($case));
-                    super::$case($crate::rocks(super::specs(), &dir));
-                }
-            )*
-        }
-        mod postgres_engine {
-            $(
-                #[test]
-                fn $case() {
-                    let server = $crate::postgres_server();
-                    super::$case($crate::postgres(super::specs(), &server));
-                }
-            )*
-        }
+        strata_test_support::engine_tests!(
+            [mem, redb, rocks, postgres]
+            $( fn $case() { $crate::each_engine!(super::$case, super::specs) } )*
+        );
     };
 }

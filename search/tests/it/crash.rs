@@ -8,292 +8,299 @@ use strata_search::{Indexer, Location, Query, SearchError};
 /// Longer than the outbox's lease term.
 const LEASE_MS: u64 = 30_001;
 
+use crate::engine_tests;
 use crate::{NoteKey, T0, indexer_config, note, on_every_engine, outbox, outbox_config, spec};
 
-#[test]
-fn an_index_reopens_at_the_checkpoint_it_committed() {
-    on_every_engine!(Durability::Immediate, |store, clock, dir| {
-        let ob = outbox(&store, &clock, outbox_config());
-        let at = dir.0.join("index");
-        let s = spec();
-        for id in 1..=5 {
-            store
-                .transact(|tx| s.put(&ob, tx, &NoteKey { id }, &note("kept", "x", "info", T0)))
-                .unwrap();
-        }
-        let first = {
-            let mut ix = crate::indexer_at(&ob, &clock, &at);
-            ix.catch_up().unwrap()
-        };
-        assert_ne!(first, Position::START);
-        assert_eq!(ob.checkpoint("search.notes", "notes").unwrap(), first);
-        // The dropped indexer's lease is waited out, as after a crash.
-        clock.advance(LEASE_MS);
-        let mut ix = crate::indexer_at(&ob, &clock, &at);
-        assert_eq!(ix.checkpoint(), first, "read back from the commit payload");
-        assert_eq!(ix.documents().unwrap(), 5);
-        let step = ix.step().unwrap();
-        assert_eq!((step.received, step.committed), (0, false));
-        assert!(ix.verify().unwrap().is_exact());
-    });
-}
-
-#[test]
-fn a_lost_acknowledgement_is_made_good_without_applying_entries_twice() {
-    on_every_engine!(Durability::Immediate, |store, clock, _dir| {
-        let ob = outbox(&store, &clock, outbox_config());
-        let mut ix = crate::indexer_in_memory(&ob, &clock);
-        let s = spec();
-        for id in 1..=4 {
-            store
-                .transact(|tx| s.put(&ob, tx, &NoteKey { id }, &note("again", "x", "info", T0)))
-                .unwrap();
-        }
-        let at = ix.catch_up().unwrap();
-        // As if the process died after the index commit and before the
-        // acknowledgement: the outbox delivers everything again.
-        ob.reset("search.notes", "notes", Start::Beginning).unwrap();
-        assert_eq!(
-            ob.checkpoint("search.notes", "notes").unwrap(),
-            Position::START
-        );
-        let step = ix.step().unwrap();
-        assert_eq!((step.received, step.late_ack), (0, true));
-        assert_eq!(ix.checkpoint(), at);
-        assert_eq!(ob.checkpoint("search.notes", "notes").unwrap(), at);
-        assert_eq!(ix.documents().unwrap(), 4);
-        assert_eq!(ix.search(&Query::new("again")).unwrap().hits.len(), 4);
-        assert!(ix.verify().unwrap().is_exact());
-    });
-}
-
-#[test]
-fn an_index_that_lost_commits_the_outbox_acknowledged_refuses_to_open() {
-    on_every_engine!(Durability::Immediate, |store, clock, _dir| {
-        let ob = outbox(&store, &clock, outbox_config());
-        let s = spec();
-        store
-            .transact(|tx| s.put(&ob, tx, &NoteKey { id: 1 }, &note("a", "b", "info", T0)))
-            .unwrap();
-        let at = {
-            let mut ix = crate::indexer_in_memory(&ob, &clock);
-            ix.catch_up().unwrap()
-        };
-        // The in-memory index is gone; the outbox remembers `at`.
-        let err = Indexer::open(
-            &ob,
-            spec(),
-            &Location::Memory,
-            indexer_config(),
-            clock.clone(),
-        )
-        .unwrap_err();
-        match err {
-            SearchError::Behind { index, outbox } => {
-                assert_eq!((index, outbox), (Position::START, at));
+engine_tests! {
+    fn an_index_reopens_at_the_checkpoint_it_committed() {
+        on_every_engine!(Durability::Immediate, |store, clock, dir| {
+            let ob = outbox(&store, &clock, outbox_config());
+            let at = dir.0.join("index");
+            let s = spec();
+            for id in 1..=5 {
+                store
+                    .transact(|tx| s.put(&ob, tx, &NoteKey { id }, &note("kept", "x", "info", T0)))
+                    .unwrap();
             }
-            other => panic!("expected Behind, got {other:?}"),
-        }
-        // Opening it by a rebuild recovers it from the store, once the
-        // dropped indexer's lease ran out.
-        clock.advance(LEASE_MS);
-        let (mut ix, report) = Indexer::open_rebuilt(
-            &ob,
-            spec(),
-            &Location::Memory,
-            indexer_config(),
-            clock.clone(),
-        )
-        .unwrap();
-        assert_eq!(report.documents, 1);
-        assert!(ix.checkpoint() >= at);
-        assert_eq!(ix.search(&Query::new("a")).unwrap().hits.len(), 1);
-        assert!(ix.verify().unwrap().is_exact());
-    });
+            let first = {
+                let mut ix = crate::indexer_at(&ob, &clock, &at);
+                ix.catch_up().unwrap()
+            };
+            assert_ne!(first, Position::START);
+            assert_eq!(ob.checkpoint("search.notes", "notes").unwrap(), first);
+            // The dropped indexer's lease is waited out, as after a crash.
+            clock.advance(LEASE_MS);
+            let mut ix = crate::indexer_at(&ob, &clock, &at);
+            assert_eq!(ix.checkpoint(), first, "read back from the commit payload");
+            assert_eq!(ix.documents().unwrap(), 5);
+            let step = ix.step().unwrap();
+            assert_eq!((step.received, step.committed), (0, false));
+            assert!(ix.verify().unwrap().is_exact());
+        });
+    }
 }
 
-#[test]
-fn an_index_built_with_another_mapping_is_refused_then_opened_by_a_rebuild() {
-    on_every_engine!(Durability::Immediate, |store, clock, dir| {
-        let ob = outbox(&store, &clock, outbox_config());
-        let root = dir.0.join("index");
-        let s = spec();
-        for id in 1..=3 {
-            store
-                .transact(|tx| s.put(&ob, tx, &NoteKey { id }, &note("old", "body", "info", T0)))
-                .unwrap();
-        }
-        crate::indexer_at(&ob, &clock, &root).catch_up().unwrap();
-        // The mapping gains a field.
-        let wider = || spec().string("source").unwrap();
-        let location = Location::Dir(root.clone());
-        let Err(err) = Indexer::open(&ob, wider(), &location, indexer_config(), clock.clone())
-        else {
-            panic!("a changed mapping opened");
-        };
-        assert!(
-            matches!(&err, SearchError::MappingChanged { index } if index == "notes"),
-            "{err:?}"
-        );
-        // The old generation is untouched and still opens with the old one.
-        crate::indexer_at(&ob, &clock, &root);
-        clock.advance(LEASE_MS);
-        let (mut ix, report) =
-            Indexer::open_rebuilt(&ob, wider(), &location, indexer_config(), clock.clone())
-                .unwrap();
-        assert_eq!(report.documents, 3);
-        assert_eq!(ix.generation(), Some(2));
-        assert_eq!(ix.search(&Query::new("old")).unwrap().hits.len(), 3);
-        assert!(ix.verify().unwrap().is_exact());
-        drop(ix);
-        // From now on it opens with the new mapping.
-        let ix = Indexer::open(&ob, wider(), &location, indexer_config(), clock.clone()).unwrap();
-        assert_eq!(ix.documents().unwrap(), 3);
-    });
+engine_tests! {
+    fn a_lost_acknowledgement_is_made_good_without_applying_entries_twice() {
+        on_every_engine!(Durability::Immediate, |store, clock, _dir| {
+            let ob = outbox(&store, &clock, outbox_config());
+            let mut ix = crate::indexer_in_memory(&ob, &clock);
+            let s = spec();
+            for id in 1..=4 {
+                store
+                    .transact(|tx| s.put(&ob, tx, &NoteKey { id }, &note("again", "x", "info", T0)))
+                    .unwrap();
+            }
+            let at = ix.catch_up().unwrap();
+            // As if the process died after the index commit and before the
+            // acknowledgement: the outbox delivers everything again.
+            ob.reset("search.notes", "notes", Start::Beginning).unwrap();
+            assert_eq!(
+                ob.checkpoint("search.notes", "notes").unwrap(),
+                Position::START
+            );
+            let step = ix.step().unwrap();
+            assert_eq!((step.received, step.late_ack), (0, true));
+            assert_eq!(ix.checkpoint(), at);
+            assert_eq!(ob.checkpoint("search.notes", "notes").unwrap(), at);
+            assert_eq!(ix.documents().unwrap(), 4);
+            assert_eq!(ix.search(&Query::new("again")).unwrap().hits.len(), 4);
+            assert!(ix.verify().unwrap().is_exact());
+        });
+    }
 }
 
-#[test]
-fn an_index_of_the_older_hash_format_is_refused_then_rebuilt() {
-    use strata_search::tantivy::schema::{INDEXED, STORED, Schema, TEXT};
-    use strata_search::tantivy::{Index, IndexWriter, TantivyDocument};
-    on_every_engine!(Durability::Immediate, |store, clock, dir| {
-        let ob = outbox(&store, &clock, outbox_config());
-        let s = spec();
-        for id in 1..=2 {
+engine_tests! {
+    fn an_index_that_lost_commits_the_outbox_acknowledged_refuses_to_open() {
+        on_every_engine!(Durability::Immediate, |store, clock, _dir| {
+            let ob = outbox(&store, &clock, outbox_config());
+            let s = spec();
             store
-                .transact(|tx| s.put(&ob, tx, &NoteKey { id }, &note("kept", "x", "info", T0)))
+                .transact(|tx| s.put(&ob, tx, &NoteKey { id: 1 }, &note("a", "b", "info", T0)))
                 .unwrap();
-        }
-        // Generation 1 as indexes were made before 2026-11-27: each
-        // document's FNV-1a body hash in `_hash`.
-        let root = dir.0.join("index");
-        std::fs::create_dir_all(root.join("gen-1")).unwrap();
-        std::fs::write(root.join("CURRENT"), "gen-1").unwrap();
-        let mut b = Schema::builder();
-        let key = b.add_bytes_field("_key", INDEXED | STORED);
-        let hash = b.add_u64_field("_hash", STORED);
-        let version = b.add_u64_field("_version", STORED);
-        let title = b.add_text_field("title", TEXT | STORED);
-        let index = Index::create_in_dir(root.join("gen-1"), b.build()).unwrap();
-        let mut writer: IndexWriter = index.writer_with_num_threads(1, 15 << 20).unwrap();
-        let mut doc = TantivyDocument::default();
-        doc.add_bytes(key, b"k".as_slice());
-        doc.add_u64(hash, 1);
-        doc.add_u64(version, 1);
-        doc.add_text(title, "kept");
-        writer.add_document(doc).unwrap();
-        writer.commit().unwrap();
-        drop(writer);
-
-        let location = Location::Dir(root.clone());
-        let Err(err) = Indexer::open(&ob, spec(), &location, indexer_config(), clock.clone())
-        else {
-            panic!("an index of the older format opened");
-        };
-        assert!(
-            matches!(&err, SearchError::MappingChanged { index } if index == "notes"),
-            "{err:?}"
-        );
-        let Err(err) = strata_search::inspect::IndexFiles::open(&root) else {
-            panic!("an index of the older format was inspected");
-        };
-        assert!(
-            matches!(&err, SearchError::Decode(m) if m.contains("older format")),
-            "{err:?}"
-        );
-        let (mut ix, report) =
-            Indexer::open_rebuilt(&ob, spec(), &location, indexer_config(), clock.clone()).unwrap();
-        assert_eq!(report.documents, 2);
-        assert_eq!(ix.generation(), Some(2));
-        assert!(ix.verify().unwrap().is_exact());
-        assert_eq!(
-            strata_search::inspect::IndexFiles::open(&root)
-                .unwrap()
-                .generation(),
-            2
-        );
-
-        // An index with neither hash field is no strata index at all.
-        let foreign = dir.0.join("foreign");
-        std::fs::create_dir_all(foreign.join("gen-1")).unwrap();
-        std::fs::write(foreign.join("CURRENT"), "gen-1").unwrap();
-        let mut b = Schema::builder();
-        b.add_text_field("title", TEXT | STORED);
-        drop(Index::create_in_dir(foreign.join("gen-1"), b.build()).unwrap());
-        let Err(err) = strata_search::inspect::IndexFiles::open(&foreign) else {
-            panic!("a foreign index was inspected");
-        };
-        assert!(
-            matches!(&err, SearchError::Decode(m) if m.contains("not a strata index")),
-            "{err:?}"
-        );
-    });
-}
-
-#[test]
-fn a_rebuild_indexes_a_store_snapshot_in_a_new_generation_and_switches() {
-    on_every_engine!(Durability::Immediate, |store, clock, dir| {
-        let ob = outbox(&store, &clock, outbox_config());
-        let root = dir.0.join("index");
-        let s = spec();
-        let put = |id: u64, title: &str| {
-            store
-                .transact(|tx| s.put(&ob, tx, &NoteKey { id }, &note(title, "x", "info", T0)))
-                .unwrap();
-        };
-        for id in 1..=4 {
-            put(id, "first");
-        }
-        let mut ix = crate::indexer_at(&ob, &clock, &root);
-        ix.catch_up().unwrap();
-        assert_eq!(ix.generation(), Some(1));
-        // Rows changed behind the index's back: the index is wrong.
-        store
-            .put(&NoteKey { id: 1 }, &note("changed", "x", "info", T0))
+            let at = {
+                let mut ix = crate::indexer_in_memory(&ob, &clock);
+                ix.catch_up().unwrap()
+            };
+            // The in-memory index is gone; the outbox remembers `at`.
+            let err = Indexer::open(
+                &ob,
+                spec(),
+                &Location::Memory,
+                indexer_config(),
+                clock.clone(),
+            )
+            .unwrap_err();
+            match err {
+                SearchError::Behind { index, outbox } => {
+                    assert_eq!((index, outbox), (Position::START, at));
+                }
+                other => panic!("expected Behind, got {other:?}"),
+            }
+            // Opening it by a rebuild recovers it from the store, once the
+            // dropped indexer's lease ran out.
+            clock.advance(LEASE_MS);
+            let (mut ix, report) = Indexer::open_rebuilt(
+                &ob,
+                spec(),
+                &Location::Memory,
+                indexer_config(),
+                clock.clone(),
+            )
             .unwrap();
-        store.delete(&NoteKey { id: 2 }).unwrap();
-        store
-            .put(&NoteKey { id: 9 }, &note("unindexed", "x", "info", T0))
-            .unwrap();
-        assert!(!ix.verify().unwrap().is_exact());
+            assert_eq!(report.documents, 1);
+            assert!(ix.checkpoint() >= at);
+            assert_eq!(ix.search(&Query::new("a")).unwrap().hits.len(), 1);
+            assert!(ix.verify().unwrap().is_exact());
+        });
+    }
+}
 
-        let before = store.engine().last_version();
-        let (mut ix, report) = ix.rebuild().unwrap();
-        assert_eq!(report.documents, 4, "rows 1, 3, 4 and 9");
-        assert_eq!(report.version, before, "a snapshot of every commit so far");
-        assert_eq!(ix.generation(), Some(2));
-        assert_eq!(ix.checkpoint(), Position::end_of(report.version));
-        assert_eq!(
-            std::fs::read_to_string(root.join("CURRENT")).unwrap(),
-            "gen-2"
-        );
-        assert!(
-            !root.join("gen-1").exists(),
-            "the old generation is removed"
-        );
-        assert!(ix.verify().unwrap().is_exact());
-        assert_eq!(
-            ix.search(&Query::new("changed")).unwrap().hits[0].key,
-            NoteKey { id: 1 }
-        );
-        // The outbox consumer is acknowledged through the snapshot.
-        ix.step().unwrap();
-        assert_eq!(
-            ob.checkpoint("search.notes", "notes").unwrap(),
-            ix.checkpoint()
-        );
-        // Later changes reach the new generation, which a reopen finds.
-        put(5, "fresh");
-        ix.catch_up().unwrap();
-        drop(ix);
-        let ix = crate::indexer_at(&ob, &clock, &root);
-        assert_eq!(ix.generation(), Some(2));
-        assert_eq!(ix.documents().unwrap(), 5);
-        assert_eq!(
-            ix.search(&Query::new("fresh")).unwrap().hits[0].key,
-            NoteKey { id: 5 }
-        );
-    });
+engine_tests! {
+    fn an_index_built_with_another_mapping_is_refused_then_opened_by_a_rebuild() {
+        on_every_engine!(Durability::Immediate, |store, clock, dir| {
+            let ob = outbox(&store, &clock, outbox_config());
+            let root = dir.0.join("index");
+            let s = spec();
+            for id in 1..=3 {
+                store
+                    .transact(|tx| s.put(&ob, tx, &NoteKey { id }, &note("old", "body", "info", T0)))
+                    .unwrap();
+            }
+            crate::indexer_at(&ob, &clock, &root).catch_up().unwrap();
+            // The mapping gains a field.
+            let wider = || spec().string("source").unwrap();
+            let location = Location::Dir(root.clone());
+            let Err(err) = Indexer::open(&ob, wider(), &location, indexer_config(), clock.clone())
+            else {
+                panic!("a changed mapping opened");
+            };
+            assert!(
+                matches!(&err, SearchError::MappingChanged { index } if index == "notes"),
+                "{err:?}"
+            );
+            // The old generation is untouched and still opens with the old one.
+            crate::indexer_at(&ob, &clock, &root);
+            clock.advance(LEASE_MS);
+            let (mut ix, report) =
+                Indexer::open_rebuilt(&ob, wider(), &location, indexer_config(), clock.clone())
+                    .unwrap();
+            assert_eq!(report.documents, 3);
+            assert_eq!(ix.generation(), Some(2));
+            assert_eq!(ix.search(&Query::new("old")).unwrap().hits.len(), 3);
+            assert!(ix.verify().unwrap().is_exact());
+            drop(ix);
+            // From now on it opens with the new mapping.
+            let ix = Indexer::open(&ob, wider(), &location, indexer_config(), clock.clone()).unwrap();
+            assert_eq!(ix.documents().unwrap(), 3);
+        });
+    }
+}
+
+engine_tests! {
+    fn an_index_of_the_older_hash_format_is_refused_then_rebuilt() {
+        use strata_search::tantivy::schema::{INDEXED, STORED, Schema, TEXT};
+        use strata_search::tantivy::{Index, IndexWriter, TantivyDocument};
+        on_every_engine!(Durability::Immediate, |store, clock, dir| {
+            let ob = outbox(&store, &clock, outbox_config());
+            let s = spec();
+            for id in 1..=2 {
+                store
+                    .transact(|tx| s.put(&ob, tx, &NoteKey { id }, &note("kept", "x", "info", T0)))
+                    .unwrap();
+            }
+            // Generation 1 as indexes were made before 2026-11-27: each
+            // document's FNV-1a body hash in `_hash`.
+            let root = dir.0.join("index");
+            std::fs::create_dir_all(root.join("gen-1")).unwrap();
+            std::fs::write(root.join("CURRENT"), "gen-1").unwrap();
+            let mut b = Schema::builder();
+            let key = b.add_bytes_field("_key", INDEXED | STORED);
+            let hash = b.add_u64_field("_hash", STORED);
+            let version = b.add_u64_field("_version", STORED);
+            let title = b.add_text_field("title", TEXT | STORED);
+            let index = Index::create_in_dir(root.join("gen-1"), b.build()).unwrap();
+            let mut writer: IndexWriter = index.writer_with_num_threads(1, 15 << 20).unwrap();
+            let mut doc = TantivyDocument::default();
+            doc.add_bytes(key, b"k".as_slice());
+            doc.add_u64(hash, 1);
+            doc.add_u64(version, 1);
+            doc.add_text(title, "kept");
+            writer.add_document(doc).unwrap();
+            writer.commit().unwrap();
+            drop(writer);
+
+            let location = Location::Dir(root.clone());
+            let Err(err) = Indexer::open(&ob, spec(), &location, indexer_config(), clock.clone())
+            else {
+                panic!("an index of the older format opened");
+            };
+            assert!(
+                matches!(&err, SearchError::MappingChanged { index } if index == "notes"),
+                "{err:?}"
+            );
+            let Err(err) = strata_search::inspect::IndexFiles::open(&root) else {
+                panic!("an index of the older format was inspected");
+            };
+            assert!(
+                matches!(&err, SearchError::Decode(m) if m.contains("older format")),
+                "{err:?}"
+            );
+            let (mut ix, report) =
+                Indexer::open_rebuilt(&ob, spec(), &location, indexer_config(), clock.clone()).unwrap();
+            assert_eq!(report.documents, 2);
+            assert_eq!(ix.generation(), Some(2));
+            assert!(ix.verify().unwrap().is_exact());
+            assert_eq!(
+                strata_search::inspect::IndexFiles::open(&root)
+                    .unwrap()
+                    .generation(),
+                2
+            );
+
+            // An index with neither hash field is no strata index at all.
+            let foreign = dir.0.join("foreign");
+            std::fs::create_dir_all(foreign.join("gen-1")).unwrap();
+            std::fs::write(foreign.join("CURRENT"), "gen-1").unwrap();
+            let mut b = Schema::builder();
+            b.add_text_field("title", TEXT | STORED);
+            drop(Index::create_in_dir(foreign.join("gen-1"), b.build()).unwrap());
+            let Err(err) = strata_search::inspect::IndexFiles::open(&foreign) else {
+                panic!("a foreign index was inspected");
+            };
+            assert!(
+                matches!(&err, SearchError::Decode(m) if m.contains("not a strata index")),
+                "{err:?}"
+            );
+        });
+    }
+}
+
+engine_tests! {
+    fn a_rebuild_indexes_a_store_snapshot_in_a_new_generation_and_switches() {
+        on_every_engine!(Durability::Immediate, |store, clock, dir| {
+            let ob = outbox(&store, &clock, outbox_config());
+            let root = dir.0.join("index");
+            let s = spec();
+            let put = |id: u64, title: &str| {
+                store
+                    .transact(|tx| s.put(&ob, tx, &NoteKey { id }, &note(title, "x", "info", T0)))
+                    .unwrap();
+            };
+            for id in 1..=4 {
+                put(id, "first");
+            }
+            let mut ix = crate::indexer_at(&ob, &clock, &root);
+            ix.catch_up().unwrap();
+            assert_eq!(ix.generation(), Some(1));
+            // Rows changed behind the index's back: the index is wrong.
+            store
+                .put(&NoteKey { id: 1 }, &note("changed", "x", "info", T0))
+                .unwrap();
+            store.delete(&NoteKey { id: 2 }).unwrap();
+            store
+                .put(&NoteKey { id: 9 }, &note("unindexed", "x", "info", T0))
+                .unwrap();
+            assert!(!ix.verify().unwrap().is_exact());
+
+            let before = store.engine().last_version();
+            let (mut ix, report) = ix.rebuild().unwrap();
+            assert_eq!(report.documents, 4, "rows 1, 3, 4 and 9");
+            assert_eq!(report.version, before, "a snapshot of every commit so far");
+            assert_eq!(ix.generation(), Some(2));
+            assert_eq!(ix.checkpoint(), Position::end_of(report.version));
+            assert_eq!(
+                std::fs::read_to_string(root.join("CURRENT")).unwrap(),
+                "gen-2"
+            );
+            assert!(
+                !root.join("gen-1").exists(),
+                "the old generation is removed"
+            );
+            assert!(ix.verify().unwrap().is_exact());
+            assert_eq!(
+                ix.search(&Query::new("changed")).unwrap().hits[0].key,
+                NoteKey { id: 1 }
+            );
+            // The outbox consumer is acknowledged through the snapshot.
+            ix.step().unwrap();
+            assert_eq!(
+                ob.checkpoint("search.notes", "notes").unwrap(),
+                ix.checkpoint()
+            );
+            // Later changes reach the new generation, which a reopen finds.
+            put(5, "fresh");
+            ix.catch_up().unwrap();
+            drop(ix);
+            let ix = crate::indexer_at(&ob, &clock, &root);
+            assert_eq!(ix.generation(), Some(2));
+            assert_eq!(ix.documents().unwrap(), 5);
+            assert_eq!(
+                ix.search(&Query::new("fresh")).unwrap().hits[0].key,
+                NoteKey { id: 5 }
+            );
+        });
+    }
 }
 
 #[test]
@@ -310,67 +317,69 @@ fn an_index_in_memory_rebuilds_too() {
     assert!(ix.verify().unwrap().is_exact());
 }
 
-#[test]
-fn an_unreadable_generation_pointer_is_reported_and_nothing_is_written() {
-    on_every_engine!(Durability::Immediate, |store, clock, dir| {
-        let ob = outbox(&store, &clock, outbox_config());
-        let root = dir.0.join("index");
-        // `CURRENT` cannot be read as a file: it is a directory.
-        std::fs::create_dir_all(root.join("CURRENT")).unwrap();
-        let Err(err) = Indexer::open(
-            &ob,
-            spec(),
-            &Location::Dir(root.clone()),
-            indexer_config(),
-            clock.clone(),
-        ) else {
-            panic!("an index opened with an unreadable CURRENT");
-        };
-        assert!(matches!(err, SearchError::Io(_)), "{err:?}");
-        let entries: Vec<_> = std::fs::read_dir(&root)
-            .unwrap()
-            .map(|e| e.unwrap().file_name())
-            .collect();
-        assert_eq!(entries, vec![std::ffi::OsString::from("CURRENT")]);
-    });
-}
-
-/// An open refused because the outbox acknowledged more than the index
-/// holds (its directory lost, or pointed elsewhere) writes nothing: no
-/// directory, no commit, no catalog change.
-#[test]
-fn a_refused_open_writes_nothing() {
-    on_every_engine!(Durability::Immediate, |store, clock, dir| {
-        let ob = outbox(&store, &clock, outbox_config());
-        let s = spec();
-        store
-            .transact(|tx| s.put(&ob, tx, &NoteKey { id: 1 }, &note("a", "b", "info", T0)))
-            .unwrap();
-        let root = dir.0.join("index");
-        let mut ix = crate::indexer_at(&ob, &clock, &root);
-        let at = ix.catch_up().unwrap();
-        ix.close().unwrap();
-        let catalog = store.catalog().unwrap();
-        let version = store.engine().last_version();
-        std::fs::remove_dir_all(&root).unwrap();
-        for place in [root.clone(), dir.0.join("elsewhere")] {
-            let err = Indexer::open(
+engine_tests! {
+    fn an_unreadable_generation_pointer_is_reported_and_nothing_is_written() {
+        on_every_engine!(Durability::Immediate, |store, clock, dir| {
+            let ob = outbox(&store, &clock, outbox_config());
+            let root = dir.0.join("index");
+            // `CURRENT` cannot be read as a file: it is a directory.
+            std::fs::create_dir_all(root.join("CURRENT")).unwrap();
+            let Err(err) = Indexer::open(
                 &ob,
                 spec(),
-                &Location::Dir(place.clone()),
+                &Location::Dir(root.clone()),
                 indexer_config(),
                 clock.clone(),
-            )
-            .unwrap_err();
-            assert!(
-                matches!(err, SearchError::Behind { index, outbox } if index == Position::START && outbox == at),
-                "{err:?}"
-            );
-            assert!(!place.exists(), "{} created", place.display());
-            assert_eq!(store.catalog().unwrap(), catalog);
-            assert_eq!(store.engine().last_version(), version);
-        }
-    });
+            ) else {
+                panic!("an index opened with an unreadable CURRENT");
+            };
+            assert!(matches!(err, SearchError::Io(_)), "{err:?}");
+            let entries: Vec<_> = std::fs::read_dir(&root)
+                .unwrap()
+                .map(|e| e.unwrap().file_name())
+                .collect();
+            assert_eq!(entries, vec![std::ffi::OsString::from("CURRENT")]);
+        });
+    }
+}
+
+engine_tests! {
+    /// An open refused because the outbox acknowledged more than the index
+    /// holds (its directory lost, or pointed elsewhere) writes nothing: no
+    /// directory, no commit, no catalog change.
+    fn a_refused_open_writes_nothing() {
+        on_every_engine!(Durability::Immediate, |store, clock, dir| {
+            let ob = outbox(&store, &clock, outbox_config());
+            let s = spec();
+            store
+                .transact(|tx| s.put(&ob, tx, &NoteKey { id: 1 }, &note("a", "b", "info", T0)))
+                .unwrap();
+            let root = dir.0.join("index");
+            let mut ix = crate::indexer_at(&ob, &clock, &root);
+            let at = ix.catch_up().unwrap();
+            ix.close().unwrap();
+            let catalog = store.catalog().unwrap();
+            let version = store.engine().last_version();
+            std::fs::remove_dir_all(&root).unwrap();
+            for place in [root.clone(), dir.0.join("elsewhere")] {
+                let err = Indexer::open(
+                    &ob,
+                    spec(),
+                    &Location::Dir(place.clone()),
+                    indexer_config(),
+                    clock.clone(),
+                )
+                .unwrap_err();
+                assert!(
+                    matches!(err, SearchError::Behind { index, outbox } if index == Position::START && outbox == at),
+                    "{err:?}"
+                );
+                assert!(!place.exists(), "{} created", place.display());
+                assert_eq!(store.catalog().unwrap(), catalog);
+                assert_eq!(store.engine().last_version(), version);
+            }
+        });
+    }
 }
 
 /// The mapping of notes, naming the string field `source` for notes titled
@@ -403,54 +412,55 @@ fn with_source(declared: bool) -> strata_search::IndexSpec<NoteKey> {
     }
 }
 
-/// A put whose document names an undeclared field is refused with nothing
-/// written; a change that still cannot be indexed (the mapping changed
-/// since) is dead-lettered and the index goes on past it.
-#[test]
-fn a_document_that_cannot_be_indexed_is_refused_or_dead_lettered() {
-    on_every_engine!(Durability::Immediate, |store, clock, _dir| {
-        let ob = outbox(&store, &clock, outbox_config());
-        let undeclared = with_source(false);
-        let before = store.engine().last_version();
-        let err = store
-            .transact(|tx| {
-                undeclared.put(&ob, tx, &NoteKey { id: 1 }, &note("bad", "b", "info", T0))
-            })
-            .unwrap_err();
-        assert!(
-            matches!(&err, SearchError::Mapping(m) if m.contains("\"source\"")),
-            "{err:?}"
-        );
-        assert_eq!(store.engine().last_version(), before, "nothing written");
-        assert_eq!(store.get(&NoteKey { id: 1 }).unwrap(), None);
+engine_tests! {
+    /// A put whose document names an undeclared field is refused with nothing
+    /// written; a change that still cannot be indexed (the mapping changed
+    /// since) is dead-lettered and the index goes on past it.
+    fn a_document_that_cannot_be_indexed_is_refused_or_dead_lettered() {
+        on_every_engine!(Durability::Immediate, |store, clock, _dir| {
+            let ob = outbox(&store, &clock, outbox_config());
+            let undeclared = with_source(false);
+            let before = store.engine().last_version();
+            let err = store
+                .transact(|tx| {
+                    undeclared.put(&ob, tx, &NoteKey { id: 1 }, &note("bad", "b", "info", T0))
+                })
+                .unwrap_err();
+            assert!(
+                matches!(&err, SearchError::Mapping(m) if m.contains("\"source\"")),
+                "{err:?}"
+            );
+            assert_eq!(store.engine().last_version(), before, "nothing written");
+            assert_eq!(store.get(&NoteKey { id: 1 }).unwrap(), None);
 
-        // Written under a mapping that declares the field, indexed under
-        // one that does not.
-        let writer = with_source(true);
-        for (id, title) in [(1, "good"), (2, "bad"), (3, "fine")] {
-            store
-                .transact(|tx| writer.put(&ob, tx, &NoteKey { id }, &note(title, "b", "info", T0)))
-                .unwrap();
-        }
-        let written = store.engine().last_version();
-        let mut ix = Indexer::open(
-            &ob,
-            undeclared,
-            &Location::Memory,
-            indexer_config(),
-            clock.clone(),
-        )
-        .unwrap();
-        let at = ix.catch_up().unwrap();
-        assert_eq!(at.version, written, "past the bad one");
-        assert_eq!(ix.documents().unwrap(), 2);
-        let dead = ob.dead_letters("search.notes", "notes").unwrap();
-        assert_eq!(dead.len(), 1, "{dead:?}");
-        assert!(
-            dead[0].error.contains("undeclared string field"),
-            "{}",
-            dead[0].error
-        );
-        assert!(ix.search(&Query::new("fine")).unwrap().hits.len() == 1);
-    });
+            // Written under a mapping that declares the field, indexed under
+            // one that does not.
+            let writer = with_source(true);
+            for (id, title) in [(1, "good"), (2, "bad"), (3, "fine")] {
+                store
+                    .transact(|tx| writer.put(&ob, tx, &NoteKey { id }, &note(title, "b", "info", T0)))
+                    .unwrap();
+            }
+            let written = store.engine().last_version();
+            let mut ix = Indexer::open(
+                &ob,
+                undeclared,
+                &Location::Memory,
+                indexer_config(),
+                clock.clone(),
+            )
+            .unwrap();
+            let at = ix.catch_up().unwrap();
+            assert_eq!(at.version, written, "past the bad one");
+            assert_eq!(ix.documents().unwrap(), 2);
+            let dead = ob.dead_letters("search.notes", "notes").unwrap();
+            assert_eq!(dead.len(), 1, "{dead:?}");
+            assert!(
+                dead[0].error.contains("undeclared string field"),
+                "{}",
+                dead[0].error
+            );
+            assert!(ix.search(&Query::new("fine")).unwrap().hits.len() == 1);
+        });
+    }
 }

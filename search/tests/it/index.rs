@@ -9,6 +9,7 @@ use strata_search::{
 };
 use strata_store::Store;
 
+use crate::engine_tests;
 use crate::{NoteKey, T0, indexer_config, note, on_every_engine, outbox, outbox_config, spec};
 
 fn keys(hits: &strata_search::Results<NoteKey>) -> BTreeSet<u64> {
@@ -34,183 +35,186 @@ fn packed(id: u64) -> Vec<u8> {
     strata_keys::tuple::pack(&("note", id))
 }
 
-#[test]
-fn puts_updates_and_deletes_reach_the_index_in_commit_order() {
-    on_every_engine!(Durability::Immediate, |store, clock, _dir| {
-        let ob = outbox(&store, &clock, outbox_config());
-        let mut ix = crate::indexer_in_memory(&ob, &clock);
-        assert_eq!(ix.checkpoint(), Position::START);
-        put(
-            &store,
-            &ob,
-            1,
-            &note("Rust ownership", "borrowing rules", "info", T0),
-        );
-        put(
-            &store,
-            &ob,
-            2,
-            &note("Tokio", "async runtime in rust", "debug", T0 + 10),
-        );
-        let v3 = put(
-            &store,
-            &ob,
-            3,
-            &note("Gardening", "tomatoes and basil", "info", T0 + 20),
-        );
-        // Nothing is searchable before the indexer runs.
-        assert!(ix.search(&Query::new("rust")).unwrap().hits.is_empty());
-        let at = ix.catch_up().unwrap();
-        assert_eq!(at.version, v3, "the checkpoint is the last entry's commit");
-        assert_eq!(ix.documents().unwrap(), 3);
-
-        let r = ix.search(&Query::new("rust")).unwrap();
-        assert_eq!(keys(&r), BTreeSet::from([1, 2]));
-        assert_eq!(r.checkpoint, at);
-        // The title is boosted: a title match ranks first.
-        assert_eq!(r.hits[0].key.id, 1);
-        assert!(r.hits[0].score > r.hits[1].score);
-        assert!(r.hits.iter().all(|h| h.freshness == Freshness::Current));
-        assert!(
-            r.hits[0].snippet.to_lowercase().contains("rust"),
-            "{:?}",
-            r.hits[0].snippet
-        );
-        // Filters and time ranges.
-        let info = ix
-            .search(&Query::new("rust").filter("level", "info"))
-            .unwrap();
-        assert_eq!(keys(&info), BTreeSet::from([1]));
-        let all_info = ix.search(&Query::new("").filter("level", "info")).unwrap();
-        assert_eq!(keys(&all_info), BTreeSet::from([1, 3]));
-        let late = ix.search(&Query::new("").time(T0 + 10..)).unwrap();
-        assert_eq!(keys(&late), BTreeSet::from([2, 3]));
-        let window = ix.search(&Query::new("").time(T0 + 5..T0 + 20)).unwrap();
-        assert_eq!(keys(&window), BTreeSet::from([2]));
-        assert_eq!(ix.search(&Query::new("").limit(2)).unwrap().hits.len(), 2);
-        assert!(
-            ix.search(&Query::new("rust").limit(0))
-                .unwrap()
-                .hits
-                .is_empty()
-        );
-
-        // An update replaces the document (no duplicate, the old words
-        // gone); a delete removes it.
-        let v4 = put(
-            &store,
-            &ob,
-            1,
-            &note("Python typing", "gradual types", "info", T0),
-        );
-        store
-            .transact(|tx| spec().delete(&ob, tx, &NoteKey { id: 2 }))
-            .unwrap();
-        ix.catch_up().unwrap();
-        assert_eq!(ix.documents().unwrap(), 2);
-        assert!(ix.search(&Query::new("rust")).unwrap().hits.is_empty());
-        let py = ix.search(&Query::new("python")).unwrap();
-        assert_eq!(keys(&py), BTreeSet::from([1]));
-        assert_eq!(
-            py.hits[0].version, v4,
-            "the document says which commit made it"
-        );
-        let report = ix.verify().unwrap();
-        assert!(report.is_exact(), "{report:?}");
-        assert_eq!((report.documents, report.rows), (2, 2));
-    });
-}
-
-#[test]
-fn hits_say_when_the_row_changed_or_vanished_and_verify_lists_it() {
-    on_every_engine!(Durability::Immediate, |store, clock, _dir| {
-        let ob = outbox(&store, &clock, outbox_config());
-        let mut ix = crate::indexer_in_memory(&ob, &clock);
-        for id in 1..=3 {
+engine_tests! {
+    fn puts_updates_and_deletes_reach_the_index_in_commit_order() {
+        on_every_engine!(Durability::Immediate, |store, clock, _dir| {
+            let ob = outbox(&store, &clock, outbox_config());
+            let mut ix = crate::indexer_in_memory(&ob, &clock);
+            assert_eq!(ix.checkpoint(), Position::START);
             put(
                 &store,
                 &ob,
-                id,
-                &note("memory", &format!("note {id}"), "info", T0),
+                1,
+                &note("Rust ownership", "borrowing rules", "info", T0),
             );
-        }
-        ix.catch_up().unwrap();
-        // Rows changed behind the index's back (without an entry).
-        store
-            .put(&NoteKey { id: 1 }, &note("memory", "rewritten", "info", T0))
-            .unwrap();
-        store.delete(&NoteKey { id: 2 }).unwrap();
-        store
-            .put(
-                &NoteKey { id: 4 },
-                &note("memory", "never indexed", "info", T0),
-            )
-            .unwrap();
-        let r = ix.search(&Query::new("memory")).unwrap();
-        let by_id: Vec<(u64, Freshness)> = {
-            let mut v: Vec<_> = r.hits.iter().map(|h| (h.key.id, h.freshness)).collect();
-            v.sort_by_key(|(id, _)| *id);
-            v
-        };
-        assert_eq!(
-            by_id,
-            [
-                (1, Freshness::Changed),
-                (2, Freshness::Vanished),
-                (3, Freshness::Current)
-            ]
-        );
-        let report = ix.verify().unwrap();
-        assert_eq!(
-            report,
-            Verified {
-                store_version: report.store_version,
-                checkpoint: ix.checkpoint(),
-                documents: 3,
-                rows: 3,
-                missing: vec![packed(4)],
-                extra: vec![packed(2)],
-                stale: vec![packed(1)],
-                duplicates: Vec::new(),
-            }
-        );
-        assert!(!report.is_exact());
-    });
+            put(
+                &store,
+                &ob,
+                2,
+                &note("Tokio", "async runtime in rust", "debug", T0 + 10),
+            );
+            let v3 = put(
+                &store,
+                &ob,
+                3,
+                &note("Gardening", "tomatoes and basil", "info", T0 + 20),
+            );
+            // Nothing is searchable before the indexer runs.
+            assert!(ix.search(&Query::new("rust")).unwrap().hits.is_empty());
+            let at = ix.catch_up().unwrap();
+            assert_eq!(at.version, v3, "the checkpoint is the last entry's commit");
+            assert_eq!(ix.documents().unwrap(), 3);
+
+            let r = ix.search(&Query::new("rust")).unwrap();
+            assert_eq!(keys(&r), BTreeSet::from([1, 2]));
+            assert_eq!(r.checkpoint, at);
+            // The title is boosted: a title match ranks first.
+            assert_eq!(r.hits[0].key.id, 1);
+            assert!(r.hits[0].score > r.hits[1].score);
+            assert!(r.hits.iter().all(|h| h.freshness == Freshness::Current));
+            assert!(
+                r.hits[0].snippet.to_lowercase().contains("rust"),
+                "{:?}",
+                r.hits[0].snippet
+            );
+            // Filters and time ranges.
+            let info = ix
+                .search(&Query::new("rust").filter("level", "info"))
+                .unwrap();
+            assert_eq!(keys(&info), BTreeSet::from([1]));
+            let all_info = ix.search(&Query::new("").filter("level", "info")).unwrap();
+            assert_eq!(keys(&all_info), BTreeSet::from([1, 3]));
+            let late = ix.search(&Query::new("").time(T0 + 10..)).unwrap();
+            assert_eq!(keys(&late), BTreeSet::from([2, 3]));
+            let window = ix.search(&Query::new("").time(T0 + 5..T0 + 20)).unwrap();
+            assert_eq!(keys(&window), BTreeSet::from([2]));
+            assert_eq!(ix.search(&Query::new("").limit(2)).unwrap().hits.len(), 2);
+            assert!(
+                ix.search(&Query::new("rust").limit(0))
+                    .unwrap()
+                    .hits
+                    .is_empty()
+            );
+
+            // An update replaces the document (no duplicate, the old words
+            // gone); a delete removes it.
+            let v4 = put(
+                &store,
+                &ob,
+                1,
+                &note("Python typing", "gradual types", "info", T0),
+            );
+            store
+                .transact(|tx| spec().delete(&ob, tx, &NoteKey { id: 2 }))
+                .unwrap();
+            ix.catch_up().unwrap();
+            assert_eq!(ix.documents().unwrap(), 2);
+            assert!(ix.search(&Query::new("rust")).unwrap().hits.is_empty());
+            let py = ix.search(&Query::new("python")).unwrap();
+            assert_eq!(keys(&py), BTreeSet::from([1]));
+            assert_eq!(
+                py.hits[0].version, v4,
+                "the document says which commit made it"
+            );
+            let report = ix.verify().unwrap();
+            assert!(report.is_exact(), "{report:?}");
+            assert_eq!((report.documents, report.rows), (2, 2));
+        });
+    }
 }
 
-#[test]
-fn the_index_never_shows_a_commit_that_is_not_durable() {
-    on_every_engine!(Durability::Buffered, |store, clock, _dir| {
-        // The outbox syncs buffered commits at most once a minute here.
-        let mut config = outbox_config();
-        config.sync_interval_ms = 60_000;
-        let ob = outbox(&store, &clock, config);
-        let mut ix = crate::indexer_in_memory(&ob, &clock);
-        // A first poll syncs (the interval has passed since 0) ...
-        put(&store, &ob, 1, &note("first", "durable soon", "info", T0));
-        ix.catch_up().unwrap();
-        assert_eq!(ix.documents().unwrap(), 1);
-        // ... the next, within the interval, does not: the buffered commit
-        // stays out of the index.
-        let v2 = put(
-            &store,
-            &ob,
-            2,
-            &note("second", "not durable yet", "info", T0),
-        );
-        assert!(store.engine().durable_version() < v2);
-        ix.catch_up().unwrap();
-        assert_eq!(ix.documents().unwrap(), 1);
-        assert!(ix.checkpoint().version < v2);
-        assert!(ix.search(&Query::new("second")).unwrap().hits.is_empty());
-        store.engine().sync().unwrap();
-        ix.catch_up().unwrap();
-        assert_eq!(ix.checkpoint().version, v2);
-        assert_eq!(
-            keys(&ix.search(&Query::new("second")).unwrap()),
-            BTreeSet::from([2])
-        );
-    });
+engine_tests! {
+    fn hits_say_when_the_row_changed_or_vanished_and_verify_lists_it() {
+        on_every_engine!(Durability::Immediate, |store, clock, _dir| {
+            let ob = outbox(&store, &clock, outbox_config());
+            let mut ix = crate::indexer_in_memory(&ob, &clock);
+            for id in 1..=3 {
+                put(
+                    &store,
+                    &ob,
+                    id,
+                    &note("memory", &format!("note {id}"), "info", T0),
+                );
+            }
+            ix.catch_up().unwrap();
+            // Rows changed behind the index's back (without an entry).
+            store
+                .put(&NoteKey { id: 1 }, &note("memory", "rewritten", "info", T0))
+                .unwrap();
+            store.delete(&NoteKey { id: 2 }).unwrap();
+            store
+                .put(
+                    &NoteKey { id: 4 },
+                    &note("memory", "never indexed", "info", T0),
+                )
+                .unwrap();
+            let r = ix.search(&Query::new("memory")).unwrap();
+            let by_id: Vec<(u64, Freshness)> = {
+                let mut v: Vec<_> = r.hits.iter().map(|h| (h.key.id, h.freshness)).collect();
+                v.sort_by_key(|(id, _)| *id);
+                v
+            };
+            assert_eq!(
+                by_id,
+                [
+                    (1, Freshness::Changed),
+                    (2, Freshness::Vanished),
+                    (3, Freshness::Current)
+                ]
+            );
+            let report = ix.verify().unwrap();
+            assert_eq!(
+                report,
+                Verified {
+                    store_version: report.store_version,
+                    checkpoint: ix.checkpoint(),
+                    documents: 3,
+                    rows: 3,
+                    missing: vec![packed(4)],
+                    extra: vec![packed(2)],
+                    stale: vec![packed(1)],
+                    duplicates: Vec::new(),
+                }
+            );
+            assert!(!report.is_exact());
+        });
+    }
+}
+
+engine_tests! {
+    fn the_index_never_shows_a_commit_that_is_not_durable() {
+        on_every_engine!(Durability::Buffered, |store, clock, _dir| {
+            // The outbox syncs buffered commits at most once a minute here.
+            let mut config = outbox_config();
+            config.sync_interval_ms = 60_000;
+            let ob = outbox(&store, &clock, config);
+            let mut ix = crate::indexer_in_memory(&ob, &clock);
+            // A first poll syncs (the interval has passed since 0) ...
+            put(&store, &ob, 1, &note("first", "durable soon", "info", T0));
+            ix.catch_up().unwrap();
+            assert_eq!(ix.documents().unwrap(), 1);
+            // ... the next, within the interval, does not: the buffered commit
+            // stays out of the index.
+            let v2 = put(
+                &store,
+                &ob,
+                2,
+                &note("second", "not durable yet", "info", T0),
+            );
+            assert!(store.engine().durable_version() < v2);
+            ix.catch_up().unwrap();
+            assert_eq!(ix.documents().unwrap(), 1);
+            assert!(ix.checkpoint().version < v2);
+            assert!(ix.search(&Query::new("second")).unwrap().hits.is_empty());
+            store.engine().sync().unwrap();
+            ix.catch_up().unwrap();
+            assert_eq!(ix.checkpoint().version, v2);
+            assert_eq!(
+                keys(&ix.search(&Query::new("second")).unwrap()),
+                BTreeSet::from([2])
+            );
+        });
+    }
 }
 
 #[test]
@@ -397,78 +401,80 @@ fn a_change_that_cannot_be_mapped_is_dead_lettered_and_its_old_document_goes() {
     assert!(dead[0].error.contains("\"nope\""), "{}", dead[0].error);
 }
 
-#[test]
-fn many_changes_in_one_commit_are_indexed_across_polls() {
-    on_every_engine!(Durability::Buffered, |store, clock, _dir| {
-        let ob = outbox(&store, &clock, outbox_config());
-        let s = spec();
-        // Thirty rows and thirty entries a commit (the test limits allow
-        // 64 rows).
-        for c in 0..10u64 {
-            store
-                .transact(|tx| {
-                    for i in 0..30 {
-                        let n = note(&format!("bulk {c}"), &format!("item {i}"), "info", T0);
-                        s.put(&ob, tx, &NoteKey { id: c * 100 + i }, &n)?;
-                    }
-                    Ok::<_, SearchError>(())
-                })
-                .unwrap();
-        }
-        store.engine().sync().unwrap();
-        let mut config = indexer_config();
-        config.batch = 64;
-        let mut ix = Indexer::open(&ob, spec(), &Location::Memory, config, clock.clone()).unwrap();
-        let mut received = 0;
-        for _ in 0..10 {
-            received += ix.step().unwrap().received;
-        }
-        assert_eq!(received, 300);
-        ix.commit().unwrap();
-        assert_eq!(ix.documents().unwrap(), 300);
-        assert!(ix.verify().unwrap().is_exact());
-    });
+engine_tests! {
+    fn many_changes_in_one_commit_are_indexed_across_polls() {
+        on_every_engine!(Durability::Buffered, |store, clock, _dir| {
+            let ob = outbox(&store, &clock, outbox_config());
+            let s = spec();
+            // Thirty rows and thirty entries a commit (the test limits allow
+            // 64 rows).
+            for c in 0..10u64 {
+                store
+                    .transact(|tx| {
+                        for i in 0..30 {
+                            let n = note(&format!("bulk {c}"), &format!("item {i}"), "info", T0);
+                            s.put(&ob, tx, &NoteKey { id: c * 100 + i }, &n)?;
+                        }
+                        Ok::<_, SearchError>(())
+                    })
+                    .unwrap();
+            }
+            store.engine().sync().unwrap();
+            let mut config = indexer_config();
+            config.batch = 64;
+            let mut ix = Indexer::open(&ob, spec(), &Location::Memory, config, clock.clone()).unwrap();
+            let mut received = 0;
+            for _ in 0..10 {
+                received += ix.step().unwrap().received;
+            }
+            assert_eq!(received, 300);
+            ix.commit().unwrap();
+            assert_eq!(ix.documents().unwrap(), 300);
+            assert!(ix.verify().unwrap().is_exact());
+        });
+    }
 }
 
-#[test]
-fn inserts_add_documents_once_and_mix_with_puts_and_deletes() {
-    on_every_engine!(Durability::Immediate, |store, clock, _dir| {
-        let ob = outbox(&store, &clock, outbox_config());
-        let s = spec();
-        let insert = |id: u64, title: &str| {
+engine_tests! {
+    fn inserts_add_documents_once_and_mix_with_puts_and_deletes() {
+        on_every_engine!(Durability::Immediate, |store, clock, _dir| {
+            let ob = outbox(&store, &clock, outbox_config());
+            let s = spec();
+            let insert = |id: u64, title: &str| {
+                store
+                    .transact(|tx| s.insert(&ob, tx, &NoteKey { id }, &note(title, "x", "info", T0)))
+                    .unwrap()
+            };
+            assert!(insert(1, "alpha"));
+            assert!(insert(2, "alpha"));
+            // The key holds a value: nothing written, nothing recorded.
+            assert!(!insert(1, "beta"));
+            assert_eq!(
+                store.get(&NoteKey { id: 1 }).unwrap().unwrap().title,
+                "alpha"
+            );
+            let mut ix = crate::indexer_in_memory(&ob, &clock);
+            ix.catch_up().unwrap();
+            assert_eq!(
+                keys(&ix.search(&Query::new("alpha")).unwrap()),
+                [1, 2].into()
+            );
+            assert!(ix.search(&Query::new("beta")).unwrap().hits.is_empty());
+            // A put replaces an inserted row's document; a delete then an
+            // insert leaves one document, the new one.
+            put(&store, &ob, 1, &note("gamma", "x", "info", T0));
             store
-                .transact(|tx| s.insert(&ob, tx, &NoteKey { id }, &note(title, "x", "info", T0)))
-                .unwrap()
-        };
-        assert!(insert(1, "alpha"));
-        assert!(insert(2, "alpha"));
-        // The key holds a value: nothing written, nothing recorded.
-        assert!(!insert(1, "beta"));
-        assert_eq!(
-            store.get(&NoteKey { id: 1 }).unwrap().unwrap().title,
-            "alpha"
-        );
-        let mut ix = crate::indexer_in_memory(&ob, &clock);
-        ix.catch_up().unwrap();
-        assert_eq!(
-            keys(&ix.search(&Query::new("alpha")).unwrap()),
-            [1, 2].into()
-        );
-        assert!(ix.search(&Query::new("beta")).unwrap().hits.is_empty());
-        // A put replaces an inserted row's document; a delete then an
-        // insert leaves one document, the new one.
-        put(&store, &ob, 1, &note("gamma", "x", "info", T0));
-        store
-            .transact(|tx| s.delete(&ob, tx, &NoteKey { id: 2 }))
-            .unwrap();
-        assert!(insert(2, "delta"));
-        ix.catch_up().unwrap();
-        assert_eq!(ix.documents().unwrap(), 2);
-        assert!(ix.search(&Query::new("alpha")).unwrap().hits.is_empty());
-        assert_eq!(keys(&ix.search(&Query::new("gamma")).unwrap()), [1].into());
-        assert_eq!(keys(&ix.search(&Query::new("delta")).unwrap()), [2].into());
-        assert!(ix.verify().unwrap().is_exact());
-    });
+                .transact(|tx| s.delete(&ob, tx, &NoteKey { id: 2 }))
+                .unwrap();
+            assert!(insert(2, "delta"));
+            ix.catch_up().unwrap();
+            assert_eq!(ix.documents().unwrap(), 2);
+            assert!(ix.search(&Query::new("alpha")).unwrap().hits.is_empty());
+            assert_eq!(keys(&ix.search(&Query::new("gamma")).unwrap()), [1].into());
+            assert_eq!(keys(&ix.search(&Query::new("delta")).unwrap()), [2].into());
+            assert!(ix.verify().unwrap().is_exact());
+        });
+    }
 }
 
 /// Commits `n` changes one at a time with `merging`, and returns the
@@ -520,137 +526,139 @@ fn segments_merge_only_when_the_config_lets_them() {
     assert_eq!(ix.documents().unwrap(), 12, "merges keep every document");
 }
 
-#[test]
-fn a_memory_budget_below_tantivys_floor_is_raised_for_every_thread() {
-    on_every_engine!(Durability::Immediate, |store, clock, dir| {
-        let ob = outbox(&store, &clock, outbox_config());
-        put(&store, &ob, 1, &note("floor", "x", "info", T0));
-        let mut config = indexer_config();
-        config.threads = 2;
-        config.memory_bytes = 1;
-        // tantivy refuses less than 15 MB a thread; the indexer asks for
-        // that much for each of the two threads, on open and on rebuild.
-        let location = Location::Dir(dir.0.join("index"));
-        let mut ix = Indexer::open(&ob, spec(), &location, config.clone(), clock.clone()).unwrap();
-        ix.catch_up().unwrap();
-        let (ix, report) = ix.rebuild().unwrap();
-        assert_eq!(report.documents, 1);
-        assert_eq!(ix.documents().unwrap(), 1);
-    });
+engine_tests! {
+    fn a_memory_budget_below_tantivys_floor_is_raised_for_every_thread() {
+        on_every_engine!(Durability::Immediate, |store, clock, dir| {
+            let ob = outbox(&store, &clock, outbox_config());
+            put(&store, &ob, 1, &note("floor", "x", "info", T0));
+            let mut config = indexer_config();
+            config.threads = 2;
+            config.memory_bytes = 1;
+            // tantivy refuses less than 15 MB a thread; the indexer asks for
+            // that much for each of the two threads, on open and on rebuild.
+            let location = Location::Dir(dir.0.join("index"));
+            let mut ix = Indexer::open(&ob, spec(), &location, config.clone(), clock.clone()).unwrap();
+            ix.catch_up().unwrap();
+            let (ix, report) = ix.rebuild().unwrap();
+            assert_eq!(report.documents, 1);
+            assert_eq!(ix.documents().unwrap(), 1);
+        });
+    }
 }
 
-#[test]
-fn the_catalog_says_where_an_index_is_and_it_reads_without_its_mapping() {
-    on_every_engine!(Durability::Buffered, |store, clock, dir| {
-        let ob = outbox(&store, &clock, outbox_config());
-        let root = dir.0.join("index");
-        put(
-            &store,
-            &ob,
-            1,
-            &note("refresh tokens", "rotate them", "info", T0),
-        );
-        put(
-            &store,
-            &ob,
-            2,
-            &note("deploy", "migrations first", "warn", T0),
-        );
-        store.engine().sync().unwrap();
-        let mut ix = crate::indexer_at(&ob, &clock, &root);
-        ix.catch_up().unwrap();
-        ix.close().unwrap();
-        // Closed: another holder takes the index over at once (the clock
-        // has not moved, so the lease would otherwise still run).
-        let mut config = crate::indexer_config();
-        config.holder = "another".into();
-        let mut other = Indexer::open(
-            &ob,
-            spec(),
-            &Location::Dir(root.clone()),
-            config,
-            clock.clone(),
-        )
-        .unwrap();
-        put(&store, &ob, 3, &note("third", "more", "info", T0));
-        store.engine().sync().unwrap();
-        other.catch_up().unwrap();
-        other.close().unwrap();
-        put(&store, &ob, 3, &note("third", "gone", "info", T0));
-        store
-            .transact(|tx| spec().delete(&ob, tx, &NoteKey { id: 3 }))
+engine_tests! {
+    fn the_catalog_says_where_an_index_is_and_it_reads_without_its_mapping() {
+        on_every_engine!(Durability::Buffered, |store, clock, dir| {
+            let ob = outbox(&store, &clock, outbox_config());
+            let root = dir.0.join("index");
+            put(
+                &store,
+                &ob,
+                1,
+                &note("refresh tokens", "rotate them", "info", T0),
+            );
+            put(
+                &store,
+                &ob,
+                2,
+                &note("deploy", "migrations first", "warn", T0),
+            );
+            store.engine().sync().unwrap();
+            let mut ix = crate::indexer_at(&ob, &clock, &root);
+            ix.catch_up().unwrap();
+            ix.close().unwrap();
+            // Closed: another holder takes the index over at once (the clock
+            // has not moved, so the lease would otherwise still run).
+            let mut config = crate::indexer_config();
+            config.holder = "another".into();
+            let mut other = Indexer::open(
+                &ob,
+                spec(),
+                &Location::Dir(root.clone()),
+                config,
+                clock.clone(),
+            )
             .unwrap();
-        store.engine().sync().unwrap();
-        let mut ix = crate::indexer_at(&ob, &clock, &root);
-        let checkpoint = ix.catch_up().unwrap();
-        ix.close().unwrap();
+            put(&store, &ob, 3, &note("third", "more", "info", T0));
+            store.engine().sync().unwrap();
+            other.catch_up().unwrap();
+            other.close().unwrap();
+            put(&store, &ob, 3, &note("third", "gone", "info", T0));
+            store
+                .transact(|tx| spec().delete(&ob, tx, &NoteKey { id: 3 }))
+                .unwrap();
+            store.engine().sync().unwrap();
+            let mut ix = crate::indexer_at(&ob, &clock, &root);
+            let checkpoint = ix.catch_up().unwrap();
+            ix.close().unwrap();
 
-        let listed = strata_search::inspect::catalog_indexes(&store.catalog().unwrap());
-        assert_eq!(listed.len(), 1, "{listed:?}");
-        assert_eq!(listed[0].name, "notes");
-        assert_eq!(listed[0].topic, "search.notes");
-        assert_eq!(listed[0].consumer, "notes");
-        assert_eq!(
-            listed[0].dir.as_deref(),
-            Some(std::fs::canonicalize(&root).unwrap().as_path())
-        );
-        // Opening again records nothing new.
-        let before = store.engine().last_version();
-        drop(crate::indexer_at(&ob, &clock, &root));
-        assert_eq!(store.engine().last_version(), before);
+            let listed = strata_search::inspect::catalog_indexes(&store.catalog().unwrap());
+            assert_eq!(listed.len(), 1, "{listed:?}");
+            assert_eq!(listed[0].name, "notes");
+            assert_eq!(listed[0].topic, "search.notes");
+            assert_eq!(listed[0].consumer, "notes");
+            assert_eq!(
+                listed[0].dir.as_deref(),
+                Some(std::fs::canonicalize(&root).unwrap().as_path())
+            );
+            // Opening again records nothing new.
+            let before = store.engine().last_version();
+            drop(crate::indexer_at(&ob, &clock, &root));
+            assert_eq!(store.engine().last_version(), before);
 
-        let files = strata_search::inspect::IndexFiles::open(&root).unwrap();
-        assert_eq!(files.checkpoint(), checkpoint);
-        assert_eq!(files.generation(), 1);
-        assert_eq!(files.documents(), 2);
-        let hits = files.query("tokens", 10).unwrap();
-        assert_eq!(hits.len(), 1);
-        assert_eq!(hits[0].key, packed(1));
-        assert_eq!(hits[0].snippet, "refresh tokens");
-        // Queries read the text fields only: a word of a string field
-        // ("info" is a level) or of the built-in fields is not searched.
-        assert!(files.query("info", 10).unwrap().is_empty());
-        let shown = format!("{files:?}");
-        assert!(
-            shown.contains("generation: 1") && shown.contains(&format!("{checkpoint:?}")),
-            "{shown}"
-        );
-        let view = store.read().unwrap();
-        assert_eq!(hits[0].freshness(&view).unwrap(), Freshness::Current);
-        let same = files.compare(&view, &spec()).unwrap();
-        assert!(same.is_exact(), "{same:?}");
-        assert_eq!((same.documents, same.rows), (2, 2));
-        drop(view);
-        // The row changes, then vanishes: the raw check sees both.
-        put(
-            &store,
-            &ob,
-            1,
-            &note("refresh tokens", "changed", "info", T0),
-        );
-        assert_eq!(
-            hits[0].freshness(&store.read().unwrap()).unwrap(),
-            Freshness::Changed
-        );
-        let changed = files.compare(&store.read().unwrap(), &spec()).unwrap();
-        assert_eq!(changed.stale, vec![packed(1)]);
-        assert!(changed.missing.is_empty() && changed.extra.is_empty());
-        store
-            .transact(|tx| spec().delete(&ob, tx, &NoteKey { id: 1 }))
-            .unwrap();
-        assert_eq!(
-            hits[0].freshness(&store.read().unwrap()).unwrap(),
-            Freshness::Vanished
-        );
-        let gone = files.compare(&store.read().unwrap(), &spec()).unwrap();
-        assert_eq!(gone.extra, vec![packed(1)]);
-        assert_eq!((gone.documents, gone.rows), (2, 1));
-        assert!(matches!(
-            files.query("title:(", 10),
-            Err(SearchError::Query(_))
-        ));
-        assert!(strata_search::inspect::IndexFiles::open(&dir.0.join("nothing")).is_err());
-    });
+            let files = strata_search::inspect::IndexFiles::open(&root).unwrap();
+            assert_eq!(files.checkpoint(), checkpoint);
+            assert_eq!(files.generation(), 1);
+            assert_eq!(files.documents(), 2);
+            let hits = files.query("tokens", 10).unwrap();
+            assert_eq!(hits.len(), 1);
+            assert_eq!(hits[0].key, packed(1));
+            assert_eq!(hits[0].snippet, "refresh tokens");
+            // Queries read the text fields only: a word of a string field
+            // ("info" is a level) or of the built-in fields is not searched.
+            assert!(files.query("info", 10).unwrap().is_empty());
+            let shown = format!("{files:?}");
+            assert!(
+                shown.contains("generation: 1") && shown.contains(&format!("{checkpoint:?}")),
+                "{shown}"
+            );
+            let view = store.read().unwrap();
+            assert_eq!(hits[0].freshness(&view).unwrap(), Freshness::Current);
+            let same = files.compare(&view, &spec()).unwrap();
+            assert!(same.is_exact(), "{same:?}");
+            assert_eq!((same.documents, same.rows), (2, 2));
+            drop(view);
+            // The row changes, then vanishes: the raw check sees both.
+            put(
+                &store,
+                &ob,
+                1,
+                &note("refresh tokens", "changed", "info", T0),
+            );
+            assert_eq!(
+                hits[0].freshness(&store.read().unwrap()).unwrap(),
+                Freshness::Changed
+            );
+            let changed = files.compare(&store.read().unwrap(), &spec()).unwrap();
+            assert_eq!(changed.stale, vec![packed(1)]);
+            assert!(changed.missing.is_empty() && changed.extra.is_empty());
+            store
+                .transact(|tx| spec().delete(&ob, tx, &NoteKey { id: 1 }))
+                .unwrap();
+            assert_eq!(
+                hits[0].freshness(&store.read().unwrap()).unwrap(),
+                Freshness::Vanished
+            );
+            let gone = files.compare(&store.read().unwrap(), &spec()).unwrap();
+            assert_eq!(gone.extra, vec![packed(1)]);
+            assert_eq!((gone.documents, gone.rows), (2, 1));
+            assert!(matches!(
+                files.query("title:(", 10),
+                Err(SearchError::Query(_))
+            ));
+            assert!(strata_search::inspect::IndexFiles::open(&dir.0.join("nothing")).is_err());
+        });
+    }
 }
 
 #[path = "../../../test-support/metrics.rs"]
@@ -692,101 +700,103 @@ fn index_commits_changes_checkpoint_and_lag_are_recorded() {
     assert!((0.0..=most).contains(&lag), "{lag} of at most {most}");
 }
 
-#[test]
-fn an_idle_step_writes_nothing_and_the_lease_is_renewed_a_second_before_it_expires() {
-    on_every_engine!(Durability::Immediate, |store, clock, dir| {
-        use strata_engine::Clock;
-        let ob = outbox(&store, &clock, outbox_config());
-        put(&store, &ob, 1, &note("kept", "x", "info", T0));
-        let mut ix = crate::indexer_at(&ob, &clock, &dir.0.join("index"));
-        let acquired = clock.now_ms();
-        ix.catch_up().unwrap();
-        assert_eq!(
-            clock.now_ms(),
-            acquired,
-            "the test's clock moves only when told"
-        );
-        let idle = strata_search::Step::default();
-        // Nothing to index, nothing to acknowledge, a lease that runs:
-        // nothing is written.
-        let before = store.engine().last_version();
-        assert_eq!(ix.step().unwrap(), idle);
-        assert_eq!(store.engine().last_version(), before, "an idle step wrote");
-        // The lease (30 s) is renewed once it has a second or less to run.
-        let expires = acquired + outbox_config().lease_ms;
-        clock.advance(expires - 1_001 - acquired);
-        assert_eq!(ix.step().unwrap(), idle);
-        assert_eq!(store.engine().last_version(), before, "renewed too early");
-        clock.advance(1);
-        assert_eq!(ix.step().unwrap(), idle);
-        assert_eq!(store.engine().last_version(), before + 1, "not renewed");
-        // Past the old lease's expiry the indexer still works on the new one.
-        clock.advance(5_000);
-        put(&store, &ob, 2, &note("later", "y", "info", T0));
-        assert_eq!(
-            ix.catch_up().unwrap(),
-            ob.checkpoint("search.notes", "notes").unwrap()
-        );
-        assert_eq!(ix.documents().unwrap(), 2);
-    });
+engine_tests! {
+    fn an_idle_step_writes_nothing_and_the_lease_is_renewed_a_second_before_it_expires() {
+        on_every_engine!(Durability::Immediate, |store, clock, dir| {
+            use strata_engine::Clock;
+            let ob = outbox(&store, &clock, outbox_config());
+            put(&store, &ob, 1, &note("kept", "x", "info", T0));
+            let mut ix = crate::indexer_at(&ob, &clock, &dir.0.join("index"));
+            let acquired = clock.now_ms();
+            ix.catch_up().unwrap();
+            assert_eq!(
+                clock.now_ms(),
+                acquired,
+                "the test's clock moves only when told"
+            );
+            let idle = strata_search::Step::default();
+            // Nothing to index, nothing to acknowledge, a lease that runs:
+            // nothing is written.
+            let before = store.engine().last_version();
+            assert_eq!(ix.step().unwrap(), idle);
+            assert_eq!(store.engine().last_version(), before, "an idle step wrote");
+            // The lease (30 s) is renewed once it has a second or less to run.
+            let expires = acquired + outbox_config().lease_ms;
+            clock.advance(expires - 1_001 - acquired);
+            assert_eq!(ix.step().unwrap(), idle);
+            assert_eq!(store.engine().last_version(), before, "renewed too early");
+            clock.advance(1);
+            assert_eq!(ix.step().unwrap(), idle);
+            assert_eq!(store.engine().last_version(), before + 1, "not renewed");
+            // Past the old lease's expiry the indexer still works on the new one.
+            clock.advance(5_000);
+            put(&store, &ob, 2, &note("later", "y", "info", T0));
+            assert_eq!(
+                ix.catch_up().unwrap(),
+                ob.checkpoint("search.notes", "notes").unwrap()
+            );
+            assert_eq!(ix.documents().unwrap(), 2);
+        });
+    }
 }
 
-#[test]
-fn every_index_is_in_the_catalog_and_a_moved_one_is_updated() {
-    on_every_engine!(Durability::Immediate, |store, clock, dir| {
-        let ob = outbox(&store, &clock, outbox_config());
-        assert_eq!(spec().name(), "notes");
-        assert!(format!("{:?}", spec()).contains("\"notes\""));
-        let other_spec = || {
-            IndexSpec::new("titles", |_k: &NoteKey, n: &crate::Note| {
-                Document::new().text("title", &n.title)
-            })
-            .unwrap()
-            .text("title", 1.0)
-            .unwrap()
-        };
-        let (first, second, moved) = (
-            dir.0.join("first"),
-            dir.0.join("second"),
-            dir.0.join("moved"),
-        );
-        drop(crate::indexer_at(&ob, &clock, &first));
-        drop(
-            Indexer::open(
-                &ob,
-                other_spec(),
-                &Location::Dir(second.clone()),
-                indexer_config(),
-                clock.clone(),
-            )
-            .unwrap(),
-        );
-        let dirs = |store: &Store<_>| {
-            let mut v: Vec<(String, std::path::PathBuf)> =
-                strata_search::inspect::catalog_indexes(&store.catalog().unwrap())
-                    .into_iter()
-                    .map(|e| (e.name, e.dir.unwrap()))
-                    .collect();
-            v.sort();
-            v
-        };
-        let canonical = |p: &std::path::Path| std::fs::canonicalize(p).unwrap();
-        assert_eq!(
-            dirs(&store),
-            vec![
-                ("notes".to_owned(), canonical(&first)),
-                ("titles".to_owned(), canonical(&second)),
-            ]
-        );
-        // The same index opened from another directory: its entry follows.
-        let ix = crate::indexer_at(&ob, &clock, &moved);
-        ix.close().unwrap();
-        assert_eq!(
-            dirs(&store),
-            vec![
-                ("notes".to_owned(), canonical(&moved)),
-                ("titles".to_owned(), canonical(&second)),
-            ]
-        );
-    });
+engine_tests! {
+    fn every_index_is_in_the_catalog_and_a_moved_one_is_updated() {
+        on_every_engine!(Durability::Immediate, |store, clock, dir| {
+            let ob = outbox(&store, &clock, outbox_config());
+            assert_eq!(spec().name(), "notes");
+            assert!(format!("{:?}", spec()).contains("\"notes\""));
+            let other_spec = || {
+                IndexSpec::new("titles", |_k: &NoteKey, n: &crate::Note| {
+                    Document::new().text("title", &n.title)
+                })
+                .unwrap()
+                .text("title", 1.0)
+                .unwrap()
+            };
+            let (first, second, moved) = (
+                dir.0.join("first"),
+                dir.0.join("second"),
+                dir.0.join("moved"),
+            );
+            drop(crate::indexer_at(&ob, &clock, &first));
+            drop(
+                Indexer::open(
+                    &ob,
+                    other_spec(),
+                    &Location::Dir(second.clone()),
+                    indexer_config(),
+                    clock.clone(),
+                )
+                .unwrap(),
+            );
+            let dirs = |store: &Store<_>| {
+                let mut v: Vec<(String, std::path::PathBuf)> =
+                    strata_search::inspect::catalog_indexes(&store.catalog().unwrap())
+                        .into_iter()
+                        .map(|e| (e.name, e.dir.unwrap()))
+                        .collect();
+                v.sort();
+                v
+            };
+            let canonical = |p: &std::path::Path| std::fs::canonicalize(p).unwrap();
+            assert_eq!(
+                dirs(&store),
+                vec![
+                    ("notes".to_owned(), canonical(&first)),
+                    ("titles".to_owned(), canonical(&second)),
+                ]
+            );
+            // The same index opened from another directory: its entry follows.
+            let ix = crate::indexer_at(&ob, &clock, &moved);
+            ix.close().unwrap();
+            assert_eq!(
+                dirs(&store),
+                vec![
+                    ("notes".to_owned(), canonical(&moved)),
+                    ("titles".to_owned(), canonical(&second)),
+                ]
+            );
+        });
+    }
 }

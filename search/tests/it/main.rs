@@ -128,26 +128,35 @@ pub(crate) fn indexer_at<'o, 's, E: Engine>(
     .unwrap()
 }
 
-#[path = "../../../test-support/stores.rs"]
-mod stores;
-pub(crate) use stores::{Dir, T0, mem, redb, rocks};
+pub(crate) use strata_test_support::{Dir, T0, mem, redb, rocks};
 
 /// Runs the body on a fresh store of each engine; `$dir` is a scratch
-/// directory for the index.
+/// directory for the index (inside [`engine_tests!`], on the test's engine
+/// alone).
 #[macro_export]
 macro_rules! on_every_engine {
     ($durability:expr, |$store:ident, $clock:ident, $dir:ident| $body:block) => {{
-        {
+        use strata_test_support::{EngineKind, runs};
+        if runs(EngineKind::Mem) {
             let ($store, $clock, $dir) = $crate::mem($crate::options($durability));
             $body
         }
-        {
+        if runs(EngineKind::Redb) {
             let ($store, $clock, $dir) = $crate::redb($crate::options($durability));
             $body
         }
-        {
+        if runs(EngineKind::Rocks) {
             let ($store, $clock, $dir) = $crate::rocks($crate::options($durability));
             $body
         }
     }};
+}
+
+/// One test per engine (`name::mem`, `name::redb`, `name::rocks`) for
+/// each function given.
+#[macro_export]
+macro_rules! engine_tests {
+    ($($t:tt)*) => {
+        strata_test_support::engine_tests!([mem, redb, rocks] $($t)*);
+    };
 }

@@ -3,7 +3,6 @@
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
-use std::ops::Bound;
 
 use strata_codec::{
     ChunkLayout, EncodeOptions, Header, Previous, Row, RowSize, Stale, Value, WritePlan, encode,
@@ -372,12 +371,7 @@ impl Planned {
                 },
                 Stale::Range(r) => Mutation::DeleteRange {
                     ks: system,
-                    range: RangeSpec {
-                        start: Bound::Included(r.start.clone()),
-                        end: r.end.clone().map_or(Bound::Unbounded, Bound::Excluded),
-                        reverse: false,
-                        limit: None,
-                    },
+                    range: RangeSpec::from(r),
                 },
             });
         }

@@ -93,10 +93,8 @@ impl<'s, E: Engine + 's> Tx<'s, E> {
     ) -> Result<RawPage, StoreError> {
         let ks = space.ks;
         let spec = RangeSpec {
-            start: Bound::Included(range.start.clone()),
-            end: range.end.clone().map_or(Bound::Unbounded, Bound::Excluded),
             reverse,
-            limit: None,
+            ..RangeSpec::from(range)
         };
         spec.validate()?;
         let mut pending: Vec<(Vec<u8>, Option<Vec<u8>>)> = self

@@ -75,9 +75,7 @@ pub fn options(limits: Limits) -> StoreOptions {
         .quota_scope(actor_scope)
 }
 
-#[path = "../../../test-support/stores.rs"]
-mod stores;
-pub use stores::{Dir as TempDir, T0, postgres, redb, rocks, store_on};
+pub use strata_test_support::{Dir as TempDir, T0, postgres, redb, rocks, store_on};
 
 /// A store on a new `MemEngine` (no directory needed).
 pub fn mem(options: StoreOptions) -> (Store<MemEngine>, Arc<ManualClock>) {
@@ -86,27 +84,38 @@ pub fn mem(options: StoreOptions) -> (Store<MemEngine>, Arc<ManualClock>) {
 }
 
 /// Runs `body` on a `MemEngine`, a `RedbEngine`, a `RocksEngine` and a
-/// `PostgresEngine` store.
+/// `PostgresEngine` store (inside [`engine_tests!`], on the test's engine
+/// alone).
 #[macro_export]
 macro_rules! on_every_engine {
     ($options:expr, |$store:ident, $clock:ident| $body:block) => {{
-        {
+        use strata_test_support::{EngineKind, runs};
+        if runs(EngineKind::Mem) {
             let ($store, $clock) = $crate::common::mem($options);
             $body
         }
-        {
+        if runs(EngineKind::Redb) {
             let ($store, $clock, _dir) = $crate::common::redb($options);
             $body
         }
-        {
+        if runs(EngineKind::Rocks) {
             let ($store, $clock, _dir) = $crate::common::rocks($options);
             $body
         }
-        {
+        if runs(EngineKind::Postgres) {
             let ($store, $clock, _server) = $crate::common::postgres($options);
             $body
         }
     }};
+}
+
+/// One test per engine (`name::mem`, `name::redb`, `name::rocks`,
+/// `name::postgres`) for each function given.
+#[macro_export]
+macro_rules! engine_tests {
+    ($($t:tt)*) => {
+        strata_test_support::engine_tests!([mem, redb, rocks, postgres] $($t)*);
+    };
 }
 
 /// Every quota scope's counter equals the recount of its rows.

@@ -6,6 +6,7 @@ use strata_keys::{Key, KeyRange, tuple};
 use strata_store::{Scan, Store, StoreError};
 
 use crate::common::{self, ACTOR, BlobKey, Doc, DocKey, NoteKey};
+use crate::engine_tests;
 use crate::on_every_engine;
 
 fn doc(i: u64) -> Doc {
@@ -19,60 +20,62 @@ fn docs_of(actor: u64) -> Scan {
     Scan::range_of(KeyRange::tuple_prefix(&tuple::pack(&(ACTOR, actor, "doc"))))
 }
 
-#[test]
-fn put_get_overwrite_delete() {
-    on_every_engine!(common::options(Limits::FOUNDATIONDB), |store, _clock| {
-        let k = DocKey { actor: 1, id: 1 };
-        assert_eq!(store.get(&k).unwrap(), None);
-        store.put(&k, &doc(1)).unwrap();
-        assert_eq!(store.get(&k).unwrap(), Some(doc(1)));
-        store.put(&k, &doc(2)).unwrap();
-        assert_eq!(store.get(&k).unwrap(), Some(doc(2)));
-        store.delete(&k).unwrap();
-        assert_eq!(store.get(&k).unwrap(), None);
-        common::assert_quota_exact(&store);
-        assert_eq!(store.quota_usage(&common::scope(1)).unwrap(), 0);
-    });
+engine_tests! {
+    fn put_get_overwrite_delete() {
+        on_every_engine!(common::options(Limits::FOUNDATIONDB), |store, _clock| {
+            let k = DocKey { actor: 1, id: 1 };
+            assert_eq!(store.get(&k).unwrap(), None);
+            store.put(&k, &doc(1)).unwrap();
+            assert_eq!(store.get(&k).unwrap(), Some(doc(1)));
+            store.put(&k, &doc(2)).unwrap();
+            assert_eq!(store.get(&k).unwrap(), Some(doc(2)));
+            store.delete(&k).unwrap();
+            assert_eq!(store.get(&k).unwrap(), None);
+            common::assert_quota_exact(&store);
+            assert_eq!(store.quota_usage(&common::scope(1)).unwrap(), 0);
+        });
+    }
 }
 
-#[test]
-fn scans_page_with_cursor_and_more_in_both_directions() {
-    on_every_engine!(common::options(Limits::FOUNDATIONDB), |store, _clock| {
-        for id in 0..10 {
-            store.put(&DocKey { actor: 1, id }, &doc(id)).unwrap();
-        }
-        store.put(&DocKey { actor: 2, id: 0 }, &doc(99)).unwrap();
-        for reverse in [false, true] {
-            let mut scan = docs_of(1).limit(3);
-            if reverse {
-                scan = scan.reverse();
+engine_tests! {
+    fn scans_page_with_cursor_and_more_in_both_directions() {
+        on_every_engine!(common::options(Limits::FOUNDATIONDB), |store, _clock| {
+            for id in 0..10 {
+                store.put(&DocKey { actor: 1, id }, &doc(id)).unwrap();
             }
-            let mut ids = Vec::new();
-            let mut pages = 0;
-            loop {
-                let page = store.scan::<DocKey>(&scan).unwrap();
-                pages += 1;
-                assert!(page.items.len() <= 3);
-                ids.extend(page.items.iter().map(|(k, v)| {
-                    assert_eq!(*v, doc(k.id));
-                    k.id
-                }));
-                match page.next(&scan) {
-                    Some(next) => scan = next,
-                    None => break,
+            store.put(&DocKey { actor: 2, id: 0 }, &doc(99)).unwrap();
+            for reverse in [false, true] {
+                let mut scan = docs_of(1).limit(3);
+                if reverse {
+                    scan = scan.reverse();
                 }
+                let mut ids = Vec::new();
+                let mut pages = 0;
+                loop {
+                    let page = store.scan::<DocKey>(&scan).unwrap();
+                    pages += 1;
+                    assert!(page.items.len() <= 3);
+                    ids.extend(page.items.iter().map(|(k, v)| {
+                        assert_eq!(*v, doc(k.id));
+                        k.id
+                    }));
+                    match page.next(&scan) {
+                        Some(next) => scan = next,
+                        None => break,
+                    }
+                }
+                let mut want: Vec<u64> = (0..10).collect();
+                if reverse {
+                    want.reverse();
+                }
+                assert_eq!(ids, want, "reverse = {reverse}");
+                assert_eq!(pages, 4, "3 + 3 + 3 + 1, the last without more");
             }
-            let mut want: Vec<u64> = (0..10).collect();
-            if reverse {
-                want.reverse();
-            }
-            assert_eq!(ids, want, "reverse = {reverse}");
-            assert_eq!(pages, 4, "3 + 3 + 3 + 1, the last without more");
-        }
-        // An exact fit says no more.
-        let page = store.scan::<DocKey>(&docs_of(1).limit(10)).unwrap();
-        assert_eq!((page.items.len(), page.more), (10, false));
-    });
+            // An exact fit says no more.
+            let page = store.scan::<DocKey>(&docs_of(1).limit(10)).unwrap();
+            assert_eq!((page.items.len(), page.more), (10, false));
+        });
+    }
 }
 
 #[test]
@@ -93,30 +96,31 @@ fn a_scan_streams_and_reports_more_after_the_limit() {
     );
 }
 
-#[test]
-fn a_row_of_another_key_type_in_a_scan_is_an_error() {
-    on_every_engine!(common::options(Limits::FOUNDATIONDB), |store, _clock| {
-        store.put(&DocKey { actor: 1, id: 1 }, &doc(1)).unwrap();
-        store
-            .put(&NoteKey { actor: 1, id: 1 }, &"note".to_owned())
-            .unwrap();
-        let err = store.scan::<DocKey>(&docs_of(1)).unwrap_err();
-        assert!(
-            matches!(
-                err,
-                StoreError::Key {
-                    key_type: "DocKey",
-                    ..
-                }
-            ),
-            "{err:?}"
-        );
-        // Each type reads its own row.
-        assert_eq!(
-            store.get(&NoteKey { actor: 1, id: 1 }).unwrap().as_deref(),
-            Some("note")
-        );
-    });
+engine_tests! {
+    fn a_row_of_another_key_type_in_a_scan_is_an_error() {
+        on_every_engine!(common::options(Limits::FOUNDATIONDB), |store, _clock| {
+            store.put(&DocKey { actor: 1, id: 1 }, &doc(1)).unwrap();
+            store
+                .put(&NoteKey { actor: 1, id: 1 }, &"note".to_owned())
+                .unwrap();
+            let err = store.scan::<DocKey>(&docs_of(1)).unwrap_err();
+            assert!(
+                matches!(
+                    err,
+                    StoreError::Key {
+                        key_type: "DocKey",
+                        ..
+                    }
+                ),
+                "{err:?}"
+            );
+            // Each type reads its own row.
+            assert_eq!(
+                store.get(&NoteKey { actor: 1, id: 1 }).unwrap().as_deref(),
+                Some("note")
+            );
+        });
+    }
 }
 
 #[test]
@@ -142,95 +146,97 @@ fn corrupt_rows_are_typed_errors() {
     }
 }
 
-#[test]
-fn large_values_of_a_chunked_type_round_trip_and_leave_no_stale_chunks() {
-    let limits = Limits {
-        max_value_bytes: 1_000,
-        ..Limits::FOUNDATIONDB
-    };
-    on_every_engine!(common::options(limits), |store, _clock| {
-        let k = BlobKey { actor: 1, id: 1 };
-        let big: Vec<u8> = (0..5_500u32)
-            .map(|i| u8::try_from(i * 7 % 256).unwrap())
-            .collect();
-        store.put(&k, &big).unwrap();
-        assert_eq!(store.get(&k).unwrap(), Some(big.clone()));
-        assert_eq!(
-            common::system_rows_tagged(&store, "c"),
-            6,
-            "5,500 bytes + header in 1,000-byte chunks"
-        );
-        common::assert_quota_exact(&store);
+engine_tests! {
+    fn large_values_of_a_chunked_type_round_trip_and_leave_no_stale_chunks() {
+        let limits = Limits {
+            max_value_bytes: 1_000,
+            ..Limits::FOUNDATIONDB
+        };
+        on_every_engine!(common::options(limits), |store, _clock| {
+            let k = BlobKey { actor: 1, id: 1 };
+            let big: Vec<u8> = (0..5_500u32)
+                .map(|i| u8::try_from(i * 7 % 256).unwrap())
+                .collect();
+            store.put(&k, &big).unwrap();
+            assert_eq!(store.get(&k).unwrap(), Some(big.clone()));
+            assert_eq!(
+                common::system_rows_tagged(&store, "c"),
+                6,
+                "5,500 bytes + header in 1,000-byte chunks"
+            );
+            common::assert_quota_exact(&store);
 
-        // Smaller but still chunked: the extra chunks go.
-        let mid = vec![3u8; 2_500];
-        store.put(&k, &mid).unwrap();
-        assert_eq!(store.get(&k).unwrap(), Some(mid));
-        assert_eq!(common::system_rows_tagged(&store, "c"), 3);
-        common::assert_quota_exact(&store);
+            // Smaller but still chunked: the extra chunks go.
+            let mid = vec![3u8; 2_500];
+            store.put(&k, &mid).unwrap();
+            assert_eq!(store.get(&k).unwrap(), Some(mid));
+            assert_eq!(common::system_rows_tagged(&store, "c"), 3);
+            common::assert_quota_exact(&store);
 
-        // Inline again: every chunk goes.
-        store.put(&k, &vec![1u8; 10]).unwrap();
-        assert_eq!(store.get(&k).unwrap(), Some(vec![1u8; 10]));
-        assert_eq!(common::system_rows_tagged(&store, "c"), 0);
+            // Inline again: every chunk goes.
+            store.put(&k, &vec![1u8; 10]).unwrap();
+            assert_eq!(store.get(&k).unwrap(), Some(vec![1u8; 10]));
+            assert_eq!(common::system_rows_tagged(&store, "c"), 0);
 
-        store.put(&k, &big).unwrap();
-        store.delete(&k).unwrap();
-        assert_eq!(store.get(&k).unwrap(), None);
-        assert_eq!(common::system_rows_tagged(&store, "c"), 0);
-        common::assert_quota_exact(&store);
-        assert_eq!(store.quota_usage(&common::scope(1)).unwrap(), 0);
+            store.put(&k, &big).unwrap();
+            store.delete(&k).unwrap();
+            assert_eq!(store.get(&k).unwrap(), None);
+            assert_eq!(common::system_rows_tagged(&store, "c"), 0);
+            common::assert_quota_exact(&store);
+            assert_eq!(store.quota_usage(&common::scope(1)).unwrap(), 0);
 
-        // Scans assemble chunked values too.
-        store.put(&k, &big).unwrap();
-        store
-            .put(&BlobKey { actor: 1, id: 2 }, &vec![9u8; 3])
-            .unwrap();
-        let page = store
-            .scan::<BlobKey>(&Scan::range_of(KeyRange::tuple_prefix(&tuple::pack(&(
-                ACTOR, 1u64, "blob",
-            )))))
-            .unwrap();
-        assert_eq!(
-            page.items,
-            vec![
-                (k.clone(), big.clone()),
-                (BlobKey { actor: 1, id: 2 }, vec![9u8; 3])
-            ]
-        );
-    });
+            // Scans assemble chunked values too.
+            store.put(&k, &big).unwrap();
+            store
+                .put(&BlobKey { actor: 1, id: 2 }, &vec![9u8; 3])
+                .unwrap();
+            let page = store
+                .scan::<BlobKey>(&Scan::range_of(KeyRange::tuple_prefix(&tuple::pack(&(
+                    ACTOR, 1u64, "blob",
+                )))))
+                .unwrap();
+            assert_eq!(
+                page.items,
+                vec![
+                    (k.clone(), big.clone()),
+                    (BlobKey { actor: 1, id: 2 }, vec![9u8; 3])
+                ]
+            );
+        });
+    }
 }
 
-#[test]
-fn a_value_too_large_for_a_type_that_is_not_chunked_is_refused_and_nothing_is_written() {
-    let limits = Limits {
-        max_value_bytes: 100,
-        ..Limits::FOUNDATIONDB
-    };
-    on_every_engine!(common::options(limits), |store, _clock| {
-        let k = DocKey { actor: 1, id: 1 };
-        let small = doc(1);
-        store.put(&k, &small).unwrap();
-        let version = store.engine().last_version();
-        let big = Doc {
-            title: "big".into(),
-            body: vec![0; 100],
+engine_tests! {
+    fn a_value_too_large_for_a_type_that_is_not_chunked_is_refused_and_nothing_is_written() {
+        let limits = Limits {
+            max_value_bytes: 100,
+            ..Limits::FOUNDATIONDB
         };
-        let err = store.put(&k, &big).unwrap_err();
-        assert!(
-            matches!(
-                err,
-                StoreError::ValueTooLarge {
-                    key_type: "DocKey",
-                    max: 100,
-                    ..
-                }
-            ),
-            "{err:?}"
-        );
-        assert_eq!(store.engine().last_version(), version, "no commit");
-        assert_eq!(store.get(&k).unwrap(), Some(small));
-    });
+        on_every_engine!(common::options(limits), |store, _clock| {
+            let k = DocKey { actor: 1, id: 1 };
+            let small = doc(1);
+            store.put(&k, &small).unwrap();
+            let version = store.engine().last_version();
+            let big = Doc {
+                title: "big".into(),
+                body: vec![0; 100],
+            };
+            let err = store.put(&k, &big).unwrap_err();
+            assert!(
+                matches!(
+                    err,
+                    StoreError::ValueTooLarge {
+                        key_type: "DocKey",
+                        max: 100,
+                        ..
+                    }
+                ),
+                "{err:?}"
+            );
+            assert_eq!(store.engine().last_version(), version, "no commit");
+            assert_eq!(store.get(&k).unwrap(), Some(small));
+        });
+    }
 }
 
 #[test]
@@ -344,33 +350,34 @@ fn a_chunk_size_of_zero_is_an_invalid_option_at_open() {
     );
 }
 
-/// A key type declared `-> chunked` is chunked without a store option.
-#[test]
-fn a_key_type_declared_chunked_needs_no_store_option() {
-    use strata_keys::tuple_key;
+engine_tests! {
+    /// A key type declared `-> chunked` is chunked without a store option.
+    fn a_key_type_declared_chunked_needs_no_store_option() {
+        use strata_keys::tuple_key;
 
-    #[derive(Debug, Clone, PartialEq)]
-    struct Bundle {
-        id: u64,
+        #[derive(Debug, Clone, PartialEq)]
+        struct Bundle {
+            id: u64,
+        }
+        tuple_key! {
+            Bundle -> chunked Vec<u8> = ("bundle", {id});
+        }
+        let limits = Limits {
+            max_value_bytes: 200,
+            ..Limits::FOUNDATIONDB
+        };
+        // No `.chunked::<Bundle>()` here.
+        on_every_engine!(strata_store::StoreOptions::new(limits), |store, _clock| {
+            let big: Vec<u8> = (0..2_000u32).map(|i| (i % 251) as u8).collect();
+            store.put(&Bundle { id: 1 }, &big).unwrap();
+            assert_eq!(store.get(&Bundle { id: 1 }).unwrap(), Some(big));
+            let chunks = common::system_rows(&store)
+                .into_iter()
+                .filter(|(k, _)| k.starts_with(&tuple::pack(&("c",))))
+                .count();
+            assert!(chunks >= 10, "{chunks} chunk rows");
+        });
     }
-    tuple_key! {
-        Bundle -> chunked Vec<u8> = ("bundle", {id});
-    }
-    let limits = Limits {
-        max_value_bytes: 200,
-        ..Limits::FOUNDATIONDB
-    };
-    // No `.chunked::<Bundle>()` here.
-    on_every_engine!(strata_store::StoreOptions::new(limits), |store, _clock| {
-        let big: Vec<u8> = (0..2_000u32).map(|i| (i % 251) as u8).collect();
-        store.put(&Bundle { id: 1 }, &big).unwrap();
-        assert_eq!(store.get(&Bundle { id: 1 }).unwrap(), Some(big));
-        let chunks = common::system_rows(&store)
-            .into_iter()
-            .filter(|(k, _)| k.starts_with(&tuple::pack(&("c",))))
-            .count();
-        assert!(chunks >= 10, "{chunks} chunk rows");
-    });
 }
 
 /// A counter read through a view is the snapshot's: totals and the rows

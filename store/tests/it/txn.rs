@@ -9,6 +9,7 @@ use strata_keys::{KeyRange, tuple};
 use strata_store::{RetryPolicy, Scan, StoreError};
 
 use crate::common::{self, ACTOR, CountKey, Doc, DocKey, EventKey};
+use crate::engine_tests;
 use crate::on_every_engine;
 
 fn doc(i: u64) -> Doc {
@@ -25,292 +26,302 @@ fn n(i: u64) -> CountKey {
     }
 }
 
-#[test]
-fn a_transaction_reads_at_one_version() {
-    on_every_engine!(common::options(Limits::FOUNDATIONDB), |store, _clock| {
-        let first = store.put(&DocKey { actor: 1, id: 1 }, &doc(1)).unwrap();
-        let mut tx = store.begin();
-        assert_eq!(tx.read_version().unwrap(), first.version);
-        let second = store.put(&DocKey { actor: 1, id: 2 }, &doc(2)).unwrap();
-        assert!(second.version > first.version);
-        assert_eq!(tx.read_version().unwrap(), first.version, "its snapshot's");
-        assert_eq!(tx.get(&DocKey { actor: 1, id: 2 }).unwrap(), None);
-        assert_eq!(store.begin().read_version().unwrap(), second.version);
-    });
-}
-
-#[test]
-fn reads_see_the_transactions_own_writes() {
-    on_every_engine!(common::options(Limits::FOUNDATIONDB), |store, _clock| {
-        store.put(&DocKey { actor: 1, id: 2 }, &doc(2)).unwrap();
-        store
-            .transact(|tx| {
-                tx.put(&DocKey { actor: 1, id: 1 }, &doc(1))?;
-                tx.delete(&DocKey { actor: 1, id: 2 })?;
-                tx.put(&DocKey { actor: 1, id: 3 }, &doc(3))?;
-                assert_eq!(tx.get(&DocKey { actor: 1, id: 1 })?, Some(doc(1)));
-                assert_eq!(tx.get(&DocKey { actor: 1, id: 2 })?, None);
-                let page = tx.scan::<DocKey>(&Scan::range_of(KeyRange::tuple_prefix(
-                    &tuple::pack(&(ACTOR, 1u64, "doc")),
-                )))?;
-                let ids: Vec<u64> = page.items.iter().map(|(k, _)| k.id).collect();
-                assert_eq!(ids, vec![1, 3]);
-                tx.add(&n(1), 4)?;
-                tx.add(&n(1), 3)?;
-                assert_eq!(tx.counter(&n(1))?, 7);
-                Ok::<_, StoreError>(())
-            })
-            .unwrap();
-        assert_eq!(store.counter(&n(1)).unwrap(), 7);
-    });
-}
-
-#[test]
-fn a_conflicting_transaction_is_retried_and_sees_the_new_value() {
-    on_every_engine!(common::options(Limits::FOUNDATIONDB), |store, clock| {
-        let k = DocKey { actor: 1, id: 1 };
-        store.put(&k, &doc(0)).unwrap();
-        let start = clock.now_ms();
-        let mut runs = 0;
-        store
-            .transact(|tx| {
-                runs += 1;
-                let v = tx.get(&k)?.unwrap();
-                if runs == 1 {
-                    // Another writer commits between our read and our commit.
-                    store.put(&k, &doc(100)).unwrap();
-                }
-                let next: u64 = v.title.parse().unwrap();
-                tx.put(&k, &doc(next + 1))?;
-                Ok::<_, StoreError>(())
-            })
-            .unwrap();
-        assert_eq!(runs, 2);
-        assert_eq!(store.get(&k).unwrap(), Some(doc(101)), "no lost update");
-        assert!(
-            clock.now_ms() > start,
-            "the retry waited on the injected clock"
-        );
-    });
-}
-
-#[test]
-fn retries_run_out_with_the_attempt_count_and_the_last_conflict() {
-    let options = common::options(Limits::FOUNDATIONDB).retry(RetryPolicy {
-        max_attempts: 3,
-        base_backoff_ms: 5,
-        max_backoff_ms: 10,
-    });
-    on_every_engine!(options.clone(), |store, _clock| {
-        let k = DocKey { actor: 1, id: 1 };
-        let mut i = 0;
-        let err = store
-            .transact(|tx| {
-                i += 1;
-                let _ = tx.get(&k)?;
-                store.put(&k, &doc(i)).unwrap();
-                tx.put(&k, &doc(0))?;
-                Ok::<_, StoreError>(())
-            })
-            .unwrap_err();
-        match err {
-            StoreError::RetriesExhausted { attempts, last } => {
-                assert_eq!(attempts, 3);
-                assert!(last.is_conflict());
-            }
-            other => panic!("{other:?}"),
-        }
-        assert_eq!(store.get(&k).unwrap(), Some(doc(3)));
-    });
-}
-
-#[test]
-fn snapshot_reads_and_blind_writes_do_not_conflict() {
-    on_every_engine!(common::options(Limits::FOUNDATIONDB), |store, _clock| {
-        let k = DocKey { actor: 9, id: 1 };
-        let other = DocKey { actor: 9, id: 2 };
-        store.put(&k, &doc(1)).unwrap();
-        let mut tx = store.begin();
-        assert_eq!(tx.snapshot_get(&k).unwrap(), Some(doc(1)));
-        store.put(&k, &doc(2)).unwrap();
-        tx.put(&other, &doc(3)).unwrap();
-        tx.commit().unwrap();
-        assert_eq!(store.get(&other).unwrap(), Some(doc(3)));
-
-        // The same with a serializable read conflicts.
-        let mut tx = store.begin();
-        assert_eq!(tx.get(&k).unwrap(), Some(doc(2)));
-        store.put(&k, &doc(4)).unwrap();
-        tx.put(&other, &doc(5)).unwrap();
-        assert!(tx.commit().unwrap_err().is_conflict());
-        assert_eq!(store.get(&other).unwrap(), Some(doc(3)));
-    });
-}
-
-#[test]
-fn a_range_read_conflicts_with_an_insert_into_the_range() {
-    on_every_engine!(common::options(Limits::FOUNDATIONDB), |store, _clock| {
-        let range = Scan::range_of(KeyRange::tuple_prefix(&tuple::pack(&(ACTOR, 1u64, "doc"))));
-        store.put(&DocKey { actor: 1, id: 1 }, &doc(1)).unwrap();
-        store.put(&DocKey { actor: 1, id: 5 }, &doc(5)).unwrap();
-        // A phantom between two rows read.
-        let mut tx = store.begin();
-        assert_eq!(tx.scan::<DocKey>(&range).unwrap().items.len(), 2);
-        store.put(&DocKey { actor: 1, id: 3 }, &doc(3)).unwrap();
-        tx.put(&DocKey { actor: 2, id: 0 }, &doc(0)).unwrap();
-        assert!(tx.commit().unwrap_err().is_conflict());
-        // Past the end of a limited scan is not read, so no conflict.
-        let mut tx = store.begin();
-        let page = tx.scan::<DocKey>(&range.clone().limit(1)).unwrap();
-        assert!(page.more);
-        store.put(&DocKey { actor: 1, id: 9 }, &doc(9)).unwrap();
-        tx.put(&DocKey { actor: 2, id: 0 }, &doc(0)).unwrap();
-        tx.commit().unwrap();
-    });
-}
-
-#[test]
-fn compare_and_set_and_put_if_absent() {
-    on_every_engine!(common::options(Limits::FOUNDATIONDB), |store, _clock| {
-        let k = DocKey { actor: 1, id: 1 };
-        assert!(store.transact(|tx| tx.put_if_absent(&k, &doc(1))).unwrap());
-        assert!(!store.transact(|tx| tx.put_if_absent(&k, &doc(2))).unwrap());
-        assert!(
-            !store
-                .transact(|tx| tx.compare_and_set(&k, Some(&doc(9)), Some(&doc(3))))
-                .unwrap()
-        );
-        assert!(
-            store
-                .transact(|tx| tx.compare_and_set(&k, Some(&doc(1)), Some(&doc(3))))
-                .unwrap()
-        );
-        assert_eq!(store.get(&k).unwrap(), Some(doc(3)));
-        assert!(
-            store
-                .transact(|tx| tx.compare_and_set(&k, Some(&doc(3)), None))
-                .unwrap()
-        );
-        assert_eq!(store.get(&k).unwrap(), None);
-    });
-}
-
-#[test]
-fn concurrent_counter_adds_do_not_conflict() {
-    on_every_engine!(common::options(Limits::FOUNDATIONDB), |store, _clock| {
-        let mut a = store.begin();
-        let mut b = store.begin();
-        a.add(&n(1), 2).unwrap();
-        b.add(&n(1), 3).unwrap();
-        a.commit().unwrap();
-        b.commit().unwrap();
-        assert_eq!(store.counter(&n(1)).unwrap(), 5);
-        common::assert_quota_exact(&store);
-    });
-}
-
-#[test]
-fn increments_hand_out_each_value_once() {
-    // Threads retry through many conflicts, without waiting.
-    let options = common::options(Limits::FOUNDATIONDB).retry(RetryPolicy {
-        max_attempts: 1_000,
-        base_backoff_ms: 0,
-        max_backoff_ms: 1,
-    });
-    on_every_engine!(options.clone(), |store, _clock| {
-        assert_eq!(store.increment(&n(2), 1).unwrap(), 1);
-        assert_eq!(store.increment(&n(2), 1).unwrap(), 2);
-        assert_eq!(store.increment(&n(2), 10).unwrap(), 12);
-        // Two transactions incrementing one counter: the second conflicts.
-        let mut a = store.begin();
-        let mut b = store.begin();
-        assert_eq!(a.increment(&n(2), 1).unwrap(), 13);
-        assert_eq!(b.increment(&n(2), 1).unwrap(), 13);
-        a.commit().unwrap();
-        assert!(
-            b.commit().unwrap_err().is_conflict(),
-            "13 is handed out once"
-        );
-        // On four threads through retried transactions: 1..=40 exactly.
-        let mut got: Vec<i64> = std::thread::scope(|s| {
-            let handles: Vec<_> = (0..4)
-                .map(|_| {
-                    s.spawn(|| {
-                        (0..10)
-                            .map(|_| store.increment(&n(3), 1).unwrap())
-                            .collect::<Vec<_>>()
-                    })
-                })
-                .collect();
-            handles
-                .into_iter()
-                .flat_map(|h| h.join().unwrap())
-                .collect()
+engine_tests! {
+    fn a_transaction_reads_at_one_version() {
+        on_every_engine!(common::options(Limits::FOUNDATIONDB), |store, _clock| {
+            let first = store.put(&DocKey { actor: 1, id: 1 }, &doc(1)).unwrap();
+            let mut tx = store.begin();
+            assert_eq!(tx.read_version().unwrap(), first.version);
+            let second = store.put(&DocKey { actor: 1, id: 2 }, &doc(2)).unwrap();
+            assert!(second.version > first.version);
+            assert_eq!(tx.read_version().unwrap(), first.version, "its snapshot's");
+            assert_eq!(tx.get(&DocKey { actor: 1, id: 2 }).unwrap(), None);
+            assert_eq!(store.begin().read_version().unwrap(), second.version);
         });
-        got.sort_unstable();
-        assert_eq!(got, (1..=40).collect::<Vec<_>>());
-        common::assert_quota_exact(&store);
-    });
+    }
 }
 
-#[test]
-fn versionstamped_keys_sort_in_commit_order() {
-    on_every_engine!(common::options(Limits::FOUNDATIONDB), |store, _clock| {
-        let mut versions = Vec::new();
-        for i in 0..3 {
-            let ((), info) = store
-                .transact_info(|tx| {
-                    tx.put_versionstamped(
-                        &EventKey {
-                            stamp: Versionstamp::incomplete(0),
-                        },
-                        &format!("e{i}"),
-                    )
+engine_tests! {
+    fn reads_see_the_transactions_own_writes() {
+        on_every_engine!(common::options(Limits::FOUNDATIONDB), |store, _clock| {
+            store.put(&DocKey { actor: 1, id: 2 }, &doc(2)).unwrap();
+            store
+                .transact(|tx| {
+                    tx.put(&DocKey { actor: 1, id: 1 }, &doc(1))?;
+                    tx.delete(&DocKey { actor: 1, id: 2 })?;
+                    tx.put(&DocKey { actor: 1, id: 3 }, &doc(3))?;
+                    assert_eq!(tx.get(&DocKey { actor: 1, id: 1 })?, Some(doc(1)));
+                    assert_eq!(tx.get(&DocKey { actor: 1, id: 2 })?, None);
+                    let page = tx.scan::<DocKey>(&Scan::range_of(KeyRange::tuple_prefix(
+                        &tuple::pack(&(ACTOR, 1u64, "doc")),
+                    )))?;
+                    let ids: Vec<u64> = page.items.iter().map(|(k, _)| k.id).collect();
+                    assert_eq!(ids, vec![1, 3]);
+                    tx.add(&n(1), 4)?;
+                    tx.add(&n(1), 3)?;
+                    assert_eq!(tx.counter(&n(1))?, 7);
+                    Ok::<_, StoreError>(())
                 })
                 .unwrap();
-            versions.push(info.unwrap().version);
-        }
-        let page = store
-            .scan::<EventKey>(&Scan::range_of(KeyRange::tuple_prefix(&tuple::pack(&(
-                "event",
-            )))))
-            .unwrap();
-        let got: Vec<(u64, String)> = page
-            .items
-            .into_iter()
-            .map(|(k, v)| {
-                (
-                    u64::from_be_bytes(k.stamp.as_bytes()[..8].try_into().unwrap()),
-                    v,
-                )
-            })
-            .collect();
-        assert_eq!(
-            got,
-            versions
-                .iter()
-                .enumerate()
-                .map(|(i, v)| (*v, format!("e{i}")))
-                .collect::<Vec<_>>()
-        );
-        let before = store.engine().last_version();
-        let err = store
-            .transact(|tx| {
-                tx.put_versionstamped(
-                    &EventKey {
-                        stamp: Versionstamp::complete([0; 10], 0),
-                    },
-                    &String::new(),
-                )
-            })
-            .unwrap_err();
-        assert!(matches!(err, StoreError::NoVersionstamp { .. }), "{err:?}");
-        assert_eq!(
-            store.engine().last_version(),
-            before,
-            "nothing was committed"
-        );
-    });
+            assert_eq!(store.counter(&n(1)).unwrap(), 7);
+        });
+    }
+}
+
+engine_tests! {
+    fn a_conflicting_transaction_is_retried_and_sees_the_new_value() {
+        on_every_engine!(common::options(Limits::FOUNDATIONDB), |store, clock| {
+            let k = DocKey { actor: 1, id: 1 };
+            store.put(&k, &doc(0)).unwrap();
+            let start = clock.now_ms();
+            let mut runs = 0;
+            store
+                .transact(|tx| {
+                    runs += 1;
+                    let v = tx.get(&k)?.unwrap();
+                    if runs == 1 {
+                        // Another writer commits between our read and our commit.
+                        store.put(&k, &doc(100)).unwrap();
+                    }
+                    let next: u64 = v.title.parse().unwrap();
+                    tx.put(&k, &doc(next + 1))?;
+                    Ok::<_, StoreError>(())
+                })
+                .unwrap();
+            assert_eq!(runs, 2);
+            assert_eq!(store.get(&k).unwrap(), Some(doc(101)), "no lost update");
+            assert!(
+                clock.now_ms() > start,
+                "the retry waited on the injected clock"
+            );
+        });
+    }
+}
+
+engine_tests! {
+    fn retries_run_out_with_the_attempt_count_and_the_last_conflict() {
+        let options = common::options(Limits::FOUNDATIONDB).retry(RetryPolicy {
+            max_attempts: 3,
+            base_backoff_ms: 5,
+            max_backoff_ms: 10,
+        });
+        on_every_engine!(options.clone(), |store, _clock| {
+            let k = DocKey { actor: 1, id: 1 };
+            let mut i = 0;
+            let err = store
+                .transact(|tx| {
+                    i += 1;
+                    let _ = tx.get(&k)?;
+                    store.put(&k, &doc(i)).unwrap();
+                    tx.put(&k, &doc(0))?;
+                    Ok::<_, StoreError>(())
+                })
+                .unwrap_err();
+            match err {
+                StoreError::RetriesExhausted { attempts, last } => {
+                    assert_eq!(attempts, 3);
+                    assert!(last.is_conflict());
+                }
+                other => panic!("{other:?}"),
+            }
+            assert_eq!(store.get(&k).unwrap(), Some(doc(3)));
+        });
+    }
+}
+
+engine_tests! {
+    fn snapshot_reads_and_blind_writes_do_not_conflict() {
+        on_every_engine!(common::options(Limits::FOUNDATIONDB), |store, _clock| {
+            let k = DocKey { actor: 9, id: 1 };
+            let other = DocKey { actor: 9, id: 2 };
+            store.put(&k, &doc(1)).unwrap();
+            let mut tx = store.begin();
+            assert_eq!(tx.snapshot_get(&k).unwrap(), Some(doc(1)));
+            store.put(&k, &doc(2)).unwrap();
+            tx.put(&other, &doc(3)).unwrap();
+            tx.commit().unwrap();
+            assert_eq!(store.get(&other).unwrap(), Some(doc(3)));
+
+            // The same with a serializable read conflicts.
+            let mut tx = store.begin();
+            assert_eq!(tx.get(&k).unwrap(), Some(doc(2)));
+            store.put(&k, &doc(4)).unwrap();
+            tx.put(&other, &doc(5)).unwrap();
+            assert!(tx.commit().unwrap_err().is_conflict());
+            assert_eq!(store.get(&other).unwrap(), Some(doc(3)));
+        });
+    }
+}
+
+engine_tests! {
+    fn a_range_read_conflicts_with_an_insert_into_the_range() {
+        on_every_engine!(common::options(Limits::FOUNDATIONDB), |store, _clock| {
+            let range = Scan::range_of(KeyRange::tuple_prefix(&tuple::pack(&(ACTOR, 1u64, "doc"))));
+            store.put(&DocKey { actor: 1, id: 1 }, &doc(1)).unwrap();
+            store.put(&DocKey { actor: 1, id: 5 }, &doc(5)).unwrap();
+            // A phantom between two rows read.
+            let mut tx = store.begin();
+            assert_eq!(tx.scan::<DocKey>(&range).unwrap().items.len(), 2);
+            store.put(&DocKey { actor: 1, id: 3 }, &doc(3)).unwrap();
+            tx.put(&DocKey { actor: 2, id: 0 }, &doc(0)).unwrap();
+            assert!(tx.commit().unwrap_err().is_conflict());
+            // Past the end of a limited scan is not read, so no conflict.
+            let mut tx = store.begin();
+            let page = tx.scan::<DocKey>(&range.clone().limit(1)).unwrap();
+            assert!(page.more);
+            store.put(&DocKey { actor: 1, id: 9 }, &doc(9)).unwrap();
+            tx.put(&DocKey { actor: 2, id: 0 }, &doc(0)).unwrap();
+            tx.commit().unwrap();
+        });
+    }
+}
+
+engine_tests! {
+    fn compare_and_set_and_put_if_absent() {
+        on_every_engine!(common::options(Limits::FOUNDATIONDB), |store, _clock| {
+            let k = DocKey { actor: 1, id: 1 };
+            assert!(store.transact(|tx| tx.put_if_absent(&k, &doc(1))).unwrap());
+            assert!(!store.transact(|tx| tx.put_if_absent(&k, &doc(2))).unwrap());
+            assert!(
+                !store
+                    .transact(|tx| tx.compare_and_set(&k, Some(&doc(9)), Some(&doc(3))))
+                    .unwrap()
+            );
+            assert!(
+                store
+                    .transact(|tx| tx.compare_and_set(&k, Some(&doc(1)), Some(&doc(3))))
+                    .unwrap()
+            );
+            assert_eq!(store.get(&k).unwrap(), Some(doc(3)));
+            assert!(
+                store
+                    .transact(|tx| tx.compare_and_set(&k, Some(&doc(3)), None))
+                    .unwrap()
+            );
+            assert_eq!(store.get(&k).unwrap(), None);
+        });
+    }
+}
+
+engine_tests! {
+    fn concurrent_counter_adds_do_not_conflict() {
+        on_every_engine!(common::options(Limits::FOUNDATIONDB), |store, _clock| {
+            let mut a = store.begin();
+            let mut b = store.begin();
+            a.add(&n(1), 2).unwrap();
+            b.add(&n(1), 3).unwrap();
+            a.commit().unwrap();
+            b.commit().unwrap();
+            assert_eq!(store.counter(&n(1)).unwrap(), 5);
+            common::assert_quota_exact(&store);
+        });
+    }
+}
+
+engine_tests! {
+    fn increments_hand_out_each_value_once() {
+        // Threads retry through many conflicts, without waiting.
+        let options = common::options(Limits::FOUNDATIONDB).retry(RetryPolicy {
+            max_attempts: 1_000,
+            base_backoff_ms: 0,
+            max_backoff_ms: 1,
+        });
+        on_every_engine!(options.clone(), |store, _clock| {
+            assert_eq!(store.increment(&n(2), 1).unwrap(), 1);
+            assert_eq!(store.increment(&n(2), 1).unwrap(), 2);
+            assert_eq!(store.increment(&n(2), 10).unwrap(), 12);
+            // Two transactions incrementing one counter: the second conflicts.
+            let mut a = store.begin();
+            let mut b = store.begin();
+            assert_eq!(a.increment(&n(2), 1).unwrap(), 13);
+            assert_eq!(b.increment(&n(2), 1).unwrap(), 13);
+            a.commit().unwrap();
+            assert!(
+                b.commit().unwrap_err().is_conflict(),
+                "13 is handed out once"
+            );
+            // On four threads through retried transactions: 1..=40 exactly.
+            let mut got: Vec<i64> = std::thread::scope(|s| {
+                let handles: Vec<_> = (0..4)
+                    .map(|_| {
+                        s.spawn(|| {
+                            (0..10)
+                                .map(|_| store.increment(&n(3), 1).unwrap())
+                                .collect::<Vec<_>>()
+                        })
+                    })
+                    .collect();
+                handles
+                    .into_iter()
+                    .flat_map(|h| h.join().unwrap())
+                    .collect()
+            });
+            got.sort_unstable();
+            assert_eq!(got, (1..=40).collect::<Vec<_>>());
+            common::assert_quota_exact(&store);
+        });
+    }
+}
+
+engine_tests! {
+    fn versionstamped_keys_sort_in_commit_order() {
+        on_every_engine!(common::options(Limits::FOUNDATIONDB), |store, _clock| {
+            let mut versions = Vec::new();
+            for i in 0..3 {
+                let ((), info) = store
+                    .transact_info(|tx| {
+                        tx.put_versionstamped(
+                            &EventKey {
+                                stamp: Versionstamp::incomplete(0),
+                            },
+                            &format!("e{i}"),
+                        )
+                    })
+                    .unwrap();
+                versions.push(info.unwrap().version);
+            }
+            let page = store
+                .scan::<EventKey>(&Scan::range_of(KeyRange::tuple_prefix(&tuple::pack(&(
+                    "event",
+                )))))
+                .unwrap();
+            let got: Vec<(u64, String)> = page
+                .items
+                .into_iter()
+                .map(|(k, v)| {
+                    (
+                        u64::from_be_bytes(k.stamp.as_bytes()[..8].try_into().unwrap()),
+                        v,
+                    )
+                })
+                .collect();
+            assert_eq!(
+                got,
+                versions
+                    .iter()
+                    .enumerate()
+                    .map(|(i, v)| (*v, format!("e{i}")))
+                    .collect::<Vec<_>>()
+            );
+            let before = store.engine().last_version();
+            let err = store
+                .transact(|tx| {
+                    tx.put_versionstamped(
+                        &EventKey {
+                            stamp: Versionstamp::complete([0; 10], 0),
+                        },
+                        &String::new(),
+                    )
+                })
+                .unwrap_err();
+            assert!(matches!(err, StoreError::NoVersionstamp { .. }), "{err:?}");
+            assert_eq!(
+                store.engine().last_version(),
+                before,
+                "nothing was committed"
+            );
+        });
+    }
 }
 
 /// One step of a generated transaction over keys 0..4 of actor 1.
@@ -430,66 +441,67 @@ proptest! {
     }
 }
 
-/// Four threads move money between five accounts at once; every transfer
-/// is a retried transaction. The total never changes, and every reader
-/// (snapshot) sees it whole.
-#[test]
-fn concurrent_transfers_on_threads_conserve_money() {
-    let options = common::options(Limits::FOUNDATIONDB).retry(RetryPolicy {
-        max_attempts: 1_000,
-        base_backoff_ms: 0,
-        max_backoff_ms: 1,
-    });
-    on_every_engine!(options.clone(), |store, _clock| {
-        let account = |id: u64| DocKey { actor: 100, id };
-        for id in 0..5 {
-            store.put(&account(id), &doc(100)).unwrap();
-        }
-        let total = |view: &strata_store::ReadView<'_, _>| -> u64 {
-            (0..5)
-                .map(|id| {
-                    view.get(&account(id))
-                        .unwrap()
-                        .unwrap()
-                        .title
-                        .parse::<u64>()
-                        .unwrap()
-                })
-                .sum()
-        };
-        std::thread::scope(|s| {
-            for t in 0..4u64 {
-                let store = &store;
-                s.spawn(move || {
-                    for i in 0..100u64 {
-                        let (from, to) = ((t + i) % 5, (t + 2 * i + 1) % 5);
-                        if from == to {
-                            continue;
+engine_tests! {
+    /// Four threads move money between five accounts at once; every transfer
+    /// is a retried transaction. The total never changes, and every reader
+    /// (snapshot) sees it whole.
+    fn concurrent_transfers_on_threads_conserve_money() {
+        let options = common::options(Limits::FOUNDATIONDB).retry(RetryPolicy {
+            max_attempts: 1_000,
+            base_backoff_ms: 0,
+            max_backoff_ms: 1,
+        });
+        on_every_engine!(options.clone(), |store, _clock| {
+            let account = |id: u64| DocKey { actor: 100, id };
+            for id in 0..5 {
+                store.put(&account(id), &doc(100)).unwrap();
+            }
+            let total = |view: &strata_store::ReadView<'_, _>| -> u64 {
+                (0..5)
+                    .map(|id| {
+                        view.get(&account(id))
+                            .unwrap()
+                            .unwrap()
+                            .title
+                            .parse::<u64>()
+                            .unwrap()
+                    })
+                    .sum()
+            };
+            std::thread::scope(|s| {
+                for t in 0..4u64 {
+                    let store = &store;
+                    s.spawn(move || {
+                        for i in 0..100u64 {
+                            let (from, to) = ((t + i) % 5, (t + 2 * i + 1) % 5);
+                            if from == to {
+                                continue;
+                            }
+                            store
+                                .transact(|tx| {
+                                    let a: u64 =
+                                        tx.get(&account(from))?.unwrap().title.parse().unwrap();
+                                    let b: u64 = tx.get(&account(to))?.unwrap().title.parse().unwrap();
+                                    let amount = a.min(7);
+                                    tx.put(&account(from), &doc(a - amount))?;
+                                    tx.put(&account(to), &doc(b + amount))
+                                })
+                                .unwrap();
                         }
-                        store
-                            .transact(|tx| {
-                                let a: u64 =
-                                    tx.get(&account(from))?.unwrap().title.parse().unwrap();
-                                let b: u64 = tx.get(&account(to))?.unwrap().title.parse().unwrap();
-                                let amount = a.min(7);
-                                tx.put(&account(from), &doc(a - amount))?;
-                                tx.put(&account(to), &doc(b + amount))
-                            })
-                            .unwrap();
+                    });
+                }
+                s.spawn(|| {
+                    for _ in 0..50 {
+                        assert_eq!(
+                            total(&store.read().unwrap()),
+                            500,
+                            "a reader saw money in flight"
+                        );
                     }
                 });
-            }
-            s.spawn(|| {
-                for _ in 0..50 {
-                    assert_eq!(
-                        total(&store.read().unwrap()),
-                        500,
-                        "a reader saw money in flight"
-                    );
-                }
             });
+            assert_eq!(total(&store.read().unwrap()), 500);
+            common::assert_quota_exact(&store);
         });
-        assert_eq!(total(&store.read().unwrap()), 500);
-        common::assert_quota_exact(&store);
-    });
+    }
 }

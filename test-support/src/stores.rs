@@ -1,16 +1,14 @@
 //! A store on each engine for integration tests (the store's, the
-//! outbox's, search's), included with `#[path = ...] mod stores;` (a source
-//! file, not a crate): a temporary directory removed on drop, and a store
-//! on `MemEngine`, `RedbEngine`, `RocksEngine` or `PostgresEngine` with a
-//! manual clock.
-
-// Each including test crate uses a part of it.
-#![allow(dead_code)]
+//! outbox's, search's): a temporary directory removed on drop, and a store
+//! on `MemEngine`, `RedbEngine`, `RocksEngine` or (feature `postgres`)
+//! `PostgresEngine` with a manual clock.
 
 use std::sync::Arc;
 
 use strata_engine::{Engine, ManualClock, MemEngine, SeededRng};
+#[cfg(feature = "postgres")]
 use strata_engine_postgres::testing::TestServer;
+#[cfg(feature = "postgres")]
 use strata_engine_postgres::{PostgresEngine, PostgresOptions};
 use strata_engine_redb::{RedbEngine, RedbOptions};
 use strata_engine_rocks::{RocksEngine, RocksOptions};
@@ -34,6 +32,12 @@ impl Dir {
         ));
         std::fs::create_dir_all(&p).unwrap();
         Self(p)
+    }
+}
+
+impl Default for Dir {
+    fn default() -> Self {
+        Self::new()
     }
 }
 
@@ -90,6 +94,7 @@ pub fn rocks(options: StoreOptions) -> (Store<RocksEngine>, Arc<ManualClock>, Di
 /// A store on a new database of the test run's PostgreSQL server (the
 /// one `cargo xtask test` shares, or one started for this process); the
 /// server handle keeps a private server running while the store lives.
+#[cfg(feature = "postgres")]
 pub fn postgres(
     options: StoreOptions,
 ) -> (Store<PostgresEngine>, Arc<ManualClock>, Arc<TestServer>) {

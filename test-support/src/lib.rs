@@ -1,0 +1,150 @@
+//! Fixtures shared by the workspace's integration tests (not published).
+//!
+//! - [`stores`]: a store on `MemEngine`, `RedbEngine`, `RocksEngine` or
+//!   (feature `postgres`) `PostgresEngine`, with a manual clock at [`T0`]
+//!   and a temporary directory removed on drop;
+//! - [`engine_tests!`]: one `#[test]` per engine for each test written
+//!   once, so a failure names its engine and the engines run in parallel;
+//!   inside it, a crate's own "on every engine" fixture macro runs only the
+//!   engine of the test ([`runs`]).
+//!
+//! The property-test case counts and the metrics recorder
+//! (`proptest_cases.rs`, `metrics.rs` beside this folder) stay source files
+//! that tests include with `#[path]`: the key and codec crates use them,
+//! and must not compile the engines this crate depends on.
+
+use std::cell::Cell;
+
+pub mod stores;
+
+pub use stores::{Dir, T0, mem, redb, rocks, store_on};
+
+#[cfg(feature = "postgres")]
+pub use stores::postgres;
+
+/// An engine a test runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EngineKind {
+    /// `MemEngine`, the reference engine.
+    Mem,
+    /// `RedbEngine`.
+    Redb,
+    /// `RocksEngine`.
+    Rocks,
+    /// `PostgresEngine`.
+    Postgres,
+}
+
+impl EngineKind {
+    /// The engine a test function is named after (`mem`, `redb`, `rocks`,
+    /// `postgres`).
+    ///
+    /// # Panics
+    /// On any other name: a test generated for an engine that does not
+    /// exist is a mistake in the test, not a skip.
+    pub fn named(name: &str) -> Self {
+        match name {
+            "mem" => Self::Mem,
+            "redb" => Self::Redb,
+            "rocks" => Self::Rocks,
+            "postgres" => Self::Postgres,
+            other => panic!("no engine is named {other:?}"),
+        }
+    }
+}
+
+thread_local! {
+    static ONLY: Cell<Option<EngineKind>> = const { Cell::new(None) };
+}
+
+/// Runs `body` with [`runs`] true for `kind` alone on this thread.
+pub fn only_on(kind: EngineKind, body: impl FnOnce()) {
+    struct Reset(Option<EngineKind>);
+    impl Drop for Reset {
+        fn drop(&mut self) {
+            ONLY.with(|c| c.set(self.0));
+        }
+    }
+    let _reset = Reset(ONLY.with(|c| c.replace(Some(kind))));
+    body();
+}
+
+/// Whether a fixture should run on `kind` here: inside [`only_on`], for
+/// its engine only; elsewhere, for every engine.
+pub fn runs(kind: EngineKind) -> bool {
+    ONLY.with(|c| c.get().is_none_or(|only| only == kind))
+}
+
+/// One test per engine for each function given: `fn name() { .. }` becomes
+/// `mod name` with a `#[test] fn` per engine listed, each running the body
+/// under [`only_on`] its engine. Doc comments and attributes before a
+/// function go on its module.
+///
+/// ```
+/// strata_test_support::engine_tests! {
+///     [mem, redb]
+///     /// Runs twice: `adds::mem` and `adds::redb`.
+///     fn adds() {
+///         assert_eq!(1 + 1, 2);
+///     }
+/// }
+/// ```
+#[macro_export]
+macro_rules! engine_tests {
+    ($engines:tt $($(#[$meta:meta])* fn $name:ident() $body:block)*) => {
+        $( $crate::__engine_test!($engines $(#[$meta])* $name $body); )*
+    };
+}
+
+/// [`engine_tests!`] for one function.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __engine_test {
+    ([$($engine:ident),+ $(,)?] $(#[$meta:meta])* $name:ident $body:block) => {
+        $(#[$meta])*
+        mod $name {
+            #[allow(unused_imports)]
+            use super::*;
+            $(
+                #[test]
+                fn $engine() {
+                    $crate::only_on($crate::EngineKind::named(stringify!($engine)), || $body);
+                }
+            )+
+        }
+    };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_on_limits_runs_to_its_engine_and_restores() {
+        assert!(runs(EngineKind::Rocks));
+        only_on(EngineKind::Redb, || {
+            assert!(runs(EngineKind::Redb));
+            assert!(!runs(EngineKind::Mem) && !runs(EngineKind::Rocks));
+            assert!(!runs(EngineKind::Postgres));
+        });
+        assert!(runs(EngineKind::Mem) && runs(EngineKind::Postgres));
+    }
+
+    #[test]
+    fn engines_are_named_as_their_tests() {
+        assert_eq!(EngineKind::named("rocks"), EngineKind::Rocks);
+        assert_eq!(EngineKind::named("postgres"), EngineKind::Postgres);
+        assert_eq!(EngineKind::named("mem"), EngineKind::Mem);
+        assert_eq!(EngineKind::named("redb"), EngineKind::Redb);
+        assert!(std::panic::catch_unwind(|| EngineKind::named("sled")).is_err());
+    }
+
+    engine_tests! {
+        [mem, redb]
+        /// Generated twice; each runs only its own engine.
+        fn generated() {
+            assert!(runs(EngineKind::Mem) != runs(EngineKind::Redb));
+            assert!(!runs(EngineKind::Rocks));
+        }
+    }
+}
