@@ -65,7 +65,9 @@ fn ours_encode(r: &Record, buf: &mut Vec<u8>) {
 }
 
 fn planner() -> ChunkPlanner<TupleChunkLayout> {
-    ChunkPlanner::actor_kv(Subspace::new(&(1_i64, 2_i64, 3_i64, 42_u64)), 1, 2).unwrap()
+    let layout =
+        TupleChunkLayout::new(Subspace::new(&(1_i64, 2_i64, 3_i64, 42_u64)), 1, 2).unwrap();
+    ChunkPlanner::new(layout, 10_000).unwrap().always_chunked()
 }
 
 /// Plans the rows of `value` and assembles them again, as a write and a read

@@ -12,13 +12,14 @@
 //! - **chunk rows** at `chunk_key(k, 0..n)`: consecutive slices of the
 //!   value's envelope bytes, each `chunk_size` long but the last.
 //!
-//! [`TupleChunkLayout`] is the actor-KV physical envelope of
-//! `actor-kv-structure.md`: under a subspace `(…, actor_id)`, the metadata at
-//! `(KeyWrapper(k), METADATA)` and chunk `i` at `(KeyWrapper(k), DATA, i)`,
-//! all tuple-packed, `KeyWrapper(k)` being `k` as a tuple byte string. The
-//! document does not give the numeric values of `METADATA` and `DATA`, so
-//! they are **parameters**, as is the subspace; the chunk size is 10,000
-//! bytes ([`ACTOR_KV_CHUNK_SIZE`]).
+//! [`TupleChunkLayout`] is one layout for keys under a tuple subspace: the
+//! metadata at `prefix / (k, METADATA)` and chunk `i` at
+//! `prefix / (k, DATA, i)`, all tuple-packed, `k` as a tuple byte string,
+//! with `METADATA` and `DATA` two tuple codes the caller picks. A system
+//! with its own row layout implements [`ChunkLayout`] for it: the store's
+//! chunks in its system keyspace do, and so does the actor-KV schema
+//! (`strata-schemas`), whose rows follow rivet's bytes rather than this
+//! layout.
 //!
 //! # Integrity
 //!
@@ -36,9 +37,6 @@ use thiserror::Error;
 use crate::envelope::{self, Codec, DecodeError, EncodeOptions};
 use crate::limits::{BatchSize, LimitExceeded, Limits, RowSize};
 
-/// The actor-KV chunk size.
-pub const ACTOR_KV_CHUNK_SIZE: usize = 10_000;
-
 /// Length of an encoded manifest body.
 pub const MANIFEST_LEN: usize = 20;
 
@@ -55,8 +53,8 @@ pub trait ChunkLayout {
     fn chunks_from(&self, key: &[u8], from: u32) -> KeyRange;
 }
 
-/// The actor-KV physical envelope: `prefix / (KeyWrapper(k), METADATA)` and
-/// `prefix / (KeyWrapper(k), DATA, index)`. See the [module docs](self).
+/// A tuple layout: `prefix / (k, METADATA)` and `prefix / (k, DATA,
+/// index)`. See the [module docs](self).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TupleChunkLayout {
     prefix: Subspace,
@@ -324,22 +322,6 @@ pub struct ChunkPlanner<L> {
     checksum: bool,
 }
 
-impl ChunkPlanner<TupleChunkLayout> {
-    /// The actor-KV physical envelope: 10,000-byte chunks under `prefix`,
-    /// every value chunked (metadata row plus at least one chunk), as the
-    /// document describes.
-    ///
-    /// # Errors
-    /// As [`TupleChunkLayout::new`].
-    pub fn actor_kv(prefix: Subspace, metadata: i64, data: i64) -> Result<Self, ChunkError> {
-        Ok(Self::new(
-            TupleChunkLayout::new(prefix, metadata, data)?,
-            ACTOR_KV_CHUNK_SIZE,
-        )?
-        .always_chunked())
-    }
-}
-
 impl<L: ChunkLayout> ChunkPlanner<L> {
     /// A planner storing values up to `chunk_size` bytes inline in the
     /// metadata row and larger ones in chunks of `chunk_size`.
@@ -365,7 +347,8 @@ impl<L: ChunkLayout> ChunkPlanner<L> {
         self
     }
 
-    /// Every value is chunked, however small (the actor-KV behaviour).
+    /// Every value is chunked, however small (a metadata row and at least
+    /// one chunk).
     #[must_use]
     pub fn always_chunked(mut self) -> Self {
         self.inline_max = None;

@@ -72,8 +72,8 @@
 //! # Chunking
 //!
 //! [`ChunkPlanner`] turns a large envelope into a metadata row and chunk
-//! rows, reproduces the actor-KV physical envelope, and reassembles with
-//! typed errors. See [`chunk`].
+//! rows under any [`ChunkLayout`] (a tuple layout is provided), and
+//! reassembles with typed errors. See [`chunk`].
 //!
 //! # Non-goals
 //!
@@ -88,8 +88,8 @@ pub mod limits;
 pub mod planted;
 
 pub use chunk::{
-    ACTOR_KV_CHUNK_SIZE, ChunkError, ChunkLayout, ChunkPlanner, Manifest, Previous, Row, Stale,
-    TupleChunkLayout, WritePlan,
+    ChunkError, ChunkLayout, ChunkPlanner, Manifest, Previous, Row, Stale, TupleChunkLayout,
+    WritePlan,
 };
 pub use envelope::{
     ChecksumCheck, Codec, DecodeError, DecodeOptions, EncodeError, EncodeOptions, FLAG_KEYLESS,

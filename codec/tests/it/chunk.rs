@@ -1,12 +1,12 @@
-//! Chunk planning and assembly, the actor-KV physical envelope, and every
+//! Chunk planning and assembly, the tuple layout, and every
 //! way a chunk set can be wrong.
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use strata_codec::{
-    ACTOR_KV_CHUNK_SIZE, ChunkError, ChunkLayout, ChunkPlanner, DecodeError, EncodeOptions, Limits,
-    Previous, Stale, TupleChunkLayout, decode, encode,
+    ChunkError, ChunkLayout, ChunkPlanner, DecodeError, EncodeOptions, Limits, Previous, Stale,
+    TupleChunkLayout, decode, encode,
 };
 use strata_keys::{Subspace, tuple};
 
@@ -15,8 +15,10 @@ use crate::{envelope_of_len, hex};
 const METADATA: i64 = 1;
 const DATA: i64 = 2;
 
-fn actor_kv() -> ChunkPlanner<TupleChunkLayout> {
-    ChunkPlanner::actor_kv(Subspace::new(&(1_i64, 2_i64)), METADATA, DATA).unwrap()
+/// 10,000-byte chunks, every value chunked, in the tuple layout.
+fn planner() -> ChunkPlanner<TupleChunkLayout> {
+    let layout = TupleChunkLayout::new(Subspace::new(&(1_i64, 2_i64)), METADATA, DATA).unwrap();
+    ChunkPlanner::new(layout, 10_000).unwrap().always_chunked()
 }
 
 /// Applies a plan to an ordered map standing in for an engine.
@@ -53,8 +55,8 @@ fn read<L: ChunkLayout>(
 }
 
 #[test]
-fn actor_kv_rows_are_the_documented_tuples() {
-    let p = actor_kv();
+fn tuple_layout_rows_are_the_documented_tuples() {
+    let p = planner();
     let key = b"\x04a";
     let value = envelope_of_len(25_000, 1);
     let plan = p.plan_write(key, &value, Previous::Absent).unwrap();
@@ -74,7 +76,7 @@ fn actor_kv_rows_are_the_documented_tuples() {
     assert_eq!(plan.puts[3].key, sub.pack(&(&key[..], DATA, 2_u32)));
     let lens: Vec<usize> = plan.puts[1..].iter().map(|r| r.value.len()).collect();
     assert_eq!(lens, [10_000, 10_000, 5_000]);
-    assert_eq!(ACTOR_KV_CHUNK_SIZE, 10_000);
+    assert_eq!(p.chunk_size(), 10_000);
     assert!(plan.deletes.is_empty());
     // Chunks borrow from the value: planning copies nothing.
     assert!(
@@ -97,8 +99,8 @@ fn actor_kv_rows_are_the_documented_tuples() {
 }
 
 #[test]
-fn small_and_empty_values_in_the_actor_kv_layout() {
-    let p = actor_kv();
+fn small_and_empty_values_in_the_tuple_layout_always_chunked() {
+    let p = planner();
     let tiny = envelope_of_len(9, 0);
     let one = p.plan_write(b"k", &tiny, Previous::Absent).unwrap();
     assert_eq!(
@@ -127,7 +129,7 @@ fn small_and_empty_values_in_the_actor_kv_layout() {
 
 #[test]
 fn chunk_counts_at_the_chunk_size_boundary() {
-    let p = actor_kv();
+    let p = planner();
     for (len, chunks) in [
         (9_999, 1),
         (10_000, 1),
@@ -177,8 +179,8 @@ fn chunk_counts_at_the_chunk_size_boundary() {
 }
 
 #[test]
-fn a_full_actor_kv_value_fits_one_batch() {
-    let p = actor_kv();
+fn a_value_of_the_actor_kv_limit_fits_one_batch() {
+    let p = planner();
     let limits = Limits::ACTOR_KV;
     // The largest logical value: its envelope is the value limit.
     let value = envelope_of_len(limits.max_value_bytes, 3);
@@ -194,7 +196,7 @@ fn a_full_actor_kv_value_fits_one_batch() {
 
 #[test]
 fn overwriting_with_a_smaller_value_deletes_the_stale_chunks() {
-    let p = actor_kv();
+    let p = planner();
     let mut store = BTreeMap::new();
     apply(
         &mut store,
@@ -299,7 +301,7 @@ fn inline_after_chunked_removes_all_chunks() {
 
 #[test]
 fn a_chunked_envelope_decodes_after_assembly() {
-    let p = actor_kv();
+    let p = planner();
     let text = "x".repeat(50_000);
     let mut env = Vec::new();
     encode(&text, b"log/1", EncodeOptions::default(), &mut env).unwrap();
@@ -319,7 +321,7 @@ fn a_chunked_envelope_decodes_after_assembly() {
 
 #[test]
 fn a_chunk_manifest_carries_the_values_expiry() {
-    let p = actor_kv();
+    let p = planner();
     let mut env = Vec::new();
     let options = EncodeOptions {
         checksum: true,
@@ -339,7 +341,7 @@ fn rows() -> (
     Vec<u8>,
     Vec<(Vec<u8>, Vec<u8>)>,
 ) {
-    let p = actor_kv();
+    let p = planner();
     let value = envelope_of_len(25_000, 8);
     let plan = p.plan_write(b"k", &value, Previous::Absent).unwrap();
     let meta = plan.puts[0].value.to_vec();

@@ -199,7 +199,7 @@ proptest! {
 
     #[test]
     fn chunks_roundtrip_around_every_boundary(extra in 0usize..3, k in 1usize..4, seed in any::<u64>()) {
-        // chunk size -1 / +0 / +1 times k, for the actor-KV chunk size.
+        // chunk size -1 / +0 / +1 times k, for 10,000-byte chunks.
         chunk_roundtrip(10_000 * k + extra - 1, 10_000, seed)?;
     }
 }
