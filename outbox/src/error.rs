@@ -67,3 +67,69 @@ pub enum OutboxError {
     #[error("corrupt outbox row: {0}")]
     Corrupt(String),
 }
+
+impl OutboxError {
+    /// The store's error inside, if this is one.
+    pub fn store_error(&self) -> Option<&StoreError> {
+        match self {
+            Self::Store(e) => Some(e),
+            _ => None,
+        }
+    }
+
+    /// Whether a commit conflicted, which a retry may resolve.
+    pub fn is_conflict(&self) -> bool {
+        self.store_error().is_some_and(StoreError::is_conflict)
+    }
+
+    /// Whether a commit's outcome is unknown: it may or may not have
+    /// applied (a push may be there or not; resend only what is safe to
+    /// apply twice).
+    ///
+    /// ```
+    /// use strata_engine::CommitError;
+    /// use strata_outbox::OutboxError;
+    /// use strata_store::StoreError;
+    ///
+    /// let lost = OutboxError::Store(StoreError::Commit(CommitError::OutcomeUnknown("reply lost".into())));
+    /// assert!(lost.is_outcome_unknown() && !lost.is_conflict());
+    /// assert!(!OutboxError::NotDeclared.is_outcome_unknown());
+    /// ```
+    pub fn is_outcome_unknown(&self) -> bool {
+        self.store_error()
+            .is_some_and(StoreError::is_outcome_unknown)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use strata_engine::CommitError;
+
+    use super::*;
+
+    /// A real conflict: predicate 0 (a key that must exist) did not hold.
+    fn conflict_error() -> CommitError {
+        use strata_engine::{KeyspaceSpec, Keyspaces, Predicate, Profile};
+        let spaces = Keyspaces::new(vec![KeyspaceSpec::new("a", Profile::General)]).unwrap();
+        CommitError::Conflict {
+            index: 0,
+            predicate: Predicate::Exists {
+                ks: spaces.get("a").unwrap(),
+                key: b"k".to_vec(),
+            },
+        }
+    }
+
+    #[test]
+    fn outcomes_and_conflicts_are_told_apart() {
+        let lost = OutboxError::Store(StoreError::Commit(CommitError::OutcomeUnknown(
+            "lost".into(),
+        )));
+        assert!(lost.is_outcome_unknown() && !lost.is_conflict());
+        let conflict = OutboxError::Store(StoreError::Commit(conflict_error()));
+        assert!(conflict.is_conflict() && !conflict.is_outcome_unknown());
+        let stale = OutboxError::StaleLease { token: 3 };
+        assert!(!stale.is_conflict() && !stale.is_outcome_unknown());
+        assert!(stale.store_error().is_none() && lost.store_error().is_some());
+    }
+}

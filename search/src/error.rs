@@ -64,3 +64,61 @@ pub enum SearchError {
     #[error("the index runner {0}")]
     Stopped(&'static str),
 }
+
+impl SearchError {
+    /// The store's error inside, directly or through the outbox, if this is
+    /// one.
+    pub fn store_error(&self) -> Option<&StoreError> {
+        match self {
+            Self::Store(e) => Some(e),
+            Self::Outbox(e) => e.store_error(),
+            _ => None,
+        }
+    }
+
+    /// [`StoreError::is_conflict`] of the store's error inside.
+    pub fn is_conflict(&self) -> bool {
+        self.store_error().is_some_and(StoreError::is_conflict)
+    }
+
+    /// [`StoreError::is_outcome_unknown`] of the store's error inside: the
+    /// commit may or may not have applied.
+    ///
+    /// ```
+    /// use strata_engine::CommitError;
+    /// use strata_outbox::OutboxError;
+    /// use strata_search::SearchError;
+    /// use strata_store::StoreError;
+    ///
+    /// let lost = StoreError::Commit(CommitError::OutcomeUnknown("reply lost".into()));
+    /// assert!(SearchError::Outbox(OutboxError::Store(lost)).is_outcome_unknown());
+    /// assert!(!SearchError::Query("x:".into()).is_outcome_unknown());
+    /// ```
+    pub fn is_outcome_unknown(&self) -> bool {
+        self.store_error()
+            .is_some_and(StoreError::is_outcome_unknown)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use strata_engine::CommitError;
+
+    use super::*;
+
+    #[test]
+    fn a_lost_reply_is_found_through_the_outbox_too() {
+        let lost = || StoreError::Commit(CommitError::OutcomeUnknown("lost".into()));
+        for e in [
+            SearchError::Store(lost()),
+            SearchError::Outbox(OutboxError::Store(lost())),
+        ] {
+            assert!(e.is_outcome_unknown() && !e.is_conflict(), "{e:?}");
+            assert!(e.store_error().is_some_and(StoreError::is_outcome_unknown));
+        }
+        let other = SearchError::Outbox(OutboxError::NotDeclared);
+        assert!(!other.is_conflict() && !other.is_outcome_unknown());
+        assert!(other.store_error().is_none());
+        assert!(SearchError::Stopped("stopped").store_error().is_none());
+    }
+}
