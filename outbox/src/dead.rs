@@ -1,0 +1,172 @@
+//! Dead letters: entries given up on, listed, re-driven and purged.
+
+use strata_engine::Engine;
+use strata_keys::tuple;
+use strata_store::Tx;
+
+#[allow(clippy::wildcard_imports)]
+use crate::*;
+
+/// An entry a consumer gave up on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeadLetter {
+    /// Where it sat in the topic.
+    pub position: Position,
+    /// The ordering key it was pushed with, if any.
+    pub ordering_key: Option<Vec<u8>>,
+    /// The entry's envelope (decode with the topic's type).
+    pub envelope: Vec<u8>,
+    /// The last failure's text.
+    pub error: String,
+    /// Failures.
+    pub attempts: u32,
+    /// First and last failure (clock milliseconds).
+    pub first_failure_ms: u64,
+    /// The last failure.
+    pub last_failure_ms: u64,
+}
+
+pub(crate) fn read_dead(
+    key: &[u8],
+    value: &[u8],
+    prefix: usize,
+) -> Result<DeadLetter, OutboxError> {
+    let position =
+        layout::trailing_position(key, prefix).ok_or_else(|| corrupt("dead letter key"))?;
+    let (entry, error, attempts, first_failure_ms, last_failure_ms) =
+        tuple::unpack::<(Vec<u8>, String, u32, u64, u64)>(value)
+            .map_err(|_| corrupt("dead letter"))?;
+    let (_, ordering_key, envelope) =
+        layout::read_entry_value(&entry).ok_or_else(|| corrupt("dead letter entry"))?;
+    Ok(DeadLetter {
+        position,
+        ordering_key,
+        envelope,
+        error,
+        attempts,
+        first_failure_ms,
+        last_failure_ms,
+    })
+}
+
+impl<E: Engine> Outbox<'_, E> {
+    /// Moves the entry at `position` to the dead letters at once, whatever
+    /// its attempts: for an entry its consumer can never handle (one that
+    /// does not map to a document, say). Counted as a dead letter in the
+    /// metrics, like one [`Outbox::fail`] moved.
+    ///
+    /// # Errors
+    /// [`OutboxError::StaleLease`]; [`OutboxError::NoEntry`];
+    /// [`OutboxError::AlreadyFinished`]; a store failure.
+    pub fn dead_letter(
+        &self,
+        lease: &Lease,
+        position: Position,
+        error: &str,
+    ) -> Result<(), OutboxError> {
+        self.dead_letter_now(lease, position, error)?;
+        crate::metrics::failed(&lease.topic, &lease.consumer, true);
+        Ok(())
+    }
+
+    pub(crate) fn dead_letter_now(
+        &self,
+        lease: &Lease,
+        position: Position,
+        error: &str,
+    ) -> Result<(), OutboxError> {
+        let now = self.clock.now_ms();
+        self.store.transact(|tx| {
+            self.check_lease(tx, lease)?;
+            self.move_to_dead(tx, lease, position, error, 1, now, now)
+        })
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn move_to_dead(
+        &self,
+        tx: &mut Tx<'_, E>,
+        lease: &Lease,
+        position: Position,
+        error: &str,
+        attempts: u32,
+        first_ms: u64,
+        now: u64,
+    ) -> Result<(), OutboxError> {
+        let (topic, consumer) = (&lease.topic, &lease.consumer);
+        let entry = tx
+            .get_in(&self.entries, &layout::entry_key(topic, position))?
+            .ok_or(OutboxError::NoEntry(position))?;
+        tx.put_in(
+            &self.dead,
+            layout::dead_key(topic, consumer, position),
+            tuple::pack(&(entry.as_slice(), error, attempts, first_ms, now)),
+        )?;
+        tx.delete_in(&self.state, layout::try_key(topic, consumer, position))?;
+        self.finish(tx, topic, consumer, position)
+    }
+
+    /// `consumer`'s dead letters on `topic`, in position order.
+    ///
+    /// # Errors
+    /// A store failure or a corrupt row.
+    pub fn dead_letters(
+        &self,
+        topic: &str,
+        consumer: &str,
+    ) -> Result<Vec<DeadLetter>, OutboxError> {
+        let prefix = tuple::pack(&("x", topic, consumer)).len();
+        self.store.transact(|tx| {
+            tx.snapshot_scan_in(&self.dead, &layout::dead_rows(topic, consumer), None, false)?
+                .rows
+                .iter()
+                .map(|(k, v)| read_dead(k, v, prefix))
+                .collect()
+        })
+    }
+
+    /// Pushes a dead letter's entry into `topic` again (a new entry, with
+    /// its ordering key, delivered to every consumer of the topic) and
+    /// removes the dead letter, in one commit.
+    ///
+    /// # Errors
+    /// [`OutboxError::NoEntry`] when there is no such dead letter; a store
+    /// failure.
+    pub fn redrive(
+        &self,
+        topic: &str,
+        consumer: &str,
+        position: Position,
+    ) -> Result<(), OutboxError> {
+        let prefix = tuple::pack(&("x", topic, consumer)).len();
+        let now = self.clock.now_ms();
+        self.store.transact(|tx| {
+            let key = layout::dead_key(topic, consumer, position);
+            let row = tx
+                .get_in(&self.dead, &key)?
+                .ok_or(OutboxError::NoEntry(position))?;
+            let dead = read_dead(&key, &row, prefix)?;
+            let (entry_key, offset) = layout::new_entry_key(topic);
+            let value = layout::entry_value(now, dead.ordering_key.as_deref(), &dead.envelope);
+            tx.put_versionstamped_in(&self.entries, entry_key, offset, value)?;
+            tx.delete_in(&self.dead, key)?;
+            Ok(())
+        })
+    }
+
+    /// Deletes a dead letter for good.
+    ///
+    /// # Errors
+    /// A store failure.
+    pub fn purge(
+        &self,
+        topic: &str,
+        consumer: &str,
+        position: Position,
+    ) -> Result<(), OutboxError> {
+        self.store.transact(|tx| {
+            tx.delete_in(&self.dead, layout::dead_key(topic, consumer, position))?;
+            Ok(())
+        })
+    }
+}
