@@ -1,0 +1,146 @@
+//! Where an index lives and how its indexer runs: `Location`, `IndexerConfig`, `Merging`.
+
+use std::path::PathBuf;
+
+use tantivy::directory::RamDirectory;
+use tantivy::{Index, IndexWriter};
+
+use crate::SearchError;
+
+/// Where an index keeps its files.
+#[derive(Debug, Clone)]
+pub enum Location {
+    /// A directory of its own (created if missing), apart from the
+    /// engine's files. It holds generations of the index (`gen-1`,
+    /// `gen-2`, ... after each [`Indexer::rebuild`](crate::Indexer::rebuild)) and a file `CURRENT`
+    /// naming the one in use, replaced atomically (written, synced,
+    /// renamed, and the directory synced).
+    Dir(PathBuf),
+    /// In memory, lost when dropped: for tests and examples.
+    Memory,
+    /// In memory, shared by the clones of one `RamDirectory`: an indexer
+    /// opened again on a clone finds what the last one committed (for
+    /// simulations of an indexer's crash).
+    Shared(RamDirectory),
+}
+
+/// How an [`Indexer`](crate::Indexer) runs.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct IndexerConfig {
+    /// The outbox lease holder's name, shown by `LeaseHeld` errors and the
+    /// tool. It decides nothing: a lease belongs to the indexer that took
+    /// it, so two indexers with one name never both hold the index.
+    pub holder: String,
+    /// Entries per outbox poll (default 256).
+    pub batch: usize,
+    /// Commit the index after this many changes (default 1,000)...
+    pub commit_docs: usize,
+    /// ...or this many bytes of changed values (default 8 MiB)...
+    pub commit_bytes: usize,
+    /// ...or when the oldest uncommitted change is this old, in clock
+    /// milliseconds (default 1,000).
+    pub commit_interval_ms: u64,
+    /// tantivy indexing threads (default: half the cores, at least one and
+    /// at most four; one on a 2-core machine).
+    pub threads: usize,
+    /// tantivy's memory budget over all threads (default 24 MiB a thread;
+    /// tantivy needs at least 15 MB a thread).
+    pub memory_bytes: usize,
+    /// How segments are merged (default [`Merging::Log`]).
+    pub merging: Merging,
+    /// A deliberate mistake for the simulation (feature `planted-bugs`
+    /// only).
+    #[cfg(feature = "planted-bugs")]
+    pub planted: Option<PlantedBug>,
+}
+
+/// How tantivy merges the segments its commits write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum Merging {
+    /// tantivy's log-merge policy (its default), on background threads:
+    /// segments of similar size are merged as commits add them.
+    #[default]
+    Log,
+    /// Never: every commit adds a segment, and searches slow down as they
+    /// pile up. For a bulk load that is merged later, or a measurement of
+    /// the feed alone.
+    Never,
+}
+
+/// Deliberate mistakes the simulation must catch (feature `planted-bugs`,
+/// which normal builds never enable).
+#[cfg(feature = "planted-bugs")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum PlantedBug {
+    /// The outbox is acknowledged as soon as entries are applied, before
+    /// the index commits them.
+    AckBeforeIndexCommit,
+    /// A put adds its document without deleting the row's old one.
+    UpsertWithoutDelete,
+    /// Entries of commits that are not durable yet are indexed.
+    IndexNonDurable,
+    /// A rebuild indexes its snapshot without syncing the engine first, so
+    /// its checkpoint can be ahead of what a crash keeps.
+    RebuildWithoutSync,
+}
+
+#[cfg(feature = "planted-bugs")]
+impl PlantedBug {
+    /// Every planted bug.
+    pub const ALL: [Self; 4] = [
+        Self::AckBeforeIndexCommit,
+        Self::UpsertWithoutDelete,
+        Self::IndexNonDurable,
+        Self::RebuildWithoutSync,
+    ];
+
+    /// Its name on the command line.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Self::AckBeforeIndexCommit => "ack-before-index-commit",
+            Self::UpsertWithoutDelete => "upsert-without-delete",
+            Self::IndexNonDurable => "index-non-durable",
+            Self::RebuildWithoutSync => "rebuild-without-sync",
+        }
+    }
+
+    /// The bug with this name.
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|b| b.name() == name)
+    }
+}
+
+impl IndexerConfig {
+    /// Defaults for lease holder `holder`.
+    pub fn new(holder: impl Into<String>) -> Self {
+        let cores = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
+        let threads = (cores / 2).clamp(1, 4);
+        Self {
+            holder: holder.into(),
+            batch: 256,
+            commit_docs: 1_000,
+            commit_bytes: 8 << 20,
+            commit_interval_ms: 1_000,
+            threads,
+            memory_bytes: threads * (24 << 20),
+            merging: Merging::Log,
+            #[cfg(feature = "planted-bugs")]
+            planted: None,
+        }
+    }
+}
+
+/// The index writer `config` asks for, its memory raised to the 15 MB a
+/// thread tantivy requires.
+pub(crate) fn writer(index: &Index, config: &IndexerConfig) -> Result<IndexWriter, SearchError> {
+    let threads = config.threads.max(1);
+    let writer: IndexWriter =
+        index.writer_with_num_threads(threads, config.memory_bytes.max(threads * 15_000_000))?;
+    match config.merging {
+        Merging::Log => {}
+        Merging::Never => writer.set_merge_policy(Box::new(tantivy::indexer::NoMergePolicy)),
+    }
+    Ok(writer)
+}
