@@ -52,6 +52,22 @@ pub const TESTED_BY: [(&str, &[&str]); 2] = [
     ),
 ];
 
+/// The nextest filter of the crates whose tests run each case once per
+/// engine (`name::mem`, `::redb`, `::rocks`, `::postgres`, from
+/// `engine_tests!`): their code above the engine contract is the same on
+/// every engine, so a mutant is tested on `MemEngine` and redb only. The
+/// RocksDB and PostgreSQL cases add engine behaviour, which the engines'
+/// own runs cover, and take most of the time (a server per case).
+pub const ABOVE_THE_ENGINES: &str = "not (test(/::rocks$/) | test(/::postgres$/))";
+
+/// The crates whose mutants run with [`ABOVE_THE_ENGINES`].
+pub const FILTERED: [&str; 4] = [
+    "strata-store",
+    "strata-outbox",
+    "strata-search",
+    "strata-schemas",
+];
+
 /// What one crate's run (or shard) found.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Outcome {
@@ -227,6 +243,12 @@ pub fn run(args: &[String]) -> Result<(), String> {
         if let Some(s) = &shard {
             cmd_args.extend(["--shard".to_owned(), s.clone()]);
         }
+        if FILTERED.contains(&krate.as_str()) {
+            cmd_args.extend([
+                "--cargo-test-arg=-E".to_owned(),
+                format!("--cargo-test-arg={ABOVE_THE_ENGINES}"),
+            ]);
+        }
         println!("$ cargo {}", cmd_args.join(" "));
         let status = Command::new(crate::cargo())
             .args(&cmd_args)
@@ -259,6 +281,12 @@ pub fn run(args: &[String]) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::{Outcome, read, render};
+
+    #[test]
+    fn the_filtered_crates_are_library_crates() {
+        assert!(FILTERED.iter().all(|c| CRATES.contains(c)));
+        assert!(ABOVE_THE_ENGINES.contains("::postgres$") && ABOVE_THE_ENGINES.starts_with("not"));
+    }
 
     #[test]
     fn the_outcome_files_are_counted_and_the_table_scores_what_built() {
