@@ -280,7 +280,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
 
 #[cfg(test)]
 mod tests {
-    use super::{Outcome, read, render};
+    use super::{ABOVE_THE_ENGINES, CRATES, FILTERED, Outcome, read, render};
 
     #[test]
     fn the_filtered_crates_are_library_crates() {
