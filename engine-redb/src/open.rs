@@ -1,4 +1,5 @@
-//! Opening a database: checked at open, read-only, its stored keyspaces, compacting a closed file.
+//! Opening a database: checked at open, read-only, its stored keyspaces,
+//! compacting a closed file.
 
 use std::path::Path;
 

@@ -1,4 +1,5 @@
-//! Commits: one write transaction per group of commits, predicates and mutations applied in it.
+//! Commits: one write transaction per group of commits, predicates and
+//! mutations applied in it.
 
 use redb::ReadableTable;
 use strata_engine::BackendPanic;

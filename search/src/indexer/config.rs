@@ -1,4 +1,5 @@
-//! Where an index lives and how its indexer runs: `Location`, `IndexerConfig`, `Merging`.
+//! Where an index lives and how its indexer runs: `Location`,
+//! `IndexerConfig`, `Merging`.
 
 use std::path::PathBuf;
 

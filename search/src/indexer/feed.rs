@@ -1,4 +1,5 @@
-//! The consume loop: a lease on the outbox consumer, entries polled and applied, the index committed with its checkpoint, then acknowledged.
+//! The consume loop: a lease on the outbox consumer, entries polled and
+//! applied, the index committed with its checkpoint, then acknowledged.
 
 use std::sync::atomic::Ordering;
 
