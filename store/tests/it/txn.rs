@@ -111,7 +111,10 @@ engine_tests! {
             let err = store
                 .transact(|tx| {
                     i += 1;
-                    let _ = tx.get(&k)?;
+                    // The read pins the key (so the put below conflicts)
+                    // and sees the previous attempt's write.
+                    let seen = tx.get(&k)?;
+                    assert_eq!(seen, (i > 1).then(|| doc(i - 1)));
                     store.put(&k, &doc(i)).unwrap();
                     tx.put(&k, &doc(0))?;
                     Ok::<_, StoreError>(())
