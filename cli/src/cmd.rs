@@ -5,6 +5,7 @@ use std::ops::{Bound, ControlFlow};
 use std::path::Path;
 use std::process::ExitCode;
 use std::sync::Arc;
+use strata_engine::ErrorChain;
 
 use serde_json::{Value as Json, json};
 use strata_engine::{
@@ -291,7 +292,7 @@ fn consumers<E: Engine>(db: &Db, store: &Store<E>) -> Result<Vec<Json>, Failure>
             }),
             (c, l) => json!({
                 "topic": topic, "consumer": consumer,
-                "error": c.err().map(|e| e.to_string()).or_else(|| l.err().map(|e| e.to_string())),
+                "error": c.err().map(|e| ErrorChain(&e).to_string()).or_else(|| l.err().map(|e| ErrorChain(&e).to_string())),
             }),
         });
     }
@@ -462,7 +463,7 @@ fn scan<E: Engine>(db: &Db, e: &E, args: &ScanArgs) -> Result<Json, Failure> {
     let mut rows = Vec::new();
     for row in snap
         .range(ks, spec)
-        .map_err(|err| Failure::Usage(format!("bad range: {err}")))?
+        .map_err(|err| Failure::Usage(format!("bad range: {}", ErrorChain(&err))))?
     {
         if stopped() {
             return Err(Failure::Stopped);
@@ -561,7 +562,10 @@ fn verify<E: Engine + strata_engine::Integrity>(db: &Db, e: &E) -> Result<Json, 
         Err(strata_engine::CapabilityError::Unsupported { why, .. }) => {
             notes.push(format!("no engine integrity check: {why}"));
         }
-        Err(err) => problems.push(format!("the engine's integrity check failed: {err}")),
+        Err(err) => problems.push(format!(
+            "the engine's integrity check failed: {}",
+            ErrorChain(&err)
+        )),
     }
     if !db.described {
         notes
@@ -590,11 +594,12 @@ fn verify<E: Engine + strata_engine::Integrity>(db: &Db, e: &E) -> Result<Json, 
                     e.last_version()
                 )),
                 Ok(_) => {}
-                Err(err) => problems.push(format!("outbox consumer {topic}/{consumer}: {err}")),
+                Err(err) => problems.push(format!("outbox consumer {topic}/{consumer}: {}", ErrorChain(&err))),
             }
             if let Err(err) = outbox.dead_letters(&topic, &consumer) {
                 problems.push(format!(
-                    "outbox consumer {topic}/{consumer}: dead letters: {err}"
+                    "outbox consumer {topic}/{consumer}: dead letters: {}",
+                    ErrorChain(&err)
                 ));
             }
         }
@@ -1149,7 +1154,9 @@ fn copied_keyspaces(db: &Db) -> Vec<String> {
 /// row; compares both at the end and raises `d`'s version to `s`'s.
 /// Returns (rows copied now, whether it resumed, the version).
 fn copy_rows<S: Engine, D: Engine>(db: &Db, s: &S, d: &D) -> Result<(u64, bool, u64), Failure> {
-    let fail = |what: &'static str| move |err: &dyn std::fmt::Display| Failure::failed(what, err);
+    let fail = |what: &'static str| {
+        move |err: &(dyn std::error::Error + 'static)| Failure::failed(what, err)
+    };
     let (progress_name, progress_key) = progress_place(db);
     let progress_ks = d
         .keyspace(&progress_name)
@@ -1292,7 +1299,9 @@ fn compare<S: Engine, D: Engine>(
     names: &[String],
     progress: (&str, &[u8]),
 ) -> Result<(), Failure> {
-    let fail = |what: &'static str| move |err: &dyn std::fmt::Display| Failure::failed(what, err);
+    let fail = |what: &'static str| {
+        move |err: &(dyn std::error::Error + 'static)| Failure::failed(what, err)
+    };
     let dsnap = d.snapshot().map_err(|e| fail("destination")(&e))?;
     for name in names {
         let sks = s.keyspace(name).map_err(|e| fail("source")(&e))?;

@@ -12,6 +12,7 @@ mod show;
 use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
+use strata_engine::ErrorChain;
 
 use crate::open::Kind;
 
@@ -267,18 +268,8 @@ pub enum Failure {
 }
 
 impl Failure {
-    fn open(path: &str, e: &dyn std::error::Error) -> Self {
-        let mut text = e.to_string();
-        let mut source = e.source();
-        // Each cause once: most errors already print their source.
-        while let Some(s) = source {
-            let cause = s.to_string();
-            if !text.contains(&cause) {
-                text.push_str(": ");
-                text.push_str(&cause);
-            }
-            source = s.source();
-        }
+    fn open(path: &str, e: &(dyn std::error::Error + 'static)) -> Self {
+        let text = ErrorChain(e).to_string();
         let hint = if text.contains("already open") || text.contains("lock") {
             " (another process holds it; stop it, or use a read-only command)"
         } else if text.contains("accept_wal_loss") || text.contains("Corruption") {
@@ -300,8 +291,8 @@ impl Failure {
         Self::Open(format!("cannot open {path}: {text}{hint}"))
     }
 
-    fn failed(what: &str, e: &dyn std::fmt::Display) -> Self {
-        Self::Failed(format!("{what}: {e}"))
+    fn failed(what: &str, e: &(dyn std::error::Error + 'static)) -> Self {
+        Self::Failed(format!("{what}: {}", ErrorChain(e)))
     }
 }
 

@@ -2,6 +2,7 @@
 //! what the store's catalog says about them.
 
 use std::path::Path;
+use strata_engine::ErrorChain;
 
 use strata_codec::Limits;
 use strata_engine::{Engine, EngineError, KeyspaceSpec, Profile};
@@ -66,7 +67,7 @@ pub fn detect(path: &str) -> Result<Kind, Failure> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             Err(Failure::NotADatabase(format!("{path} does not exist")))
         }
-        Err(e) => Err(Failure::NotADatabase(format!("{path}: {e}"))),
+        Err(e) => Err(Failure::NotADatabase(format!("{path}: {}", ErrorChain(&e)))),
     }
 }
 
@@ -93,7 +94,8 @@ macro_rules! with_engine {
 fn pg_config(url: &str) -> Result<postgres::Config, Failure> {
     url.parse::<postgres::Config>().map_err(|e| {
         Failure::NotADatabase(format!(
-            "{} is not a PostgreSQL address: {e}",
+            "{} is not a PostgreSQL address: {}",
+            ErrorChain(&e),
             strata_engine_postgres::redact(url)
         ))
     })
@@ -235,7 +237,10 @@ pub fn open(
     {
         let engine = open_engine(kind, path, general(&keyspaces), true)?;
         with_engine!(&engine, e => catalog_of(e, &options, &keyspaces)).map_err(|e| {
-            Failure::Damaged(format!("{path}: the store's catalog does not read: {e}"))
+            Failure::Damaged(format!(
+                "{path}: the store's catalog does not read: {}",
+                ErrorChain(&e)
+            ))
         })?
     } else {
         Vec::new()

@@ -4,6 +4,7 @@
 
 use std::fmt::Write as _;
 use std::sync::Arc;
+use strata_engine::ErrorChain;
 
 use serde_json::{Value as Json, json};
 use strata_engine::{Engine, SystemClock};
@@ -37,7 +38,7 @@ fn files(index: &CatalogIndex) -> Result<IndexFiles, String> {
         .dir
         .as_ref()
         .ok_or_else(|| "the index lived in memory".to_owned())?;
-    IndexFiles::open(dir).map_err(|e| format!("{}: {e}", dir.display()))
+    IndexFiles::open(dir).map_err(|e| format!("{}: {}", ErrorChain(&e), dir.display()))
 }
 
 /// Every index of the catalog with its files' state and its consumer's.
@@ -71,7 +72,7 @@ pub fn list<E: Engine>(db: &Db, outbox: Option<&Outbox<'_, E>>) -> Vec<Json> {
                             out["behind"] = json!(true);
                         }
                     }
-                    Err(e) => out["error"] = json!(e.to_string()),
+                    Err(e) => out["error"] = json!(ErrorChain(&e).to_string()),
                 }
                 if let Ok(f) = &files {
                     match ob.lag_after(&i.topic, f.checkpoint()) {
@@ -79,7 +80,7 @@ pub fn list<E: Engine>(db: &Db, outbox: Option<&Outbox<'_, E>>) -> Vec<Json> {
                             out["lag_entries"] = json!(l.entries);
                             out["oldest_age_ms"] = json!(l.oldest_age_ms);
                         }
-                        Err(e) => out["error"] = json!(e.to_string()),
+                        Err(e) => out["error"] = json!(ErrorChain(&e).to_string()),
                     }
                 }
             }
@@ -160,7 +161,7 @@ pub fn check<E: Engine>(
                 f.checkpoint()
             )),
             Ok(_) => {}
-            Err(err) => problems.push(format!("search index {name}: {err}")),
+            Err(err) => problems.push(format!("search index {name}: {}", ErrorChain(&err))),
         }
         match ob.lag(&i.topic, &i.consumer) {
             Ok(lag) if lag.entries > 0 => notes.push(format!(
@@ -174,7 +175,7 @@ pub fn check<E: Engine>(
                 )),
                 Err(err) => problems.push(format!("search index {name}: {err}")),
             },
-            Err(err) => problems.push(format!("search index {name}: {err}")),
+            Err(err) => problems.push(format!("search index {name}: {}", ErrorChain(&err))),
         }
     }
     (all.len(), problems, notes)
@@ -187,11 +188,14 @@ fn compare<E: Engine>(
     name: &str,
     files: &IndexFiles,
 ) -> Result<Option<Vec<String>>, String> {
-    let view = store.read().map_err(|e| e.to_string())?;
+    let view = store.read().map_err(|e| ErrorChain(&e).to_string())?;
     let verified = match name {
         "agent_memory" => {
-            let spec = strata_schemas::agent_memory::search_spec().map_err(|e| e.to_string())?;
-            files.compare(&view, &spec).map_err(|e| e.to_string())?
+            let spec = strata_schemas::agent_memory::search_spec()
+                .map_err(|e| ErrorChain(&e).to_string())?;
+            files
+                .compare(&view, &spec)
+                .map_err(|e| ErrorChain(&e).to_string())?
         }
         _ => return Ok(None),
     };
@@ -226,7 +230,7 @@ pub fn query<E: Engine>(
     let hits = f
         .query(text, limit)
         // The error names itself ("query: ...").
-        .map_err(|err| Failure::Failed(err.to_string()))?;
+        .map_err(|err| Failure::Failed(ErrorChain(&err).to_string()))?;
     let view = store
         .read()
         .map_err(|err| Failure::failed("snapshot", &err))?;
@@ -237,7 +241,7 @@ pub fn query<E: Engine>(
                 Ok(Freshness::Current) => "current".to_owned(),
                 Ok(Freshness::Changed) => "changed since indexed".to_owned(),
                 Ok(Freshness::Vanished) => "gone from the store".to_owned(),
-                Err(err) => format!("unknown: {err}"),
+                Err(err) => format!("unknown: {}", ErrorChain(&err)),
             };
             json!({
                 "key": render_key(&h.key), "score": h.score, "version": h.version,
@@ -319,7 +323,7 @@ where
         } else {
             ""
         };
-        Failure::Failed(format!("search: {err}{hint}"))
+        Failure::Failed(format!("search: {}{hint}", ErrorChain(&err)))
     };
     if rebuild {
         let bar = Progress::spinner("rebuild");

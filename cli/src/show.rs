@@ -6,6 +6,7 @@ use serde_json::{Value as Json, json};
 use std::fmt::Write as _;
 use strata_codec::{Codec, Header, envelope};
 use strata_engine::Engine;
+use strata_engine::ErrorChain;
 use strata_store::ReadView;
 
 use crate::notation::{hex, key_kind, render_key};
@@ -44,14 +45,14 @@ pub fn data_value_json<E: Engine>(
         Ok(h) => h,
         Err(e) => {
             let mut raw = raw_value_json(stored);
-            raw["error"] = json!(format!("not an envelope: {e}"));
+            raw["error"] = json!(format!("not an envelope: {}", ErrorChain(&e)));
             return raw;
         }
     };
     let checksum = match (header.checksum, envelope::verify(key, stored)) {
         (None, _) => "absent".to_owned(),
         (Some(_), Ok(_)) => "ok".to_owned(),
-        (Some(_), Err(e)) => format!("bad: {e}"),
+        (Some(_), Err(e)) => format!("bad: {}", ErrorChain(&e)),
     };
     let mut out = json!({
         "envelope": true,
@@ -77,7 +78,7 @@ pub fn data_value_json<E: Engine>(
             }
             Ok(None) => None,
             Err(e) => {
-                out["error"] = json!(format!("chunks: {e}"));
+                out["error"] = json!(format!("chunks: {}", ErrorChain(&e)));
                 None
             }
         }
@@ -91,7 +92,7 @@ pub fn data_value_json<E: Engine>(
                 out["length"] = json!(body.len());
                 out["body"] = body_json(header.codec, body);
             }
-            Err(e) => out["error"] = json!(format!("reassembled value: {e}")),
+            Err(e) => out["error"] = json!(format!("reassembled value: {}", ErrorChain(&e))),
         }
     }
     out
@@ -100,7 +101,7 @@ pub fn data_value_json<E: Engine>(
 fn body_json(codec: Codec, body: &[u8]) -> Json {
     match codec {
         Codec::Json => serde_json::from_slice::<Json>(body).map_or_else(
-            |e| json!({ "hex": hex(&body[..body.len().min(HEX_SHOWN)]), "error": e.to_string() }),
+            |e| json!({ "hex": hex(&body[..body.len().min(HEX_SHOWN)]), "error": ErrorChain(&e).to_string() }),
             |v| json!({ "json": v }),
         ),
         Codec::Raw if std::str::from_utf8(body).is_ok_and(|t| !t.contains('\0')) => {

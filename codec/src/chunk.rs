@@ -260,10 +260,10 @@ pub enum ChunkError {
         len: usize,
     },
     /// The value to store is not an envelope (or is a chunk manifest).
-    #[error("the value to store is not a value envelope: {0}")]
+    #[error("the value to store is not a value envelope")]
     NotAnEnvelope(#[source] DecodeError),
     /// The metadata row is not a valid envelope.
-    #[error("metadata row: {0}")]
+    #[error("the metadata row is not a valid envelope")]
     Meta(#[source] DecodeError),
     /// The manifest body is malformed or inconsistent.
     #[error("malformed chunk manifest")]

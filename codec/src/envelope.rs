@@ -72,10 +72,10 @@ impl std::fmt::Display for Codec {
 #[non_exhaustive]
 pub enum EncodeError {
     /// postcard refused the value.
-    #[error("postcard could not encode the value: {0}")]
+    #[error("postcard could not encode the value")]
     Postcard(#[source] postcard::Error),
     /// serde_json refused the value.
-    #[error("JSON could not encode the value: {0}")]
+    #[error("JSON could not encode the value")]
     Json(#[source] serde_json::Error),
 }
 
@@ -149,10 +149,10 @@ pub enum DecodeError {
     #[error("the value is chunked; assemble its chunks before decoding")]
     Chunked,
     /// postcard rejected the body.
-    #[error("postcard could not decode the body: {0}")]
+    #[error("postcard could not decode the body")]
     Postcard(#[source] postcard::Error),
     /// serde_json rejected the body.
-    #[error("JSON could not decode the body: {0}")]
+    #[error("JSON could not decode the body")]
     Json(#[source] serde_json::Error),
     /// Bytes remain after the decoded body.
     #[error("{count} bytes after the end of the body")]

@@ -99,6 +99,7 @@
 //! above.
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+mod commit_reads;
 mod conninfo;
 pub mod layout;
 mod pool;
@@ -106,6 +107,7 @@ mod read;
 #[cfg(all(feature = "test-server", unix))]
 pub mod testing;
 mod write;
+mod write_rows;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;

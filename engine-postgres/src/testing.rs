@@ -55,10 +55,10 @@ pub enum TestServerError {
         output: String,
     },
     /// The filesystem refused.
-    #[error("{0}")]
+    #[error(transparent)]
     Io(#[from] std::io::Error),
     /// The server could not be reached or refused a statement.
-    #[error("server: {0}")]
+    #[error("the server refused or could not be reached")]
     Server(#[from] postgres::Error),
 }
 

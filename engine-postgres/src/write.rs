@@ -1,26 +1,20 @@
 //! Commits: one transaction per commit (or group), serialised by the
 //! version row's lock; and `sync`.
 
-use std::collections::HashMap;
 use std::fmt::Write as _;
 
 use postgres::SimpleQueryMessage;
-use postgres::types::ToSql;
 use strata_engine::implement::{self, GroupFailed, Op, Reads};
 use strata_engine::{
-    Commit, CommitError, CommitInfo, Durability, Keyspace, Mutation, Predicate, RangeSpec, StampAt,
+    Commit, CommitError, CommitInfo, Durability, Keyspace, Mutation, Predicate, StampAt,
 };
 
+use crate::commit_reads::{Answered, NoReads, Prefetch, TxReads};
 use crate::layout::{self, Condition};
 use crate::pool::{Conn, Pooled};
 use crate::read::first_value;
+use crate::write_rows::{delete_range, delete_rows, last_puts, op_bytes, put_rows, run_len};
 use crate::{LastMessageError, PostgresEngine, ServerError, boxed, is_connection_error};
-
-/// Most rows in one statement of a multi-row put or delete, and most bytes
-/// of keys and values: each statement is one protocol message, which
-/// PostgreSQL caps at 1 GB.
-const ROWS_PER_STATEMENT: usize = 1_000;
-const BYTES_PER_STATEMENT: usize = 64 << 20;
 
 /// A single commit whose keys and values hold at most this many bytes
 /// sends them as text with its `COMMIT` (one round trip for the writes and
@@ -86,7 +80,7 @@ fn begin_on(
     Ok((first, answer))
 }
 
-fn backend(e: postgres::Error) -> CommitError {
+pub(crate) fn backend(e: postgres::Error) -> CommitError {
     CommitError::Backend(boxed(e))
 }
 
@@ -101,23 +95,6 @@ fn is_blind(commit: &Commit) -> bool {
             .mutations
             .iter()
             .any(|m| matches!(m, Mutation::Add { .. }))
-}
-
-/// Reads for a commit that has none.
-struct NoReads;
-
-impl Reads for NoReads {
-    fn get(&mut self, _: Keyspace, _: &[u8]) -> Result<Option<Vec<u8>>, CommitError> {
-        Err(CommitError::Backend(boxed(ServerError::Unexpected(
-            "a read in a commit that reads nothing",
-        ))))
-    }
-
-    fn any_in(&mut self, _: Keyspace, _: &RangeSpec) -> Result<bool, CommitError> {
-        Err(CommitError::Backend(boxed(ServerError::Unexpected(
-            "a read in a commit that reads nothing",
-        ))))
-    }
 }
 
 /// What became of a transaction whose `COMMIT` reply was lost.
@@ -697,343 +674,4 @@ fn abandon(
     results.push(Err(error));
     results.extend((failed + 1..n).map(|_| Err(GroupFailed::not_applied(&msg))));
     results
-}
-
-/// How many ops from the start satisfy `same`.
-fn run_len(ops: &[Op], same: impl Fn(&Op) -> bool) -> usize {
-    ops.iter().take_while(|op| same(op)).count().max(1)
-}
-
-/// Consecutive chunks of `rows` within the per-statement bounds.
-fn chunks<T>(rows: &[T], size: impl Fn(&T) -> usize) -> Vec<&[T]> {
-    let mut out = Vec::new();
-    let (mut start, mut bytes) = (0, 0);
-    for (i, row) in rows.iter().enumerate() {
-        let s = size(row);
-        if i > start && (i - start >= ROWS_PER_STATEMENT || bytes + s > BYTES_PER_STATEMENT) {
-            out.push(&rows[start..i]);
-            start = i;
-            bytes = 0;
-        }
-        bytes += s;
-    }
-    if start < rows.len() {
-        out.push(&rows[start..]);
-    }
-    out
-}
-
-/// The keys and values of a run of puts, a key written twice keeping its
-/// last value (one statement may not touch a row twice).
-fn last_puts(ops: &[Op]) -> Vec<(&[u8], &[u8])> {
-    let mut last: HashMap<&[u8], usize> = HashMap::with_capacity(ops.len());
-    let mut rows: Vec<(&[u8], &[u8])> = Vec::with_capacity(ops.len());
-    for op in ops {
-        if let Op::Put(_, key, value) = op {
-            if let Some(&at) = last.get(key.as_slice()) {
-                rows[at].1 = value;
-            } else {
-                last.insert(key, rows.len());
-                rows.push((key, value));
-            }
-        }
-    }
-    rows
-}
-
-/// The bytes of keys and values `ops` write or name.
-fn op_bytes(ops: &[Op]) -> usize {
-    ops.iter()
-        .map(|op| match op {
-            Op::Put(_, k, v) => k.len() + v.len(),
-            Op::Delete(_, k) => k.len(),
-            Op::DeleteRange(_, r) => {
-                let len = |b: &std::ops::Bound<Vec<u8>>| match b {
-                    std::ops::Bound::Included(k) | std::ops::Bound::Excluded(k) => k.len(),
-                    std::ops::Bound::Unbounded => 0,
-                };
-                len(&r.start) + len(&r.end)
-            }
-        })
-        .sum()
-}
-
-/// Upserts a run of puts to one table.
-fn put_rows(conn: &mut Conn, table: &str, ops: &[Op]) -> Result<(), CommitError> {
-    let rows = last_puts(ops);
-    if let [(key, value)] = rows[..] {
-        let (kp, kr) = layout::split(key);
-        let stmt = conn
-            .prepare(&format!(
-                "INSERT INTO {table} (kp, kr, value) VALUES ($1, $2, $3) \
-                 ON CONFLICT (kp, kh) DO UPDATE SET value = EXCLUDED.value"
-            ))
-            .map_err(backend)?;
-        conn.client
-            .execute(&stmt, &[&kp, &kr, &value])
-            .map_err(backend)?;
-        return Ok(());
-    }
-    let stmt = conn
-        .prepare(&format!(
-            "INSERT INTO {table} (kp, kr, value) \
-             SELECT * FROM unnest($1::bytea[], $2::bytea[], $3::bytea[]) \
-             ON CONFLICT (kp, kh) DO UPDATE SET value = EXCLUDED.value"
-        ))
-        .map_err(backend)?;
-    for chunk in chunks(&rows, |(k, v)| k.len() + v.len()) {
-        let (mut kps, mut krs, mut values) = (Vec::new(), Vec::new(), Vec::new());
-        for (key, value) in chunk {
-            let (kp, kr) = layout::split(key);
-            kps.push(kp);
-            krs.push(kr);
-            values.push(*value);
-        }
-        conn.client
-            .execute(&stmt, &[&kps, &krs, &values])
-            .map_err(backend)?;
-    }
-    Ok(())
-}
-
-/// Deletes a run of keys from one table.
-fn delete_rows(conn: &mut Conn, table: &str, ops: &[Op]) -> Result<(), CommitError> {
-    let keys: Vec<&[u8]> = ops
-        .iter()
-        .filter_map(|op| match op {
-            Op::Delete(_, key) => Some(key.as_slice()),
-            _ => None,
-        })
-        .collect();
-    if let [key] = keys[..] {
-        let (kp, kr) = layout::split(key);
-        let stmt = conn
-            .prepare(&format!(
-                "DELETE FROM {table} WHERE kp = $1 AND kh = sha256($2)"
-            ))
-            .map_err(backend)?;
-        conn.client.execute(&stmt, &[&kp, &kr]).map_err(backend)?;
-        return Ok(());
-    }
-    let stmt = conn
-        .prepare(&format!(
-            "DELETE FROM {table} t USING unnest($1::bytea[], $2::bytea[]) AS d(kp, kr) \
-             WHERE t.kp = d.kp AND t.kh = sha256(d.kr)"
-        ))
-        .map_err(backend)?;
-    for chunk in chunks(&keys, |k| k.len()) {
-        let (kps, krs): (Vec<&[u8]>, Vec<&[u8]>) = chunk.iter().map(|k| layout::split(k)).unzip();
-        conn.client.execute(&stmt, &[&kps, &krs]).map_err(backend)?;
-    }
-    Ok(())
-}
-
-fn delete_range(conn: &mut Conn, table: &str, range: &RangeSpec) -> Result<(), CommitError> {
-    let mut bounds = Condition::default();
-    bounds.lower(&range.start);
-    bounds.upper(&range.end);
-    let stmt = conn
-        .prepare(&format!("DELETE FROM {table}{}", bounds.where_clause()))
-        .map_err(backend)?;
-    let params: Vec<&(dyn ToSql + Sync)> = bounds
-        .params
-        .iter()
-        .map(|p| p as &(dyn ToSql + Sync))
-        .collect();
-    conn.client.execute(&stmt, &params).map_err(backend)?;
-    Ok(())
-}
-
-/// The reads of a single commit, asked for in its first round trip: each
-/// statement's one row is tagged `p<i>` (a point read, the value) or
-/// `r<i>` (whether a range holds a key).
-#[derive(Default)]
-struct Prefetch {
-    sql: String,
-    points: Vec<(Keyspace, Vec<u8>)>,
-    ranges: Vec<(Keyspace, RangeSpec)>,
-}
-
-impl Prefetch {
-    /// The answers found in `answer`; a read whose row is missing is an
-    /// absent key.
-    fn answers(&self, answer: &[SimpleQueryMessage]) -> Prefetched<'_> {
-        let mut points: HashMap<(Keyspace, &[u8]), Option<Vec<u8>>> = self
-            .points
-            .iter()
-            .map(|(ks, k)| ((*ks, k.as_slice()), None))
-            .collect();
-        let mut ranges: HashMap<(Keyspace, &RangeSpec), bool> = HashMap::new();
-        let mut valid = true;
-        for m in answer {
-            let SimpleQueryMessage::Row(row) = m else {
-                continue;
-            };
-            // The version row of `BEGIN` has one column; tagged rows two.
-            if row.len() < 2 {
-                continue;
-            }
-            let (Some(tag), value) = (row.get(0), row.get(1)) else {
-                continue;
-            };
-            let index = |t: &str| t[1..].parse::<usize>().ok();
-            if tag.starts_with('p') {
-                let found = value.and_then(layout::parse_hex);
-                valid &= value.is_none() || found.is_some();
-                if let Some((ks, k)) = index(tag).and_then(|i| self.points.get(i)) {
-                    points.insert((*ks, k.as_slice()), found);
-                }
-            } else if tag.starts_with('r')
-                && let Some((ks, r)) = index(tag).and_then(|i| self.ranges.get(i))
-            {
-                ranges.insert((*ks, r), value == Some("true"));
-            }
-        }
-        Prefetched {
-            points,
-            ranges,
-            valid,
-        }
-    }
-}
-
-/// The answers of a [`Prefetch`].
-struct Prefetched<'p> {
-    points: HashMap<(Keyspace, &'p [u8]), Option<Vec<u8>>>,
-    ranges: HashMap<(Keyspace, &'p RangeSpec), bool>,
-    /// False when a value came back in a form not understood: every read
-    /// then goes to the transaction.
-    valid: bool,
-}
-
-/// [`Reads`] answered from [`Prefetched`], asking the transaction for
-/// anything it does not hold.
-struct Answered<'a, 'p> {
-    prefetched: &'a Prefetched<'p>,
-    tx: TxReads<'a>,
-}
-
-impl Reads for Answered<'_, '_> {
-    fn get(&mut self, ks: Keyspace, key: &[u8]) -> Result<Option<Vec<u8>>, CommitError> {
-        if self.prefetched.valid
-            && let Some(v) = self.prefetched.points.get(&(ks, key))
-        {
-            return Ok(v.clone());
-        }
-        self.tx.get(ks, key)
-    }
-
-    fn any_in(&mut self, ks: Keyspace, range: &RangeSpec) -> Result<bool, CommitError> {
-        if let Some(found) = self.prefetched.ranges.get(&(ks, range)) {
-            return Ok(*found);
-        }
-        self.tx.any_in(ks, range)
-    }
-}
-
-/// Reads of the latest state inside the commit's transaction. Under the
-/// version row's lock, each statement (`READ COMMITTED`) sees every commit
-/// before this one, and this transaction's own earlier writes.
-struct TxReads<'a> {
-    engine: &'a PostgresEngine,
-    conn: &'a mut Conn,
-}
-
-impl TxReads<'_> {
-    fn table(&self, ks: Keyspace) -> Result<&str, CommitError> {
-        self.engine
-            .table(ks)
-            .ok_or(CommitError::UnknownKeyspace(ks))
-    }
-}
-
-impl Reads for TxReads<'_> {
-    fn get(&mut self, ks: Keyspace, key: &[u8]) -> Result<Option<Vec<u8>>, CommitError> {
-        let table = self.table(ks)?;
-        let (kp, kr) = layout::split(key);
-        let stmt = self
-            .conn
-            .prepare(&format!(
-                "SELECT value FROM {table} WHERE kp = $1 AND kh = sha256($2)"
-            ))
-            .map_err(backend)?;
-        let row = self
-            .conn
-            .client
-            .query_opt(&stmt, &[&kp, &kr])
-            .map_err(backend)?;
-        Ok(row.map(|r| r.get(0)))
-    }
-
-    /// One query per keyspace asked.
-    fn get_many(
-        &mut self,
-        keys: &[(Keyspace, &[u8])],
-    ) -> Result<Vec<Option<Vec<u8>>>, CommitError> {
-        if let [(ks, key)] = keys {
-            return Ok(vec![self.get(*ks, key)?]);
-        }
-        let mut out = vec![None; keys.len()];
-        let mut spaces: Vec<Keyspace> = keys.iter().map(|(ks, _)| *ks).collect();
-        spaces.sort_unstable();
-        spaces.dedup();
-        for ks in spaces {
-            let table = self.table(ks)?.to_owned();
-            let (mut kps, mut krs, mut at) = (Vec::new(), Vec::new(), Vec::new());
-            for (i, (k, key)) in keys.iter().enumerate() {
-                if *k == ks {
-                    let (kp, kr) = layout::split(key);
-                    kps.push(kp);
-                    krs.push(kr);
-                    at.push(i);
-                }
-            }
-            let stmt = self
-                .conn
-                .prepare(&format!(
-                    "SELECT q.i, t.value FROM unnest($1::bytea[], $2::bytea[]) WITH ORDINALITY AS q(kp, kr, i) \
-                     JOIN {table} t ON t.kp = q.kp AND t.kh = sha256(q.kr)"
-                ))
-                .map_err(backend)?;
-            for row in self
-                .conn
-                .client
-                .query(&stmt, &[&kps, &krs])
-                .map_err(backend)?
-            {
-                let i: i64 = row.get(0);
-                let slot = usize::try_from(i - 1)
-                    .ok()
-                    .and_then(|j| at.get(j))
-                    .ok_or_else(|| {
-                        CommitError::Backend(boxed(ServerError::Unexpected(
-                            "a row number out of range",
-                        )))
-                    })?;
-                out[*slot] = Some(row.get(1));
-            }
-        }
-        Ok(out)
-    }
-
-    fn any_in(&mut self, ks: Keyspace, range: &RangeSpec) -> Result<bool, CommitError> {
-        let table = self.table(ks)?;
-        let mut cond = Condition::default();
-        cond.lower(&range.start);
-        cond.upper(&range.end);
-        let stmt = self
-            .conn
-            .prepare(&format!(
-                "SELECT 1 FROM {table}{} LIMIT 1",
-                cond.where_clause()
-            ))
-            .map_err(backend)?;
-        let params: Vec<&(dyn ToSql + Sync)> = cond
-            .params
-            .iter()
-            .map(|p| p as &(dyn ToSql + Sync))
-            .collect();
-        let rows = self.conn.client.query(&stmt, &params).map_err(backend)?;
-        Ok(!rows.is_empty())
-    }
 }

@@ -44,7 +44,7 @@ pub enum CapabilityError {
     #[error(transparent)]
     Engine(#[from] EngineError),
     /// The backend failed.
-    #[error("backend failed: {0}")]
+    #[error("backend failed")]
     Backend(#[source] BackendError),
 }
 

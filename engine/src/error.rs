@@ -21,12 +21,12 @@ pub enum ReadError {
     #[error("invalid range: start above end")]
     InvalidRange,
     /// The backend failed.
-    #[error("backend read failed: {0}")]
+    #[error("backend read failed")]
     Backend(#[source] BackendError),
     /// The stored bytes are damaged (a failed checksum, a page the backend
     /// cannot make sense of). Retrying reads the same bytes: restore from
     /// a backup, or repair, before going on.
-    #[error("stored data is damaged: {0}")]
+    #[error("stored data is damaged")]
     Corrupt(#[source] BackendError),
 }
 
@@ -125,16 +125,16 @@ pub enum CommitError {
         reason: MutationError,
     },
     /// The backend failed before applying anything.
-    #[error("backend failed; the commit was not applied: {0}")]
+    #[error("backend failed; the commit was not applied")]
     Backend(#[source] BackendError),
     /// The backend failed in a way that leaves the outcome unknown: the
     /// commit may or may not have been applied (and may become durable).
     /// Read to find out.
-    #[error("commit outcome unknown: {0}")]
+    #[error("commit outcome unknown")]
     OutcomeUnknown(#[source] BackendError),
     /// What the commit had to read (a predicate's key, a counter, the
     /// pages it writes into) is damaged; nothing was applied.
-    #[error("stored data is damaged; the commit was not applied: {0}")]
+    #[error("stored data is damaged; the commit was not applied")]
     Corrupt(#[source] BackendError),
 }
 
@@ -143,21 +143,27 @@ pub enum CommitError {
 #[non_exhaustive]
 pub enum EngineError {
     /// No keyspace has this name.
-    #[error("no keyspace named {0:?}")]
-    UnknownKeyspaceName(String),
+    #[error("no keyspace named {name:?}")]
+    UnknownKeyspaceName {
+        /// The name asked for.
+        name: String,
+    },
     /// Two keyspaces share a name.
-    #[error("keyspace {0:?} is declared twice")]
-    DuplicateKeyspace(String),
+    #[error("keyspace {name:?} is declared twice")]
+    DuplicateKeyspace {
+        /// The name declared twice.
+        name: String,
+    },
     /// More keyspaces than handles can number.
     #[error("{0} keyspaces declared; at most u32::MAX")]
     TooManyKeyspaces(usize),
     /// The backend failed.
-    #[error("backend failed: {0}")]
+    #[error("backend failed")]
     Backend(#[source] BackendError),
     /// The database's files are damaged: it does not open (or sync), and
     /// what it would open at is not known good. The engine's docs say how
     /// to repair, or to accept a loss explicitly.
-    #[error("the database is damaged: {0}")]
+    #[error("the database is damaged")]
     Corrupt(#[source] BackendError),
 }
 
@@ -211,7 +217,7 @@ impl Error {
 #[derive(Debug, Error)]
 #[error(
     "{engine} takes no more writes after an earlier write failed (a full disk?); \
-     free the space, then reopen the database: {source}"
+     free the space, then reopen the database"
 )]
 pub struct ReopenRequired {
     /// The engine's type name.
@@ -289,3 +295,46 @@ impl BackendPanic {
 
 /// A result with this crate's umbrella [`enum@Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Shows an error with every cause in its source chain, once each:
+/// `outer: cause: root cause`.
+///
+/// Strata's errors follow one rule: a variant prints its own message
+/// *or* its source, never both (the cause is returned by
+/// [`source`](std::error::Error::source)). So `{e}` says what failed at
+/// this layer, and `ErrorChain(&e)` tells the whole story, for a log line
+/// or a user. A cause whose text the story already holds (a foreign error
+/// that prints its own source) is not repeated.
+///
+/// ```
+/// use strata_engine::{ErrorChain, ReadError};
+/// let e = ReadError::Backend(std::io::Error::other("disk on fire").into());
+/// assert_eq!(e.to_string(), "backend read failed");
+/// assert_eq!(ErrorChain(&e).to_string(), "backend read failed: disk on fire");
+/// ```
+#[derive(Clone, Copy)]
+pub struct ErrorChain<'a>(pub &'a (dyn std::error::Error + 'static));
+
+impl std::fmt::Debug for ErrorChain<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Display::fmt(self, f)
+    }
+}
+
+impl std::fmt::Display for ErrorChain<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut told = self.0.to_string();
+        f.write_str(&told)?;
+        let mut cause = self.0.source();
+        while let Some(e) = cause {
+            let text = e.to_string();
+            if !text.is_empty() && !told.contains(&text) {
+                write!(f, ": {text}")?;
+                told.push_str(": ");
+                told.push_str(&text);
+            }
+            cause = e.source();
+        }
+        Ok(())
+    }
+}

@@ -101,7 +101,9 @@ impl Keyspaces {
         let mut names: Vec<&str> = specs.iter().map(|s| s.name.as_str()).collect();
         names.sort_unstable();
         if let Some(pair) = names.windows(2).find(|w| w[0] == w[1]) {
-            return Err(EngineError::DuplicateKeyspace(pair[0].to_owned()));
+            return Err(EngineError::DuplicateKeyspace {
+                name: pair[0].to_owned(),
+            });
         }
         if u32::try_from(specs.len()).is_err() {
             return Err(EngineError::TooManyKeyspaces(specs.len()));
@@ -136,7 +138,9 @@ impl Keyspaces {
             .iter()
             .position(|s| s.name == name)
             .and_then(|i| self.at(i))
-            .ok_or_else(|| EngineError::UnknownKeyspaceName(name.to_owned()))
+            .ok_or_else(|| EngineError::UnknownKeyspaceName {
+                name: name.to_owned(),
+            })
     }
 
     /// The handle of the keyspace at `index` in the declaration order.
@@ -220,9 +224,13 @@ mod tests {
             KeyspaceSpec::new("y", Profile::General),
             KeyspaceSpec::new("x", Profile::Queue),
         ];
-        assert!(matches!(Keyspaces::new(dup), Err(EngineError::DuplicateKeyspace(n)) if n == "x"));
+        assert!(
+            matches!(Keyspaces::new(dup), Err(EngineError::DuplicateKeyspace { name: n }) if n == "x")
+        );
         let ks = Keyspaces::new(two()).unwrap();
-        assert!(matches!(ks.get("c"), Err(EngineError::UnknownKeyspaceName(n)) if n == "c"));
+        assert!(
+            matches!(ks.get("c"), Err(EngineError::UnknownKeyspaceName { name: n }) if n == "c")
+        );
         assert_eq!(ks.at(2), None);
         assert_eq!(
             ks.handles().map(Keyspace::index).collect::<Vec<_>>(),

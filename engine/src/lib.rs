@@ -56,8 +56,8 @@ pub use crate::contract::{
     strinc,
 };
 pub use crate::error::{
-    BackendError, BackendPanic, CommitError, EngineError, Error, MutationError, PredicateError,
-    ReadError, ReopenRequired, Result,
+    BackendError, BackendPanic, CommitError, EngineError, Error, ErrorChain, MutationError,
+    PredicateError, ReadError, ReopenRequired, Result,
 };
 pub use crate::group::GroupStats;
 pub use crate::inject::{Clock, ManualClock, Rng, SeededRng, SystemClock, SystemRng};

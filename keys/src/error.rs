@@ -25,7 +25,7 @@ pub enum KeyError {
     },
     /// The tuple layer rejected an element (wrong type code, truncated,
     /// invalid UTF-8, integer out of range for the field, ...).
-    #[error("{key}: bad tuple element at byte {offset}: {source}")]
+    #[error("{key}: bad tuple element at byte {offset}")]
     Tuple {
         /// The key type being read.
         key: &'static str,
@@ -97,14 +97,14 @@ pub enum KeyError {
     },
     /// The tuple layer could not write the key: its encoding exceeds the
     /// tuple layer's 4 GiB bound.
-    #[error("key too large for the tuple layer: {source}")]
+    #[error("key too large for the tuple layer")]
     TooLarge {
         /// What the tuple layer said.
         #[from]
         source: std::io::Error,
     },
     /// A ULID field is malformed.
-    #[error("{key}: bad ULID at byte {offset}: {source}")]
+    #[error("{key}: bad ULID at byte {offset}")]
     Ulid {
         /// The key type being read.
         key: &'static str,
@@ -164,7 +164,7 @@ pub enum TextProblem {
     #[error("variable-length field is not followed by a literal")]
     Unterminated,
     /// A ULID field is malformed.
-    #[error("bad ULID: {0}")]
+    #[error("bad ULID")]
     Ulid(#[source] UlidError),
     /// A percent escape is malformed or not canonical.
     #[error("bad percent escape")]

@@ -61,7 +61,7 @@ impl<E: Engine> Outbox<'_, E> {
         let low_water = tx
             .get_in(&self.state, &ck_key)?
             .ok_or_else(|| unknown(topic, consumer))
-            .and_then(|v| read_position(&v))?;
+            .and_then(|v| read_position(&ck_key, &v))?;
         let done_key = layout::done_key(topic, consumer, position);
         if position <= low_water || tx.get_in(&self.state, &done_key)?.is_some() {
             #[cfg(feature = "planted-bugs")]
@@ -90,7 +90,8 @@ impl<E: Engine> Outbox<'_, E> {
             let page = tx.snapshot_scan_in(&self.entries, &page_from, Some(page_size), false)?;
             page_size = (page_size * 4).min(256);
             for (k, _) in &page.rows {
-                let pos = layout::entry_position(k).ok_or_else(|| corrupt("entry key"))?;
+                let pos =
+                    layout::entry_position(k).ok_or_else(|| corrupt(OutboxRow::EntryKey, k))?;
                 if pos == position || done.contains(&pos) {
                     new_low = pos;
                 } else {
@@ -152,7 +153,7 @@ impl<E: Engine> Outbox<'_, E> {
         let low_water = tx
             .get_in(&self.state, &ck_key)?
             .ok_or_else(|| unknown(topic, consumer))
-            .and_then(|v| read_position(&v))?;
+            .and_then(|v| read_position(&ck_key, &v))?;
         if position <= low_water {
             return Ok(());
         }
@@ -173,7 +174,7 @@ impl<E: Engine> Outbox<'_, E> {
         let tries = tx.scan_in(&self.state, &layout::try_rows(topic, consumer), None, false)?;
         for (k, _) in tries.rows.iter().take(left) {
             let pos = layout::trailing_position(k, try_prefix)
-                .ok_or_else(|| corrupt("attempt record"))?;
+                .ok_or_else(|| corrupt(OutboxRow::AttemptRecord, k))?;
             if pos > position {
                 break;
             }
@@ -223,7 +224,10 @@ impl<E: Engine> Outbox<'_, E> {
             let key = layout::try_key(topic, consumer, position);
             let before = tx
                 .get_in(&self.state, &key)?
-                .map(|v| tuple::unpack::<TryRow>(&v).map_err(|_| corrupt("attempt record")))
+                .map(|v| {
+                    tuple::unpack::<TryRow>(&v)
+                        .map_err(|e| corrupt_by(OutboxRow::AttemptRecord, &key, e))
+                })
                 .transpose()?;
             let attempts = before.as_ref().map_or(0, |t| t.0) + 1;
             let first_ms = before.as_ref().map_or(now, |t| t.1);

@@ -42,7 +42,7 @@ impl<E: Engine> Outbox<'_, E> {
             tx.set_durability(strata_engine::Durability::Immediate);
             let key = layout::checkpoint_key(topic, consumer);
             if let Some(existing) = tx.get_in(&self.state, &key)? {
-                return Ok(Registered::Existing(read_position(&existing)?));
+                return Ok(Registered::Existing(read_position(&key, &existing)?));
             }
             {
                 tx.put_in(&self.state, key, pack_position(from))?;
@@ -80,7 +80,7 @@ impl<E: Engine> Outbox<'_, E> {
                 let lease = layout::lease_key(topic, consumer);
                 if let Some(held) = tx
                     .get_in(&self.state, &lease)?
-                    .map(|v| read_lease(&v))
+                    .map(|v| read_lease(&lease, &v))
                     .transpose()?
                     .filter(|h| h.until > now)
                 {

@@ -31,13 +31,13 @@ pub(crate) fn read_dead(
     value: &[u8],
     prefix: usize,
 ) -> Result<DeadLetter, OutboxError> {
-    let position =
-        layout::trailing_position(key, prefix).ok_or_else(|| corrupt("dead letter key"))?;
+    let position = layout::trailing_position(key, prefix)
+        .ok_or_else(|| corrupt(OutboxRow::DeadLetter, key))?;
     let (entry, error, attempts, first_failure_ms, last_failure_ms) =
         tuple::unpack::<(Vec<u8>, String, u32, u64, u64)>(value)
-            .map_err(|_| corrupt("dead letter"))?;
+            .map_err(|e| corrupt_by(OutboxRow::DeadLetter, key, e))?;
     let (_, ordering_key, envelope) =
-        layout::read_entry_value(&entry).ok_or_else(|| corrupt("dead letter entry"))?;
+        layout::read_entry_value(&entry).ok_or_else(|| corrupt(OutboxRow::DeadLetter, key))?;
     Ok(DeadLetter {
         position,
         ordering_key,

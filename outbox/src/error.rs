@@ -63,9 +63,64 @@ pub enum OutboxError {
     /// consumer: the transaction acknowledging it again must not commit.
     #[error("the entry at {0} is already finished")]
     AlreadyFinished(Position),
-    /// A row of the outbox does not read as its layout says.
-    #[error("corrupt outbox row: {0}")]
-    Corrupt(String),
+    /// A row of the outbox does not read as its layout says: damaged, or
+    /// written by something else than this crate.
+    #[error(
+        "the outbox's {row} at key {} does not read",
+        strata_keys::show::show_key(key)
+    )]
+    Corrupt {
+        /// What the row is in the outbox's layout.
+        row: OutboxRow,
+        /// The row's key.
+        key: Vec<u8>,
+        /// What the decoder said, where it said something.
+        #[source]
+        source: Option<Box<dyn std::error::Error + Send + Sync>>,
+    },
+    /// An entry could not be encoded into its envelope (nothing was
+    /// written).
+    #[error("the entry could not be encoded")]
+    Encode(#[source] strata_codec::EncodeError),
+    /// A worker's handler panicked; the worker stopped at the entry it was
+    /// handling (which stays unacknowledged).
+    #[error("the worker's handler panicked")]
+    HandlerPanicked,
+}
+
+/// What a damaged row is, in the outbox's layout
+/// ([`OutboxError::Corrupt`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum OutboxRow {
+    /// An entry's key (its position).
+    EntryKey,
+    /// An entry's value (push time, ordering key, envelope).
+    EntryValue,
+    /// A consumer's mark of an entry finished beyond its checkpoint.
+    DoneMark,
+    /// A consumer's record of an entry's failed attempts.
+    AttemptRecord,
+    /// A consumer's checkpoint.
+    Checkpoint,
+    /// A consumer's lease.
+    Lease,
+    /// A dead letter (its key, its record, or the entry it keeps).
+    DeadLetter,
+}
+
+impl std::fmt::Display for OutboxRow {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::EntryKey => "entry key",
+            Self::EntryValue => "entry value",
+            Self::DoneMark => "done mark",
+            Self::AttemptRecord => "attempt record",
+            Self::Checkpoint => "checkpoint",
+            Self::Lease => "lease",
+            Self::DeadLetter => "dead letter",
+        })
+    }
 }
 
 impl OutboxError {

@@ -70,7 +70,8 @@ impl LeaseRow {
     }
 }
 
-pub(crate) fn read_lease(bytes: &[u8]) -> Result<LeaseRow, OutboxError> {
+/// The lease row at `key` holding `bytes`.
+pub(crate) fn read_lease(key: &[u8], bytes: &[u8]) -> Result<LeaseRow, OutboxError> {
     tuple::unpack::<(u64, String, u64, u64)>(bytes)
         .map(|(token, holder, until, instance)| LeaseRow {
             token,
@@ -78,7 +79,7 @@ pub(crate) fn read_lease(bytes: &[u8]) -> Result<LeaseRow, OutboxError> {
             until,
             instance,
         })
-        .map_err(|_| corrupt("lease"))
+        .map_err(|e| corrupt_by(OutboxRow::Lease, key, e))
 }
 
 impl<E: Engine> Outbox<'_, E> {
@@ -114,7 +115,7 @@ impl<E: Engine> Outbox<'_, E> {
             };
             #[cfg(not(feature = "planted-bugs"))]
             let row = tx.get_in(&self.state, &key)?;
-            let current = row.map(|v| read_lease(&v)).transpose()?;
+            let current = row.map(|v| read_lease(&key, &v)).transpose()?;
             #[cfg(feature = "planted-bugs")]
             if self.bug(PlantedBug::SharedHolderName)
                 && let Some(held) = current.as_ref().filter(|h| h.holder == holder)
@@ -170,7 +171,7 @@ impl<E: Engine> Outbox<'_, E> {
             let key = layout::lease_key(&lease.topic, &lease.consumer);
             let current = tx
                 .get_in(&self.state, &key)?
-                .map(|v| read_lease(&v))
+                .map(|v| read_lease(&key, &v))
                 .transpose()?;
             match current {
                 Some(held) if held.is(lease) && held.until >= lease.expires_ms.min(now) => {}
@@ -208,7 +209,7 @@ impl<E: Engine> Outbox<'_, E> {
             let key = layout::lease_key(&lease.topic, &lease.consumer);
             let current = tx
                 .get_in(&self.state, &key)?
-                .map(|v| read_lease(&v))
+                .map(|v| read_lease(&key, &v))
                 .transpose()?;
             if let Some(held) = current
                 && held.is(lease)
@@ -238,11 +239,9 @@ impl<E: Engine> Outbox<'_, E> {
     /// the commit makes it fail).
     pub(crate) fn check_lease(&self, tx: &mut Tx<'_, E>, lease: &Lease) -> Result<(), OutboxError> {
         let now = self.clock.now_ms();
-        let row = tx.get_in(
-            &self.state,
-            &layout::lease_key(&lease.topic, &lease.consumer),
-        )?;
-        match row.map(|v| read_lease(&v)).transpose()? {
+        let key = layout::lease_key(&lease.topic, &lease.consumer);
+        let row = tx.get_in(&self.state, &key)?;
+        match row.map(|v| read_lease(&key, &v)).transpose()? {
             Some(held) if held.is(lease) && held.until > now => Ok(()),
             _ => Err(OutboxError::StaleLease { token: lease.token }),
         }

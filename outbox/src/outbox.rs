@@ -38,8 +38,27 @@ pub(crate) fn unknown(topic: &str, consumer: &str) -> OutboxError {
     }
 }
 
-pub(crate) fn corrupt(what: &str) -> OutboxError {
-    OutboxError::Corrupt(format!("a {what} does not read"))
+/// A row that does not read: `row` at `key`, with the decoder's error if
+/// it gave one.
+pub(crate) fn corrupt(row: OutboxRow, key: &[u8]) -> OutboxError {
+    OutboxError::Corrupt {
+        row,
+        key: key.to_vec(),
+        source: None,
+    }
+}
+
+/// [`corrupt`], with the decoder's error as the source.
+pub(crate) fn corrupt_by(
+    row: OutboxRow,
+    key: &[u8],
+    source: impl std::error::Error + Send + Sync + 'static,
+) -> OutboxError {
+    OutboxError::Corrupt {
+        row,
+        key: key.to_vec(),
+        source: Some(Box::new(source)),
+    }
 }
 
 impl<'s, E: Engine> Outbox<'s, E> {
@@ -144,8 +163,7 @@ impl<'s, E: Engine> Outbox<'s, E> {
         entry: &T,
     ) -> Result<(), OutboxError> {
         let mut envelope = Vec::new();
-        encode_keyless(entry, None, &mut envelope)
-            .map_err(|e| OutboxError::Corrupt(format!("entry does not encode: {e}")))?;
+        encode_keyless(entry, None, &mut envelope).map_err(OutboxError::Encode)?;
         let value = layout::entry_value(self.clock.now_ms(), ordering_key, &envelope);
         #[cfg(feature = "planted-bugs")]
         if self.bug(PlantedBug::SequenceFromCounter) {

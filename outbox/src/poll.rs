@@ -59,7 +59,9 @@ impl<E: Engine> Outbox<'_, E> {
         )?
         .rows
         .iter()
-        .map(|(k, _)| layout::trailing_position(k, prefix).ok_or_else(|| corrupt("done mark")))
+        .map(|(k, _)| {
+            layout::trailing_position(k, prefix).ok_or_else(|| corrupt(OutboxRow::DoneMark, k))
+        })
         .collect()
     }
 
@@ -70,10 +72,11 @@ impl<E: Engine> Outbox<'_, E> {
         topic: &str,
         consumer: &str,
     ) -> Result<ConsumerState, OutboxError> {
+        let ck_key = layout::checkpoint_key(topic, consumer);
         let low_water = tx
-            .get_in(&self.state, &layout::checkpoint_key(topic, consumer))?
+            .get_in(&self.state, &ck_key)?
             .ok_or_else(|| unknown(topic, consumer))
-            .and_then(|v| read_position(&v))?;
+            .and_then(|v| read_position(&ck_key, &v))?;
         let done = self.finished_marks(tx, topic, consumer)?;
         let try_prefix = tuple::pack(&("t", topic, consumer)).len();
         let tries = tx
@@ -82,9 +85,9 @@ impl<E: Engine> Outbox<'_, E> {
             .iter()
             .map(|(k, v)| {
                 let pos = layout::trailing_position(k, try_prefix)
-                    .ok_or_else(|| corrupt("attempt record"))?;
-                let (attempts, _first, _last, next_ms, _error) =
-                    tuple::unpack::<TryRow>(v).map_err(|_| corrupt("attempt record"))?;
+                    .ok_or_else(|| corrupt(OutboxRow::AttemptRecord, k))?;
+                let (attempts, _first, _last, next_ms, _error) = tuple::unpack::<TryRow>(v)
+                    .map_err(|e| corrupt_by(OutboxRow::AttemptRecord, k, e))?;
                 Ok((pos, TryRecord { attempts, next_ms }))
             })
             .collect::<Result<_, OutboxError>>()?;
@@ -215,7 +218,7 @@ impl<E: Engine> Outbox<'_, E> {
         beyond_durable: bool,
     ) -> Result<Vec<Delivery<T>>, OutboxError> {
         self.poll_with(lease, &topic.name, after, max, beyond_durable, |envelope| {
-            decode::<T>(&[], &envelope).map_err(|e| e.to_string())
+            decode::<T>(&[], &envelope).map_err(|e| strata_engine::ErrorChain(&e).to_string())
         })
     }
 
@@ -263,7 +266,8 @@ impl<E: Engine> Outbox<'_, E> {
                 if out.len() >= max {
                     break 'pages;
                 }
-                let pos = layout::entry_position(k).ok_or_else(|| corrupt("entry key"))?;
+                let pos =
+                    layout::entry_position(k).ok_or_else(|| corrupt(OutboxRow::EntryKey, k))?;
                 if st.done.contains(&pos) {
                     #[cfg(feature = "planted-bugs")]
                     let skip = !self.bug(PlantedBug::FinishedRedelivered);
@@ -274,7 +278,7 @@ impl<E: Engine> Outbox<'_, E> {
                     }
                 }
                 let (pushed_ms, ordering_key, envelope) =
-                    layout::read_entry_value(v).ok_or_else(|| corrupt("entry value"))?;
+                    layout::read_entry_value(v).ok_or_else(|| corrupt(OutboxRow::EntryValue, k))?;
                 if held.contains(&ordering_key) {
                     continue;
                 }

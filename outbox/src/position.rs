@@ -58,7 +58,9 @@ pub(crate) fn pack_position(p: Position) -> Vec<u8> {
     tuple::pack(&(p.version, p.order))
 }
 
-pub(crate) fn read_position(bytes: &[u8]) -> Result<Position, OutboxError> {
-    let (version, order) = tuple::unpack::<(u64, u16)>(bytes).map_err(|_| corrupt("checkpoint"))?;
+/// The checkpoint row at `key` holding `bytes`.
+pub(crate) fn read_position(key: &[u8], bytes: &[u8]) -> Result<Position, OutboxError> {
+    let (version, order) = tuple::unpack::<(u64, u16)>(bytes)
+        .map_err(|e| corrupt_by(OutboxRow::Checkpoint, key, e))?;
     Ok(Position { version, order })
 }

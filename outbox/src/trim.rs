@@ -59,7 +59,7 @@ impl<E: Engine> Outbox<'_, E> {
                 let marks = checkpoints
                     .rows
                     .iter()
-                    .map(|(_, v)| read_position(v))
+                    .map(|(k, v)| read_position(k, v))
                     .collect::<Result<Vec<_>, _>>()?;
                 #[cfg(feature = "planted-bugs")]
                 let marks = if self.bug(PlantedBug::TrimIgnoresSlowest) {
@@ -74,8 +74,8 @@ impl<E: Engine> Outbox<'_, E> {
                 let page = tx.snapshot_scan_in(&self.entries, &range, Some(batch), false)?;
                 let mut n = 0;
                 for (k, v) in page.rows {
-                    let (pushed_ms, _, _) =
-                        layout::read_entry_value(&v).ok_or_else(|| corrupt("entry value"))?;
+                    let (pushed_ms, _, _) = layout::read_entry_value(&v)
+                        .ok_or_else(|| corrupt(OutboxRow::EntryValue, &k))?;
                     if now.saturating_sub(pushed_ms) < retention_ms {
                         break;
                     }
@@ -133,12 +133,12 @@ impl<E: Engine> Outbox<'_, E> {
             .snapshot_scan_in(&self.entries, &range, None, false)?
             .rows
         {
-            let pos = layout::entry_position(&k).ok_or_else(|| corrupt("entry key"))?;
+            let pos = layout::entry_position(&k).ok_or_else(|| corrupt(OutboxRow::EntryKey, &k))?;
             if done.contains(&pos) {
                 continue;
             }
             let (pushed_ms, _, _) =
-                layout::read_entry_value(&v).ok_or_else(|| corrupt("entry value"))?;
+                layout::read_entry_value(&v).ok_or_else(|| corrupt(OutboxRow::EntryValue, &k))?;
             lag.entries += 1;
             lag.oldest_age_ms = lag.oldest_age_ms.max(now.saturating_sub(pushed_ms));
         }
@@ -154,8 +154,9 @@ impl<E: Engine> Outbox<'_, E> {
     /// [`OutboxError::UnknownConsumer`]; a store failure.
     pub fn checkpoint(&self, topic: &str, consumer: &str) -> Result<Position, OutboxError> {
         let mut tx = self.store.begin();
-        tx.snapshot_get_in(&self.state, &layout::checkpoint_key(topic, consumer))?
+        let key = layout::checkpoint_key(topic, consumer);
+        tx.snapshot_get_in(&self.state, &key)?
             .ok_or_else(|| unknown(topic, consumer))
-            .and_then(|v| read_position(&v))
+            .and_then(|v| read_position(&key, &v))
     }
 }

@@ -190,9 +190,7 @@ impl Worker {
         (self.wake)();
         match self.thread.take().map(JoinHandle::join) {
             Some(Ok(r)) => r,
-            Some(Err(_)) => Err(OutboxError::Corrupt(
-                "the worker's handler panicked".to_owned(),
-            )),
+            Some(Err(_)) => Err(OutboxError::HandlerPanicked),
             None => Ok(WorkerReport::default()),
         }
     }
@@ -291,7 +289,7 @@ fn run<E: Engine, T: Value>(
             match r {
                 Ok(()) => report.handled += 1,
                 Err(Attempt::Handler(error)) => {
-                    let why = error.to_string();
+                    let why = strata_engine::ErrorChain(&*error).to_string();
                     report.failed += 1;
                     failed_keys.insert(d.ordering_key.clone());
                     tracing::debug!(position = %d.position, %why, "handler failed");

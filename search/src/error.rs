@@ -1,6 +1,7 @@
 //! Errors of the search index.
 
 use strata_outbox::{OutboxError, Position};
+
 use strata_store::StoreError;
 
 /// Why an index operation failed.
@@ -9,13 +10,14 @@ use strata_store::StoreError;
 pub enum SearchError {
     /// An index or field name that is empty, longer than 64 bytes, or has
     /// characters other than ASCII letters, digits, `-`, `_` and `.`.
-    #[error("bad name {0:?}: use 1 to 64 ASCII letters, digits, '-', '_' or '.'")]
-    BadName(String),
-    /// The mapping is inconsistent: a field declared twice, a reserved
-    /// name, an unknown tokenizer, a document naming an undeclared field,
-    /// a time on an index without one.
-    #[error("mapping: {0}")]
-    Mapping(String),
+    #[error("bad name {name:?}: use 1 to 64 ASCII letters, digits, '-', '_' or '.'")]
+    BadName {
+        /// The name given.
+        name: String,
+    },
+    /// The mapping is inconsistent (see [`MappingError`]).
+    #[error(transparent)]
+    Mapping(#[from] MappingError),
     /// The index's own checkpoint is behind the outbox consumer's: entries
     /// the outbox considers delivered are missing from the index (its
     /// directory was replaced or restored from an older copy). Open it
@@ -39,14 +41,64 @@ pub enum SearchError {
     },
     /// The index directory holds a commit whose payload is not one this
     /// crate wrote.
-    #[error("the index's commit payload {0:?} is not a strata-search checkpoint")]
-    Payload(String),
-    /// A query that does not parse, or names an unknown field.
-    #[error("query: {0}")]
-    Query(String),
-    /// An entry or a row that does not decode.
-    #[error("decode: {0}")]
-    Decode(String),
+    #[error("the index's commit payload {found:?} is not a strata-search checkpoint")]
+    Payload {
+        /// The payload found.
+        found: String,
+    },
+    /// The index directory's `CURRENT` file does not name a generation
+    /// (`gen-N`): damaged, or not an index directory of this crate.
+    #[error("the index directory's CURRENT file holds {found:?}, not a generation")]
+    Current {
+        /// What the file holds.
+        found: String,
+    },
+    /// An index of an older format of this crate (FNV-1a hashes in
+    /// `_hash`): rebuild it ([`Indexer::open_rebuilt`](crate::Indexer::open_rebuilt)).
+    #[error("an index of an older format of strata-search (FNV-1a hashes): rebuild it")]
+    OlderFormat,
+    /// A query that does not parse, or names what the index lacks (see
+    /// [`QueryError`]).
+    #[error(transparent)]
+    Query(#[from] QueryError),
+    /// A row's key does not read as the index's key type (the key type
+    /// changed, or the row is damaged).
+    #[error("a key does not read as {key_type}")]
+    Key {
+        /// The key type's name.
+        key_type: &'static str,
+        /// What the key layer said.
+        #[source]
+        source: strata_keys::KeyError,
+    },
+    /// A row's value (or its envelope) does not decode: damaged, or written
+    /// by a newer schema.
+    #[error("a value of {key_type} does not decode")]
+    Value {
+        /// The key type's name.
+        key_type: &'static str,
+        /// What the codec said.
+        #[source]
+        source: strata_codec::DecodeError,
+    },
+    /// A value could not be encoded (to hash it as the store stores it).
+    #[error("a value could not be encoded")]
+    Encode(#[source] strata_codec::EncodeError),
+    /// A document of the index lacks one of the fields every document of
+    /// this crate has (the index was not made by this crate, or is
+    /// damaged).
+    #[error("a document of the index has no {field} field")]
+    Document {
+        /// The field missing.
+        field: &'static str,
+    },
+    /// The index's schema lacks a field every index of this crate has: not
+    /// an index of this crate.
+    #[error("not a strata-search index: its schema has no {field} field")]
+    Schema {
+        /// The field missing.
+        field: &'static str,
+    },
     /// The outbox failed.
     #[error(transparent)]
     Outbox(#[from] OutboxError),
@@ -54,15 +106,100 @@ pub enum SearchError {
     #[error(transparent)]
     Store(#[from] StoreError),
     /// tantivy failed (I/O in the index directory among others).
-    #[error("tantivy: {0}")]
+    #[error("tantivy failed")]
     Tantivy(#[from] tantivy::TantivyError),
     /// A file-system operation on the index directory failed.
-    #[error("index directory: {0}")]
+    #[error("an operation on the index directory failed")]
     Io(#[from] std::io::Error),
     /// An [`IndexRunner`](crate::IndexRunner) asked for a search had
     /// stopped (its error comes from `shutdown`) or panicked.
     #[error("the index runner {0}")]
     Stopped(&'static str),
+}
+
+/// What is inconsistent in an index's mapping ([`SearchError::Mapping`]).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum MappingError {
+    /// A tokenizer this crate does not register.
+    #[error("unknown tokenizer {tokenizer:?} for field {field:?}")]
+    UnknownTokenizer {
+        /// The field declared with it.
+        field: String,
+        /// The tokenizer named.
+        tokenizer: String,
+    },
+    /// A boost that is not a positive number.
+    #[error("boost {boost} of field {field:?} is not a positive number")]
+    BadBoost {
+        /// The field declared with it.
+        field: String,
+        /// The boost given.
+        boost: f32,
+    },
+    /// A field name starting with `_`, which this crate reserves.
+    #[error("field names starting with '_' are reserved: {field:?}")]
+    ReservedName {
+        /// The name declared.
+        field: String,
+    },
+    /// A field declared twice.
+    #[error("field {field:?} declared twice")]
+    DeclaredTwice {
+        /// The name declared twice.
+        field: String,
+    },
+    /// A document names a field the mapping did not declare.
+    #[error("a document of index {index:?} names the undeclared {kind} field {field:?}")]
+    UndeclaredField {
+        /// The index's name.
+        index: String,
+        /// `text` or `string`.
+        kind: &'static str,
+        /// The field named.
+        field: String,
+    },
+    /// A document has a time on an index declared without one.
+    #[error("a document of index {index:?} has a time; declare it with `with_time`")]
+    UndeclaredTime {
+        /// The index's name.
+        index: String,
+    },
+    /// A write of the index's own rows where a service's topic feeds it.
+    #[error(
+        "index {index:?} is fed by topic {topic:?}: write its rows with the store and push to that topic"
+    )]
+    FedByTopic {
+        /// The index's name.
+        index: String,
+        /// The topic feeding it.
+        topic: String,
+    },
+}
+
+/// Why a query was refused ([`SearchError::Query`]).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum QueryError {
+    /// The text does not parse as tantivy's query syntax, or names an
+    /// unknown field.
+    #[error("query {text:?} does not parse")]
+    Parse {
+        /// The query text.
+        text: String,
+        /// What tantivy's parser said.
+        #[source]
+        source: tantivy::query::QueryParserError,
+    },
+    /// A filter on a string field the index does not declare.
+    #[error("no string field {field:?}")]
+    NoStringField {
+        /// The field named.
+        field: String,
+    },
+    /// A time range on an index without a time.
+    #[error("this index has no time")]
+    NoTime,
 }
 
 impl SearchError {

@@ -6,6 +6,7 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::QueryError;
 use strata_engine::Engine;
 use strata_keys::tuple;
 use strata_outbox::Position;
@@ -104,8 +105,11 @@ impl RawHit {
         let Some(raw) = view.raw(&self.key)? else {
             return Ok(Freshness::Vanished);
         };
-        let header = strata_codec::Header::read(&raw.envelope)
-            .map_err(|e| SearchError::Decode(format!("a row's envelope: {e}")))?;
+        let header =
+            strata_codec::Header::read(&raw.envelope).map_err(|source| SearchError::Value {
+                key_type: "a row read raw",
+                source,
+            })?;
         Ok(if body_hash(&raw.envelope[header.len..]) == self.hash {
             Freshness::Current
         } else {
@@ -120,8 +124,10 @@ impl IndexFiles {
     ///
     /// # Errors
     /// [`SearchError::Io`] when there is no index (`CURRENT` missing);
-    /// [`SearchError::Payload`] for a damaged `CURRENT` or checkpoint;
-    /// [`SearchError::Decode`] for an index this crate did not make;
+    /// [`SearchError::Current`] for a damaged `CURRENT`,
+    /// [`SearchError::Payload`] for a damaged checkpoint;
+    /// [`SearchError::Schema`] for an index this crate did not make,
+    /// [`SearchError::OlderFormat`] for one an older version made;
     /// tantivy failures.
     pub fn open(root: &Path) -> Result<Self, SearchError> {
         let current = std::fs::read_to_string(root.join(CURRENT))?;
@@ -129,7 +135,9 @@ impl IndexFiles {
             .trim()
             .strip_prefix("gen-")
             .and_then(|n| n.parse().ok())
-            .ok_or_else(|| SearchError::Payload(format!("{CURRENT} holds {current:?}")))?;
+            .ok_or_else(|| SearchError::Current {
+                found: current.clone(),
+            })?;
         let dir = MmapDirectory::open(root.join(generation_name(generation)))
             .map_err(|e| SearchError::Tantivy(tantivy::TantivyError::from(e)))?;
         let index = Index::open(dir)?;
@@ -138,15 +146,13 @@ impl IndexFiles {
             Some(p) => parse_payload(&p)?,
         };
         let schema = index.schema();
-        let field = |name: &str| {
+        let field = |name: &'static str| {
             schema
                 .get_field(name)
-                .map_err(|_| SearchError::Decode(format!("not a strata index: no {name} field")))
+                .map_err(|_| SearchError::Schema { field: name })
         };
         if schema.get_field(HASH_FIELD).is_err() && schema.get_field("_hash").is_ok() {
-            return Err(SearchError::Decode(format!(
-                "an index of an older format (FNV-1a hashes in _hash, not {HASH_FIELD}): rebuild it"
-            )));
+            return Err(SearchError::OlderFormat);
         }
         let (key, hash, version) = (field("_key")?, field(HASH_FIELD)?, field("_version")?);
         let text = schema
@@ -224,12 +230,12 @@ impl IndexFiles {
             let key = doc
                 .get_first(self.key)
                 .and_then(|v| v.as_bytes())
-                .ok_or_else(|| SearchError::Decode("a document without _key".into()))?
+                .ok_or(SearchError::Document { field: "_key" })?
                 .to_vec();
             let hash = doc
                 .get_first(self.hash)
                 .and_then(|v| v.as_u64())
-                .ok_or_else(|| SearchError::Decode(format!("a document without {HASH_FIELD}")))?;
+                .ok_or(SearchError::Document { field: HASH_FIELD })?;
             if indexed.insert(key.clone(), hash).is_some() {
                 duplicates.insert(key);
             }
@@ -256,7 +262,10 @@ impl IndexFiles {
         let parser = QueryParser::for_index(&self.index, self.text.clone());
         let query = parser
             .parse_query(text)
-            .map_err(|e| SearchError::Query(e.to_string()))?;
+            .map_err(|source| QueryError::Parse {
+                text: text.to_owned(),
+                source,
+            })?;
         let snippets = match self.text.first() {
             Some(f) => Some(SnippetGenerator::create(&searcher, &*query, *f)?),
             None => None,
@@ -265,7 +274,7 @@ impl IndexFiles {
         let mut hits = Vec::with_capacity(top.len());
         for (score, address) in top {
             let doc: TantivyDocument = searcher.doc(address)?;
-            let missing = |what| SearchError::Decode(format!("a document without {what}"));
+            let missing = |field| SearchError::Document { field };
             hits.push(RawHit {
                 key: doc
                     .get_first(self.key)

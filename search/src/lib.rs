@@ -46,7 +46,7 @@ use strata_store::Tx;
 pub use tantivy;
 
 pub use crate::change::Change;
-pub use crate::error::SearchError;
+pub use crate::error::{MappingError, QueryError, SearchError};
 #[cfg(feature = "planted-bugs")]
 pub use crate::indexer::PlantedBug;
 pub use crate::indexer::{Indexer, IndexerConfig, Location, Merging, Step};
@@ -127,7 +127,8 @@ where
         self.feed = Some(spec::Feed {
             topic: topic.name().to_owned(),
             rows: Arc::new(move |envelope| {
-                let entry = strata_codec::decode::<T>(&[], envelope).map_err(|e| e.to_string())?;
+                let entry = strata_codec::decode::<T>(&[], envelope)
+                    .map_err(|e| strata_engine::ErrorChain(&e).to_string())?;
                 Ok(rows(&entry))
             }),
         });
@@ -146,10 +147,11 @@ where
     fn own_writes(&self) -> Result<(), SearchError> {
         match &self.feed {
             None => Ok(()),
-            Some(f) => Err(SearchError::Mapping(format!(
-                "index {:?} is fed by topic {:?}: write its rows with the store and push to that topic",
-                self.name, f.topic
-            ))),
+            Some(f) => Err(MappingError::FedByTopic {
+                index: self.name.clone(),
+                topic: f.topic.clone(),
+            }
+            .into()),
         }
     }
 
@@ -288,16 +290,16 @@ where
 /// The body of `value` as its codec writes it (what documents hash).
 pub(crate) fn body_of<V: Value>(value: &V) -> Result<Vec<u8>, SearchError> {
     let mut body = Vec::new();
-    value
-        .encode_body(&mut body)
-        .map_err(|e| SearchError::Decode(format!("a value does not encode: {e}")))?;
+    value.encode_body(&mut body).map_err(SearchError::Encode)?;
     Ok(body)
 }
 
 /// `key` packed as the store packs it.
 pub(crate) fn packed<K: Key>(key: &K) -> Result<Vec<u8>, SearchError> {
-    key.pack()
-        .map_err(|e| SearchError::Decode(format!("key of {}: {e}", K::NAME)))
+    key.pack().map_err(|source| SearchError::Key {
+        key_type: K::NAME,
+        source,
+    })
 }
 
 /// A search: text over the index's text fields (tantivy's query syntax:

@@ -11,7 +11,7 @@ use tantivy::schema::{
     FAST, Field, INDEXED, IndexRecordOption, STORED, STRING, Schema, TextFieldIndexing, TextOptions,
 };
 
-use crate::SearchError;
+use crate::{MappingError, SearchError};
 
 /// The fields of one document, as a mapping makes it from a row.
 ///
@@ -195,14 +195,18 @@ impl<K: Key> IndexSpec<K> {
     ) -> Result<Self, SearchError> {
         self.check_new_field(field)?;
         if !["default", "raw", "en_stem", "whitespace"].contains(&tokenizer) {
-            return Err(SearchError::Mapping(format!(
-                "unknown tokenizer {tokenizer:?} for field {field:?}"
-            )));
+            return Err(MappingError::UnknownTokenizer {
+                field: field.to_owned(),
+                tokenizer: tokenizer.to_owned(),
+            }
+            .into());
         }
         if !boost.is_finite() || boost <= 0.0 {
-            return Err(SearchError::Mapping(format!(
-                "boost {boost} of field {field:?} is not a positive number"
-            )));
+            return Err(MappingError::BadBoost {
+                field: field.to_owned(),
+                boost,
+            }
+            .into());
         }
         self.text.push(TextField {
             name: field.to_owned(),
@@ -238,14 +242,16 @@ impl<K: Key> IndexSpec<K> {
     fn check_new_field(&self, field: &str) -> Result<(), SearchError> {
         check_name(field)?;
         if field.starts_with('_') {
-            return Err(SearchError::Mapping(format!(
-                "field names starting with '_' are reserved: {field:?}"
-            )));
+            return Err(MappingError::ReservedName {
+                field: field.to_owned(),
+            }
+            .into());
         }
         if self.text.iter().any(|t| t.name == field) || self.strings.iter().any(|s| s == field) {
-            return Err(SearchError::Mapping(format!(
-                "field {field:?} declared twice"
-            )));
+            return Err(MappingError::DeclaredTwice {
+                field: field.to_owned(),
+            }
+            .into());
         }
         Ok(())
     }
@@ -311,11 +317,12 @@ impl<K: Key> IndexSpec<K> {
     }
 
     pub(crate) fn check_document(&self, doc: &Document<'_>) -> Result<(), SearchError> {
-        let undeclared = |kind: &str, name: &str| {
-            SearchError::Mapping(format!(
-                "a document of index {:?} names the undeclared {kind} field {name:?}",
-                self.name
-            ))
+        let undeclared = |kind: &'static str, name: &str| {
+            SearchError::from(MappingError::UndeclaredField {
+                index: self.name.clone(),
+                kind,
+                field: name.to_owned(),
+            })
         };
         if let Some((name, _)) = doc
             .text
@@ -332,10 +339,10 @@ impl<K: Key> IndexSpec<K> {
             return Err(undeclared("string", name));
         }
         if doc.time_ms.is_some() && !self.time {
-            return Err(SearchError::Mapping(format!(
-                "a document of index {:?} has a time; declare it with `with_time`",
-                self.name
-            )));
+            return Err(MappingError::UndeclaredTime {
+                index: self.name.clone(),
+            }
+            .into());
         }
         Ok(())
     }
@@ -350,6 +357,8 @@ pub(crate) fn check_name(name: &str) -> Result<(), SearchError> {
     if ok {
         Ok(())
     } else {
-        Err(SearchError::BadName(name.to_owned()))
+        Err(SearchError::BadName {
+            name: name.to_owned(),
+        })
     }
 }

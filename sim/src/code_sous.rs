@@ -388,7 +388,8 @@ impl CsRun {
                 act.expires_by = self.clock.now_ms() + ttl;
             }
             Err(
-                e @ (CodeSousError::ActivationExists(_) | CodeSousError::ActivationExpired { .. }),
+                e @ (CodeSousError::ActivationExists { .. }
+                | CodeSousError::ActivationExpired { .. }),
             ) => {
                 self.trace.event(step, format!("resent start {id}: {e}"));
             }
@@ -456,7 +457,7 @@ impl CsRun {
                     act.end = Some((found, Known::Pending));
                 }
             }
-            Err(CodeSousError::NoSuchActivation(_)) => {
+            Err(CodeSousError::NoSuchActivation { .. }) => {
                 self.trace
                     .event(step, format!("finish {id}: no such activation"));
                 if act.start == Known::Certain && self.clock.now_ms() < act.expires_from {

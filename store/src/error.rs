@@ -11,7 +11,7 @@ use thiserror::Error;
 pub enum StoreError {
     /// A key could not be packed, or a stored key is not of the type read
     /// (a scan over a prefix that several key types share).
-    #[error("{}", describe_key_error(key_type, source))]
+    #[error("a key does not pack or read")]
     Key {
         /// The key type's [`Key::NAME`](strata_keys::Key::NAME).
         key_type: &'static str,
@@ -27,7 +27,7 @@ pub enum StoreError {
         key_type: &'static str,
     },
     /// A value could not be encoded.
-    #[error("value of key type {key_type} could not be encoded: {source}")]
+    #[error("value of key type {key_type} could not be encoded")]
     Encode {
         /// The key type's name.
         key_type: &'static str,
@@ -37,7 +37,7 @@ pub enum StoreError {
     },
     /// A stored value could not be decoded (corrupt, foreign, or from a
     /// newer schema).
-    #[error("value of key type {key_type} could not be decoded: {source}")]
+    #[error("value of key type {key_type} could not be decoded")]
     Decode {
         /// The key type's name.
         key_type: &'static str,
@@ -46,7 +46,7 @@ pub enum StoreError {
         source: DecodeError,
     },
     /// A chunked value's rows are inconsistent.
-    #[error("chunked value of key type {key_type}: {source}")]
+    #[error("chunked value of key type {key_type} does not assemble")]
     Chunk {
         /// The key type's name.
         key_type: &'static str,
@@ -56,7 +56,7 @@ pub enum StoreError {
     },
     /// The [`StoreOptions`](crate::StoreOptions) cannot work (a chunk size
     /// of 0, or one that leaves no room for data in a row).
-    #[error("invalid store option {option}: {source}")]
+    #[error("invalid store option {option}")]
     InvalidOptions {
         /// The option, by its field name.
         option: &'static str,
@@ -80,7 +80,7 @@ pub enum StoreError {
     /// The atomic commit would break a limit of the store's
     /// [`Limits`](strata_codec::Limits); nothing was written. For a key or
     /// value limit, `row` says which row of which write broke it.
-    #[error("refused, nothing written: {source}{}", describe_row(row.as_ref()))]
+    #[error("{}; nothing was written", describe_row(row.as_ref()))]
     Limit {
         /// The limit, the size and the maximum.
         #[source]
@@ -134,7 +134,7 @@ pub enum StoreError {
         len: usize,
     },
     /// The transaction still conflicted after every allowed attempt.
-    #[error("transaction gave up after {attempts} attempts: {last}")]
+    #[error("transaction gave up after {attempts} attempts")]
     RetriesExhausted {
         /// Attempts made.
         attempts: u32,
@@ -143,14 +143,14 @@ pub enum StoreError {
         last: Box<StoreError>,
     },
     /// Reading from the engine failed.
-    #[error("read failed: {0}")]
+    #[error("read failed")]
     Read(#[from] ReadError),
     /// The engine refused or failed the commit ([`CommitError::Conflict`]
     /// when a value read changed before the commit).
-    #[error("commit failed: {0}")]
+    #[error("commit failed")]
     Commit(#[from] CommitError),
     /// An engine-level failure (a keyspace missing at open, a sync).
-    #[error("engine: {0}")]
+    #[error("engine failed")]
     Engine(#[from] EngineError),
 }
 
@@ -197,8 +197,6 @@ pub struct LimitedRow {
     pub key: Vec<u8>,
 }
 
-/// A key for a message: printable ASCII as is, other bytes escaped, long
-/// keys cut with their length.
 /// A key in a message: as `strata_keys::show::show_key` reads it (tuple
 /// notation for tuples, as the tool prints them), its first 48 bytes only
 /// for a longer one, with its length.
@@ -215,26 +213,18 @@ pub(crate) fn show_key(key: &[u8]) -> String {
     }
 }
 
-/// A key error names its key type once: most key errors already start
-/// with it.
-fn describe_key_error(key_type: &str, source: &KeyError) -> String {
-    let text = source.to_string();
-    if text.contains(key_type) {
-        text
-    } else {
-        format!("key of type {key_type}: {text}")
-    }
-}
-
 fn describe_row(row: Option<&LimitedRow>) -> String {
-    row.map_or_else(String::new, |r| {
-        format!(
-            ", in the {} of a write of {} at key {}",
-            r.kind,
-            r.key_type.unwrap_or("an unknown key type"),
-            show_key(&r.key)
-        )
-    })
+    row.map_or_else(
+        || "the commit breaks a limit".to_owned(),
+        |r| {
+            format!(
+                "the {} of a write of {} at key {} breaks a limit",
+                r.kind,
+                r.key_type.unwrap_or("an unknown key type"),
+                show_key(&r.key)
+            )
+        },
+    )
 }
 
 fn describe_grower(key_type: Option<&str>, key: &[u8]) -> String {

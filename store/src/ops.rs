@@ -40,7 +40,7 @@ pub struct BulkCursor {
 
 /// A bulk write stopped by an error; see [`BulkNonAtomic::apply`].
 #[derive(Debug, thiserror::Error)]
-#[error("bulk write stopped before entry {}: {source}", cursor.next)]
+#[error("bulk write stopped before entry {}", cursor.next)]
 pub struct BulkError {
     /// Entries before it are committed; resume from it.
     pub cursor: BulkCursor,

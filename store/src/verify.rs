@@ -188,7 +188,7 @@ impl<E: Engine> Store<E> {
             match strata_codec::envelope::open(&k, &v, decode) {
                 Err(e) => out.problems.push(Problem::Value {
                     key: k.clone(),
-                    error: e.to_string(),
+                    error: strata_engine::ErrorChain(&e).to_string(),
                 }),
                 Ok((header, _)) => {
                     if header.chunked {
@@ -197,7 +197,7 @@ impl<E: Engine> Store<E> {
                         if let Err(e) = self.planner.assemble(&k, &v, rows) {
                             out.problems.push(Problem::Chunks {
                                 key: k.clone(),
-                                error: e.to_string(),
+                                error: strata_engine::ErrorChain(&e).to_string(),
                             });
                         }
                     }

@@ -447,6 +447,149 @@ pub fn check_echo_docs(file: &str, text: &str) -> Vec<Finding> {
     findings
 }
 
+/// The folders of the library crates, whose errors [`check_errors`]
+/// reads.
+pub const LIBRARY_CRATES: &[&str] = &[
+    "engine",
+    "keys",
+    "codec",
+    "engine-testkit",
+    "engine-redb",
+    "engine-rocks",
+    "engine-postgres",
+    "store",
+    "outbox",
+    "search",
+    "schemas",
+];
+
+/// Error enums (`thiserror`'s `#[error(...)]` variants) in Rust source
+/// `text` that break the errors' two rules:
+///
+/// - **typed, not text**: no variant whose only field is a `String`
+///   (`Query(String)`): say what failed in fields and types (an enum of
+///   the problems, the key, the cause as the source);
+/// - **each thing once**: a message prints its own layer, *or* forwards
+///   its source with `#[error(transparent)]`, never both: no message that
+///   interpolates the field `#[source]` or `#[from]` marks (`{0}`,
+///   `{source}`). `ErrorChain` shows the whole chain.
+pub fn check_errors(file: &str, text: &str) -> Vec<Finding> {
+    let lines: Vec<&str> = text.lines().collect();
+    let mut findings = Vec::new();
+    for (i, line) in lines.iter().enumerate() {
+        let t = line.trim_start();
+        if !t.starts_with("#[error(") || t.starts_with("#[error(transparent") {
+            continue;
+        }
+        // The attribute may span lines; the variant follows it, after
+        // other attributes and doc comments.
+        let mut j = i;
+        let mut message = String::new();
+        while j < lines.len() {
+            message.push_str(lines[j]);
+            if lines[j].trim_end().ends_with(")]") {
+                break;
+            }
+            j += 1;
+        }
+        j += 1;
+        while j < lines.len() {
+            let l = lines[j].trim_start();
+            if l.starts_with("#[") || l.starts_with("///") {
+                j += 1;
+            } else {
+                break;
+            }
+        }
+        let Some(variant) = lines.get(j).map(|l| l.trim()) else {
+            continue;
+        };
+        let compact: String = variant.chars().filter(|c| !c.is_whitespace()).collect();
+        if compact.ends_with("(String),") || compact.ends_with("(String)") {
+            findings.push(Finding {
+                file: file.to_owned(),
+                line: j + 1,
+                what: format!(
+                    "error variant `{variant}` carries only a String: give it typed fields"
+                ),
+            });
+        }
+        // The fields of the variant: a tuple on the same line, or the
+        // named fields up to the closing brace.
+        let mut body = variant.to_owned();
+        if variant.ends_with('{') {
+            let mut k = j + 1;
+            while k < lines.len() && !lines[k].trim_start().starts_with('}') {
+                body.push('\n');
+                body.push_str(lines[k]);
+                k += 1;
+            }
+        }
+        let tuple_source = compact.contains("(#[source]") || compact.contains("(#[from]");
+        let mut named_sources: Vec<String> = Vec::new();
+        let body_lines: Vec<&str> = body.lines().collect();
+        for (n, l) in body_lines.iter().enumerate() {
+            let marked = l.contains("#[source]") || l.contains("#[from]");
+            let field = |s: &str| {
+                s.trim()
+                    .split(':')
+                    .next()
+                    .map(|f| f.trim().trim_start_matches("pub ").to_owned())
+            };
+            if marked && !l.trim().ends_with(']') {
+                // `#[source] field: Type` on one line.
+                if let Some(f) = field(l.rsplit(']').next().unwrap_or("")) {
+                    named_sources.push(f);
+                }
+            } else if marked {
+                if let Some(f) = body_lines.get(n + 1).and_then(|next| field(next)) {
+                    named_sources.push(f);
+                }
+            } else if l.trim_start().starts_with("source:") {
+                named_sources.push("source".to_owned());
+            }
+        }
+        let repeats = (tuple_source && message.contains("{0"))
+            || named_sources
+                .iter()
+                .any(|f| !f.is_empty() && message.contains(&format!("{{{f}")));
+        if repeats {
+            findings.push(Finding {
+                file: file.to_owned(),
+                line: i + 1,
+                what: format!(
+                    "error variant `{}` prints its source in its message: print this layer's \
+                     message only (or use #[error(transparent)])",
+                    variant.trim_end_matches(['{', ',', ' '])
+                ),
+            });
+        }
+    }
+    findings
+}
+
+/// The most lines a Rust file may have without a reason.
+pub const MAX_LINES: usize = 1_000;
+
+/// A Rust file longer than [`MAX_LINES`] without a reason: a comment
+/// `// tidy: long file: <why>` among its first 40 lines, saying why its
+/// length is one concept (a test suite of one subject, a table).
+pub fn check_length(file: &str, text: &str) -> Option<Finding> {
+    let n = text.lines().count();
+    let reason = text
+        .lines()
+        .take(40)
+        .any(|l| l.trim_start().starts_with("// tidy: long file:"));
+    (n > MAX_LINES && !reason).then(|| Finding {
+        file: file.to_owned(),
+        line: 0,
+        what: format!(
+            "{n} lines, above {MAX_LINES}: split it along its concepts, or say why it is one \
+             (`// tidy: long file: <why>` in its first 40 lines)"
+        ),
+    })
+}
+
 /// Runs every rule over the repository at `root`.
 pub fn run(root: &Path) -> Vec<Finding> {
     let files = tracked_files(root);
@@ -486,6 +629,13 @@ pub fn run(root: &Path) -> Vec<Finding> {
                 .join("\n");
             findings.extend(check_doc_paths(file, &docs, false, &exists));
             findings.extend(check_echo_docs(file, &text));
+            findings.extend(check_length(file, &text));
+            let library = LIBRARY_CRATES
+                .iter()
+                .any(|c| file.starts_with(&format!("{c}/src/")));
+            if library {
+                findings.extend(check_errors(file, &text));
+            }
         }
     }
     findings
@@ -652,5 +802,82 @@ mod tests {
             [2, 10, 18],
             "{found:#?}"
         );
+    }
+
+    #[test]
+    fn string_only_error_variants_are_refused() {
+        let text = "\
+#[derive(Debug, thiserror::Error)]
+pub enum E {
+    /// Bad.
+    #[error(\"query: {0}\")]
+    Query(String),
+    #[error(\"no name {name}\")]
+    #[allow(dead_code)]
+    Named {
+        name: String,
+    },
+    #[error(\"pin {0} {1}\")]
+    Pin(String, &'static str),
+    #[error(\"text\")]
+    Text(std::string::String),
+}
+";
+        let found: Vec<usize> = check_errors("x/src/e.rs", text)
+            .iter()
+            .map(|f| f.line)
+            .collect();
+        // `Query(String)` only: a named field and a pair are typed enough.
+        assert_eq!(found, [5], "{:#?}", check_errors("x/src/e.rs", text));
+    }
+
+    #[test]
+    fn a_message_that_prints_its_source_is_refused() {
+        let text = "\
+pub enum E {
+    #[error(\"tantivy: {0}\")]
+    Tantivy(#[from] tantivy::TantivyError),
+    #[error(\"io failed\")]
+    Io(#[source] std::io::Error),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(\"{key_type}: {source}\")]
+    Key {
+        key_type: &'static str,
+        #[source]
+        source: KeyError,
+    },
+    #[error(\"gave up after {attempts}: {last}\")]
+    Retries {
+        attempts: u32,
+        #[source]
+        last: Box<E>,
+    },
+    #[error(\"bulk stopped at {}\", cursor.next)]
+    Bulk {
+        cursor: Cursor,
+        #[source]
+        source: E2,
+    },
+    #[error(\"key {key} of {len} bytes\")]
+    Plain { key: String, len: usize },
+}
+";
+        let found: Vec<usize> = check_errors("x/src/e.rs", text)
+            .iter()
+            .map(|f| f.line)
+            .collect();
+        assert_eq!(found, [2, 8, 14], "{:#?}", check_errors("x/src/e.rs", text));
+    }
+
+    #[test]
+    fn long_files_need_a_reason() {
+        let long = "fn f() {}\n".repeat(MAX_LINES + 1);
+        assert!(check_length("a.rs", &long).is_some());
+        assert!(check_length("a.rs", &"fn f() {}\n".repeat(MAX_LINES)).is_none());
+        let reasoned = format!("//! A suite.\n// tidy: long file: one case per function\n{long}");
+        assert!(check_length("a.rs", &reasoned).is_none());
+        let late = format!("{}// tidy: long file: too late\n{long}", "\n".repeat(40));
+        assert!(check_length("a.rs", &late).is_some());
     }
 }

@@ -302,10 +302,10 @@ fn the_pool_is_bounded() {
     let a = e.snapshot().unwrap();
     let b = e.snapshot().unwrap();
     let err = e.snapshot().unwrap_err();
+    let told = strata_engine::ErrorChain(&err).to_string();
     assert!(
-        matches!(err, strata_engine::ReadError::Backend(_))
-            && err.to_string().contains("pool of 2"),
-        "{err}"
+        matches!(err, strata_engine::ReadError::Backend(_)) && told.contains("pool of 2"),
+        "{told}"
     );
     drop(a);
     let c = e.snapshot().unwrap();

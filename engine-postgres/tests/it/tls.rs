@@ -111,7 +111,8 @@ fn password_and_tls_by_url() {
     )
     .unwrap_err();
     assert!(matches!(err, EngineError::Backend(_)), "{err:?}");
-    assert!(err.to_string().contains("password"), "{err}");
+    let told = strata_engine::ErrorChain(&err).to_string();
+    assert!(told.contains("password"), "{told}");
     let plain = format!("postgres://app:correct%20horse@127.0.0.1:{port}/appdb?sslmode=disable");
     let err = PostgresEngine::connect(&plain, specs(), PostgresOptions::default()).unwrap_err();
     assert!(matches!(err, EngineError::Backend(_)), "{err:?}");

@@ -68,7 +68,7 @@ fn reopen_keeps_data_and_versions_and_handles_new_keyspaces() {
     assert!(keys(&e, "c").is_empty());
     assert!(matches!(
         e.keyspace("b"),
-        Err(EngineError::UnknownKeyspaceName(_))
+        Err(EngineError::UnknownKeyspaceName { .. })
     ));
     assert_eq!((e.last_version(), e.durable_version()), (v, v));
     drop(e);
@@ -81,7 +81,7 @@ fn reopen_keeps_data_and_versions_and_handles_new_keyspaces() {
             specs(&["x", "x"]),
             RedbOptions::default()
         ),
-        Err(EngineError::DuplicateKeyspace(_))
+        Err(EngineError::DuplicateKeyspace { .. })
     ));
 }
 

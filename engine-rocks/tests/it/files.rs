@@ -55,7 +55,7 @@ fn reopen_keeps_data_and_handles_new_keyspaces() {
     assert!(keys(&e, "new").is_empty());
     assert!(matches!(
         e.keyspace("events"),
-        Err(EngineError::UnknownKeyspaceName(_))
+        Err(EngineError::UnknownKeyspaceName { .. })
     ));
     assert_eq!((e.last_version(), e.durable_version()), (1, 1));
     drop(e);
@@ -71,7 +71,7 @@ fn reopen_keeps_data_and_handles_new_keyspaces() {
             specs(&[("x", Profile::General), ("x", Profile::Queue)]),
             RocksOptions::default()
         ),
-        Err(EngineError::DuplicateKeyspace(_))
+        Err(EngineError::DuplicateKeyspace { .. })
     ));
 }
 

@@ -250,3 +250,45 @@ fn read_through_lays_a_commits_own_changes_over_the_state() {
     );
     assert_eq!(read(&[put], b, b"k"), Some(b"stored".to_vec()));
 }
+
+/// An error that prints its source in its own message (as foreign
+/// crates may): the chain does not say it twice.
+#[derive(Debug)]
+struct Loud(std::io::Error);
+impl std::fmt::Display for Loud {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "loud: {}", self.0)
+    }
+}
+impl std::error::Error for Loud {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.0)
+    }
+}
+
+/// `ErrorChain` prints each cause of the chain once, in order, and skips a
+/// cause whose text an outer message already holds.
+#[test]
+fn error_chain_tells_each_cause_once() {
+    use strata_engine::{CommitError, ErrorChain, ReopenRequired};
+
+    let root = std::io::Error::other("No space left on device");
+    let stop = ReopenRequired::new("SomeEngine", root);
+    let commit = CommitError::Backend(Box::new(stop));
+    let text = ErrorChain(&commit).to_string();
+    assert_eq!(
+        text,
+        "backend failed; the commit was not applied: SomeEngine takes no more writes after an \
+         earlier write failed (a full disk?); free the space, then reopen the database: No space \
+         left on device"
+    );
+    // The outer message alone says only its own layer.
+    assert_eq!(
+        commit.to_string(),
+        "backend failed; the commit was not applied"
+    );
+
+    let loud = Loud(std::io::Error::other("cause"));
+    assert_eq!(ErrorChain(&loud).to_string(), "loud: cause");
+    assert_eq!(format!("{:?}", ErrorChain(&loud)), "loud: cause");
+}

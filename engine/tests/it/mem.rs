@@ -178,13 +178,13 @@ fn keyspaces_can_change_across_a_restart() {
     assert!(keys(&e, "new").is_empty());
     assert!(matches!(
         e.keyspace("a"),
-        Err(EngineError::UnknownKeyspaceName(_))
+        Err(EngineError::UnknownKeyspaceName { .. })
     ));
     let dup = MemEngine::open(vec![
         KeyspaceSpec::new("x", Profile::General),
         KeyspaceSpec::new("x", Profile::Queue),
     ]);
-    assert!(matches!(dup, Err(EngineError::DuplicateKeyspace(n)) if n == "x"));
+    assert!(matches!(dup, Err(EngineError::DuplicateKeyspace { name: n }) if n == "x"));
 }
 
 #[test]
@@ -308,7 +308,7 @@ fn the_umbrella_error_keeps_each_operations_error() {
     let (e, other) = (engine(), engine());
     assert!(matches!(
         bad_name(&e),
-        Err(strata_engine::Error::Engine(EngineError::UnknownKeyspaceName(n))) if n == "nope"
+        Err(strata_engine::Error::Engine(EngineError::UnknownKeyspaceName { name: n })) if n == "nope"
     ));
     let err = bad_commit(&e, &other).unwrap_err();
     assert!(matches!(

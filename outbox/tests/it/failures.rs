@@ -2,11 +2,11 @@
 //! letters, leases, limits.
 
 use strata_engine::{Clock, Durability, Engine};
-use strata_outbox::{Failed, OutboxError, Start};
+use strata_outbox::{Failed, OutboxError, Start, Topic};
 use strata_store::StoreError;
 
 use crate::engine_tests;
-use crate::{Event, ack_all, event, on_every_engine, orders, place, topic};
+use crate::{Event, T0, ack_all, event, on_every_engine, orders, place, topic};
 
 engine_tests! {
     fn a_failed_entry_is_retried_after_a_backoff_and_holds_back_only_its_key() {
@@ -220,6 +220,118 @@ engine_tests! {
             let again = outbox.poll(&lease, &topic(), 10).unwrap();
             assert_eq!(orders(&again), [2]);
             assert_eq!(again[0].attempt, 2, "the failure before ack_through still counts");
+        });
+    }
+}
+
+engine_tests! {
+    /// A lease's edges: what it says about itself, the millisecond it
+    /// ends, and the fencing of an older lease of the same outbox.
+    fn a_lease_ends_at_its_expiry_and_an_older_one_of_the_same_outbox_is_fenced() {
+        on_every_engine!(Durability::Immediate, |store, outbox, clock| {
+            outbox.register("orders", "c", Start::Beginning).unwrap();
+            place(&outbox, 1, None);
+            let first = outbox.acquire("orders", "c", "w1").unwrap();
+            assert_eq!(
+                (first.holder(), first.topic(), first.consumer()),
+                ("w1", "orders", "c")
+            );
+            assert_eq!(first.expires_ms(), T0 + 5_000);
+            let d = outbox.poll(&first, &topic(), 10).unwrap();
+            assert_eq!(orders(&d), [1]);
+            // At its expiry's millisecond the lease no longer holds: its
+            // holder is refused, and another worker may take it.
+            clock.advance(5_000);
+            assert!(matches!(
+                outbox.poll(&first, &topic(), 10),
+                Err(OutboxError::StaleLease { token }) if token == first.token()
+            ));
+            assert!(matches!(
+                store.transact(|tx| outbox.ack(tx, &first, d[0].position)),
+                Err(OutboxError::StaleLease { .. })
+            ));
+            // The same outbox takes the lease again: the older lease it
+            // handed out is still fenced off.
+            let second = outbox.acquire("orders", "c", "w1").unwrap();
+            assert!(second.token() > first.token());
+            assert!(matches!(
+                store.transact(|tx| outbox.ack(tx, &first, d[0].position)),
+                Err(OutboxError::StaleLease { .. })
+            ));
+            // The entry, not acknowledged, comes again to the new lease.
+            let again = outbox.poll(&second, &topic(), 10).unwrap();
+            assert_eq!(orders(&again), [1]);
+            assert_eq!(again[0].position.to_string(), format!("{}.{}", again[0].position.version, again[0].position.order));
+            ack_all(&outbox, &second, &again);
+            // A consumer removed and registered again starts its tokens
+            // over: a lease of its former life, though its token comes
+            // round again, is fenced off by its acquisition's identity.
+            place(&outbox, 2, None);
+            clock.advance(5_000);
+            assert!(outbox.unregister("orders", "c").unwrap());
+            outbox.register("orders", "c", Start::Beginning).unwrap();
+            let reborn = outbox.acquire("orders", "c", "w1").unwrap();
+            assert_eq!(reborn.token(), first.token());
+            let fresh = outbox.poll(&reborn, &topic(), 10).unwrap();
+            // A new consumer from the beginning: every entry not trimmed.
+            assert_eq!(orders(&fresh), [1, 2]);
+            assert!(matches!(
+                store.transact(|tx| outbox.ack(tx, &first, fresh[0].position)),
+                Err(OutboxError::StaleLease { .. })
+            ));
+            ack_all(&outbox, &reborn, &fresh);
+        });
+    }
+}
+
+engine_tests! {
+    /// Topic and consumer names: 1 to 64 bytes.
+    fn names_of_64_bytes_are_taken_and_longer_ones_refused() {
+        on_every_engine!(Durability::Immediate, |store, outbox, clock| {
+            let _ = (&store, &clock);
+            let long = "t".repeat(64);
+            assert!(Topic::<Event>::new(&long).is_ok());
+            // (Names of 64 bytes each make keys longer than the tests' 128-byte
+            // key limit: a name of 64 bytes with a short one.)
+            outbox.register(&long, "c", Start::Beginning).unwrap();
+            outbox.register("orders", &"c".repeat(64), Start::Beginning).unwrap();
+            let longer = "t".repeat(65);
+            assert!(matches!(
+                Topic::<Event>::new(&longer),
+                Err(OutboxError::BadName { what: "topic", .. })
+            ));
+            assert!(matches!(
+                outbox.register("orders", &longer, Start::Beginning),
+                Err(OutboxError::BadName { what: "consumer", .. })
+            ));
+            assert!(matches!(
+                outbox.register("", "c", Start::Beginning),
+                Err(OutboxError::BadName { what: "topic", .. })
+            ));
+        });
+    }
+}
+
+engine_tests! {
+    /// `poll_raw_after` hands out each entry's envelope as pushed.
+    fn a_raw_poll_gives_the_envelopes_as_pushed() {
+        on_every_engine!(Durability::Immediate, |store, outbox, clock| {
+            let _ = (&store, &clock);
+            outbox.register("orders", "c", Start::Beginning).unwrap();
+            place(&outbox, 1, Some(b"k1"));
+            place(&outbox, 2, None);
+            let lease = outbox.acquire("orders", "c", "w").unwrap();
+            let raw = outbox
+                .poll_raw_after(&lease, "orders", strata_outbox::Position::START, 10)
+                .unwrap();
+            assert_eq!(raw.len(), 2);
+            let decoded: Vec<Event> = raw
+                .iter()
+                .map(|d| strata_codec::decode::<Event>(&[], &d.entry).unwrap())
+                .collect();
+            assert_eq!(decoded, [event(1), event(2)]);
+            assert_eq!(raw[0].ordering_key.as_deref(), Some(&b"k1"[..]));
+            assert_eq!(raw[1].ordering_key, None);
         });
     }
 }

@@ -239,3 +239,114 @@ fn a_worker_trims_what_every_consumer_passed() {
     let report = worker.shutdown().unwrap();
     assert_eq!((report.handled, report.trimmed), (10, 10));
 }
+
+/// A store on `MemEngine` with the outbox's spaces, shared with workers.
+fn shared_store(clock: &Arc<ManualClock>) -> Arc<Store<MemEngine>> {
+    let opts = options(strata_engine::Durability::Immediate);
+    Arc::new(
+        Store::open_with(
+            MemEngine::open(opts.keyspace_specs()).unwrap(),
+            opts,
+            clock.clone(),
+            Box::new(SeededRng::new(1)),
+        )
+        .unwrap(),
+    )
+}
+
+/// A handler that always fails, with one attempt allowed: every entry
+/// becomes a dead letter, and the report counts them and the batches.
+#[test]
+fn a_worker_reports_its_dead_letters_and_batches() {
+    let clock = Arc::new(ManualClock::new(T0));
+    let store = shared_store(&clock);
+    let mut cfg = config();
+    cfg.max_attempts = 1;
+    let outbox = Outbox::new(&store, cfg, clock.clone(), Box::new(SeededRng::new(2))).unwrap();
+    outbox
+        .register("orders", "mailer", Start::Beginning)
+        .unwrap();
+    for id in 1..=4 {
+        store
+            .transact(|tx| outbox.push(tx, &topic(), &event(id)))
+            .unwrap();
+    }
+    let mut wc = WorkerConfig::new("w");
+    wc.outbox = cfg;
+    wc.idle_wait = Duration::from_millis(10);
+    let worker = Worker::spawn(
+        store.clone(),
+        clock.clone(),
+        Box::new(SeededRng::new(3)),
+        topic(),
+        "mailer",
+        wc,
+        Box::new(|_tx, _d: &Delivery<Event>| Err("never works".into())),
+    );
+    for _ in 0..500 {
+        if outbox.lag("orders", "mailer").unwrap().entries == 0 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let report = worker.shutdown().unwrap();
+    assert_eq!(
+        (report.handled, report.failed, report.dead_lettered),
+        (0, 4, 4)
+    );
+    assert!(report.batches >= 1 && report.batches <= 4, "{report:?}");
+    let dead = outbox.dead_letters("orders", "mailer").unwrap();
+    assert_eq!(dead.len(), 4);
+    assert!(dead.iter().all(|d| d.error == "never works"), "{dead:?}");
+}
+
+/// Dropping a worker stops its thread: entries pushed afterwards stay
+/// unhandled.
+#[test]
+fn a_dropped_worker_handles_nothing_more() {
+    let clock = Arc::new(ManualClock::new(T0));
+    let store = shared_store(&clock);
+    let cfg = config();
+    let outbox = Outbox::new(&store, cfg, clock.clone(), Box::new(SeededRng::new(2))).unwrap();
+    outbox
+        .register("orders", "mailer", Start::Beginning)
+        .unwrap();
+    let handled = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let seen = handled.clone();
+    let mut wc = WorkerConfig::new("w");
+    wc.outbox = cfg;
+    wc.idle_wait = Duration::from_millis(5);
+    let worker = Worker::spawn(
+        store.clone(),
+        clock.clone(),
+        Box::new(SeededRng::new(3)),
+        topic(),
+        "mailer",
+        wc,
+        Box::new(move |_tx, _d: &Delivery<Event>| {
+            seen.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            Ok(())
+        }),
+    );
+    store
+        .transact(|tx| outbox.push(tx, &topic(), &event(1)))
+        .unwrap();
+    for _ in 0..500 {
+        if handled.load(std::sync::atomic::Ordering::SeqCst) == 1 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert_eq!(handled.load(std::sync::atomic::Ordering::SeqCst), 1);
+    drop(worker);
+    store
+        .transact(|tx| outbox.push(tx, &topic(), &event(2)))
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(
+        handled.load(std::sync::atomic::Ordering::SeqCst),
+        1,
+        "a dropped worker handled an entry"
+    );
+    assert_eq!(outbox.lag("orders", "mailer").unwrap().entries, 1);
+}

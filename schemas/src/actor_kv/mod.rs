@@ -369,10 +369,10 @@ pub enum ActorKvError {
         why: String,
     },
     /// A value could not be encoded.
-    #[error("encode: {0}")]
+    #[error("a value could not be encoded")]
     Encode(#[from] strata_codec::EncodeError),
     /// A value could not be planned into rows.
-    #[error("chunking: {0}")]
+    #[error("a value could not be planned into rows")]
     Chunk(#[from] strata_codec::ChunkError),
     /// The store failed (a conflict after the retries, an unknown commit
     /// outcome, a physical limit, an engine error).

@@ -86,16 +86,37 @@ pub enum MemoryError {
         value: String,
     },
     /// Stored bytes that do not decode.
-    #[error("corrupt row {key:?}: {why}")]
+    #[error("the row {key:?} does not decode")]
     Corrupt {
         /// The row's key.
         key: String,
-        /// What is wrong.
-        why: String,
+        /// What the codec said.
+        #[source]
+        source: strata_codec::DecodeError,
     },
-    /// A row the operation needs is missing.
-    #[error("not found: {0}")]
-    NotFound(String),
+    /// Rows that decode but do not agree with each other.
+    #[error("the row {key:?} {problem}")]
+    Inconsistent {
+        /// The row's key.
+        key: String,
+        /// What does not agree.
+        problem: Inconsistency,
+    },
+    /// A value could not be encoded (nothing was written).
+    #[error("the value for {key:?} could not be encoded")]
+    Encode {
+        /// The row's key.
+        key: String,
+        /// What the codec said.
+        #[source]
+        source: strata_codec::EncodeError,
+    },
+    /// No grip of this id.
+    #[error("no grip {grip_id:?}")]
+    NoSuchGrip {
+        /// The grip asked for.
+        grip_id: String,
+    },
     /// The outbox failed.
     #[error(transparent)]
     Outbox(#[from] OutboxError),
@@ -109,6 +130,28 @@ pub enum MemoryError {
     /// The store failed.
     #[error(transparent)]
     Store(#[from] StoreError),
+}
+
+/// How rows disagree ([`MemoryError::Inconsistent`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Inconsistency {
+    /// A TOC node's latest pointer is not a 4-byte version.
+    PointerNotFourBytes,
+    /// A TOC node's latest pointer names a version that is not stored.
+    VersionNotStored(u32),
+    /// An index row names a grip that is not stored.
+    GripNotStored,
+}
+
+impl std::fmt::Display for Inconsistency {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::PointerNotFourBytes => f.write_str("is a latest pointer that is not 4 bytes"),
+            Self::VersionNotStored(v) => write!(f, "points at version {v}, which is not stored"),
+            Self::GripNotStored => f.write_str("indexes a grip that is not stored"),
+        }
+    }
 }
 
 /// A conversation event.
@@ -326,18 +369,18 @@ fn check_node_id(node_id: &str) -> Result<(), MemoryError> {
 fn encode<T: Value>(value: &T, key: &str) -> Result<Vec<u8>, MemoryError> {
     let mut out = Vec::new();
     strata_codec::encode(value, key.as_bytes(), EncodeOptions::default(), &mut out).map_err(
-        |e| MemoryError::Corrupt {
+        |source| MemoryError::Encode {
             key: key.to_owned(),
-            why: format!("encode: {e}"),
+            source,
         },
     )?;
     Ok(out)
 }
 
 fn decode<T: Value>(key: &[u8], bytes: &[u8]) -> Result<T, MemoryError> {
-    strata_codec::decode(key, bytes).map_err(|e| MemoryError::Corrupt {
+    strata_codec::decode(key, bytes).map_err(|source| MemoryError::Corrupt {
         key: String::from_utf8_lossy(key).into_owned(),
-        why: e.to_string(),
+        source,
     })
 }
 
@@ -615,9 +658,9 @@ impl<'s, E: Engine> AgentMemory<'s, E> {
             None => Ok(0),
             Some(b) => <[u8; 4]>::try_from(b.as_slice())
                 .map(u32::from_be_bytes)
-                .map_err(|_| MemoryError::Corrupt {
+                .map_err(|_| MemoryError::Inconsistent {
                     key,
-                    why: "a latest pointer that is not 4 bytes".into(),
+                    problem: Inconsistency::PointerNotFourBytes,
                 }),
         }
     }
@@ -625,8 +668,8 @@ impl<'s, E: Engine> AgentMemory<'s, E> {
     /// The latest version of TOC node `node_id`.
     ///
     /// # Errors
-    /// [`MemoryError::Corrupt`] (also when the pointer names a version that
-    /// is not stored); a store error.
+    /// [`MemoryError::Inconsistent`] when the pointer names a version that
+    /// is not stored; [`MemoryError::Corrupt`]; a store error.
     pub fn toc_node(&self, node_id: &str) -> Result<Option<TocNode>, MemoryError> {
         let mut tx = self.store.begin();
         let version = self.latest_version_in(&mut tx, node_id, false)?;
@@ -635,9 +678,9 @@ impl<'s, E: Engine> AgentMemory<'s, E> {
         }
         let key = toc_key(node_id, version);
         match tx.snapshot_get_in(&self.toc, key.as_bytes())? {
-            None => Err(MemoryError::Corrupt {
+            None => Err(MemoryError::Inconsistent {
                 key: latest_key(node_id),
-                why: format!("points at version {version}, which is not stored"),
+                problem: Inconsistency::VersionNotStored(version),
             }),
             Some(b) => decode(key.as_bytes(), &b).map(Some),
         }
@@ -826,9 +869,9 @@ impl<'s, E: Engine> AgentMemory<'s, E> {
                 tx.snapshot_get_in(&self.grips, grip_id.as_bytes())?
                     .map(|b| decode(grip_id.as_bytes(), &b))
                     .transpose()?
-                    .ok_or_else(|| MemoryError::Corrupt {
+                    .ok_or_else(|| MemoryError::Inconsistent {
                         key: String::from_utf8_lossy(&k).into_owned(),
-                        why: "indexes a grip that is not stored".into(),
+                        problem: Inconsistency::GripNotStored,
                     })
             })
             .collect()
@@ -837,12 +880,12 @@ impl<'s, E: Engine> AgentMemory<'s, E> {
     /// The events grip `grip_id` came from: its span, both ends included.
     ///
     /// # Errors
-    /// [`MemoryError::NotFound`] for an unknown grip, [`MemoryError::Invalid`]
+    /// [`MemoryError::NoSuchGrip`] for an unknown grip, [`MemoryError::Invalid`]
     /// for a span whose ends are no event keys, a store error.
     pub fn provenance(&self, grip_id: &str) -> Result<Vec<Event>, MemoryError> {
-        let grip = self
-            .grip(grip_id)?
-            .ok_or_else(|| MemoryError::NotFound(grip_id.to_owned()))?;
+        let grip = self.grip(grip_id)?.ok_or_else(|| MemoryError::NoSuchGrip {
+            grip_id: grip_id.to_owned(),
+        })?;
         let start = event_key(grip.start.timestamp_ms, &grip.start.event_id)?;
         let end = event_key(grip.end.timestamp_ms, &grip.end.event_id)?;
         let mut end = end.into_bytes();

@@ -6,7 +6,7 @@ use std::io::Read;
 
 use sha2::{Digest, Sha256};
 
-use super::CodeSousError;
+use super::{BundleError, CodeSousError};
 
 /// The files a bundle must hold.
 pub const REQUIRED_FILES: [&str; 2] = ["function.js", "manifest.json"];
@@ -36,11 +36,14 @@ impl Bundle {
     pub fn from_files(files: BTreeMap<String, Vec<u8>>) -> Result<Self, CodeSousError> {
         for required in REQUIRED_FILES {
             if !files.contains_key(required) {
-                return Err(CodeSousError::BadBundle(format!("no {required}")));
+                return Err(BundleError::Missing { file: required }.into());
             }
         }
         if let Some(extra) = files.keys().find(|f| !REQUIRED_FILES.contains(&f.as_str())) {
-            return Err(CodeSousError::BadBundle(format!("unexpected file {extra}")));
+            return Err(BundleError::Unexpected {
+                file: extra.clone(),
+            }
+            .into());
         }
         Ok(Self { files })
     }
@@ -82,11 +85,9 @@ impl Bundle {
             header.set_size(contents.len() as u64);
             builder
                 .append_data(&mut header, name, contents.as_slice())
-                .map_err(|e| CodeSousError::BadBundle(e.to_string()))?;
+                .map_err(BundleError::Tar)?;
         }
-        builder
-            .into_inner()
-            .map_err(|e| CodeSousError::BadBundle(e.to_string()))
+        builder.into_inner().map_err(|e| BundleError::Tar(e).into())
     }
 
     /// Reads a bundle from its tar archive: regular files only, exactly
@@ -95,26 +96,24 @@ impl Bundle {
     /// # Errors
     /// [`CodeSousError::BadBundle`] for a malformed archive or other files.
     pub fn from_tar(bytes: &[u8]) -> Result<Self, CodeSousError> {
-        let bad = |e: std::io::Error| CodeSousError::BadBundle(e.to_string());
+        let bad = BundleError::Tar;
         let mut archive = tar::Archive::new(bytes);
         let mut files = BTreeMap::new();
         for entry in archive.entries().map_err(bad)? {
             let mut entry = entry.map_err(bad)?;
             if entry.header().entry_type() != tar::EntryType::Regular {
-                return Err(CodeSousError::BadBundle(
-                    "an entry that is not a regular file".into(),
-                ));
+                return Err(BundleError::NotAFile.into());
             }
             let name = entry
                 .path()
                 .map_err(bad)?
                 .to_str()
                 .map(str::to_owned)
-                .ok_or_else(|| CodeSousError::BadBundle("a file name that is not UTF-8".into()))?;
+                .ok_or(BundleError::NameNotUtf8)?;
             let mut contents = Vec::new();
             entry.read_to_end(&mut contents).map_err(bad)?;
             if files.insert(name.clone(), contents).is_some() {
-                return Err(CodeSousError::BadBundle(format!("{name} twice")));
+                return Err(BundleError::Twice { file: name }.into());
             }
         }
         Self::from_files(files)

@@ -71,10 +71,10 @@ pub enum CodeSousError {
     Store(#[from] StoreError),
     /// The function already exists.
     #[error("function {0} already exists")]
-    FunctionExists(String),
+    FunctionExists(FunctionId),
     /// No such function (or it was deleted).
     #[error("no function {0}")]
-    NoSuchFunction(String),
+    NoSuchFunction(FunctionId),
     /// The function has no such version.
     #[error("function {function} has no version {version}")]
     NoSuchVersion {
@@ -84,8 +84,11 @@ pub enum CodeSousError {
         version: u64,
     },
     /// No such draft, or it expired.
-    #[error("no draft {0}")]
-    NoSuchDraft(String),
+    #[error("no draft {draft_id}")]
+    NoSuchDraft {
+        /// The draft asked for.
+        draft_id: String,
+    },
     /// A schedule or worker of that name exists.
     #[error("{kind} {name} already exists")]
     Exists {
@@ -95,11 +98,17 @@ pub enum CodeSousError {
         name: String,
     },
     /// No such activation, or it expired.
-    #[error("no activation {0}")]
-    NoSuchActivation(String),
+    #[error("no activation {id}")]
+    NoSuchActivation {
+        /// The activation asked for.
+        id: String,
+    },
     /// An activation of that id exists.
-    #[error("activation {0} already exists")]
-    ActivationExists(String),
+    #[error("activation {id} already exists")]
+    ActivationExists {
+        /// The activation.
+        id: String,
+    },
     /// A start whose record is past its retention
     /// ([`CodeSousConfig::activation_ttl_ms`] from its `start_ms`): it may
     /// be a replay of an activation that ran and expired, so it is refused,
@@ -129,12 +138,60 @@ pub enum CodeSousError {
     #[error("status {0:?} is not allowed here")]
     WrongStatus(ActivationStatus),
     /// No draft id could be made at this clock reading.
-    #[error("no draft id: {0}")]
+    #[error("no draft id could be made at this clock reading")]
     DraftId(#[source] strata_keys::UlidError),
     /// A bundle or draft whose files are not exactly `function.js` and
     /// `manifest.json`, or a malformed tar archive or base64 file.
-    #[error("bad bundle: {0}")]
-    BadBundle(String),
+    #[error(transparent)]
+    BadBundle(#[from] BundleError),
+}
+
+/// What is wrong with a bundle or a draft ([`CodeSousError::BadBundle`]).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum BundleError {
+    /// A required file is missing.
+    #[error("the bundle has no {file}")]
+    Missing {
+        /// The file's name.
+        file: &'static str,
+    },
+    /// A file other than the required ones.
+    #[error("the bundle holds the unexpected file {file:?}")]
+    Unexpected {
+        /// The file's name.
+        file: String,
+    },
+    /// A file twice in one archive.
+    #[error("the bundle's archive holds {file:?} twice")]
+    Twice {
+        /// The file's name.
+        file: String,
+    },
+    /// An archive entry that is not a regular file.
+    #[error("the bundle's archive holds an entry that is not a regular file")]
+    NotAFile,
+    /// An archive entry whose name is not UTF-8.
+    #[error("the bundle's archive holds a file name that is not UTF-8")]
+    NameNotUtf8,
+    /// The tar archive does not read (or could not be written).
+    #[error("the bundle's tar archive does not read")]
+    Tar(#[source] std::io::Error),
+    /// A draft's file is not valid base64.
+    #[error("the draft's file {file:?} is not valid base64")]
+    Base64 {
+        /// The file's name.
+        file: String,
+        /// What the decoder said.
+        #[source]
+        source: base64::DecodeError,
+    },
+    /// A draft's files do not hash to the SHA-256 it was created with.
+    #[error("draft {draft_id} does not match its sha256")]
+    Sha256Mismatch {
+        /// The draft.
+        draft_id: String,
+    },
 }
 
 /// Names a function: tenant, namespace, function name.
@@ -367,7 +424,7 @@ impl<E: Engine> CodeSous<E> {
                 deleted_at_ms: None,
             };
             if !tx.put_if_absent(&f.key(), &meta)? {
-                return Err(CodeSousError::FunctionExists(f.to_string()));
+                return Err(CodeSousError::FunctionExists(f.clone()));
             }
             Ok(meta)
         })
@@ -458,7 +515,9 @@ impl<E: Engine> CodeSous<E> {
     pub fn draft_bundle(&self, f: &FunctionId, draft_id: &str) -> Result<Bundle, CodeSousError> {
         let draft = self
             .draft(f, draft_id)?
-            .ok_or_else(|| CodeSousError::NoSuchDraft(draft_id.to_owned()))?;
+            .ok_or_else(|| CodeSousError::NoSuchDraft {
+                draft_id: draft_id.to_owned(),
+            })?;
         draft_to_bundle(&draft)
     }
 
@@ -788,9 +847,9 @@ impl<E: Engine> CodeSous<E> {
             .saturating_add(self.config.activation_ttl_ms);
         self.store.transact(|tx| {
             if tx.get(&key)?.is_some() {
-                return Err(CodeSousError::ActivationExists(
-                    activation.activation_id.clone(),
-                ));
+                return Err(CodeSousError::ActivationExists {
+                    id: activation.activation_id.clone(),
+                });
             }
             if expired_at <= tx.now_ms() && !self.planted("start-after-retention") {
                 return Err(CodeSousError::ActivationExpired {
@@ -828,7 +887,9 @@ impl<E: Engine> CodeSous<E> {
         self.store.transact(|tx| {
             let current = tx
                 .get(&key)?
-                .ok_or_else(|| CodeSousError::NoSuchActivation(activation_id.to_owned()))?;
+                .ok_or_else(|| CodeSousError::NoSuchActivation {
+                    id: activation_id.to_owned(),
+                })?;
             if current.status.is_terminal() && !self.planted("second-ending-accepted") {
                 return Err(CodeSousError::AlreadyTerminal {
                     id: activation_id.to_owned(),
@@ -844,7 +905,9 @@ impl<E: Engine> CodeSous<E> {
             if !tx.compare_and_set(&key, Some(&current), Some(&done))? {
                 // The transaction read `current`; a change since is a
                 // conflict the store retries, so this does not happen.
-                return Err(CodeSousError::NoSuchActivation(activation_id.to_owned()));
+                return Err(CodeSousError::NoSuchActivation {
+                    id: activation_id.to_owned(),
+                });
             }
             Ok(done)
         })
@@ -884,7 +947,9 @@ impl<E: Engine> CodeSous<E> {
         self.store.transact(|tx| {
             let activation = tx
                 .get_with_expiry(&activation_key(tenant, activation_id))?
-                .ok_or_else(|| CodeSousError::NoSuchActivation(activation_id.to_owned()))?;
+                .ok_or_else(|| CodeSousError::NoSuchActivation {
+                    id: activation_id.to_owned(),
+                })?;
             let expires = activation.expires_at;
             let mut chunks = tx.get(&index)?.unwrap_or_default();
             let first = chunks.0.last().map_or(0, |last| last + 1);
@@ -980,7 +1045,7 @@ fn live_function(
 ) -> Result<FunctionMeta, CodeSousError> {
     match meta {
         Some(meta) if meta.deleted_at_ms.is_none() => Ok(meta),
-        _ => Err(CodeSousError::NoSuchFunction(f.to_string())),
+        _ => Err(CodeSousError::NoSuchFunction(f.clone())),
     }
 }
 
@@ -1051,15 +1116,18 @@ fn draft_to_bundle(draft: &DraftRecord) -> Result<Bundle, CodeSousError> {
             base64::engine::general_purpose::STANDARD
                 .decode(b64)
                 .map(|bytes| (name.clone(), bytes))
-                .map_err(|e| CodeSousError::BadBundle(format!("{name}: {e}")))
+                .map_err(|source| BundleError::Base64 {
+                    file: name.clone(),
+                    source,
+                })
         })
         .collect::<Result<BTreeMap<_, _>, _>>()?;
     let bundle = Bundle::from_files(files)?;
     if bundle.sha256()? != draft.sha256 {
-        return Err(CodeSousError::BadBundle(format!(
-            "draft {} does not match its sha256",
-            draft.draft_id
-        )));
+        return Err(BundleError::Sha256Mismatch {
+            draft_id: draft.draft_id.clone(),
+        }
+        .into());
     }
     Ok(bundle)
 }

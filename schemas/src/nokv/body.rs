@@ -40,7 +40,7 @@ impl<E: Engine> Nokv<E> {
             let now = tx.now_ms();
             let attr = tx
                 .get(&inode_key(mount, inode))?
-                .ok_or_else(|| NokvError::NotFound(format!("inode {inode}")))?;
+                .ok_or_else(|| NokvError::NotFound(Missing::Inode(inode)))?;
             if attr.file_type == FileType::Dir {
                 return Err(NokvError::IsADirectory(inode));
             }
@@ -92,7 +92,7 @@ impl<E: Engine> Nokv<E> {
     /// [`NokvError::Blob`], a store error.
     pub fn read(&self, mount: MountId, inode: InodeId) -> Result<Vec<u8>, NokvError> {
         let Some(attr) = self.getattr(mount, inode)? else {
-            return Err(NokvError::NotFound(format!("inode {inode}")));
+            return Err(NokvError::NotFound(Missing::Inode(inode)));
         };
         let Some(body) = attr.body else {
             return Ok(Vec::new());
@@ -103,7 +103,7 @@ impl<E: Engine> Nokv<E> {
             .read()?
             .scan::<ManifestKey>(&Scan::range_of(KeyRange::tuple_prefix(&prefix)))?
             .collect::<Result<Vec<_>, _>>()?;
-        let bad = |why: String| NokvError::Body { inode, why };
+        let bad = |problem| NokvError::Body { inode, problem };
         let mut out = Vec::with_capacity(usize::try_from(body.size).unwrap_or(0));
         let mut chunk = 0;
         for (k, row) in rows {
@@ -114,25 +114,25 @@ impl<E: Engine> Nokv<E> {
                             .blobs
                             .get(&b.object)
                             .map_err(NokvError::Blob)?
-                            .ok_or_else(|| bad(format!("object {} is missing", b.object)))?;
+                            .ok_or_else(|| bad(BodyProblem::MissingObject(b.object.clone())))?;
                         if bytes.len() as u64 != b.size || crc32fast::hash(&bytes) != b.digest {
-                            return Err(bad(format!("object {} does not match", b.object)));
+                            return Err(bad(BodyProblem::ObjectMismatch(b.object.clone())));
                         }
                         out.extend_from_slice(&bytes);
                     }
                     chunk += 1;
                 }
                 ManifestRow::Summary(_) if k.chunk == BODY_SUMMARY => {}
-                _ => return Err(bad(format!("manifest row {} out of place", k.chunk))),
+                _ => return Err(bad(BodyProblem::OutOfPlace(k.chunk))),
             }
         }
         if chunk != body.chunks || out.len() as u64 != body.size {
-            return Err(bad(format!(
-                "{chunk} chunks and {} bytes where the summary says {} and {}",
-                out.len(),
-                body.chunks,
-                body.size
-            )));
+            return Err(bad(BodyProblem::Size {
+                chunks: chunk,
+                bytes: out.len() as u64,
+                want_chunks: body.chunks,
+                want_bytes: body.size,
+            }));
         }
         Ok(out)
     }

@@ -79,12 +79,15 @@ impl<E: Engine> Nokv<E> {
             });
         }
         for (index, p) in cmd.predicates.iter().enumerate() {
-            let fail = |why: String| NokvError::PredicateFailed { index, why };
+            let fail = || NokvError::PredicateFailed {
+                index,
+                predicate: p.clone(),
+            };
             match p {
                 MetaPredicate::InodeGeneration(inode, want) => {
                     let got = tx.get(&inode_key(mount, *inode))?.map(|a| a.generation);
                     if got != *want {
-                        return Err(fail(format!("inode {inode} generation {got:?}")));
+                        return Err(fail());
                     }
                 }
                 MetaPredicate::Dentry(parent, name, want) => {
@@ -92,13 +95,13 @@ impl<E: Engine> Nokv<E> {
                         .get(&dentry_key(mount, *parent, name))?
                         .map(|d| (d.child, d.generation));
                     if got != *want {
-                        return Err(fail(format!("dentry {name:?} in {parent}: {got:?}")));
+                        return Err(fail());
                     }
                 }
                 MetaPredicate::MountCounter(next) => {
                     let got = tx.get(&MountKey { mount })?.map(|m| m.next_inode);
                     if got != Some(*next) {
-                        return Err(fail(format!("mount counter {got:?}")));
+                        return Err(fail());
                     }
                 }
             }
@@ -386,7 +389,7 @@ impl<E: Engine> Nokv<E> {
     ) -> Result<Option<InodeId>, NokvError> {
         let attr = tx
             .get(&inode_key(mount, inode))?
-            .ok_or_else(|| NokvError::NotFound(format!("inode {inode}")))?;
+            .ok_or_else(|| NokvError::NotFound(Missing::Inode(inode)))?;
         cmd.predicates
             .push(MetaPredicate::InodeGeneration(inode, Some(attr.generation)));
         if attr.file_type == FileType::Dir && !Self::is_empty_dir(tx, mount, inode)? {

@@ -87,9 +87,9 @@ pub enum NokvError {
     /// No such mount.
     #[error("no mount {0}")]
     NoMount(MountId),
-    /// A name or inode that does not exist.
+    /// A name, path or inode that does not exist.
     #[error("not found: {0}")]
-    NotFound(String),
+    NotFound(Missing),
     /// The name is taken.
     #[error("{name:?} exists in directory {parent}")]
     Exists {
@@ -111,8 +111,11 @@ pub enum NokvError {
     #[error("moving directory {0} there would put it under itself")]
     WouldCreateCycle(InodeId),
     /// A name that is empty, `.`, `..` or holds `/` or NUL.
-    #[error("invalid name {0:?}")]
-    InvalidName(String),
+    #[error("invalid name {name:?}")]
+    InvalidName {
+        /// The name given.
+        name: String,
+    },
     /// The command's plan was read at a version below the mount's dedupe
     /// floor: a command that old may be a replay whose dedupe row was
     /// pruned ([`NokvConfig::dedupe_retention_ms`]), so it is refused,
@@ -130,31 +133,133 @@ pub enum NokvError {
         floor: u64,
     },
     /// A predicate of the command did not hold: nothing was applied.
-    #[error("predicate {index} failed: {why}")]
+    #[error("predicate {index} did not hold: {predicate:?}")]
     PredicateFailed {
         /// Which predicate.
         index: usize,
-        /// What it found.
-        why: String,
+        /// The predicate, as the command gave it.
+        predicate: MetaPredicate,
     },
     /// The snapshot pin is unknown, expired or not ready.
-    #[error("snapshot {0:?} is not usable: {1}")]
-    Pin(String, &'static str),
+    #[error("snapshot {snapshot:?} is not usable: {problem}")]
+    Pin {
+        /// The pin's name.
+        snapshot: String,
+        /// Why not.
+        problem: PinProblem,
+    },
     /// A body's chunk does not match its manifest.
-    #[error("body of inode {inode}: {why}")]
+    #[error("body of inode {inode}: {problem}")]
     Body {
         /// The file.
         inode: InodeId,
         /// What is wrong.
-        why: String,
+        problem: BodyProblem,
     },
+    /// A row of a pinned snapshot's history does not decode.
+    #[error("a history row of the snapshot does not decode")]
+    History(#[source] strata_codec::DecodeError),
     /// The object store failed.
-    #[error("object store: {0}")]
-    Blob(String),
+    #[error("the object store failed")]
+    Blob(#[source] BlobError),
     /// The store failed.
     #[error(transparent)]
     Store(#[from] StoreError),
 }
+
+/// What was not found ([`NokvError::NotFound`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Missing {
+    /// No such inode.
+    Inode(InodeId),
+    /// No entry of this name in the directory.
+    Entry {
+        /// The directory.
+        parent: InodeId,
+        /// The name looked up in it.
+        name: String,
+    },
+    /// A path that does not resolve.
+    Path(String),
+}
+
+impl std::fmt::Display for Missing {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Inode(i) => write!(f, "inode {i}"),
+            Self::Entry { parent, name } => write!(f, "{name:?} in {parent}"),
+            Self::Path(p) => write!(f, "path {p:?}"),
+        }
+    }
+}
+
+/// Why a snapshot pin is not usable ([`NokvError::Pin`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum PinProblem {
+    /// No pin of that name.
+    Unknown,
+    /// Its lease has ended.
+    Ended,
+    /// It has no read version yet.
+    NotReady,
+}
+
+impl std::fmt::Display for PinProblem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::Unknown => "no such pin",
+            Self::Ended => "its lease has ended",
+            Self::NotReady => "not ready",
+        })
+    }
+}
+
+/// What is wrong with a file's body ([`NokvError::Body`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum BodyProblem {
+    /// An object the manifest names is not in the object store.
+    MissingObject(String),
+    /// An object's size or CRC-32 differs from the manifest's.
+    ObjectMismatch(String),
+    /// A manifest row where its chunk number does not belong.
+    OutOfPlace(u64),
+    /// The chunks read do not add up to the body's summary.
+    Size {
+        /// Chunks read.
+        chunks: u64,
+        /// Bytes read.
+        bytes: u64,
+        /// Chunks the summary gives.
+        want_chunks: u64,
+        /// Bytes the summary gives.
+        want_bytes: u64,
+    },
+}
+
+impl std::fmt::Display for BodyProblem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::MissingObject(o) => write!(f, "object {o} is missing"),
+            Self::ObjectMismatch(o) => write!(f, "object {o} does not match"),
+            Self::OutOfPlace(c) => write!(f, "manifest row {c} out of place"),
+            Self::Size {
+                chunks,
+                bytes,
+                want_chunks,
+                want_bytes,
+            } => write!(
+                f,
+                "{chunks} chunks and {bytes} bytes where the summary says {want_chunks} and {want_bytes}"
+            ),
+        }
+    }
+}
+
+/// An object store's failure ([`BlobStore`]).
+pub type BlobError = Box<dyn std::error::Error + Send + Sync>;
 
 /// What a command returned, recorded for replays.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -271,18 +376,18 @@ pub trait BlobStore: Send + Sync {
     /// Stores `bytes` under `key`.
     ///
     /// # Errors
-    /// The store's failure, as text.
-    fn put(&self, key: &str, bytes: &[u8]) -> Result<(), String>;
+    /// The store's failure.
+    fn put(&self, key: &str, bytes: &[u8]) -> Result<(), BlobError>;
     /// The bytes under `key`.
     ///
     /// # Errors
-    /// The store's failure, as text.
-    fn get(&self, key: &str) -> Result<Option<Vec<u8>>, String>;
+    /// The store's failure.
+    fn get(&self, key: &str) -> Result<Option<Vec<u8>>, BlobError>;
     /// Deletes `key` (absent is fine).
     ///
     /// # Errors
-    /// The store's failure, as text.
-    fn delete(&self, key: &str) -> Result<(), String>;
+    /// The store's failure.
+    fn delete(&self, key: &str) -> Result<(), BlobError>;
 }
 
 /// An in-memory [`BlobStore`] for tests and examples.
@@ -303,16 +408,16 @@ impl MemBlobs {
 }
 
 impl BlobStore for MemBlobs {
-    fn put(&self, key: &str, bytes: &[u8]) -> Result<(), String> {
+    fn put(&self, key: &str, bytes: &[u8]) -> Result<(), BlobError> {
         self.lock().insert(key.to_owned(), bytes.to_vec());
         Ok(())
     }
 
-    fn get(&self, key: &str) -> Result<Option<Vec<u8>>, String> {
+    fn get(&self, key: &str) -> Result<Option<Vec<u8>>, BlobError> {
         Ok(self.lock().get(key).cloned())
     }
 
-    fn delete(&self, key: &str) -> Result<(), String> {
+    fn delete(&self, key: &str) -> Result<(), BlobError> {
         self.lock().remove(key);
         Ok(())
     }
@@ -386,7 +491,9 @@ pub struct Nokv<E: Engine> {
 
 fn name_ok(name: &str) -> Result<(), NokvError> {
     if name.is_empty() || name == "." || name == ".." || name.contains(['/', '\0']) {
-        return Err(NokvError::InvalidName(name.to_owned()));
+        return Err(NokvError::InvalidName {
+            name: name.to_owned(),
+        });
     }
     Ok(())
 }
@@ -415,7 +522,7 @@ fn dir_of<E: Engine>(
 ) -> Result<InodeAttr, NokvError> {
     let attr = tx
         .get(&inode_key(mount, dir))?
-        .ok_or_else(|| NokvError::NotFound(format!("inode {dir}")))?;
+        .ok_or_else(|| NokvError::NotFound(Missing::Inode(dir)))?;
     if attr.file_type != FileType::Dir {
         return Err(NokvError::NotADirectory(dir));
     }

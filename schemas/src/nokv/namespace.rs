@@ -195,7 +195,7 @@ impl<E: Engine> Nokv<E> {
             let now = tx.now_ms();
             let attr = tx
                 .get(&inode_key(mount, inode))?
-                .ok_or_else(|| NokvError::NotFound(format!("inode {inode}")))?;
+                .ok_or_else(|| NokvError::NotFound(Missing::Inode(inode)))?;
             let mut cmd = Self::command(tx, mount, request_id, CommandKind::SetAttr)?;
             cmd.predicates = vec![MetaPredicate::InodeGeneration(inode, Some(attr.generation))];
             planted::setattr_predicates(&mut cmd);
@@ -230,7 +230,7 @@ impl<E: Engine> Nokv<E> {
             let dir = dir_of(tx, mount, parent)?;
             let attr = tx
                 .get(&inode_key(mount, inode))?
-                .ok_or_else(|| NokvError::NotFound(format!("inode {inode}")))?;
+                .ok_or_else(|| NokvError::NotFound(Missing::Inode(inode)))?;
             if attr.file_type == FileType::Dir {
                 return Err(NokvError::IsADirectory(inode));
             }
@@ -308,9 +308,12 @@ impl<E: Engine> Nokv<E> {
         self.replanned(mount, request_id, |tx| {
             let now = tx.now_ms();
             let dir = dir_of(tx, mount, parent)?;
-            let d = tx
-                .get(&dentry_key(mount, parent, name))?
-                .ok_or_else(|| NokvError::NotFound(format!("{name:?} in {parent}")))?;
+            let d = tx.get(&dentry_key(mount, parent, name))?.ok_or_else(|| {
+                NokvError::NotFound(Missing::Entry {
+                    parent,
+                    name: name.to_owned(),
+                })
+            })?;
             let mut cmd = Self::command(tx, mount, request_id, CommandKind::Unlink)?;
             cmd.predicates = vec![
                 MetaPredicate::InodeGeneration(parent, Some(dir.generation)),
@@ -393,9 +396,12 @@ impl<E: Engine> Nokv<E> {
             let m = mount_of(tx, mount)?;
             let src_dir = dir_of(tx, mount, from)?;
             let dst_dir = dir_of(tx, mount, to)?;
-            let src = tx
-                .get(&dentry_key(mount, from, name))?
-                .ok_or_else(|| NokvError::NotFound(format!("{name:?} in {from}")))?;
+            let src = tx.get(&dentry_key(mount, from, name))?.ok_or_else(|| {
+                NokvError::NotFound(Missing::Entry {
+                    parent: from,
+                    name: name.to_owned(),
+                })
+            })?;
             let mut cmd = Self::command(tx, mount, request_id, CommandKind::Rename)?;
             cmd.outcome.inode = Some(src.child);
             if from == to && name == to_name {
@@ -425,9 +431,12 @@ impl<E: Engine> Nokv<E> {
                     let Some((p, n)) = up.into_iter().next() else {
                         break;
                     };
-                    let d = tx
-                        .get(&dentry_key(mount, p, &n))?
-                        .ok_or_else(|| NokvError::NotFound(format!("{n:?} in {p}")))?;
+                    let d = tx.get(&dentry_key(mount, p, &n))?.ok_or_else(|| {
+                        NokvError::NotFound(Missing::Entry {
+                            parent: p,
+                            name: n.clone(),
+                        })
+                    })?;
                     cmd.predicates
                         .push(MetaPredicate::Dentry(p, n, Some((d.child, d.generation))));
                     at = p;
@@ -445,7 +454,7 @@ impl<E: Engine> Nokv<E> {
                     }
                     let target = tx
                         .get(&inode_key(mount, d.child))?
-                        .ok_or_else(|| NokvError::NotFound(format!("inode {}", d.child)))?;
+                        .ok_or_else(|| NokvError::NotFound(Missing::Inode(d.child)))?;
                     if !Self::is_empty_dir(tx, mount, d.child)? {
                         return Err(NokvError::NotEmpty(d.child));
                     }
@@ -469,7 +478,7 @@ impl<E: Engine> Nokv<E> {
                     // The file loses one of its two names.
                     let attr = tx
                         .get(&inode_key(mount, d.child))?
-                        .ok_or_else(|| NokvError::NotFound(format!("inode {}", d.child)))?;
+                        .ok_or_else(|| NokvError::NotFound(Missing::Inode(d.child)))?;
                     cmd.predicates.push(MetaPredicate::InodeGeneration(
                         d.child,
                         Some(attr.generation),

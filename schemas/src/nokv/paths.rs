@@ -107,7 +107,7 @@ impl<E: Engine> Nokv<E> {
         for name in path.split('/').filter(|s| !s.is_empty()) {
             let d = view
                 .get(&dentry_key(mount, at, name))?
-                .ok_or_else(|| NokvError::NotFound(path.to_owned()))?;
+                .ok_or_else(|| NokvError::NotFound(Missing::Path(path.to_owned())))?;
             components.push((at, name.to_owned(), d.generation));
             at = d.child;
         }

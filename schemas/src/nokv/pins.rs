@@ -117,13 +117,20 @@ impl<E: Engine> Nokv<E> {
                 mount,
                 snapshot: snapshot.to_owned(),
             })?
-            .ok_or(NokvError::Pin(snapshot.to_owned(), "no such pin"))?;
+            .ok_or_else(|| NokvError::Pin {
+                snapshot: snapshot.to_owned(),
+                problem: PinProblem::Unknown,
+            })?;
         if pin.lease_until_ms <= now {
-            return Err(NokvError::Pin(snapshot.to_owned(), "its lease has ended"));
+            return Err(NokvError::Pin {
+                snapshot: snapshot.to_owned(),
+                problem: PinProblem::Ended,
+            });
         }
-        let version = pin
-            .read_version
-            .ok_or(NokvError::Pin(snapshot.to_owned(), "not ready"))?;
+        let version = pin.read_version.ok_or_else(|| NokvError::Pin {
+            snapshot: snapshot.to_owned(),
+            problem: PinProblem::NotReady,
+        })?;
         let packed = key.pack().map_err(|source| StoreError::Key {
             key_type: K::NAME,
             source,
@@ -143,17 +150,11 @@ impl<E: Engine> Nokv<E> {
             None => Ok(tx.get(key)?),
             Some((_, row)) => {
                 let previous: Vec<u8> =
-                    strata_codec::decode(&[], &row).map_err(|e| NokvError::Body {
-                        inode: 0,
-                        why: format!("history row: {e}"),
-                    })?;
+                    strata_codec::decode(&[], &row).map_err(NokvError::History)?;
                 match previous.split_first() {
                     Some((0, _)) | None => Ok(None),
                     Some((_, envelope)) => Ok(Some(
-                        strata_codec::decode(&packed, envelope).map_err(|e| NokvError::Body {
-                            inode: 0,
-                            why: format!("history value: {e}"),
-                        })?,
+                        strata_codec::decode(&packed, envelope).map_err(NokvError::History)?,
                     )),
                 }
             }

@@ -199,7 +199,7 @@ pub enum UdbError {
         key: Vec<u8>,
     },
     /// A key did not pack, or a row read as another key type than its own.
-    #[error("{key_type}: {source}")]
+    #[error("a key of type {key_type} does not pack or read")]
     Key {
         /// Which key type (its name).
         key_type: &'static str,
@@ -208,7 +208,7 @@ pub enum UdbError {
         source: KeyError,
     },
     /// A value did not decode (damaged, or written as another type).
-    #[error("{key_type}: {source}")]
+    #[error("a value of key type {key_type} does not decode")]
     Decode {
         /// Which key type (its name).
         key_type: &'static str,
@@ -217,7 +217,7 @@ pub enum UdbError {
         source: DecodeError,
     },
     /// A value did not encode.
-    #[error("{key_type}: {source}")]
+    #[error("a value of key type {key_type} does not encode")]
     Encode {
         /// Which key type (its name).
         key_type: &'static str,

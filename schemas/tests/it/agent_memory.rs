@@ -407,7 +407,7 @@ fn grips_search_and_stats<E: Engine>(engine: E) {
     );
     assert!(matches!(
         mem.provenance("grip:0:none"),
-        Err(MemoryError::NotFound(_))
+        Err(MemoryError::NoSuchGrip { .. })
     ));
     // Search: the index is fed by the outbox.
     store.engine().sync().unwrap();

@@ -475,7 +475,7 @@ fn drafts_publish_and_expire_after_a_day<E: Engine>(engine: E) {
     );
     assert!(matches!(
         cs.publish_draft(&f(), &draft.draft_id, &json!({}), None),
-        Err(CodeSousError::NoSuchDraft(_))
+        Err(CodeSousError::NoSuchDraft { .. })
     ));
     assert_eq!(
         cs.sweep_expired().unwrap().removed,
@@ -500,7 +500,7 @@ fn an_activation_ends_once<E: Engine>(engine: E) {
     cs.start_activation(&activation("a1")).unwrap();
     assert!(matches!(
         cs.start_activation(&activation("a1")),
-        Err(CodeSousError::ActivationExists(_))
+        Err(CodeSousError::ActivationExists { .. })
     ));
     assert!(matches!(
         cs.finish_activation(
@@ -556,7 +556,7 @@ fn an_activation_ends_once<E: Engine>(engine: E) {
             None,
             false
         ),
-        Err(CodeSousError::NoSuchActivation(_))
+        Err(CodeSousError::NoSuchActivation { .. })
     ));
     // Racing endings: exactly one wins.
     cs.start_activation(&activation("a2")).unwrap();
@@ -634,7 +634,7 @@ fn logs_append_in_chunks<E: Engine>(engine: E) {
     let (cs, _) = open(engine, config);
     assert!(matches!(
         cs.append_log("t_abc123", "none", "x"),
-        Err(CodeSousError::NoSuchActivation(_))
+        Err(CodeSousError::NoSuchActivation { .. })
     ));
     cs.start_activation(&activation("a1")).unwrap();
     assert_eq!(

@@ -11,8 +11,8 @@ use strata_engine::{Engine, KeyspaceSpec, ManualClock};
 use strata_keys::KeyRange;
 use strata_schemas::nokv::{
     BlobStore, CommandKind, Executed, FileType, HISTORY_SPACE, MemBlobs, MetaMutation,
-    MetaPredicate, MetadataCommand, Nokv, NokvConfig, NokvError, Outcome, PathHit, ROOT,
-    WatchEvent,
+    MetaPredicate, MetadataCommand, Nokv, NokvConfig, NokvError, Outcome, PathHit, PinProblem,
+    ROOT, WatchEvent,
 };
 
 use strata_schemas::nokv::keys::ManifestKey;
@@ -94,7 +94,7 @@ fn namespace_basics<E: Engine>(engine: E) {
     for bad in ["", ".", "..", "x/y", "n\0"] {
         assert!(matches!(
             fs.create(M, "r5", docs, bad, 0o600),
-            Err(NokvError::InvalidName(_))
+            Err(NokvError::InvalidName { .. })
         ));
     }
     assert!(matches!(
@@ -425,7 +425,10 @@ fn pins_read_history<E: Engine>(engine: E) {
     assert_eq!(fs.getattr_at(M, "snap", f).unwrap().unwrap().mode, 0o600);
     assert!(matches!(
         fs.getattr_at(M, "none", f),
-        Err(NokvError::Pin(_, _))
+        Err(NokvError::Pin {
+            problem: PinProblem::Unknown,
+            ..
+        })
     ));
     // Pruning with both pins live keeps their history.
     fs.prune(M).unwrap();
@@ -434,7 +437,10 @@ fn pins_read_history<E: Engine>(engine: E) {
     clock.advance(60_001);
     assert!(matches!(
         fs.getattr_at(M, "snap", f),
-        Err(NokvError::Pin(_, _))
+        Err(NokvError::Pin {
+            problem: PinProblem::Ended,
+            ..
+        })
     ));
     let pruned = fs.prune(M).unwrap();
     assert_eq!(pruned.pins, 2);
@@ -477,7 +483,10 @@ fn a_pin_ends_with_its_lease<E: Engine>(engine: E) {
     assert_eq!(history_rows(&fs), rows, "nothing once the lease has ended");
     assert!(matches!(
         fs.getattr_at(M, "short", f),
-        Err(NokvError::Pin(_, _))
+        Err(NokvError::Pin {
+            problem: PinProblem::Ended,
+            ..
+        })
     ));
 }
 

@@ -14,6 +14,7 @@ use tantivy::{TantivyDocument, Term};
 use crate::SearchError;
 use crate::change::{Change, body_hash};
 use crate::spec::{Fields, IndexSpec};
+use strata_engine::ErrorChain;
 
 #[allow(clippy::wildcard_imports)]
 use super::*;
@@ -156,7 +157,11 @@ where
                 // An entry that can never become a document (its value
                 // does not decode, its mapping names an undeclared field)
                 // is dead-lettered, so that it does not hold the index up.
-                Err(e @ (SearchError::Decode(_) | SearchError::Mapping(_))) => {
+                Err(
+                    e @ (SearchError::Key { .. }
+                    | SearchError::Value { .. }
+                    | SearchError::Mapping(_)),
+                ) => {
                     // The key's old document goes: the row no longer
                     // holds what it says (`verify` reports it missing).
                     if !change.fresh {
@@ -171,10 +176,13 @@ where
                     tracing::warn!(
                         index = self.spec.name,
                         position = %position,
-                        error = %e,
+                        error = %ErrorChain(&e),
                         "a change that does not index: dead-lettered"
                     );
-                    match self.outbox.dead_letter(&lease, *position, &e.to_string()) {
+                    match self
+                        .outbox
+                        .dead_letter(&lease, *position, &ErrorChain(&e).to_string())
+                    {
                         // One entry naming several rows: dead already.
                         Ok(()) | Err(OutboxError::AlreadyFinished(_)) => {}
                         Err(failed) => {
@@ -273,7 +281,7 @@ where
                         self.dead_letter_entry(
                             lease,
                             d.position,
-                            &format!("row {} does not read: {e}", K::NAME),
+                            &format!("row {} does not read: {}", K::NAME, ErrorChain(&e)),
                         )?;
                         None
                     }
@@ -339,10 +347,16 @@ where
         // not even its delete.
         let doc = match &change.value {
             Some((schema_version, body)) => {
-                let key = K::unpack(&change.key)
-                    .map_err(|e| SearchError::Decode(format!("key of {}: {e}", K::NAME)))?;
-                let value = K::Value::decode_body(*schema_version, body)
-                    .map_err(|e| SearchError::Decode(format!("value of {}: {e}", K::NAME)))?;
+                let key = K::unpack(&change.key).map_err(|source| SearchError::Key {
+                    key_type: K::NAME,
+                    source,
+                })?;
+                let value = K::Value::decode_body(*schema_version, body).map_err(|source| {
+                    SearchError::Value {
+                        key_type: K::NAME,
+                        source,
+                    }
+                })?;
                 Some(document(
                     &self.spec,
                     &self.fields,

@@ -39,7 +39,7 @@ pub(crate) fn peek_generation(root: &std::path::Path) -> Result<Option<u64>, Sea
             .strip_prefix("gen-")
             .and_then(|n| n.parse().ok())
             .map(Some)
-            .ok_or_else(|| SearchError::Payload(format!("{CURRENT} holds {text:?}"))),
+            .ok_or_else(|| SearchError::Current { found: text }),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(e.into()),
     }

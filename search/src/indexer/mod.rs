@@ -139,7 +139,9 @@ fn record<E: Engine>(
 }
 
 pub(crate) fn parse_payload(payload: &str) -> Result<Position, SearchError> {
-    let bad = || SearchError::Payload(payload.to_owned());
+    let bad = || SearchError::Payload {
+        found: payload.to_owned(),
+    };
     let rest = payload.strip_prefix(PAYLOAD).ok_or_else(bad)?;
     let (version, order) = rest.split_once('.').ok_or_else(bad)?;
     Ok(Position {
@@ -162,7 +164,8 @@ where
     /// [`SearchError::Behind`] when the outbox consumer has acknowledged
     /// more than the index holds; [`SearchError::MappingChanged`] when the
     /// index was built with another mapping (both: open it with
-    /// [`Indexer::open_rebuilt`]); [`SearchError::Payload`]; tantivy, I/O
+    /// [`Indexer::open_rebuilt`]); [`SearchError::Payload`],
+    /// [`SearchError::Current`]; tantivy, I/O
     /// and store failures.
     pub fn open(
         outbox: &'o Outbox<'s, E>,

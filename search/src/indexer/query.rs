@@ -13,7 +13,7 @@ use tantivy::snippet::SnippetGenerator;
 use tantivy::{TantivyDocument, Term};
 
 use crate::change::body_hash;
-use crate::{Freshness, Hit, Query, Results, SearchError};
+use crate::{Freshness, Hit, Query, QueryError, Results, SearchError};
 
 #[allow(clippy::wildcard_imports)]
 use super::*;
@@ -46,7 +46,10 @@ where
             }
             let parsed = parser
                 .parse_query(&query.text)
-                .map_err(|e| SearchError::Query(e.to_string()))?;
+                .map_err(|source| QueryError::Parse {
+                    text: query.text.clone(),
+                    source,
+                })?;
             parts.push((Occur::Must, parsed));
         }
         for (name, value) in &query.filters {
@@ -55,7 +58,9 @@ where
                 .strings
                 .iter()
                 .position(|f| f == name)
-                .ok_or_else(|| SearchError::Query(format!("no string field {name:?}")))?;
+                .ok_or_else(|| QueryError::NoStringField {
+                    field: name.clone(),
+                })?;
             let term = Term::from_field_text(self.fields.strings[i], value);
             parts.push((
                 Occur::Must,
@@ -63,10 +68,7 @@ where
             ));
         }
         if let Some((start, end)) = &query.time {
-            let field = self
-                .fields
-                .time
-                .ok_or_else(|| SearchError::Query("this index has no time".into()))?;
+            let field = self.fields.time.ok_or(QueryError::NoTime)?;
             let bound = |b: &Bound<u64>| match b {
                 Bound::Included(v) => Bound::Included(Term::from_field_u64(field, *v)),
                 Bound::Excluded(v) => Bound::Excluded(Term::from_field_u64(field, *v)),
@@ -96,8 +98,10 @@ where
         for (score, address) in top {
             let doc: TantivyDocument = searcher.doc(address)?;
             let (key_bytes, hash, version) = self.identity(&doc)?;
-            let key = K::unpack(&key_bytes)
-                .map_err(|e| SearchError::Decode(format!("key of {}: {e}", K::NAME)))?;
+            let key = K::unpack(&key_bytes).map_err(|source| SearchError::Key {
+                key_type: K::NAME,
+                source,
+            })?;
             let freshness = match store.get(&key)? {
                 None => Freshness::Vanished,
                 Some(current) => {
@@ -129,7 +133,7 @@ where
         &self,
         doc: &TantivyDocument,
     ) -> Result<(Vec<u8>, u64, u64), SearchError> {
-        let missing = |what| SearchError::Decode(format!("a document without {what}"));
+        let missing = |field| SearchError::Document { field };
         let key = doc
             .get_first(self.fields.key)
             .and_then(|v| v.as_bytes())

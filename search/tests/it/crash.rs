@@ -3,7 +3,7 @@
 
 use strata_engine::{Durability, Engine};
 use strata_outbox::{Position, Start};
-use strata_search::{Indexer, Location, Query, SearchError};
+use strata_search::{Indexer, Location, MappingError, Query, SearchError};
 
 /// Longer than the outbox's lease term.
 const LEASE_MS: u64 = 30_001;
@@ -203,7 +203,7 @@ engine_tests! {
                 panic!("an index of the older format was inspected");
             };
             assert!(
-                matches!(&err, SearchError::Decode(m) if m.contains("older format")),
+                matches!(&err, SearchError::OlderFormat),
                 "{err:?}"
             );
             let (mut ix, report) =
@@ -229,7 +229,7 @@ engine_tests! {
                 panic!("a foreign index was inspected");
             };
             assert!(
-                matches!(&err, SearchError::Decode(m) if m.contains("not a strata index")),
+                matches!(&err, SearchError::Schema { field: "_key" }),
                 "{err:?}"
             );
         });
@@ -427,7 +427,7 @@ engine_tests! {
                 })
                 .unwrap_err();
             assert!(
-                matches!(&err, SearchError::Mapping(m) if m.contains("\"source\"")),
+                matches!(&err, SearchError::Mapping(MappingError::UndeclaredField { field, .. }) if field == "source"),
                 "{err:?}"
             );
             assert_eq!(store.engine().last_version(), before, "nothing written");

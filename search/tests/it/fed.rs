@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 use strata_codec::value;
 use strata_engine::{Durability, Engine};
 use strata_outbox::Topic;
-use strata_search::{Indexer, Location, Query, SearchError};
+use strata_search::{Indexer, Location, MappingError, Query, SearchError};
 
 use crate::engine_tests;
 use crate::{NoteKey, T0, indexer_config, note, on_every_engine, outbox, outbox_config, spec};
@@ -32,7 +32,7 @@ engine_tests! {
             // The spec's own writes are refused: nobody reads search.notes.
             assert!(matches!(
                 store.transact(|tx| fed.put(&ob, tx, &NoteKey { id: 9 }, &note("x", "y", "info", T0))),
-                Err(SearchError::Mapping(m)) if m.contains("notes-touched")
+                Err(SearchError::Mapping(MappingError::FedByTopic { topic, .. })) if topic == "notes-touched"
             ));
             let write = |ids: &[u64], title: &str| {
                 store

@@ -277,11 +277,11 @@ fn mappings_are_checked() {
     }
     assert!(matches!(
         IndexSpec::<NoteKey>::new("", map),
-        Err(SearchError::BadName(_))
+        Err(SearchError::BadName { .. })
     ));
     assert!(matches!(
         IndexSpec::<NoteKey>::new("a b", map),
-        Err(SearchError::BadName(_))
+        Err(SearchError::BadName { .. })
     ));
     let s = IndexSpec::<NoteKey>::new("ok", map).unwrap();
     assert!(matches!(

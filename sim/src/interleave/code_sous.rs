@@ -120,8 +120,8 @@ impl<E: Engine> Layer for CodeSousLayer<'_, E> {
         match r {
             Ok(answer) => answer,
             Err(CodeSousError::NoSuchVersion { .. }) => "no such version".to_owned(),
-            Err(CodeSousError::ActivationExists(_)) => "exists".to_owned(),
-            Err(CodeSousError::NoSuchActivation(_)) => "no such activation".to_owned(),
+            Err(CodeSousError::ActivationExists { .. }) => "exists".to_owned(),
+            Err(CodeSousError::NoSuchActivation { .. }) => "no such activation".to_owned(),
             Err(CodeSousError::AlreadyTerminal { status, .. }) => format!("already {status:?}"),
             Err(e) => format!("failed: {e}"),
         }

@@ -37,18 +37,31 @@ fn error_messages_show_keys_escaped_and_cut_with_their_length() {
     // length. Bytes that are no tuple and no text are escaped.
     let short = row(b"a\x00".iter().copied().cycle().take(48).collect()).to_string();
     assert!(
-        short.ends_with(&format!("at key b\"{}\"", "a\\x00".repeat(24))),
+        short.contains(&format!(
+            "at key b\"{}\" breaks a limit",
+            "a\\x00".repeat(24)
+        )),
         "{short}"
     );
     let long = row(vec![b'z'; 49]).to_string();
     assert!(
-        long.ends_with(&format!("at key \"{}\"… (49 bytes)", "z".repeat(48))),
+        long.contains(&format!("at key \"{}\"… (49 bytes) breaks", "z".repeat(48))),
         "{long}"
     );
     // A tuple key reads as the tool prints it.
     let tuple = row(strata_keys::tuple::pack(&("doc", 7))).to_string();
-    assert!(tuple.ends_with(r#"at key ("doc", 7)"#), "{tuple}");
+    assert_eq!(
+        tuple,
+        r#"the value row of a write of DocKey at key ("doc", 7) breaks a limit; nothing was written"#
+    );
     assert!(long.contains("of a write of DocKey"), "{long}");
+    // The limit itself is the source, told once by the chain.
+    let chain = strata_engine::ErrorChain(&row(b"k".to_vec())).to_string();
+    assert_eq!(
+        chain,
+        "the value row of a write of DocKey at key \"k\" breaks a limit; nothing was written: \
+         key size (bytes) limit exceeded: 300 > 256"
+    );
 
     let quota = StoreError::Quota {
         scope: vec![1, 2],
@@ -85,14 +98,24 @@ fn error_messages_show_keys_escaped_and_cut_with_their_length() {
 fn a_key_error_names_its_key_type_once() {
     let (store, _clock) = common::mem(common::options(Limits::FOUNDATIONDB));
     // A text key whose field holds the literal after it does not pack;
-    // the key error already names the type, which is not repeated.
+    // the key error names the type, which the store's message does not
+    // repeat.
     let key = crate::families::VerMeta {
         function: "a:ver:b".into(),
         version: 1,
     };
     let err = store.put(&key, &doc(1)).unwrap_err();
-    let text = err.to_string();
-    assert!(matches!(err, StoreError::Key { .. }), "{err:?}");
+    let text = strata_engine::ErrorChain(&err).to_string();
+    assert!(
+        matches!(
+            err,
+            StoreError::Key {
+                key_type: "VerMeta",
+                ..
+            }
+        ),
+        "{err:?}"
+    );
     assert_eq!(text.matches("VerMeta").count(), 1, "{text}");
     assert!(text.contains("field `function`"), "{text}");
 }

@@ -309,7 +309,7 @@ fn a_missing_keyspace_and_a_corrupt_counter_are_typed_errors() {
     .unwrap();
     let err = strata_store::Store::open(engine, common::options(Limits::FOUNDATIONDB)).unwrap_err();
     assert!(
-        matches!(err, StoreError::Engine(strata_engine::EngineError::UnknownKeyspaceName(ref n)) if n == "strata.system"),
+        matches!(err, StoreError::Engine(strata_engine::EngineError::UnknownKeyspaceName { name: ref n }) if n == "strata.system"),
         "{err:?}"
     );
 

@@ -1,0 +1,67 @@
+//! The named conformance cases: point operations, ranges, snapshots,
+//! predicates, versionstamps, counters, durability, the crash contract,
+//! typed errors and statistics, one file per family. Each panics naming
+//! what broke. This file holds the helpers they share.
+
+// Test code: short names (`e` engine, `a`/`b` keyspaces, `s` snapshot) read
+// better in the assertions than long ones.
+#![allow(clippy::many_single_char_names, clippy::type_complexity)]
+
+use std::ops::Bound;
+
+use strata_engine::{
+    Commit, CommitError, Durability, Engine, EngineError, Keyspace, KeyspaceSpec, Mutation,
+    MutationError, Predicate, PredicateError, Profile, RangeSpec, ReadError, Rng, SeededRng,
+    Snapshot, StampAt, Statistics,
+};
+
+use crate::Harness;
+
+mod errors;
+mod isolation;
+mod lifecycle;
+mod points;
+mod stamps;
+
+pub use errors::{foreign_handles_are_refused, stats, typed_errors};
+pub use isolation::{
+    commit_groups, concurrent_commits, predicates_are_the_atomicity_fence, snapshot_isolation,
+    snapshot_isolation_under_concurrent_commits,
+};
+pub use lifecycle::{
+    crash_contract, durability_across_reopen, keyspaces_across_reopen, raise_version,
+};
+pub use points::{
+    bounds_and_limits, delete_range, point_ops, range_order_is_byte_order, reverse_ranges,
+};
+pub use stamps::{counters, inverted_versionstamps_sort_newest_first, versionstamps_order_commits};
+
+pub(crate) fn specs() -> Vec<KeyspaceSpec> {
+    vec![
+        KeyspaceSpec::new("a", Profile::PointLookup),
+        KeyspaceSpec::new("b", Profile::Queue),
+    ]
+}
+
+pub(crate) fn ks<E: Engine>(e: &E, name: &str) -> Keyspace {
+    e.keyspace(name).expect("declared keyspace")
+}
+
+fn get<E: Engine>(e: &E, ks: Keyspace, key: &[u8]) -> Option<Vec<u8>> {
+    e.snapshot().expect("snapshot").get(ks, key).expect("get")
+}
+
+fn scan<S: Snapshot>(s: &S, ks: Keyspace, range: RangeSpec) -> Vec<(Vec<u8>, Vec<u8>)> {
+    s.range(ks, range)
+        .expect("range")
+        .collect::<Result<_, _>>()
+        .expect("range item")
+}
+
+fn all<E: Engine>(e: &E, ks: Keyspace) -> Vec<(Vec<u8>, Vec<u8>)> {
+    scan(&e.snapshot().expect("snapshot"), ks, RangeSpec::all())
+}
+
+fn commit<E: Engine>(e: &E, c: Commit) -> u64 {
+    e.commit(c).expect("commit").version
+}
