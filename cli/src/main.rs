@@ -5,7 +5,6 @@ mod cmd;
 mod notation;
 mod open;
 mod progress;
-mod search;
 mod secrets;
 mod show;
 

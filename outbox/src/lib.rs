@@ -58,6 +58,7 @@
 //! | `dead.rs` | [`DeadLetter`]s: listed, re-driven, purged |
 //! | `trim.rs` | trimming below the slowest consumer, [`Lag`], checkpoints ([`Trimmed`]) |
 //! | `worker.rs` | [`Worker`]: a handler on its own thread |
+//! | `inspect.rs` | read-only: every registered consumer, each one's [`ConsumerStatus`] |
 //! | `layout.rs`, `error.rs`, `metrics.rs`, `prelude.rs` | the rows, [`OutboxError`], metric names, one import |
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
@@ -66,6 +67,7 @@ mod config;
 mod consumers;
 mod dead;
 mod error;
+mod inspect;
 mod layout;
 mod lease;
 pub mod metrics;
@@ -84,6 +86,7 @@ pub use crate::config::{OutboxConfig, Start};
 pub use crate::consumers::Registered;
 pub use crate::dead::DeadLetter;
 pub use crate::error::{OutboxError, OutboxRow};
+pub use crate::inspect::{ConsumerStatus, LeaseStatus};
 pub use crate::lease::Lease;
 pub(crate) use crate::lease::read_lease;
 pub use crate::outbox::Outbox;

@@ -565,3 +565,62 @@ engine_tests! {
         });
     }
 }
+
+engine_tests! {
+    /// The read-only view: every registered consumer, and where each
+    /// stands.
+    fn consumers_and_their_status_are_listed() {
+        on_every_engine!(Durability::Immediate, |store, outbox, clock| {
+            let _ = &store;
+            assert!(outbox.consumers().unwrap().is_empty());
+            outbox.register("orders", "mailer", Start::Beginning).unwrap();
+            outbox.register("orders", "audit", Start::Beginning).unwrap();
+            outbox.register("refunds", "mailer", Start::End).unwrap();
+            assert_eq!(
+                outbox.consumers().unwrap(),
+                [
+                    ("orders".to_owned(), "audit".to_owned()),
+                    ("orders".to_owned(), "mailer".to_owned()),
+                    ("refunds".to_owned(), "mailer".to_owned()),
+                ]
+            );
+            for id in 1..=3 {
+                place(&outbox, id, Some(&[u8::try_from(id).unwrap()]));
+            }
+            let lease = outbox.acquire("orders", "mailer", "w1").unwrap();
+            let d = outbox.poll(&lease, &topic(), 10).unwrap();
+            assert_eq!(orders(&d), [1, 2, 3]);
+            ack_all(&outbox, &lease, &d[..1]);
+            // Entry 2 fails three times (the test config's maximum): a
+            // dead letter; entry 3 stays unfinished.
+            for _ in 0..3 {
+                outbox.fail(&lease, d[1].position, "no").unwrap();
+                clock.advance(1_000);
+            }
+            let lease = outbox.renew(&lease).unwrap();
+            let status = outbox.status("orders", "mailer").unwrap();
+            assert_eq!((status.topic.as_str(), status.consumer.as_str()), ("orders", "mailer"));
+            // The checkpoint passed 1 and the dead letter 2, not 3.
+            assert_eq!(status.checkpoint, d[1].position);
+            assert_eq!(status.lag.entries, 1);
+            assert_eq!(status.lag.oldest_age_ms, 3_000);
+            assert_eq!(status.dead_letters, 1);
+            let held = status.lease.expect("a live lease");
+            assert_eq!(
+                (held.holder.as_str(), held.token, held.until_ms),
+                ("w1", lease.token(), clock.now_ms() + 5_000)
+            );
+            // The other consumer of the topic has read nothing.
+            let audit = outbox.status("orders", "audit").unwrap();
+            assert_eq!((audit.lag.entries, audit.dead_letters), (3, 0));
+            assert_eq!(audit.lease, None);
+            // A lease past its expiry is not reported.
+            clock.advance(5_000);
+            assert_eq!(outbox.status("orders", "mailer").unwrap().lease, None);
+            assert!(matches!(
+                outbox.status("orders", "nobody"),
+                Err(OutboxError::UnknownConsumer { .. })
+            ));
+        });
+    }
+}

@@ -1,0 +1,226 @@
+//! Every command's output on a database of notes, blobs, counters and an
+//! outbox, on redb and RocksDB.
+
+use super::*;
+
+#[allow(clippy::too_many_lines)] // one walk through every command, in order
+fn inspect(which: Which, engine_name: &str) {
+    let dir = Dir::new(&format!("inspect-{which:?}"));
+    let db = create(which, &dir);
+    let db = p(&db);
+
+    let info = json(&["info", db]);
+    assert_eq!(info["engine"], engine_name);
+    assert_eq!(info["catalog"], true);
+    // Commits: publish, register, two notes, blob, two expiring, third.
+    assert_eq!(info["last_version"], 8);
+    let ks = |name: &str| {
+        info["keyspaces"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|k| k["name"] == name)
+            .cloned()
+            .unwrap_or_else(|| panic!("{name} in {info}"))
+    };
+    assert_eq!(ks("data")["role"], "data");
+    assert_eq!(ks("data")["profile"], "point-lookup");
+    assert_eq!(ks("strata.outbox")["profile"], "queue");
+    assert_eq!(ks("strata.system")["role"], "system");
+    let consumers = info["consumers"].as_array().unwrap();
+    assert_eq!(consumers.len(), 1);
+    assert_eq!(consumers[0]["topic"], "notes");
+    assert_eq!(consumers[0]["consumer"], "indexer");
+    assert_eq!(consumers[0]["lag_entries"], 3);
+    let (code, text, _) = run(&["info", db]);
+    assert_eq!(code, 0);
+    assert!(text.contains("catalog: yes"), "{text}");
+    assert!(
+        text.contains("notes/indexer: checkpoint 0.0, lag 3 entries"),
+        "{text}"
+    );
+
+    // Scan: keys in tuple notation, values from their envelopes.
+    let scan = json(&["scan", db, "data", "--tuple-prefix", r#"("note", 7)"#]);
+    let rows = scan["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 2);
+    assert_eq!(rows[0]["key"]["key"], r#"("note", 7, 1)"#);
+    assert_eq!(
+        rows[0]["key"]["hex"],
+        "026e6f7465001507150 1".replace(' ', "")
+    );
+    assert_eq!(rows[0]["value"]["codec"], "json");
+    assert_eq!(rows[0]["value"]["schema_version"], 2);
+    assert_eq!(rows[0]["value"]["checksum"], "ok");
+    assert_eq!(rows[0]["value"]["body"]["json"]["title"], "note 1");
+    assert_eq!(rows[1]["value"]["body"]["json"]["stars"], 2);
+    let reversed = json(&["scan", db, "data", "--reverse", "--limit", "1"]);
+    assert_eq!(reversed["rows"][0]["key"]["key"], r#"("note", 8, 2)"#);
+    let (_, text, _) = run(&["scan", db, "data", "--prefix", r#"("note", 8)"#]);
+    let line = text
+        .lines()
+        .find(|l| l.starts_with(r#"("note", 8, 1) = [json v2, checksum ok, expires at "#))
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(!line.contains("(expired)"), "{line}");
+    assert!(
+        text.contains(r#"("note", 8, 2) = "#) && text.contains("(expired)"),
+        "{text}"
+    );
+    assert!(text.contains("(2 rows)"), "{text}");
+
+    // Get: the chunked blob is one value with its chunk count.
+    let blob = json(&["get", db, "data", r#"("blob", 7)"#]);
+    assert_eq!(blob["found"], true);
+    assert_eq!(blob["value"]["chunks"], 4);
+    assert_eq!(blob["value"]["flags"]["chunked"], true);
+    assert_eq!(blob["value"]["length"], 450, "the whole reassembled body");
+    assert_eq!(blob["value"]["codec"], "raw");
+    assert_eq!(
+        blob["value"]["body"]["hex"],
+        "ab".repeat(64),
+        "the first 64 bytes"
+    );
+    let hexed = json(&["get", db, "data", "0x02626c6f62001507"]);
+    assert_eq!(hexed["value"]["chunks"], 4, "the same key in hex");
+    let (code, text, _) = run(&["get", db, "data", r#"("note", 9, 9)"#]);
+    assert_eq!(code, 1);
+    assert!(text.contains("not found"));
+    // Another keyspace is shown raw, and says so.
+    let (code, text, _) = run(&["scan", db, "strata.outbox"]);
+    assert_eq!(code, 0);
+    assert!(text.contains("values shown raw"), "{text}");
+    assert!(text.contains("(3 rows)"), "{text}");
+
+    // Verify: clean.
+    let v = json(&["verify", db]);
+    assert_eq!(v["ok"], true, "{v}");
+    assert_eq!(v["values"], 5);
+    assert_eq!(v["chunked_values"], 1);
+    assert_eq!(v["chunk_rows"], 4);
+    assert_eq!(v["expiry_entries"], 2);
+    // ("note", 7), ("note", 8) and ("blob", 7).
+    assert_eq!(v["quota_scopes"], 3);
+    assert_eq!(v["outbox_consumers"], 1);
+
+    // Outbox: list, dead letters, reset.
+    let list = json(&["outbox", db, "list"]);
+    assert_eq!(list["consumers"][0]["lag_entries"], 3);
+    let dead = json(&["outbox", db, "dead", "notes", "indexer"]);
+    assert_eq!(dead["dead_letters"].as_array().unwrap().len(), 0);
+    let reset = json(&["outbox", db, "reset", "notes", "indexer", "end"]);
+    assert_eq!(reset["checkpoint"], "8.65535");
+    assert_eq!(
+        json(&["outbox", db, "list"])["consumers"][0]["lag_entries"],
+        0
+    );
+
+    // Dead letters: two for "mailer", one for "audit", made by a consumer
+    // that gives up at the first failure.
+    match open_engine(which, Path::new(db))() {
+        Either::Redb(e) => dead_letters(e),
+        Either::Rocks(e) => dead_letters(e),
+    }
+    let dead = json(&["outbox", db, "dead", "notes", "mailer"]);
+    let letters = dead["dead_letters"].as_array().unwrap();
+    assert_eq!(letters.len(), 2);
+    assert_eq!(letters[0]["error"], "smtp down");
+    assert_eq!(letters[0]["attempts"], 1);
+    let (_, text, _) = run(&["outbox", db, "dead", "notes", "mailer"]);
+    assert!(text.starts_with("2 dead letters of notes/mailer"), "{text}");
+    assert!(
+        text.contains(r#"1 attempts, last error "smtp down""#),
+        "{text}"
+    );
+    let mailer_lag = || {
+        json(&["outbox", db, "list"])["consumers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["consumer"] == "mailer")
+            .unwrap()["lag_entries"]
+            .as_u64()
+            .unwrap()
+    };
+    // The list counts each consumer's dead letters, and says them in text.
+    let dead_of = |consumer: &str| {
+        json(&["outbox", db, "list"])["consumers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["consumer"] == consumer)
+            .unwrap()["dead_letters"]
+            .as_u64()
+            .unwrap()
+    };
+    assert_eq!(
+        (dead_of("mailer"), dead_of("audit"), dead_of("indexer")),
+        (2, 1, 0)
+    );
+    let (_, text, _) = run(&["outbox", db, "list"]);
+    assert!(
+        text.lines().any(
+            |l| l.starts_with("  notes/mailer: checkpoint ") && l.ends_with(", 2 dead letters")
+        ),
+        "{text}"
+    );
+    let lag_before = mailer_lag();
+    let redriven = json(&["outbox", db, "redrive", "notes", "mailer"]);
+    assert_eq!(redriven["redriven"], 2);
+    assert_eq!(
+        json(&["outbox", db, "dead", "notes", "mailer"])["dead_letters"],
+        serde_json::json!([])
+    );
+    let lag_after = mailer_lag();
+    assert_eq!(lag_after, lag_before + 2, "re-driven entries wait again");
+    let (_, text, _) = run(&["outbox", db, "purge", "notes", "audit"]);
+    assert_eq!(text.trim(), "purged 1 dead letters of notes/audit");
+    assert_eq!(
+        json(&["outbox", db, "dead", "notes", "audit"])["dead_letters"],
+        serde_json::json!([])
+    );
+    let (code, _, err) = run(&["outbox", db, "dead", "notes", "nobody"]);
+    assert_eq!(code, 2, "an unknown consumer's dead letters: {err}");
+    assert!(err.contains("not registered"), "{err}");
+
+    // Unregistered consumers no longer hold trimming back: only the
+    // indexer is left, past the three first entries.
+    let (_, text, _) = run(&["outbox", db, "unregister", "notes", "audit"]);
+    assert_eq!(text.trim(), "unregistered notes/audit");
+    json(&["outbox", db, "unregister", "notes", "mailer"]);
+    let (code, _, _) = run(&["outbox", db, "unregister", "notes", "mailer"]);
+    assert_eq!(code, 2, "no longer registered");
+    let listed = json(&["outbox", db, "list"]);
+    assert_eq!(listed["consumers"].as_array().unwrap().len(), 1, "{listed}");
+    let trimmed = json(&["outbox", db, "trim", "notes"]);
+    assert_eq!(trimmed["trimmed"], 3, "{trimmed}");
+
+    // Sweep removes the expired note (its clock is the system's).
+    let sweep = json(&["sweep", db]);
+    assert_eq!(sweep["removed"], 1);
+    let gone = run(&["get", db, "data", r#"("note", 8, 2)"#]);
+    assert_eq!(gone.0, 1);
+    assert_eq!(json(&["verify", db])["values"], 4);
+
+    // Backup, restore, compact.
+    let backup = dir.0.join("backup");
+    let b = json(&["backup", db, p(&backup)]);
+    assert!(b["version"].as_u64().unwrap() >= 10);
+    let (code, _, err) = run(&["backup", db, p(&backup)]);
+    assert_eq!(code, 2);
+    assert!(err.contains("exists"), "{err}");
+    let restored = dir.0.join("restored");
+    json(&["restore", p(&backup), p(&restored)]);
+    assert_eq!(json(&["verify", p(&restored)])["values"], 4);
+    json(&["compact", db]);
+    assert_eq!(json(&["verify", db])["ok"], true);
+}
+
+#[test]
+fn inspect_and_operate_redb() {
+    inspect(Which::Redb, "redb");
+}
+
+#[test]
+fn inspect_and_operate_rocksdb() {
+    inspect(Which::Rocks, "rocksdb");
+}

@@ -1,0 +1,320 @@
+//! `search` on the agent-memory index: listed, queried, verified, rebuilt.
+
+use super::*;
+
+/// An agent-memory database on redb with two grips indexed in `dir/index`.
+pub(crate) fn agent_memory(dir: &Dir) -> PathBuf {
+    use strata_schemas::agent_memory::{AgentMemory, EventRef, Grip};
+    let path = dir.0.join("memory.redb");
+    let options = AgentMemory::<RedbEngine>::declare(StoreOptions::new(Limits::FOUNDATIONDB));
+    let engine = RedbEngine::open(&path, options.keyspace_specs(), RedbOptions::default()).unwrap();
+    let clock = Arc::new(SystemClock);
+    let store = Store::open(engine, options).unwrap();
+    let outbox = Outbox::new(
+        &store,
+        OutboxConfig::default(),
+        clock.clone(),
+        Box::new(SeededRng::new(3)),
+    )
+    .unwrap();
+    let memory = AgentMemory::open(&store, &outbox).unwrap();
+    let at = |ms: u64| EventRef {
+        timestamp_ms: ms,
+        event_id: format!("01HNA{ms:021}"),
+    };
+    for (i, text) in ["rotate refresh tokens", "run migrations first"]
+        .iter()
+        .enumerate()
+    {
+        let ms = 1_706_540_400_000 + i as u64 * 1_000;
+        memory
+            .put_grip(&Grip {
+                grip_id: format!("grip:{ms:013}:g{i}"),
+                excerpt: (*text).to_owned(),
+                start: at(ms),
+                end: at(ms),
+                source: "test".into(),
+                toc_node_id: None,
+            })
+            .unwrap();
+    }
+    store.engine().sync().unwrap();
+    let mut indexer = strata_search::Indexer::open(
+        &outbox,
+        strata_schemas::agent_memory::search_spec().unwrap(),
+        &strata_search::Location::Dir(dir.0.join("index")),
+        strata_search::IndexerConfig::new("test"),
+        clock,
+    )
+    .unwrap();
+    indexer.catch_up().unwrap();
+    indexer.close().unwrap();
+    path
+}
+
+#[test]
+#[allow(clippy::too_many_lines)] // one walk through the index's life, in order
+fn search_indexes_are_listed_queried_verified_and_rebuilt() {
+    let dir = Dir::new("search");
+    let db = agent_memory(&dir);
+    let db = p(&db);
+    let listed = json(&["search", db, "list"]);
+    let index = &listed["indexes"][0];
+    assert_eq!(index["name"], "agent_memory");
+    assert_eq!(index["documents"], 2);
+    assert_eq!(index["generation"], 1);
+    assert_eq!(index["mapping_known"], true);
+    assert_eq!(index["lag_entries"], 0);
+    assert_eq!(
+        json(&["info", db])["search_indexes"][0]["documents"],
+        2,
+        "info shows it too"
+    );
+    let hits = json(&["search", db, "query", "agent_memory", "migrations"]);
+    assert_eq!(hits["hits"].as_array().unwrap().len(), 1);
+    assert_eq!(
+        hits["hits"][0]["key"],
+        r#"("am", "doc", "grip:1706540401000:g1")"#
+    );
+    assert_eq!(hits["hits"][0]["freshness"], "current");
+    let v = json(&["search", db, "verify", "agent_memory"]);
+    assert_eq!(v["ok"], true, "{v}");
+    assert_eq!(
+        (v["documents"].clone(), v["rows"].clone()),
+        (2.into(), 2.into())
+    );
+    let r = json(&["search", db, "rebuild", "agent_memory"]);
+    assert_eq!(r["documents"], 2);
+    assert_eq!(r["generation"], 2);
+    assert_eq!(json(&["search", db, "list"])["indexes"][0]["generation"], 2);
+    let all = json(&["verify", db]);
+    assert_eq!(all["ok"], true, "{all}");
+    assert_eq!(all["search_indexes"], 1);
+    // A row removed behind the outbox's back: the index (with no lag) has
+    // a document for it, which the read-only verify finds.
+    {
+        let options = strata_schemas::agent_memory::AgentMemory::<RedbEngine>::declare(
+            StoreOptions::new(Limits::FOUNDATIONDB),
+        );
+        let e = RedbEngine::open(db, options.keyspace_specs(), RedbOptions::default()).unwrap();
+        let data = e.keyspace("data").unwrap();
+        e.commit(Commit::new().delete(data, tuple::pack(&("am", "doc", "grip:1706540400000:g0"))))
+            .unwrap();
+    }
+    let (code, text, _) = run(&["verify", db]);
+    assert_eq!(code, 1, "{text}");
+    assert!(
+        text.contains(r#"PROBLEM search index agent_memory: extra (a document without its row): ("am", "doc", "grip:1706540400000:g0")"#),
+        "{text}"
+    );
+    assert_eq!(text.matches("PROBLEM").count(), 1, "{text}");
+    // Behind the outbox's back again: a row changed (its document is of
+    // another value) and a row added (no document): each reported once,
+    // the lines as written here.
+    {
+        use strata_schemas::agent_memory::SearchDoc;
+        let options = strata_schemas::agent_memory::AgentMemory::<RedbEngine>::declare(
+            StoreOptions::new(Limits::FOUNDATIONDB),
+        );
+        let e = RedbEngine::open(db, options.keyspace_specs(), RedbOptions::default()).unwrap();
+        let data = e.keyspace("data").unwrap();
+        let kept = tuple::pack(&("am", "doc", "grip:1706540401000:g1"));
+        let stored = e.snapshot().unwrap().get(data, &kept).unwrap().unwrap();
+        let require = strata_codec::DecodeOptions::checksum(strata_codec::ChecksumCheck::Require);
+        let (mut doc, _) = strata_codec::decode_with::<SearchDoc>(&kept, &stored, require).unwrap();
+        doc.text.push_str(" (edited)");
+        let mut changed = Vec::new();
+        strata_codec::encode(
+            &doc,
+            &kept,
+            strata_codec::EncodeOptions::default(),
+            &mut changed,
+        )
+        .unwrap();
+        let new = tuple::pack(&("am", "doc", "grip:1706540402000:g2"));
+        let mut added = Vec::new();
+        strata_codec::encode(
+            &doc,
+            &new,
+            strata_codec::EncodeOptions::default(),
+            &mut added,
+        )
+        .unwrap();
+        e.commit(Commit::new().put(data, kept, changed).put(data, new, added))
+            .unwrap();
+    }
+    let (code, text, _) = run(&["verify", db]);
+    assert_eq!(code, 1, "{text}");
+    let mut lines: Vec<&str> = text.lines().filter(|l| l.starts_with("PROBLEM")).collect();
+    lines.sort_unstable();
+    assert_eq!(
+        lines,
+        [
+            r#"PROBLEM search index agent_memory: extra (a document without its row): ("am", "doc", "grip:1706540400000:g0")"#,
+            r#"PROBLEM search index agent_memory: missing (a row without its document): ("am", "doc", "grip:1706540402000:g2")"#,
+            r#"PROBLEM search index agent_memory: stale (a document of another value): ("am", "doc", "grip:1706540401000:g1")"#,
+        ],
+        "{text}"
+    );
+    // Rebuilt, the index is whole again; then a second document for one
+    // row, added to the index's files behind its back (its checkpoint
+    // kept): reported once, as a duplicate, by both verifies.
+    let rebuilt = json(&["search", db, "rebuild", "agent_memory"]);
+    assert_eq!(rebuilt["documents"], 2, "{rebuilt}");
+    assert_eq!(json(&["verify", db])["ok"], true);
+    let generation = rebuilt["generation"].as_u64().unwrap();
+    duplicate_a_document(
+        &dir.0.join("index").join(format!("gen-{generation}")),
+        &tuple::pack(&("am", "doc", "grip:1706540401000:g1")),
+    );
+    let (code, text, _) = run(&["verify", db]);
+    assert_eq!(code, 1, "{text}");
+    let lines: Vec<&str> = text.lines().filter(|l| l.starts_with("PROBLEM")).collect();
+    assert_eq!(
+        lines,
+        [
+            r#"PROBLEM search index agent_memory: duplicate (more than one document for one row): ("am", "doc", "grip:1706540401000:g1")"#
+        ],
+        "{text}"
+    );
+    let (code, text, _) = run(&["search", db, "verify", "agent_memory"]);
+    assert_eq!(code, 1, "{text}");
+    let lines: Vec<&str> = text.lines().filter(|l| l.starts_with("PROBLEM")).collect();
+    assert_eq!(
+        lines,
+        [r#"PROBLEM duplicate document ("am", "doc", "grip:1706540401000:g1")"#],
+        "{text}"
+    );
+    let (code, out, _) = run(&["--json", "search", db, "verify", "agent_memory"]);
+    assert_eq!(code, 1, "{out}");
+    let v: Json = serde_json::from_str(&out).unwrap();
+    assert_eq!(
+        v["duplicates"],
+        serde_json::json!([r#"("am", "doc", "grip:1706540401000:g1")"#]),
+        "{v}"
+    );
+    assert_eq!(
+        (v["missing"].clone(), v["extra"].clone(), v["stale"].clone()),
+        (
+            serde_json::json!([]),
+            serde_json::json!([]),
+            serde_json::json!([])
+        ),
+        "{v}"
+    );
+    // An unknown index, and an index whose files are gone.
+    let (code, _, err) = run(&["search", db, "verify", "nope"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("no search index \"nope\""), "{err}");
+    std::fs::remove_file(dir.0.join("index").join("CURRENT")).unwrap();
+    let (code, text, _) = run(&["verify", db]);
+    assert_eq!(code, 1, "{text}");
+    assert!(
+        text.contains("PROBLEM search index agent_memory:"),
+        "{text}"
+    );
+}
+
+/// Adds to the tantivy index in `dir` a second copy of the document whose
+/// `_key` is `key`, committed with the index's own payload (its
+/// checkpoint), as damage no indexer would make.
+fn duplicate_a_document(dir: &Path, key: &[u8]) {
+    use strata_search::tantivy::{
+        self, Document as _, TantivyDocument, Term, collector::DocSetCollector, query::TermQuery,
+        schema::IndexRecordOption,
+    };
+    let index = tantivy::Index::open_in_dir(dir).unwrap();
+    let payload = index.load_metas().unwrap().payload.unwrap();
+    let field = index.schema().get_field("_key").unwrap();
+    let reader = index.reader().unwrap();
+    let searcher = reader.searcher();
+    let query = TermQuery::new(Term::from_field_bytes(field, key), IndexRecordOption::Basic);
+    let hits: Vec<_> = searcher
+        .search(&query, &DocSetCollector)
+        .unwrap()
+        .into_iter()
+        .collect();
+    assert_eq!(hits.len(), 1, "one document for the key before");
+    let doc: TantivyDocument = searcher.doc(hits[0]).unwrap();
+    assert!(doc.iter_fields_and_values().count() > 0);
+    let mut writer: tantivy::IndexWriter = index.writer(15_000_000).unwrap();
+    writer.add_document(doc).unwrap();
+    let mut prepared = writer.prepare_commit().unwrap();
+    prepared.set_payload(&payload);
+    prepared.commit().unwrap();
+}
+
+/// `search list` shows the index's own lag: an index whose files are
+/// older than what its consumer acknowledged (restored from an old copy)
+/// is shown behind, with the entries after its files' checkpoint.
+#[test]
+fn search_list_shows_an_index_behind_its_consumer() {
+    use strata_schemas::agent_memory::{AgentMemory, EventRef, Grip};
+    let dir = Dir::new("search-behind");
+    let path = agent_memory(&dir);
+    let copy = |from: &Path, to: &Path| {
+        let status = std::process::Command::new("cp")
+            .arg("-a")
+            .arg(from)
+            .arg(to)
+            .status()
+            .unwrap();
+        assert!(status.success());
+    };
+    let old = dir.0.join("index-old");
+    copy(&dir.0.join("index"), &old);
+    {
+        let options = AgentMemory::<RedbEngine>::declare(StoreOptions::new(Limits::FOUNDATIONDB));
+        let engine =
+            RedbEngine::open(&path, options.keyspace_specs(), RedbOptions::default()).unwrap();
+        let clock = Arc::new(SystemClock);
+        let store = Store::open(engine, options).unwrap();
+        let outbox = Outbox::new(
+            &store,
+            OutboxConfig::default(),
+            clock.clone(),
+            Box::new(SeededRng::new(9)),
+        )
+        .unwrap();
+        let memory = AgentMemory::open(&store, &outbox).unwrap();
+        let at = EventRef {
+            timestamp_ms: 1_706_540_500_000,
+            event_id: "01HNA000000001706540500000".to_owned(),
+        };
+        memory
+            .put_grip(&Grip {
+                grip_id: "grip:1706540500000:g9".to_owned(),
+                excerpt: "a third grip".to_owned(),
+                start: at.clone(),
+                end: at,
+                source: "test".into(),
+                toc_node_id: None,
+            })
+            .unwrap();
+        store.engine().sync().unwrap();
+        let mut indexer = strata_search::Indexer::open(
+            &outbox,
+            strata_schemas::agent_memory::search_spec().unwrap(),
+            &strata_search::Location::Dir(dir.0.join("index")),
+            strata_search::IndexerConfig::new("test"),
+            clock,
+        )
+        .unwrap();
+        indexer.catch_up().unwrap();
+        indexer.close().unwrap();
+    }
+    let db = p(&path);
+    let current = json(&["search", db, "list"]);
+    assert_eq!(current["indexes"][0]["lag_entries"], 0, "{current}");
+    assert_eq!(current["indexes"][0]["behind"], Json::Null, "{current}");
+    std::fs::remove_dir_all(dir.0.join("index")).unwrap();
+    copy(&old, &dir.0.join("index"));
+    let behind = json(&["search", db, "list"]);
+    let index = &behind["indexes"][0];
+    assert_eq!(index["behind"], true, "{behind}");
+    assert_eq!(index["documents"], 2, "{behind}");
+    assert!(index["lag_entries"].as_u64().unwrap() >= 1, "{behind}");
+    let (code, text, _) = run(&["search", db, "list"]);
+    assert_eq!(code, 0);
+    assert!(text.contains("BEHIND its consumer's checkpoint"), "{text}");
+}
