@@ -574,7 +574,9 @@ fn tidy_step() -> Result<(), String> {
         println!("tidy: {f}");
     }
     if findings.is_empty() {
-        println!("tidy: dependency layering, doc paths and doc comments are clean");
+        println!(
+            "tidy: dependency layering, doc paths, doc comments, file lengths and error types are clean"
+        );
         Ok(())
     } else {
         Err(format!("tidy found {} problem(s)", findings.len()))

@@ -4,6 +4,7 @@
 #![allow(clippy::missing_panics_doc, missing_docs)]
 
 mod actor_kv;
+mod actor_kv_client;
 mod actor_kv_store;
 mod agent_memory;
 mod code_sous;
