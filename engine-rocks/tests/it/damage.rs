@@ -245,3 +245,49 @@ fn a_log_cut_after_a_clean_close_is_refused_by_the_durable_mark() {
     assert!(e.last_version() < COMMITS);
     assert_eq!(rows(&e), e.last_version());
 }
+
+/// The durable mark is read whole or refused: a mark whose complement word
+/// does not match its version (the version itself intact) is damaged, and a
+/// mark that cannot be read (a directory in its place) is an error, not a
+/// database without a mark.
+#[test]
+fn a_mark_is_read_whole_or_refused() {
+    let dir = TempDir::new("mark-whole");
+    let db = dir.0.join("db");
+    {
+        let e = RocksEngine::open(&db, specs(), RocksOptions::default()).unwrap();
+        let a = e.keyspace("a").unwrap();
+        e.commit(Commit::new().put(a, b"k".to_vec(), b"v".to_vec()))
+            .unwrap();
+    }
+    let mark = db.join("STRATA-DURABLE");
+    let good = std::fs::read(&mark).unwrap();
+    assert_eq!(good.len(), 16);
+    // The version's complement, one bit off: the version word still reads
+    // as the database's durable version.
+    let mut bad = good.clone();
+    bad[12] ^= 1;
+    std::fs::write(&mark, &bad).unwrap();
+    match RocksEngine::open(&db, specs(), RocksOptions::default()) {
+        Err(EngineError::Corrupt(e)) => assert!(e.to_string().contains("mark"), "{e}"),
+        Err(other) => panic!("not a corruption error: {other:?}"),
+        Ok(e) => panic!("opened with a damaged mark at version {}", e.last_version()),
+    }
+    // A directory where the mark should be: reading it fails, and the open
+    // says so rather than taking the database for one without a mark.
+    std::fs::remove_file(&mark).unwrap();
+    std::fs::create_dir(&mark).unwrap();
+    assert!(matches!(
+        RocksEngine::open(&db, specs(), RocksOptions::default()),
+        Err(EngineError::Backend(_))
+    ));
+    // A read-only open writes no mark: the failed read alone refuses it.
+    assert!(matches!(
+        RocksEngine::open_read_only(&db, specs(), RocksOptions::default()),
+        Err(EngineError::Backend(_))
+    ));
+    std::fs::remove_dir(&mark).unwrap();
+    std::fs::write(&mark, &good).unwrap();
+    let e = RocksEngine::open(&db, specs(), RocksOptions::default()).unwrap();
+    assert_eq!(e.last_version(), 1);
+}

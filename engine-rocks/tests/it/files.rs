@@ -179,3 +179,67 @@ fn a_durable_group_takes_one_wal_sync() {
     assert_eq!(keys(&e, "a").len(), 12);
     assert_eq!(e.last_version(), 12);
 }
+
+/// The keyspaces stored in a database, read from its manifest alone, in
+/// name order; no database, or a RocksDB database this engine did not
+/// make, is an error.
+#[test]
+fn stored_keyspaces_are_listed_from_the_manifest() {
+    let dir = TempDir::new("stored");
+    let db = dir.0.join("db");
+    drop(
+        RocksEngine::open(
+            &db,
+            specs(&[("zeta", Profile::General), ("alpha", Profile::Queue)]),
+            RocksOptions::default(),
+        )
+        .unwrap(),
+    );
+    assert_eq!(
+        RocksEngine::stored_keyspaces(&db).unwrap(),
+        ["alpha".to_owned(), "zeta".to_owned()]
+    );
+    // Reopened with one more: all three, whatever was declared last.
+    drop(
+        RocksEngine::open(
+            &db,
+            specs(&[("mid", Profile::General)]),
+            RocksOptions::default(),
+        )
+        .unwrap(),
+    );
+    assert_eq!(
+        RocksEngine::stored_keyspaces(&db).unwrap(),
+        ["alpha".to_owned(), "mid".to_owned(), "zeta".to_owned()]
+    );
+    assert!(matches!(
+        RocksEngine::stored_keyspaces(dir.0.join("nothing")),
+        Err(EngineError::Backend(_))
+    ));
+}
+
+/// A database another engine instance holds is a backend error (its lock),
+/// not damage.
+#[test]
+fn a_held_database_is_a_backend_error_not_damage() {
+    let dir = TempDir::new("held");
+    let db = dir.0.join("db");
+    let first = RocksEngine::open(
+        &db,
+        specs(&[("a", Profile::General)]),
+        RocksOptions::default(),
+    )
+    .unwrap();
+    match RocksEngine::open(
+        &db,
+        specs(&[("a", Profile::General)]),
+        RocksOptions::default(),
+    ) {
+        Err(EngineError::Backend(e)) => {
+            assert!(e.to_string().to_lowercase().contains("lock"), "{e}");
+        }
+        Err(other) => panic!("not a backend error: {other:?}"),
+        Ok(_) => panic!("a held database opened twice"),
+    }
+    drop(first);
+}
