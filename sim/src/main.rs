@@ -83,7 +83,7 @@ fn workload_named(name: &str) -> Result<Workload, String> {
         "search" => Workload::Search,
         "schemas" => Workload::Schemas,
         "interleave" => Workload::Interleave,
-        "both" | "all" => Workload::Both,
+        "both" | "all" => Workload::All,
         other => {
             return Err(format!(
                 "unknown workload {other:?} (engine, store, outbox, search, code-sous, universaldb, actor-kv, nokv, agent-memory, schemas, interleave, both)"
@@ -102,7 +102,7 @@ fn parse() -> Result<Args, String> {
         plant: None,
         engine: EngineKind::Mem,
         engine_given: false,
-        workload: Workload::Both,
+        workload: Workload::All,
         check: false,
         quiet: false,
         soak: None,
@@ -182,7 +182,7 @@ fn replay(args: &Args, seed: u64) -> String {
         EngineKind::Postgres => line.push_str(" --engine postgres"),
     }
     match args.workload {
-        Workload::Both => {}
+        Workload::All => {}
         Workload::Engine => line.push_str(" --workload engine"),
         Workload::Store => line.push_str(" --workload store"),
         Workload::Outbox => line.push_str(" --workload outbox"),

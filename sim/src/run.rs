@@ -57,13 +57,10 @@ pub enum Workload {
     /// The five reference systems' workloads, one after the other:
     /// code-sous's, UniversalDB's, the actor KV's, NoKV's, agent memory's.
     Schemas,
-    /// Every workload: the engine's, the store's, the outbox's,
-    /// code-sous's, UniversalDB's, the actor KV's, NoKV's, agent memory's,
-    /// the interleaved transactions' (on every fourth seed, the second of
-    /// four), then (on every fourth seed, the first of four: it is the
-    /// slowest) the search index's.
+    /// Every workload, in the order and on the seeds
+    /// [`full_run`] gives (`all` or `both` on the command line).
     #[default]
-    Both,
+    All,
 }
 
 /// Which engine a run drives.
@@ -90,7 +87,7 @@ impl RunOptions {
             faults: FaultClass::ALL.to_vec(),
             plant: None,
             engine: EngineKind::Mem,
-            workload: Workload::Both,
+            workload: Workload::All,
         }
     }
 }
@@ -366,46 +363,51 @@ pub fn run_workloads<E: Target>(options: &RunOptions) -> SeedReport {
         Workload::AgentMemory => crate::agent_memory::run_agent_memory_seed_on::<E>(options),
         Workload::Schemas => run_schemas::<E>(options),
         Workload::Interleave => crate::interleave::run_interleave_seed_on::<E>(options),
-        Workload::Both => {
-            let engine = run_seed_on::<E>(options);
-            if engine.violation.is_some() {
-                return engine;
+        Workload::All => {
+            let mut all: Option<SeedReport> = None;
+            for (run, on_seed) in full_run::<E>() {
+                if !on_seed(options.seed) {
+                    continue;
+                }
+                let report = run(options);
+                let joined = match all {
+                    None => report,
+                    Some(before) => join(options, &before, report),
+                };
+                let stop = joined.violation.is_some();
+                all = Some(joined);
+                if stop {
+                    break;
+                }
             }
-            let store = crate::store::run_store_seed_on::<E>(options);
-            let both = join(options, &engine, store);
-            if both.violation.is_some() {
-                return both;
-            }
-            let outbox = crate::outbox::run_outbox_seed_on::<E>(options);
-            let all = join(options, &both, outbox);
-            if all.violation.is_some() {
-                return all;
-            }
-            let all = join(options, &all, run_schemas::<E>(options));
-            if all.violation.is_some() {
-                return all;
-            }
-            // Interleaved transactions on threads: every fourth seed (the
-            // second of four) under `both`.
-            let all = if options.seed % 4 == 2 {
-                let interleaved = crate::interleave::run_interleave_seed_on::<E>(options);
-                join(options, &all, interleaved)
-            } else {
-                all
-            };
-            if all.violation.is_some() {
-                return all;
-            }
-            // The search workload runs a tantivy writer (threads, a commit
-            // every few changes): about a second a seed. Under `both` it
-            // takes every fourth seed; `--workload search` runs it on all.
-            if !options.seed.is_multiple_of(4) {
-                return all;
-            }
-            let search = crate::search::run_search_seed_on::<E>(options);
-            join(options, &all, search)
+            all.expect("the full run's first workload runs on every seed")
         }
     }
+}
+
+/// One workload of a seed on engine `E`, and the seeds it runs on.
+type Step = (fn(&RunOptions) -> SeedReport, fn(u64) -> bool);
+
+/// The full run ([`Workload::All`]), in order, each on the seeds its
+/// condition picks; the run stops at the first violation. The engine's,
+/// the store's, the outbox's and the five reference systems' workloads run
+/// on every seed; the interleaved transactions (threads) on every fourth
+/// seed, the second of four; the search index (a tantivy writer with its
+/// threads, about a second a seed, the slowest) on every fourth, the first
+/// of four. `--workload search` or `interleave` runs one on every seed.
+pub fn full_run<E: Target>() -> [Step; 6] {
+    [
+        (run_seed_on::<E>, |_| true),
+        (crate::store::run_store_seed_on::<E>, |_| true),
+        (crate::outbox::run_outbox_seed_on::<E>, |_| true),
+        (run_schemas::<E>, |_| true),
+        (crate::interleave::run_interleave_seed_on::<E>, |seed| {
+            seed % 4 == 2
+        }),
+        (crate::search::run_search_seed_on::<E>, |seed| {
+            seed.is_multiple_of(4)
+        }),
+    ]
 }
 
 /// The schema workloads of one seed on engine `E`, stopping at the first

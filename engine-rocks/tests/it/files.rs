@@ -243,3 +243,27 @@ fn a_held_database_is_a_backend_error_not_damage() {
     }
     drop(first);
 }
+
+/// RocksDB's tickers, when statistics are on: a known ticker counts what
+/// happened, an unknown name is `None`, and without statistics every
+/// ticker is `None`. Pending compaction bytes: one figure per keyspace.
+#[test]
+fn tickers_and_pending_compaction_bytes() {
+    let dir = TempDir::new("tickers");
+    let two = specs(&[("a", Profile::General), ("b", Profile::Queue)]);
+    let counted = RocksOptions {
+        statistics: true,
+        ..RocksOptions::default()
+    };
+    let e = RocksEngine::open(dir.0.join("on"), two.clone(), counted).unwrap();
+    let a = e.keyspace("a").unwrap();
+    for i in 0..3u8 {
+        e.commit(Commit::new().put(a, vec![i], vec![i])).unwrap();
+    }
+    let written = e.ticker("rocksdb.number.keys.written").unwrap();
+    assert!(written >= 3, "{written} keys written");
+    assert_eq!(e.ticker("rocksdb.no.such.ticker"), None);
+    assert_eq!(e.pending_compaction_bytes().unwrap().len(), 2);
+    let quiet = RocksEngine::open(dir.0.join("off"), two, RocksOptions::default()).unwrap();
+    assert_eq!(quiet.ticker("rocksdb.number.keys.written"), None);
+}

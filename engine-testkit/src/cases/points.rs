@@ -233,4 +233,33 @@ pub fn delete_range<H: Harness>(mut h: H) {
         }),
     );
     assert!(all(&e, a).is_empty());
+    // An open-ended delete in the commit that first writes keys beyond
+    // every stored one removes them too (an engine bounding the delete by
+    // the stored keys must count the commit's own puts before it), and a
+    // put after it in the same commit stays.
+    commit(&e, Commit::new().put(a, b"m".to_vec(), b"stored".to_vec()));
+    commit(
+        &e,
+        Commit::new()
+            .put(a, b"y".to_vec(), b"1".to_vec())
+            .put(a, b"z".to_vec(), b"2".to_vec())
+            .put(a, b"x".to_vec(), b"3".to_vec())
+            .mutate(Mutation::DeleteRange {
+                ks: a,
+                range: RangeSpec {
+                    start: Bound::Included(b"n".to_vec()),
+                    end: Bound::Unbounded,
+                    reverse: false,
+                    limit: None,
+                },
+            })
+            .put(a, b"zz".to_vec(), b"after".to_vec()),
+    );
+    assert_eq!(
+        all(&e, a),
+        [
+            (b"m".to_vec(), b"stored".to_vec()),
+            (b"zz".to_vec(), b"after".to_vec()),
+        ]
+    );
 }

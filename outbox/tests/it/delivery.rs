@@ -624,3 +624,42 @@ engine_tests! {
         });
     }
 }
+
+engine_tests! {
+    /// A consumer with more rows than one commit may hold (40 finished
+    /// marks, a batch limit of 16 entries) is removed in several commits,
+    /// each within the limit; its lease, ended at this very millisecond,
+    /// no longer holds it.
+    fn unregistering_many_rows_takes_several_commits_within_the_limit() {
+        on_every_engine!(Durability::Immediate, |store, outbox, clock| {
+            for id in 1..=41 {
+                place(&outbox, id, None);
+            }
+            outbox.register("orders", "slow", Start::Beginning).unwrap();
+            let lease = outbox.acquire("orders", "slow", "w").unwrap();
+            let mut got = Vec::new();
+            while got.len() < 41 {
+                let after = got.last().map_or(Position::START, |d: &Delivery<Event>| d.position);
+                got.extend(outbox.poll_after(&lease, &topic(), after, 41).unwrap());
+            }
+            // Every entry but the first finished: 40 marks beyond the
+            // checkpoint.
+            ack_all(&outbox, &lease, &got[1..]);
+            clock.advance(5_000);
+            assert_eq!(clock.now_ms(), lease.expires_ms());
+            let before = store.engine().last_version();
+            assert!(outbox.unregister("orders", "slow").unwrap());
+            let commits = store.engine().last_version() - before;
+            // 16 entries a commit, three of them kept for the checkpoint,
+            // the lease and the catalog entry: 13 marks a commit.
+            assert!(commits >= 4, "{commits} commits");
+            assert!(matches!(
+                outbox.checkpoint("orders", "slow"),
+                Err(OutboxError::UnknownConsumer { .. })
+            ));
+            outbox.register("orders", "slow", Start::Beginning).unwrap();
+            let again = outbox.acquire("orders", "slow", "w").unwrap();
+            assert_eq!(outbox.poll(&again, &topic(), 50).unwrap().len(), 41);
+        });
+    }
+}
