@@ -229,7 +229,7 @@ impl SearchError {
     ///
     /// let lost = StoreError::Commit(CommitError::OutcomeUnknown("reply lost".into()));
     /// assert!(SearchError::Outbox(OutboxError::Store(lost)).is_outcome_unknown());
-    /// assert!(!SearchError::Query("x:".into()).is_outcome_unknown());
+    /// assert!(!SearchError::Query(strata_search::QueryError::NoTime).is_outcome_unknown());
     /// ```
     pub fn is_outcome_unknown(&self) -> bool {
         self.store_error()

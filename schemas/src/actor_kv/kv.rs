@@ -11,11 +11,11 @@ use strata_engine::{Engine, Profile};
 use strata_keys::{KeyRange, strinc, tuple};
 use strata_store::{Space, Store, StoreError, StoreOptions, Tx};
 
-use super::ActorKvError;
 use super::physical::{
     self, ActorId, CHUNK_SIZE, DATA, KvMetadata, METADATA, RowKind, entry_base, wrapped_len,
 };
 use super::planted;
+use super::{ActorKvError, DataProblem, corrupt};
 
 mod migration;
 mod rows;

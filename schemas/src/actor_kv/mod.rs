@@ -286,11 +286,12 @@ pub enum LogicalKey {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ActorKvError {
-    /// The bytes fit no key of the tree; `why` says where they stop fitting.
-    #[error("not an actor KV logical key: {why}")]
+    /// The bytes fit no key of the tree; `problem` says where they stop
+    /// fitting.
+    #[error("not an actor KV logical key: {problem}")]
     NotAKey {
         /// What did not fit.
-        why: String,
+        problem: KeyProblem,
     },
     /// More keys or entries than one request may carry.
     #[error("{count} keys in one request; at most {max}")]
@@ -360,13 +361,16 @@ pub enum ActorKvError {
         target: PhysicalLayout,
     },
     /// Stored rows that do not read: `key` is the logical key (or the row
-    /// key), `why` what is wrong.
-    #[error("corrupt actor KV data at {key:?}: {why}")]
+    /// key), `problem` what is wrong, `source` what a decoder said.
+    #[error("corrupt actor KV data at {key:?}: {problem}")]
     Corrupt {
         /// The entry's key, or the row's.
         key: Vec<u8>,
         /// What is wrong.
-        why: String,
+        problem: DataProblem,
+        /// The decoder's error, where one said more.
+        #[source]
+        source: Option<Box<dyn std::error::Error + Send + Sync>>,
     },
     /// A value could not be encoded.
     #[error("a value could not be encoded")]
@@ -380,8 +384,138 @@ pub enum ActorKvError {
     Store(Box<strata_store::StoreError>),
 }
 
-fn not_a_key(why: impl Into<String>) -> ActorKvError {
-    ActorKvError::NotAKey { why: why.into() }
+/// Where bytes stop fitting the key tree ([`ActorKvError::NotAKey`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum KeyProblem {
+    /// No bytes at all.
+    Empty,
+    /// A versioned layout's version byte is not after the namespace.
+    NoVersionByte {
+        /// The version expected.
+        version: u8,
+        /// The namespace byte read.
+        namespace: u8,
+    },
+    /// Bytes after a namespace that holds a single key.
+    TrailingBytes {
+        /// The namespace byte.
+        namespace: u8,
+    },
+    /// A connection id that is not UTF-8.
+    ConnIdNotUtf8,
+    /// A queue message id that is not 8 bytes.
+    QueueIdNotEightBytes,
+    /// A namespace byte the tree does not have.
+    UnknownNamespace(u8),
+    /// A workflow or traces key that is not a tuple.
+    NotATuple,
+    /// A workflow key of no known shape.
+    WorkflowShape,
+    /// A trace chunk with negative numbers.
+    NegativeTraceChunk,
+    /// A traces key of no known shape.
+    TracesShape,
+    /// A SQLite file tag the tree does not have.
+    UnknownSqliteTag(u8),
+    /// A SQLite key of no known shape.
+    SqliteShape,
+}
+
+impl std::fmt::Display for KeyProblem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Empty => f.write_str("empty"),
+            Self::NoVersionByte { version, namespace } => {
+                write!(f, "no version byte {version} after namespace {namespace}")
+            }
+            Self::TrailingBytes { namespace } => {
+                write!(f, "bytes after namespace {namespace}'s single key")
+            }
+            Self::ConnIdNotUtf8 => f.write_str("a connection id that is not UTF-8"),
+            Self::QueueIdNotEightBytes => f.write_str("a queue message id that is not 8 bytes"),
+            Self::UnknownNamespace(ns) => write!(f, "unknown namespace {ns}"),
+            Self::NotATuple => f.write_str("not a tuple"),
+            Self::WorkflowShape => f.write_str("a workflow key of no known shape"),
+            Self::NegativeTraceChunk => f.write_str("a trace chunk with negative numbers"),
+            Self::TracesShape => f.write_str("a traces key of no known shape"),
+            Self::UnknownSqliteTag(tag) => write!(f, "unknown SQLite file tag {tag}"),
+            Self::SqliteShape => f.write_str("a SQLite key of no known shape"),
+        }
+    }
+}
+
+/// What is wrong with stored rows ([`ActorKvError::Corrupt`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum DataProblem {
+    /// A row under the entry's base that is none of its rows.
+    ForeignRow,
+    /// The entry has no metadata row.
+    NoMetadata,
+    /// The metadata row is not a BARE `KvMetadata`.
+    MetadataNotBare,
+    /// A data row where another was due.
+    DataRowOutOfOrder {
+        /// The row found.
+        found: u32,
+        /// The row due.
+        due: usize,
+    },
+    /// A data row of a length the layout does not allow.
+    DataRowSize {
+        /// The row.
+        index: u32,
+        /// Its length.
+        len: usize,
+    },
+    /// Data rows beside a value held inline in its metadata row.
+    DataBesideInline,
+    /// The native layout's chunks do not assemble (the source says how).
+    Chunks,
+    /// The native layout's envelope does not decode (the source says how).
+    Envelope,
+    /// The actor's recorded layout state does not read.
+    LayoutState,
+    /// A row of the actor's space in no entry's layout.
+    RowOutsideLayout,
+    /// The usage counter is not 8 bytes.
+    UsageCounter,
+}
+
+impl std::fmt::Display for DataProblem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::ForeignRow => f.write_str("a row that is not this entry's"),
+            Self::NoMetadata => f.write_str("no metadata row"),
+            Self::MetadataNotBare => f.write_str("metadata row is not a BARE KvMetadata"),
+            Self::DataRowOutOfOrder { found, due } => {
+                write!(f, "data row {found} where row {due} was due")
+            }
+            Self::DataRowSize { index, len } => write!(f, "data row {index} has {len} bytes"),
+            Self::DataBesideInline => f.write_str("data rows beside an inline value"),
+            Self::Chunks => f.write_str("the chunks do not assemble"),
+            Self::Envelope => f.write_str("the value's envelope does not decode"),
+            Self::LayoutState => f.write_str("the actor's layout state does not read"),
+            Self::RowOutsideLayout => {
+                f.write_str("a row of the actor's space in no entry's layout")
+            }
+            Self::UsageCounter => f.write_str("the usage counter is not 8 bytes"),
+        }
+    }
+}
+
+fn not_a_key(problem: KeyProblem) -> ActorKvError {
+    ActorKvError::NotAKey { problem }
+}
+
+/// Stored rows at `key` with `problem`, and no more to say.
+pub(crate) fn corrupt(key: &[u8], problem: DataProblem) -> ActorKvError {
+    ActorKvError::Corrupt {
+        key: key.to_vec(),
+        problem,
+        source: None,
+    }
 }
 
 fn int(n: u64) -> Element<'static> {
@@ -472,15 +606,18 @@ impl LogicalKey {
     /// # Errors
     /// [`ActorKvError::NotAKey`] naming what does not fit.
     pub fn parse(bytes: &[u8], layout: Layout) -> Result<Self, ActorKvError> {
-        let (&ns, rest) = bytes.split_first().ok_or_else(|| not_a_key("empty"))?;
+        let (&ns, rest) = bytes
+            .split_first()
+            .ok_or_else(|| not_a_key(KeyProblem::Empty))?;
         let rest = match layout {
             Layout::Unversioned => rest,
             Layout::Versioned(v) => match rest.split_first() {
                 Some((&found, rest)) if found == v => rest,
                 _ => {
-                    return Err(not_a_key(format!(
-                        "no version byte {v} after namespace {ns}"
-                    )));
+                    return Err(not_a_key(KeyProblem::NoVersionByte {
+                        version: v,
+                        namespace: ns,
+                    }));
                 }
             },
         };
@@ -488,9 +625,7 @@ impl LogicalKey {
             if rest.is_empty() {
                 Ok(key)
             } else {
-                Err(not_a_key(format!(
-                    "bytes after namespace {ns}'s single key"
-                )))
+                Err(not_a_key(KeyProblem::TrailingBytes { namespace: ns }))
             }
         };
         match ns {
@@ -499,24 +634,23 @@ impl LogicalKey {
             ns::QUEUE_METADATA => exact(Self::QueueMetadata),
             ns::CONN => String::from_utf8(rest.to_vec())
                 .map(|conn_id| Self::Conn { conn_id })
-                .map_err(|_| not_a_key("a connection id that is not UTF-8")),
+                .map_err(|_| not_a_key(KeyProblem::ConnIdNotUtf8)),
             ns::KV => Ok(Self::UserKv { key: rest.to_vec() }),
             ns::QUEUE => <[u8; 8]>::try_from(rest)
                 .map(|b| Self::QueueMessage {
                     message_id: u64::from_be_bytes(b),
                 })
-                .map_err(|_| not_a_key("a queue message id that is not 8 bytes")),
+                .map_err(|_| not_a_key(KeyProblem::QueueIdNotEightBytes)),
             ns::WORKFLOW => parse_workflow(rest),
             ns::TRACES => parse_traces(rest),
             ns::SQLITE => parse_sqlite(rest),
-            other => Err(not_a_key(format!("unknown namespace {other}"))),
+            other => Err(not_a_key(KeyProblem::UnknownNamespace(other))),
         }
     }
 }
 
 fn unpack_elements(rest: &[u8]) -> Result<Vec<Element<'static>>, ActorKvError> {
-    let element: Element<'_> =
-        tuple::unpack(rest).map_err(|e| not_a_key(format!("not a tuple: {e}")))?;
+    let element: Element<'_> = tuple::unpack(rest).map_err(|_| not_a_key(KeyProblem::NotATuple))?;
     match element.into_owned() {
         Element::Tuple(items) => Ok(items),
         one => Ok(vec![one]),
@@ -525,7 +659,7 @@ fn unpack_elements(rest: &[u8]) -> Result<Vec<Element<'static>>, ActorKvError> {
 
 fn parse_workflow(rest: &[u8]) -> Result<LogicalKey, ActorKvError> {
     let items = unpack_elements(rest)?;
-    let bad = || not_a_key("a workflow key of no known shape");
+    let bad = || not_a_key(KeyProblem::WorkflowShape);
     match items.as_slice() {
         [Element::Int(1), n] => Ok(LogicalKey::WorkflowName {
             name_index: uint(n).ok_or_else(bad)?,
@@ -563,15 +697,15 @@ fn parse_traces(rest: &[u8]) -> Result<LogicalKey, ActorKvError> {
                 bucket_start_sec,
                 chunk_id,
             }),
-            _ => Err(not_a_key("a trace chunk with negative numbers")),
+            _ => Err(not_a_key(KeyProblem::NegativeTraceChunk)),
         },
-        _ => Err(not_a_key("a traces key of no known shape")),
+        _ => Err(not_a_key(KeyProblem::TracesShape)),
     }
 }
 
 fn parse_sqlite(rest: &[u8]) -> Result<LogicalKey, ActorKvError> {
     let file = |tag: u8| {
-        SqliteFile::from_tag(tag).ok_or_else(|| not_a_key(format!("unknown SQLite file tag {tag}")))
+        SqliteFile::from_tag(tag).ok_or_else(|| not_a_key(KeyProblem::UnknownSqliteTag(tag)))
     };
     match rest {
         [0, tag] => Ok(LogicalKey::SqliteMetadata(file(*tag)?)),
@@ -579,6 +713,6 @@ fn parse_sqlite(rest: &[u8]) -> Result<LogicalKey, ActorKvError> {
             file: file(*tag)?,
             chunk_index: u32::from_be_bytes([*a, *b, *c, *d]),
         }),
-        _ => Err(not_a_key("a SQLite key of no known shape")),
+        _ => Err(not_a_key(KeyProblem::SqliteShape)),
     }
 }

@@ -4,7 +4,8 @@
 //! `0x05 ... 0x00` a nested tuple), both layouts, and the parser.
 
 use strata_schemas::actor_kv::{
-    ActorKvError, Layout, LogicalKey, Segment, SqliteFile, WorkflowField, namespace, prefix_range,
+    ActorKvError, KeyProblem, Layout, LogicalKey, Segment, SqliteFile, WorkflowField, namespace,
+    prefix_range,
 };
 
 fn cases() -> Vec<(LogicalKey, Vec<u8>)> {
@@ -98,36 +99,56 @@ fn every_logical_key_has_the_documents_bytes_and_parses_back() {
 
 #[test]
 fn bytes_of_no_key_are_typed_errors() {
-    let not_a_key = |bytes: &[u8], layout| {
-        matches!(
-            LogicalKey::parse(bytes, layout),
-            Err(ActorKvError::NotAKey { .. })
-        )
+    let problem = |bytes: &[u8], layout| match LogicalKey::parse(bytes, layout) {
+        Err(ActorKvError::NotAKey { problem }) => problem,
+        other => panic!("{bytes:?}: {other:?}"),
     };
-    for bytes in [
-        &[][..],
-        &[0],
-        &[10],
-        &[1, 0],
-        &[5, 1, 2],
-        &[2, 0xFF],
-        &[7, 0x15, 3, 0x15, 9],
-        &[7, 0x15, 9],
-        &[7, 0x02, b'x', 0x00],
-        &[8, 0x15, 2, 0x15, 1, 0x15, 1],
-        &[9, 0, 4],
-        &[9, 1, 0, 1],
-        &[9, 2, 0],
-    ] {
-        assert!(not_a_key(bytes, Layout::Unversioned), "{bytes:?}");
+    // Each input with where it stops fitting, read off the key tree:
+    // namespaces 1 to 9, single-key namespaces 1, 3 and 6, workflow field
+    // codes 1 to 5, SQLite file tags 0 to 3.
+    let cases: [(&[u8], KeyProblem); 13] = [
+        (&[], KeyProblem::Empty),
+        (&[0], KeyProblem::UnknownNamespace(0)),
+        (&[10], KeyProblem::UnknownNamespace(10)),
+        (&[1, 0], KeyProblem::TrailingBytes { namespace: 1 }),
+        (&[5, 1, 2], KeyProblem::QueueIdNotEightBytes),
+        (&[2, 0xFF], KeyProblem::ConnIdNotUtf8),
+        (&[7, 0x15, 3, 0x15, 9], KeyProblem::WorkflowShape),
+        (&[7, 0x15, 9], KeyProblem::WorkflowShape),
+        (&[7, 0x02, b'x', 0x00], KeyProblem::WorkflowShape),
+        (&[8, 0x15, 2, 0x15, 1, 0x15, 1], KeyProblem::TracesShape),
+        (&[9, 0, 4], KeyProblem::UnknownSqliteTag(4)),
+        (&[9, 1, 0, 1], KeyProblem::SqliteShape),
+        (&[9, 2, 0], KeyProblem::SqliteShape),
+    ];
+    for (bytes, expected) in cases {
+        assert_eq!(problem(bytes, Layout::Unversioned), expected, "{bytes:?}");
     }
+    assert_eq!(
+        problem(&[7, 0x05], Layout::Unversioned),
+        KeyProblem::NotATuple
+    );
+    // A trace chunk's numbers are unsigned: (1, -1, 0) is refused.
+    assert_eq!(
+        problem(&[8, 0x15, 1, 0x13, 0xFE, 0x14], Layout::Unversioned),
+        KeyProblem::NegativeTraceChunk
+    );
     // A versioned key read as another version, or unversioned bytes read
     // as versioned, is refused.
-    assert!(not_a_key(
-        &[5, 2, 0, 0, 0, 0, 0, 0, 0, 1],
-        Layout::Versioned(1)
-    ));
-    assert!(not_a_key(&[1], Layout::Versioned(1)));
+    assert_eq!(
+        problem(&[5, 2, 0, 0, 0, 0, 0, 0, 0, 1], Layout::Versioned(1)),
+        KeyProblem::NoVersionByte {
+            version: 1,
+            namespace: 5
+        }
+    );
+    assert_eq!(
+        problem(&[1], Layout::Versioned(1)),
+        KeyProblem::NoVersionByte {
+            version: 1,
+            namespace: 1
+        }
+    );
 }
 
 #[test]

@@ -7,9 +7,11 @@
 use strata_schemas::actor_kv::client::{
     plan_deletes, plan_puts, plan_sqlite_write, queue_message, trace_chunks,
 };
-use strata_schemas::actor_kv::{ActorKvConfig, ActorKvError, KvMetadata, Layout, SqliteFile};
+use strata_schemas::actor_kv::{
+    ActorId, ActorKvConfig, ActorKvError, KvMetadata, Layout, SqliteFile,
+};
 
-use super::actor_kv_store::{actor, metadata_bytes, subspace_bytes, value};
+use super::actor_kv_store::value;
 use crate::START_MS;
 
 #[test]
@@ -142,4 +144,32 @@ fn actor_ids_and_metadata_encode_as_the_engine_does() {
     long_len.push(0x01);
     long_len.extend_from_slice(&[0; 8]);
     assert_eq!(KvMetadata::from_bare(&long_len), None);
+}
+
+/// UUID 0x00112233_44556677_8899AABB_CCDDEEFF, label 0x0A0B.
+pub(crate) fn actor() -> ActorId {
+    ActorId::v1(0x0011_2233_4455_6677_8899_AABB_CCDD_EEFF, 0x0A0B)
+}
+
+/// The actor's subspace as the engine packs it, written out by hand:
+/// `0x14` (RIVET = 0), `0x15 0x03` (PEGBOARD = 3), `0x15 0x48` (ACTOR_KV =
+/// 72), then the id: code `0x40`, version `1`, 16 UUID bytes, the label.
+pub(crate) fn subspace_bytes() -> Vec<u8> {
+    let mut b = vec![0x14, 0x15, 0x03, 0x15, 0x48, 0x40, 0x01];
+    b.extend_from_slice(&[
+        0x00, 0x11, 0x22, 0x33, 0x44, 0x55, 0x66, 0x77, 0x88, 0x99, 0xAA, 0xBB, 0xCC, 0xDD, 0xEE,
+        0xFF,
+    ]);
+    b.extend_from_slice(&[0x0A, 0x0B]);
+    b
+}
+
+/// `KvMetadata { version: "2.0.33", update_ts: START_MS }` in BARE: a
+/// one-byte length 6, the bytes, and 1,730,000,000,000 as 8 little-endian
+/// bytes (0x0000_0192_CC09_1400).
+pub(crate) fn metadata_bytes() -> Vec<u8> {
+    let mut b = vec![6];
+    b.extend_from_slice(b"2.0.33");
+    b.extend_from_slice(&[0x00, 0x14, 0x09, 0xCC, 0x92, 0x01, 0x00, 0x00]);
+    b
 }

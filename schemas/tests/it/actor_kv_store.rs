@@ -20,11 +20,12 @@ use strata_engine::{Engine, KeyspaceSpec};
 use strata_keys::KeyRange;
 use strata_schemas::actor_kv::client::WriteBuffer;
 use strata_schemas::actor_kv::{
-    ActorId, ActorKv, ActorKvConfig, ActorKvError, KvMetadata, Layout, ListOptions, ListQuery,
-    LogicalKey, PhysicalLayout, ROWS_SPACE,
+    ActorId, ActorKv, ActorKvConfig, ActorKvError, DataProblem, KvMetadata, Layout, ListOptions,
+    ListQuery, LogicalKey, PhysicalLayout, ROWS_SPACE,
 };
 use strata_store::Store;
 
+use crate::actor_kv_client::{actor, metadata_bytes, subspace_bytes};
 use crate::{START_MS, store_on};
 
 fn specs() -> Vec<KeyspaceSpec> {
@@ -44,38 +45,10 @@ fn open<E: Engine>(engine: E, config: ActorKvConfig) -> ActorKv<E> {
     ActorKv::open(store, config).unwrap()
 }
 
-/// UUID 0x00112233_44556677_8899AABB_CCDDEEFF, label 0x0A0B.
-pub(crate) fn actor() -> ActorId {
-    ActorId::v1(0x0011_2233_4455_6677_8899_AABB_CCDD_EEFF, 0x0A0B)
-}
-
-/// The actor's subspace as the engine packs it, written out by hand:
-/// `0x14` (RIVET = 0), `0x15 0x03` (PEGBOARD = 3), `0x15 0x48` (ACTOR_KV =
-/// 72), then the id: code `0x40`, version `1`, 16 UUID bytes, the label.
-pub(crate) fn subspace_bytes() -> Vec<u8> {
-    let mut b = vec![0x14, 0x15, 0x03, 0x15, 0x48, 0x40, 0x01];
-    b.extend_from_slice(&[
-        0x00, 0x11, 0x22, 0x33, 0x44, 0x55, 0x66, 0x77, 0x88, 0x99, 0xAA, 0xBB, 0xCC, 0xDD, 0xEE,
-        0xFF,
-    ]);
-    b.extend_from_slice(&[0x0A, 0x0B]);
-    b
-}
-
 fn with(prefix: &[u8], tail: &[u8]) -> Vec<u8> {
     let mut v = prefix.to_vec();
     v.extend_from_slice(tail);
     v
-}
-
-/// `KvMetadata { version: "2.0.33", update_ts: START_MS }` in BARE: a
-/// one-byte length 6, the bytes, and 1,730,000,000,000 as 8 little-endian
-/// bytes (0x0000_0192_CC09_1400).
-pub(crate) fn metadata_bytes() -> Vec<u8> {
-    let mut b = vec![6];
-    b.extend_from_slice(b"2.0.33");
-    b.extend_from_slice(&[0x00, 0x14, 0x09, 0xCC, 0x92, 0x01, 0x00, 0x00]);
-    b
 }
 
 fn raw_rows<E: Engine>(kv: &ActorKv<E>) -> Vec<(Vec<u8>, Vec<u8>)> {
@@ -782,12 +755,19 @@ fn recorded_layouts_errors_and_edges<E: Engine>(engine: E) {
     let mut tx = kv.store().begin();
     tx.delete_in(&space, chunk1.clone()).unwrap();
     tx.commit().unwrap();
-    match kv.get(a, &[b"big".to_vec()]) {
-        Err(ActorKvError::Corrupt { why, .. }) => {
-            assert!(why.contains("chunk 1 is missing"), "{why}");
-        }
-        other => panic!("{other:?}"),
-    }
+    let e = kv.get(a, &[b"big".to_vec()]).unwrap_err();
+    let told = strata_engine::ErrorChain(&e).to_string();
+    assert!(
+        matches!(
+            e,
+            ActorKvError::Corrupt {
+                problem: DataProblem::Chunks,
+                ..
+            }
+        ),
+        "{e:?}"
+    );
+    assert!(told.contains("chunk 1 is missing"), "{told}");
     let mut tx = kv.store().begin();
     tx.put_in(&space, saved.0, saved.1).unwrap();
     tx.commit().unwrap();

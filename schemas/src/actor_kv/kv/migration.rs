@@ -182,10 +182,9 @@ impl<E: Engine> ActorKv<E> {
                 migration: None,
                 recorded: false,
             }),
-            Some(bytes) => LayoutState::decode(&bytes).ok_or_else(|| ActorKvError::Corrupt {
-                key: key.clone(),
-                why: "the actor's layout state does not read".into(),
-            }),
+            Some(bytes) => {
+                LayoutState::decode(&bytes).ok_or_else(|| corrupt(&key, DataProblem::LayoutState))
+            }
         }
     }
 }

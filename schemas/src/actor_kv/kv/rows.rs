@@ -154,9 +154,11 @@ pub(crate) fn decode_entry(
     rows: Rows,
 ) -> Result<Entry, ActorKvError> {
     let base = entry_base(actor, &key);
-    let corrupt = |why: String| ActorKvError::Corrupt {
+    let corrupt = |problem| corrupt(&key, problem);
+    let undecoded = |problem, e: Box<dyn std::error::Error + Send + Sync>| ActorKvError::Corrupt {
         key: key.clone(),
-        why,
+        problem,
+        source: Some(e),
     };
     let mut meta = None;
     let mut data = Vec::new();
@@ -164,24 +166,27 @@ pub(crate) fn decode_entry(
         match k.strip_prefix(base.as_slice()).and_then(physical::row_kind) {
             Some(RowKind::Meta) if meta.is_none() => meta = Some(v),
             Some(RowKind::Data(i)) => data.push((i, k, v)),
-            _ => return Err(corrupt("a row that is not this entry's".into())),
+            _ => return Err(corrupt(DataProblem::ForeignRow)),
         }
     }
-    let meta = meta.ok_or_else(|| corrupt("no metadata row".into()))?;
+    let meta = meta.ok_or_else(|| corrupt(DataProblem::NoMetadata))?;
     match layout {
         PhysicalLayout::Compatible => {
             let metadata = KvMetadata::from_bare(&meta)
-                .ok_or_else(|| corrupt("metadata row is not a BARE KvMetadata".into()))?;
+                .ok_or_else(|| corrupt(DataProblem::MetadataNotBare))?;
             // No data rows: the empty value, as the engine writes it.
             let count = data.len();
             let mut value = Vec::with_capacity(count * CHUNK_SIZE);
             for (n, (i, _, v)) in data.into_iter().enumerate() {
                 if i as usize != n {
-                    return Err(corrupt(format!("data row {i} where row {n} was due")));
+                    return Err(corrupt(DataProblem::DataRowOutOfOrder { found: i, due: n }));
                 }
                 let last = n + 1 == count;
                 if v.is_empty() || v.len() > CHUNK_SIZE || (!last && v.len() != CHUNK_SIZE) {
-                    return Err(corrupt(format!("data row {i} has {} bytes", v.len())));
+                    return Err(corrupt(DataProblem::DataRowSize {
+                        index: i,
+                        len: v.len(),
+                    }));
                 }
                 value.extend_from_slice(&v);
             }
@@ -195,16 +200,16 @@ pub(crate) fn decode_entry(
             let planner = planner();
             let chunked = planner
                 .read_meta(&base, &meta)
-                .map_err(|e| corrupt(e.to_string()))?
+                .map_err(|e| undecoded(DataProblem::Chunks, Box::new(e)))?
                 .is_some();
             if !chunked && !data.is_empty() {
-                return Err(corrupt("data rows beside an inline value".into()));
+                return Err(corrupt(DataProblem::DataBesideInline));
             }
             let envelope = planner
                 .assemble(&base, &meta, data.into_iter().map(|(_, k, v)| (k, v)))
-                .map_err(|e| corrupt(e.to_string()))?;
-            let body: NativeBody =
-                strata_codec::decode(&base, &envelope).map_err(|e| corrupt(e.to_string()))?;
+                .map_err(|e| undecoded(DataProblem::Chunks, Box::new(e)))?;
+            let body: NativeBody = strata_codec::decode(&base, &envelope)
+                .map_err(|e| undecoded(DataProblem::Envelope, Box::new(e)))?;
             Ok(Entry {
                 key,
                 value: body.value,
@@ -290,10 +295,7 @@ impl<E: Engine> ActorKv<E> {
                 let (key, _) = k
                     .strip_prefix(sub.as_slice())
                     .and_then(physical::parse_row)
-                    .ok_or_else(|| ActorKvError::Corrupt {
-                        key: k.clone(),
-                        why: "a row of the actor's space in no entry's layout".into(),
-                    })?;
+                    .ok_or_else(|| corrupt(&k, DataProblem::RowOutsideLayout))?;
                 match &mut group {
                     Some((current, rows)) if *current == key => rows.push((k, v)),
                     _ => {

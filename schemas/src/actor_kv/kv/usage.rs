@@ -23,10 +23,7 @@ pub(crate) fn read_usage<E: Engine>(
         None => Ok(0),
         Some(bytes) => <[u8; 8]>::try_from(bytes.as_slice())
             .map(u64::from_be_bytes)
-            .map_err(|_| ActorKvError::Corrupt {
-                key,
-                why: "the usage counter is not 8 bytes".into(),
-            }),
+            .map_err(|_| corrupt(&key, DataProblem::UsageCounter)),
     }
 }
 
