@@ -12,17 +12,8 @@ use crate::{Event, OrderKey, T0, config, event, options, topic};
 
 #[test]
 fn a_worker_handles_every_entry_once_with_its_writes_and_stops_cleanly() {
-    let opts = options(strata_engine::Durability::Immediate);
     let clock = Arc::new(ManualClock::new(T0));
-    let store = Arc::new(
-        Store::open_with(
-            MemEngine::open(opts.keyspace_specs()).unwrap(),
-            opts,
-            clock.clone(),
-            Box::new(SeededRng::new(1)),
-        )
-        .unwrap(),
-    );
+    let store = shared_store(&clock);
     let mut cfg = config();
     // Retry at once: the test's clock does not move.
     cfg.base_backoff_ms = 0;
@@ -109,17 +100,8 @@ strata_keys::tuple_key! {
 #[test]
 fn two_workers_with_one_holder_name_apply_each_entry_once() {
     const ENTRIES: u64 = 300;
-    let opts = options(strata_engine::Durability::Immediate);
     let clock = Arc::new(ManualClock::new(T0));
-    let store = Arc::new(
-        Store::open_with(
-            MemEngine::open(opts.keyspace_specs()).unwrap(),
-            opts,
-            clock.clone(),
-            Box::new(SeededRng::new(1)),
-        )
-        .unwrap(),
-    );
+    let store = shared_store(&clock);
     let cfg = config();
     let outbox = Outbox::new(&store, cfg, clock.clone(), Box::new(SeededRng::new(2))).unwrap();
     outbox
@@ -179,17 +161,8 @@ fn two_workers_with_one_holder_name_apply_each_entry_once() {
 /// passed go, a consumer's unfinished ones stay.
 #[test]
 fn a_worker_trims_what_every_consumer_passed() {
-    let opts = options(strata_engine::Durability::Immediate);
     let clock = Arc::new(ManualClock::new(T0));
-    let store = Arc::new(
-        Store::open_with(
-            MemEngine::open(opts.keyspace_specs()).unwrap(),
-            opts,
-            clock.clone(),
-            Box::new(SeededRng::new(1)),
-        )
-        .unwrap(),
-    );
+    let store = shared_store(&clock);
     let cfg = config();
     let outbox = Outbox::new(&store, cfg, clock.clone(), Box::new(SeededRng::new(2))).unwrap();
     outbox
