@@ -240,6 +240,19 @@ mod tests {
     }
 
     #[test]
+    fn escapes_are_the_bytes_they_name() {
+        assert_eq!(
+            parse_key(r#"b"\n\t\r\0\\\"\'x""#).unwrap(),
+            b"\n\t\r\x00\\\"'x"
+        );
+        // In a string, `\x` stops at 7f (a string holds UTF-8).
+        assert_eq!(parse_key(r#"("\x7f\x41",)"#).unwrap(), b"\x02\x7fA\x00");
+        let above = parse_key(r#"("\x80",)"#).unwrap_err();
+        assert!(above.contains("above 7f"), "{above}");
+        assert_eq!(parse_key(r#"b"\x80""#).unwrap(), [0x80]);
+    }
+
+    #[test]
     fn bad_notation_is_an_error_not_a_panic() {
         for bad in [
             "(",

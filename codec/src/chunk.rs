@@ -428,8 +428,7 @@ impl<L: ChunkLayout> ChunkPlanner<L> {
                 value: Cow::Borrowed(chunks.next().unwrap_or(&[])),
             });
         }
-        #[cfg(feature = "planted-bugs")]
-        if crate::planted::active(crate::planted::PlantedBug::LastChunkDropped) {
+        if strata_engine::fault_point!("last-chunk-dropped") {
             puts.pop();
         }
         Ok(WritePlan {

@@ -585,8 +585,7 @@ pub(crate) fn encode_parts(
     body: impl FnOnce(&mut Vec<u8>) -> Result<(), EncodeError>,
 ) -> Result<(), EncodeError> {
     let start = out.len();
-    #[cfg(feature = "planted-bugs")]
-    let options = if crate::planted::active(crate::planted::PlantedBug::ExpiryNotEncoded) {
+    let options = if strata_engine::fault_point!("expiry-not-encoded") {
         EncodeOptions {
             expires_at: None,
             ..options

@@ -84,8 +84,6 @@
 pub mod chunk;
 pub mod envelope;
 pub mod limits;
-#[cfg(feature = "planted-bugs")]
-pub mod planted;
 
 pub use chunk::{
     ChunkError, ChunkLayout, ChunkPlanner, Manifest, Previous, Row, Stale, TupleChunkLayout,

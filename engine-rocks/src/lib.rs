@@ -99,9 +99,6 @@ pub use self::read::{RocksRange, RocksSnapshot};
 pub(crate) use self::read::{read_options, rocks_bounds};
 pub(crate) use self::write::{MAX_GROUP, wal_sync};
 
-#[cfg(feature = "planted-bugs")]
-pub mod planted;
-
 const META: &str = "strata.meta";
 const VERSION: &[u8] = b"version";
 

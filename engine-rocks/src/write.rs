@@ -11,11 +11,7 @@ use super::*;
 /// Whether a flush of the log where durability is promised syncs it
 /// (always, unless a planted bug says otherwise).
 pub(crate) fn wal_sync() -> bool {
-    #[cfg(feature = "planted-bugs")]
-    if planted::active(planted::PlantedBug::WalFlushedNotSynced) {
-        return false;
-    }
-    true
+    !strata_engine::fault_point!("wal-flushed-not-synced")
 }
 
 /// The most commits one group holds.

@@ -40,6 +40,7 @@
 mod capability;
 mod contract;
 mod error;
+pub mod faults;
 mod group;
 mod inject;
 mod keyspace;
@@ -62,8 +63,6 @@ pub use crate::error::{
 pub use crate::group::GroupStats;
 pub use crate::inject::{Clock, ManualClock, Rng, SeededRng, SystemClock, SystemRng};
 pub use crate::keyspace::{Keyspace, KeyspaceSpec, Keyspaces, Profile};
-#[cfg(feature = "planted-bugs")]
-pub use crate::mem::PlantedBug;
 pub use crate::mem::{MemEngine, MemImage, MemRange, MemSnapshot};
 
 /// For engine implementers: the commit logic every engine shares, so

@@ -18,8 +18,6 @@ use planted::Overlaid;
 
 /// The most commits one group holds.
 const MAX_GROUP: usize = 256;
-#[cfg(feature = "planted-bugs")]
-pub use planted::PlantedBug;
 
 type Value = Arc<[u8]>;
 /// Versions of one key, oldest first; `None` is a deletion.
@@ -116,8 +114,6 @@ pub struct MemEngine {
     state: RwLock<State>,
     /// Versions of live snapshots, with counts.
     live: Mutex<BTreeMap<u64, usize>>,
-    #[cfg(feature = "planted-bugs")]
-    planted: Option<PlantedBug>,
 }
 
 impl std::fmt::Debug for MemEngine {
@@ -157,7 +153,7 @@ impl MemEngine {
                     .collect()
             })
             .collect();
-        Ok(Self {
+        let mut engine = Self {
             keyspaces,
             seq: Sequencer::new(image.version),
             group: GroupCommitter::new(MAX_GROUP),
@@ -168,9 +164,11 @@ impl MemEngine {
                 pending: Vec::new(),
             }),
             live: Mutex::new(BTreeMap::new()),
-            #[cfg(feature = "planted-bugs")]
-            planted: None,
-        })
+        };
+        if crate::fault_point!("stamp-reused-after-restart") {
+            engine.resume_one_version_low();
+        }
+        Ok(engine)
     }
 
     /// A clean shutdown: everything committed is kept.
@@ -195,7 +193,7 @@ impl MemEngine {
     /// A crash keeping exactly the first `keep` unsynced commits (all of
     /// them if `keep` is larger).
     pub fn crash_keeping(self, keep: usize) -> MemImage {
-        let half = self.planted("crash-keeps-half-commit");
+        let half = crate::fault_point!("crash-keeps-half-commit");
         let state = self
             .state
             .into_inner()
@@ -266,7 +264,7 @@ impl MemEngine {
         let mut sequence = self.seq.begin();
         let mut state = self.write();
         let mut immediate = false;
-        let gap = commits.len() > 1 && self.planted("group-refused-takes-version");
+        let gap = commits.len() > 1 && crate::fault_point!("group-refused-takes-version");
         let outcomes: Vec<Result<u64, CommitError>> = commits
             .into_iter()
             .map(|commit| {
@@ -282,7 +280,7 @@ impl MemEngine {
                 Ok(sequence.take())
             })
             .collect();
-        let durable = immediate && !self.planted("immediate-not-durable");
+        let durable = immediate && !crate::fault_point!("immediate-not-durable");
         if durable {
             sync_state(&mut state);
             self.group.count_sync();
@@ -308,7 +306,7 @@ impl MemEngine {
             mutations,
             durability: _,
         } = commit;
-        let late = self.planted("predicate-after-mutations");
+        let late = crate::fault_point!("predicate-after-mutations");
         let resolved = {
             let mut reads = StateReads { state };
             if !late {
@@ -333,7 +331,7 @@ impl MemEngine {
             })
             .collect();
         let min_live = self.min_live(version);
-        let keep_start = self.planted("delete-range-keeps-start");
+        let keep_start = crate::fault_point!("delete-range-keeps-start");
         for op in &ops {
             let (ks, keys): (usize, Vec<Vec<u8>>) = match op {
                 Op::Put(ks, k, v) => {
@@ -507,7 +505,7 @@ impl Engine for MemEngine {
     }
 
     fn sync(&self) -> Result<u64, EngineError> {
-        let drop_last = self.planted("sync-drops-last-pending");
+        let drop_last = crate::fault_point!("sync-drops-last-pending");
         self.seq.sync(|| {
             let mut state = self.write();
             let last = if drop_last { state.pending.pop() } else { None };
@@ -518,10 +516,10 @@ impl Engine for MemEngine {
     }
 
     fn durable_version(&self) -> u64 {
-        if self.planted("durable-version-ahead") {
+        if crate::fault_point!("durable-version-ahead") {
             return self.seq.last();
         }
-        if self.planted("durable-version-behind") {
+        if crate::fault_point!("durable-version-behind") {
             return self.seq.durable().saturating_sub(1);
         }
         self.seq.durable()
@@ -646,7 +644,7 @@ impl Snapshot for MemSnapshot<'_> {
     fn get(&self, ks: Keyspace, key: &[u8]) -> Result<Option<Vec<u8>>, ReadError> {
         let ks = self.ks(ks)?;
         let state = self.engine.read();
-        let at = if self.engine.planted("snapshot-sees-later-commits") {
+        let at = if crate::fault_point!("snapshot-sees-later-commits") {
             state.version
         } else {
             self.version
@@ -660,7 +658,7 @@ impl Snapshot for MemSnapshot<'_> {
     fn range(&self, ks: Keyspace, mut range: RangeSpec) -> Result<MemRange<'_>, ReadError> {
         let ks = self.ks(ks)?;
         range.validate()?;
-        if self.engine.planted("range-end-inclusive")
+        if crate::fault_point!("range-end-inclusive")
             && let Bound::Excluded(end) = &range.end
         {
             range.end = Bound::Included(end.clone());

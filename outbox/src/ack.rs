@@ -64,8 +64,7 @@ impl<E: Engine> Outbox<'_, E> {
             .and_then(|v| read_position(&ck_key, &v))?;
         let done_key = layout::done_key(topic, consumer, position);
         if position <= low_water || tx.get_in(&self.state, &done_key)?.is_some() {
-            #[cfg(feature = "planted-bugs")]
-            if self.bug(PlantedBug::SharedHolderName) {
+            if strata_engine::fault_point!("shared-holder-name") {
                 return Ok(());
             }
             return Err(OutboxError::AlreadyFinished(position));
@@ -107,8 +106,7 @@ impl<E: Engine> Outbox<'_, E> {
                 _ => break,
             }
         }
-        #[cfg(feature = "planted-bugs")]
-        if self.bug(PlantedBug::CheckpointPastFailed) {
+        if strata_engine::fault_point!("checkpoint-past-failed") {
             new_low = new_low.max(position);
         }
         if new_low >= position {

@@ -107,17 +107,13 @@ impl<E: Engine> Outbox<'_, E> {
                 return Err(unknown(topic, consumer));
             }
             let key = layout::lease_key(topic, consumer);
-            #[cfg(feature = "planted-bugs")]
-            let row = if self.bug(PlantedBug::LeaseReadNotPinned) {
+            let row = if strata_engine::fault_point!("lease-read-not-pinned") {
                 tx.snapshot_get_in(&self.state, &key)?
             } else {
                 tx.get_in(&self.state, &key)?
             };
-            #[cfg(not(feature = "planted-bugs"))]
-            let row = tx.get_in(&self.state, &key)?;
             let current = row.map(|v| read_lease(&key, &v)).transpose()?;
-            #[cfg(feature = "planted-bugs")]
-            if self.bug(PlantedBug::SharedHolderName)
+            if strata_engine::fault_point!("shared-holder-name")
                 && let Some(held) = current.as_ref().filter(|h| h.holder == holder)
             {
                 return Ok(Lease {
@@ -219,8 +215,7 @@ impl<E: Engine> Outbox<'_, E> {
                 // its holder, whose renewal accepts an end at `now` (a
                 // lease that ran out untaken).
                 let ended = now.saturating_sub(1);
-                #[cfg(feature = "planted-bugs")]
-                let ended = if self.bug(PlantedBug::ReleaseRenewable) {
+                let ended = if strata_engine::fault_point!("release-renewable") {
                     now
                 } else {
                     ended

@@ -72,6 +72,7 @@ mod layout;
 mod lease;
 pub mod metrics;
 mod outbox;
+mod planted;
 mod poll;
 mod position;
 pub mod prelude;
@@ -80,8 +81,6 @@ mod trim;
 mod worker;
 
 pub use crate::ack::Failed;
-#[cfg(feature = "planted-bugs")]
-pub use crate::config::PlantedBug;
 pub use crate::config::{OutboxConfig, Start};
 pub use crate::consumers::Registered;
 pub use crate::dead::DeadLetter;

@@ -117,12 +117,6 @@ impl<'s, E: Engine> Outbox<'s, E> {
         self.store
     }
 
-    /// Whether `bug` is planted.
-    #[cfg(feature = "planted-bugs")]
-    pub(crate) fn bug(&self, bug: PlantedBug) -> bool {
-        self.config.planted == Some(bug)
-    }
-
     /// Adds `entry` to `topic` in `tx`'s commit. Its key receives the
     /// commit's versionstamp, so it is ordered by commit with no read.
     ///
@@ -165,21 +159,10 @@ impl<'s, E: Engine> Outbox<'s, E> {
         let mut envelope = Vec::new();
         encode_keyless(entry, None, &mut envelope).map_err(OutboxError::Encode)?;
         let value = layout::entry_value(self.clock.now_ms(), ordering_key, &envelope);
-        #[cfg(feature = "planted-bugs")]
-        if self.bug(PlantedBug::SequenceFromCounter) {
-            let counter = strata_keys::tuple::pack(&("planted-seq", topic.name.as_str()));
-            let n = tx
-                .snapshot_get_in(&self.state, &counter)?
-                .and_then(|v| <[u8; 8]>::try_from(v.as_slice()).ok())
-                .map_or(0, u64::from_be_bytes)
-                + 1;
-            tx.put_in(&self.state, counter, n.to_be_bytes().to_vec())?;
-            let pos = Position {
-                version: n,
-                order: 0,
-            };
-            tx.put_in(&self.entries, layout::entry_key(&topic.name, pos), value)?;
-            return Ok(());
+        // Agent memory's `memory-sequence-from-counter` is the same mistake
+        // made through the outbox, so it is switched here too.
+        if strata_engine::fault_point!("sequence-from-counter" | "memory-sequence-from-counter") {
+            return self.push_numbered_by_counter(tx, &topic.name, value);
         }
         let (key, offset) = layout::new_entry_key(&topic.name);
         tx.put_versionstamped_in(&self.entries, key, offset, value)?;

@@ -168,25 +168,7 @@ impl<E: Engine> Outbox<'_, E> {
         after: Position,
         max: usize,
     ) -> Result<Vec<Delivery<T>>, OutboxError> {
-        #[cfg(feature = "planted-bugs")]
-        let beyond = self.bug(PlantedBug::PollBeyondDurable);
-        #[cfg(not(feature = "planted-bugs"))]
-        let beyond = false;
-        self.poll_upto(lease, topic, after, max, beyond)
-    }
-
-    /// For the planted bugs of crates above (feature `planted-bugs`): as
-    /// [`Outbox::poll_after`], up to the last commit, durable or not.
-    #[cfg(feature = "planted-bugs")]
-    #[doc(hidden)]
-    pub fn planted_poll_beyond_durable<T: Value>(
-        &self,
-        lease: &Lease,
-        topic: &Topic<T>,
-        after: Position,
-        max: usize,
-    ) -> Result<Vec<Delivery<T>>, OutboxError> {
-        self.poll_upto(lease, topic, after, max, true)
+        self.poll_upto(lease, topic, after, max, beyond_durable())
     }
 
     /// As [`Outbox::poll_after`] on the topic named `topic`, each entry's
@@ -202,11 +184,7 @@ impl<E: Engine> Outbox<'_, E> {
         after: Position,
         max: usize,
     ) -> Result<Vec<Delivery<Vec<u8>>>, OutboxError> {
-        #[cfg(feature = "planted-bugs")]
-        let beyond = self.bug(PlantedBug::PollBeyondDurable);
-        #[cfg(not(feature = "planted-bugs"))]
-        let beyond = false;
-        self.poll_with(lease, topic, after, max, beyond, Ok)
+        self.poll_with(lease, topic, after, max, beyond_durable(), Ok)
     }
 
     pub(crate) fn poll_upto<T: Value>(
@@ -269,10 +247,7 @@ impl<E: Engine> Outbox<'_, E> {
                 let pos =
                     layout::entry_position(k).ok_or_else(|| corrupt(OutboxRow::EntryKey, k))?;
                 if st.done.contains(&pos) {
-                    #[cfg(feature = "planted-bugs")]
-                    let skip = !self.bug(PlantedBug::FinishedRedelivered);
-                    #[cfg(not(feature = "planted-bugs"))]
-                    let skip = true;
+                    let skip = !strata_engine::fault_point!("finished-redelivered");
                     if skip {
                         continue;
                     }
@@ -284,12 +259,10 @@ impl<E: Engine> Outbox<'_, E> {
                 }
                 let tried = st.tries.get(&pos);
                 if tried.is_some_and(|t| t.next_ms > now) {
-                    #[cfg(feature = "planted-bugs")]
-                    if self.bug(PlantedBug::FailedHoldsEveryKey) {
+                    if strata_engine::fault_point!("failed-holds-every-key") {
                         break 'pages;
                     }
-                    #[cfg(feature = "planted-bugs")]
-                    if self.bug(PlantedBug::FailedHoldsNothing) {
+                    if strata_engine::fault_point!("failed-holds-nothing") {
                         continue;
                     }
                     held.insert(ordering_key);
@@ -325,4 +298,11 @@ impl<E: Engine> Outbox<'_, E> {
         }
         Ok(out)
     }
+}
+
+/// Whether a poll reads past the durable version: never, unless a planted
+/// bug says so. The search index's `index-non-durable` is the same mistake
+/// made through the outbox's poll, so it is switched here too.
+fn beyond_durable() -> bool {
+    strata_engine::fault_point!("poll-beyond-durable" | "index-non-durable")
 }

@@ -61,8 +61,7 @@ impl<E: Engine> Outbox<'_, E> {
                     .iter()
                     .map(|(k, v)| read_position(k, v))
                     .collect::<Result<Vec<_>, _>>()?;
-                #[cfg(feature = "planted-bugs")]
-                let marks = if self.bug(PlantedBug::TrimIgnoresSlowest) {
+                let marks = if strata_engine::fault_point!("trim-ignores-slowest") {
                     marks.into_iter().max().into_iter().collect()
                 } else {
                     marks

@@ -161,7 +161,12 @@ impl Worker {
         let waker_store = store.clone();
         let wake = Box::new(move || waker_store.wake_all());
         let stopping = stop.clone();
+        #[cfg(feature = "planted-bugs")]
+        let planting = strata_engine::faults::Planting::here();
         let thread = std::thread::spawn(move || {
+            // A bug planted where the worker starts holds in its thread.
+            #[cfg(feature = "planted-bugs")]
+            planting.enter();
             let outbox = Outbox::new(&store, worker.outbox, clock.clone(), rng)?;
             run(
                 &outbox,

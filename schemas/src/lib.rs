@@ -13,17 +13,25 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 #[cfg(feature = "actor-kv")]
-pub mod actor_kv;
+#[doc(inline)]
+pub use strata_actor_kv as actor_kv;
 #[cfg(feature = "agent-memory")]
-pub mod agent_memory;
+#[doc(inline)]
+pub use strata_agent_memory as agent_memory;
 #[cfg(feature = "code-sous")]
-pub mod code_sous;
+#[doc(inline)]
+pub use strata_code_sous as code_sous;
 #[cfg(feature = "nokv")]
-pub mod nokv;
-#[cfg(any(feature = "actor-kv", feature = "universaldb"))]
-pub mod rivet_id;
+#[doc(inline)]
+pub use strata_nokv as nokv;
 #[cfg(feature = "universaldb")]
-pub mod universaldb;
+#[doc(inline)]
+pub use strata_universaldb as universaldb;
+#[cfg(feature = "universaldb")]
+pub use strata_universaldb::formal_key;
+#[cfg(any(feature = "actor-kv", feature = "universaldb"))]
+#[doc(inline)]
+pub use strata_universaldb::rivet_id;
 
 /// This crate's README example, compiled and run as a doctest.
 #[cfg(all(

@@ -47,8 +47,6 @@ pub use tantivy;
 
 pub use crate::change::Change;
 pub use crate::error::{MappingError, QueryError, SearchError};
-#[cfg(feature = "planted-bugs")]
-pub use crate::indexer::PlantedBug;
 pub use crate::indexer::{Indexer, IndexerConfig, Location, Merging, Step};
 pub use crate::runner::{IndexReport, IndexRunner};
 pub use crate::spec::{Document, IndexSpec};

@@ -85,7 +85,12 @@ where
         let wake = Box::new(move || waker.wake_all());
         let (asks, answers) = channel();
         let stopping = stop.clone();
+        #[cfg(feature = "planted-bugs")]
+        let planting = strata_engine::faults::Planting::here();
         let thread = std::thread::spawn(move || {
+            // A bug planted where the runner starts holds in its thread.
+            #[cfg(feature = "planted-bugs")]
+            planting.enter();
             let ob = Outbox::open(&store, outbox)?;
             let mut ix = Indexer::open(&ob, spec, &location, config, store.clock())?;
             let report = run(&store, &mut ix, &stopping, &answers, idle);

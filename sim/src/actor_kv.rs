@@ -437,7 +437,6 @@ pub fn run_actor_kv_seed_on<E: Target>(options: &RunOptions) -> SeedReport {
         &mut rng,
         ActorKv::<strata_engine::MemEngine>::declare(StoreOptions::new(Limits::FOUNDATIONDB)),
     );
-    let store_options = crate::run::plant_store(store_options, options);
     let layout = if rng.chance(0.5) {
         PhysicalLayout::Native
     } else {
@@ -456,8 +455,6 @@ pub fn run_actor_kv_seed_on<E: Target>(options: &RunOptions) -> SeedReport {
         },
         rng,
     };
-    #[cfg(feature = "planted-bugs")]
-    strata_schemas::actor_kv::plant(options.plant.as_deref());
     run.trace.event(
         0,
         format!(
@@ -468,8 +465,6 @@ pub fn run_actor_kv_seed_on<E: Target>(options: &RunOptions) -> SeedReport {
     let engine = FaultyEngine::new(E::fresh(store_options.keyspace_specs()), config, fault_seed);
     let kv = run.open(engine);
     let (kv, violation) = drive(&mut run, kv, options.ops, &config);
-    #[cfg(feature = "planted-bugs")]
-    strata_schemas::actor_kv::plant(None);
     let faults = kv
         .map(|k| k.store().engine().counters())
         .unwrap_or_default();

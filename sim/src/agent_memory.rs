@@ -444,7 +444,6 @@ pub fn run_agent_memory_seed_on<E: Target>(options: &RunOptions) -> SeedReport {
         &mut rng,
         AgentMemory::<strata_engine::MemEngine>::declare(StoreOptions::new(Limits::FOUNDATIONDB)),
     );
-    let store_options = crate::run::plant_store(store_options, options);
     let mut run = MemRun {
         clock: Arc::new(ManualClock::new(1_730_000_000_000)),
         trace: Trace::new(),
@@ -458,8 +457,6 @@ pub fn run_agent_memory_seed_on<E: Target>(options: &RunOptions) -> SeedReport {
         unsure: Vec::new(),
         rng,
     };
-    #[cfg(feature = "planted-bugs")]
-    strata_schemas::agent_memory::plant(options.plant.as_deref());
     run.trace.event(
         0,
         format!(
@@ -504,8 +501,6 @@ pub fn run_agent_memory_seed_on<E: Target>(options: &RunOptions) -> SeedReport {
     {
         violation = quiet_phase(&mut run, s);
     }
-    #[cfg(feature = "planted-bugs")]
-    strata_schemas::agent_memory::plant(None);
     let faults = store.map(|s| s.engine().counters()).unwrap_or_default();
     run.trace.report(
         "agent-memory",

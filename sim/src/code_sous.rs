@@ -83,9 +83,6 @@ struct CsRun {
     drafts: Vec<(usize, String, u64)>,
     next_act: u64,
     options: StoreOptions,
-    /// The planted bug to switch on after every (re)open.
-    #[cfg_attr(not(feature = "planted-bugs"), allow(dead_code))]
-    plant: Option<String>,
 }
 
 type Cs<E> = CodeSous<FaultyEngine<E>>;
@@ -122,19 +119,11 @@ impl CsRun {
             Box::new(SeededRng::new(self.rng.next_u64())),
         )
         .unwrap_or_else(|e| unreachable!("the store's keyspaces are declared: {e}"));
-        #[allow(unused_mut)]
-        let mut cs = CodeSous::new(
+        CodeSous::new(
             store,
             CodeSousConfig::default(),
             Box::new(SeededRng::new(self.rng.next_u64())),
-        );
-        #[cfg(feature = "planted-bugs")]
-        cs.plant(
-            self.plant
-                .as_deref()
-                .and_then(strata_schemas::code_sous::PlantedBug::from_name),
-        );
-        cs
+        )
     }
 
     fn known_after_ack(&self) -> Known {
@@ -609,7 +598,6 @@ pub fn run_code_sous_seed_on<E: Target>(options: &RunOptions) -> SeedReport {
     let config = FaultConfig::swarm(&mut rng, &options.faults);
     let fault_seed = rng.next_u64();
     let store_options = store_options(&mut rng);
-    let store_options = crate::run::plant_store(store_options, options);
     let mut run = CsRun {
         clock: Arc::new(ManualClock::new(1_730_000_000_000)),
         trace: Trace::new(),
@@ -624,7 +612,6 @@ pub fn run_code_sous_seed_on<E: Target>(options: &RunOptions) -> SeedReport {
         drafts: Vec::new(),
         next_act: 0,
         options: store_options.clone(),
-        plant: options.plant.clone(),
         rng,
     };
     run.trace.event(

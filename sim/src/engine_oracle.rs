@@ -120,7 +120,7 @@ impl Run {
         let floor = self.floor.max(e.durable_version());
         let pending = self.model.version.saturating_sub(floor);
         let e = e.crash_restart(&mut self.rng);
-        let e = self.replant(e);
+        let e = self.reopened(e);
         let got = match engine_state(&e) {
             Ok(got) => got,
             Err(why) => return (e, Err(fail(step, format!("after a crash: {why}")))),
@@ -166,7 +166,7 @@ impl Run {
         e: FaultyEngine<E>,
         step: usize,
     ) -> (FaultyEngine<E>, Result<(), Violation>) {
-        let e = self.replant(e.clean_restart());
+        let e = self.reopened(e.clean_restart());
         self.floor = self.model.version;
         self.acked = self.model.version;
         self.history = vec![self.model.clone()];

@@ -42,7 +42,6 @@ pub(crate) struct Run {
     pub(crate) trace: Trace,
     pub(crate) commits: u64,
     pub(crate) checks: u64,
-    pub(crate) plant: Option<String>,
 }
 
 fn specs() -> Vec<KeyspaceSpec> {
@@ -587,13 +586,8 @@ impl Run {
         Ok(())
     }
 
-    /// Re-plants the bug after a (re)start and takes the engine's new
-    /// handles.
-    pub(crate) fn replant<E: Target>(&mut self, e: FaultyEngine<E>) -> FaultyEngine<E> {
-        let e = match &self.plant {
-            Some(name) => e.map_inner(|inner| inner.plant(name)),
-            None => e,
-        };
+    /// Takes the engine's new handles after a (re)start.
+    pub(crate) fn reopened<E: Target>(&mut self, e: FaultyEngine<E>) -> FaultyEngine<E> {
         self.ks = handles(&e);
         e
     }
@@ -616,10 +610,9 @@ pub fn run_seed_on<E: Target>(options: &RunOptions) -> SeedReport {
         trace: Trace::new(),
         commits: 0,
         checks: 0,
-        plant: options.plant.clone(),
         rng,
     };
-    let mut e = run.replant(FaultyEngine::new(engine, config, fault_seed));
+    let mut e = run.reopened(FaultyEngine::new(engine, config, fault_seed));
     run.trace.event(
         0,
         format!(

@@ -508,7 +508,6 @@ pub fn run_nokv_seed_on<E: Target>(options: &RunOptions) -> SeedReport {
         &mut rng,
         Nokv::<strata_engine::MemEngine>::declare(StoreOptions::new(Limits::FOUNDATIONDB)),
     );
-    let store_options = crate::run::plant_store(store_options, options);
     let mut run = NokvRun {
         clock: Arc::new(ManualClock::new(1_730_000_000_000)),
         trace: Trace::new(),
@@ -520,8 +519,6 @@ pub fn run_nokv_seed_on<E: Target>(options: &RunOptions) -> SeedReport {
         acknowledged: Vec::new(),
         rng,
     };
-    #[cfg(feature = "planted-bugs")]
-    strata_schemas::nokv::plant(options.plant.as_deref());
     run.trace.event(
         0,
         format!(
@@ -557,8 +554,6 @@ pub fn run_nokv_seed_on<E: Target>(options: &RunOptions) -> SeedReport {
         drive(&mut run, fs, options.ops, &config)
     };
     violation = violation.or(found);
-    #[cfg(feature = "planted-bugs")]
-    strata_schemas::nokv::plant(None);
     let faults = fs
         .map(|f| f.store().engine().counters())
         .unwrap_or_default();

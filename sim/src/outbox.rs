@@ -836,22 +836,13 @@ fn seq_of(d: &Delivery<Vec<u8>>) -> u64 {
 }
 
 /// Small backoffs and leases, so that retries and take-overs happen often.
-pub(crate) fn outbox_config(options: &RunOptions) -> OutboxConfig {
+pub(crate) fn outbox_config() -> OutboxConfig {
     let mut c = OutboxConfig::default();
     c.max_attempts = 3;
     c.base_backoff_ms = 10;
     c.max_backoff_ms = 200;
     c.lease_ms = 1_000;
     c.sync_interval_ms = 20;
-    #[cfg(feature = "planted-bugs")]
-    {
-        c.planted = options
-            .plant
-            .as_deref()
-            .and_then(strata_outbox::PlantedBug::from_name);
-    }
-    #[cfg(not(feature = "planted-bugs"))]
-    let _ = options;
     c
 }
 
@@ -861,7 +852,6 @@ pub fn run_outbox_seed_on<E: Target>(options: &RunOptions) -> SeedReport {
     let config = FaultConfig::swarm(&mut rng, &options.faults);
     let fault_seed = rng.next_u64();
     let store_options = self::options(&mut rng);
-    let store_options = crate::run::plant_store(store_options, options);
     let mut run = OutboxRun {
         clock: Arc::new(ManualClock::new(1_700_000_000_000)),
         trace: Trace::new(),
@@ -869,7 +859,7 @@ pub fn run_outbox_seed_on<E: Target>(options: &RunOptions) -> SeedReport {
         checks: 0,
         next_seq: 0,
         immediate: store_options.durability == strata_engine::Durability::Immediate,
-        config: outbox_config(options),
+        config: outbox_config(),
         pushed: BTreeMap::new(),
         delivered: [BTreeSet::new(), BTreeSet::new()],
         first: [BTreeMap::new(), BTreeMap::new()],

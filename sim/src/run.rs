@@ -289,21 +289,9 @@ pub(crate) fn fail(step: usize, message: String) -> Violation {
 /// Runs one seed to the end or to its first violation, on the engine and
 /// with the workloads the options name.
 pub fn run_seed(options: &RunOptions) -> SeedReport {
-    // The codec's planted bugs hold for the thread running this seed.
-    #[cfg(feature = "planted-bugs")]
-    strata_codec::planted::plant(
-        options
-            .plant
-            .as_deref()
-            .and_then(strata_codec::planted::PlantedBug::from_name),
-    );
-    #[cfg(all(feature = "planted-bugs", feature = "rocks"))]
-    strata_engine_rocks::planted::plant(
-        options
-            .plant
-            .as_deref()
-            .and_then(strata_engine_rocks::planted::PlantedBug::from_name),
-    );
+    // The run's planted bug holds for the thread running this seed (and
+    // the threads its workloads start carry it along).
+    strata_engine::faults::plant(options.plant.as_deref());
     let report = match options.engine {
         EngineKind::Mem => run_workloads::<MemEngine>(options),
         EngineKind::Redb => run_workloads::<crate::targets::RedbTarget>(options),
@@ -324,29 +312,8 @@ pub fn run_seed(options: &RunOptions) -> SeedReport {
             }),
         },
     };
-    #[cfg(feature = "planted-bugs")]
-    strata_codec::planted::plant(None);
-    #[cfg(all(feature = "planted-bugs", feature = "rocks"))]
-    strata_engine_rocks::planted::plant(None);
+    strata_engine::faults::plant(None);
     report
-}
-
-/// `store` with the store's planted bug named by `options`, if any (every
-/// workload on a store runs it, so a store bug meets every layer's oracles).
-pub(crate) fn plant_store(
-    store: strata_store::StoreOptions,
-    options: &RunOptions,
-) -> strata_store::StoreOptions {
-    #[cfg(feature = "planted-bugs")]
-    let store = store.plant(
-        options
-            .plant
-            .as_deref()
-            .and_then(strata_store::PlantedBug::from_name),
-    );
-    #[cfg(not(feature = "planted-bugs"))]
-    let _ = options;
-    store
 }
 
 /// Runs the workloads of one seed on engine `E`.

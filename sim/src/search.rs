@@ -81,22 +81,13 @@ fn outbox_config() -> OutboxConfig {
     c
 }
 
-fn indexer_config(options: &RunOptions) -> IndexerConfig {
+fn indexer_config() -> IndexerConfig {
     let mut c = IndexerConfig::new("sim");
     c.threads = 1;
     c.batch = 4;
     c.commit_docs = 3;
     c.commit_bytes = usize::MAX;
     c.commit_interval_ms = 100;
-    #[cfg(feature = "planted-bugs")]
-    {
-        c.planted = options
-            .plant
-            .as_deref()
-            .and_then(strata_search::PlantedBug::from_name);
-    }
-    #[cfg(not(feature = "planted-bugs"))]
-    let _ = options;
     c
 }
 
@@ -247,7 +238,6 @@ pub fn run_search_seed_on<E: Target>(options: &RunOptions) -> SeedReport {
     let config = FaultConfig::swarm(&mut rng, &options.faults);
     let fault_seed = rng.next_u64();
     let store_options = self::options(&mut rng);
-    let store_options = crate::run::plant_store(store_options, options);
     let mut run = SearchRun {
         clock: Arc::new(ManualClock::new(1_700_000_000_000)),
         trace: Trace::new(),
@@ -262,7 +252,7 @@ pub fn run_search_seed_on<E: Target>(options: &RunOptions) -> SeedReport {
             options.seed, store_options.durability
         ),
     );
-    let ix_config = indexer_config(options);
+    let ix_config = indexer_config();
     let ram = RamDirectory::create();
     let engine = FaultyEngine::new(E::fresh(store_options.keyspace_specs()), config, fault_seed);
     let mut store = Some(run.open(engine, &store_options));

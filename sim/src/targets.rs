@@ -16,24 +16,11 @@ use crate::faults::Restart;
 pub trait Target: Restart {
     /// A fresh, empty engine with these keyspaces.
     fn fresh(specs: Vec<KeyspaceSpec>) -> Self;
-    /// Enables the planted bug `name` (only the reference engine has any,
-    /// and only with the `planted-bugs` feature); other engines ignore it.
-    #[must_use]
-    fn plant(self, name: &str) -> Self {
-        let _ = name;
-        self
-    }
 }
 
 impl Target for MemEngine {
     fn fresh(specs: Vec<KeyspaceSpec>) -> Self {
         MemEngine::open(specs).unwrap_or_else(|e| unreachable!("{e}"))
-    }
-
-    #[cfg(feature = "planted-bugs")]
-    fn plant(mut self, name: &str) -> Self {
-        MemEngine::plant(&mut self, strata_engine::PlantedBug::from_name(name));
-        self
     }
 }
 

@@ -189,7 +189,6 @@ pub fn run_universaldb_seed_on<E: Target>(options: &RunOptions) -> SeedReport {
         &mut rng,
         Database::<strata_engine::MemEngine>::declare(StoreOptions::new(Limits::FOUNDATIONDB)),
     );
-    let store_options = crate::run::plant_store(store_options, options);
     let mut run = UdbRun {
         clock: Arc::new(ManualClock::new(1_730_000_000_000)),
         trace: Trace::new(),
@@ -198,10 +197,6 @@ pub fn run_universaldb_seed_on<E: Target>(options: &RunOptions) -> SeedReport {
         options: store_options.clone(),
         rng,
     };
-    #[cfg(feature = "planted-bugs")]
-    strata_schemas::universaldb::plant_unpinned_reads(
-        options.plant.as_deref() == Some("serializable-reads-unpinned"),
-    );
     run.trace.event(
         0,
         format!(
@@ -241,8 +236,6 @@ pub fn run_universaldb_seed_on<E: Target>(options: &RunOptions) -> SeedReport {
         drive(&mut run, db, options.ops, &config)
     };
     violation = violation.or(found);
-    #[cfg(feature = "planted-bugs")]
-    strata_schemas::universaldb::plant_unpinned_reads(false);
     let faults = db
         .map(|d| d.store().engine().counters())
         .unwrap_or_default();

@@ -123,40 +123,6 @@ fn every_planted_bug_is_caught_at_its_recorded_seed() {
     }
 }
 
-/// The catalogue lists every planted bug of every crate, once.
-#[cfg(feature = "planted-bugs")]
-#[test]
-fn the_catalogue_lists_every_planted_bug() {
-    let mut listed: Vec<&str> = strata_sim::planted::catalogue()
-        .iter()
-        .map(|b| b.name)
-        .collect();
-    let mut planted: Vec<&str> = strata_engine::PlantedBug::ALL
-        .map(strata_engine::PlantedBug::name)
-        .into_iter()
-        .chain(strata_store::PlantedBug::ALL.map(strata_store::PlantedBug::name))
-        .chain(strata_codec::planted::PlantedBug::ALL.map(strata_codec::planted::PlantedBug::name))
-        .chain(strata_outbox::PlantedBug::ALL.map(strata_outbox::PlantedBug::name))
-        .chain(strata_search::PlantedBug::ALL.map(strata_search::PlantedBug::name))
-        .chain(
-            strata_schemas::code_sous::PlantedBug::ALL
-                .map(strata_schemas::code_sous::PlantedBug::name),
-        )
-        .chain(strata_schemas::universaldb::PLANTED)
-        .chain(strata_schemas::actor_kv::PLANTED)
-        .chain(strata_schemas::nokv::PLANTED)
-        .chain(strata_schemas::agent_memory::PLANTED)
-        .collect();
-    #[cfg(feature = "rocks")]
-    planted.extend(
-        strata_engine_rocks::planted::PlantedBug::ALL
-            .map(strata_engine_rocks::planted::PlantedBug::name),
-    );
-    listed.sort_unstable();
-    planted.sort_unstable();
-    assert_eq!(listed, planted);
-}
-
 #[test]
 fn redb_under_power_loss_passes_and_replays() {
     use strata_sim::EngineKind;

@@ -219,8 +219,7 @@ where
     ) -> Result<(), StoreError> {
         match self.score(tx, member)? {
             Some(old) if old == score => return Ok(()),
-            #[cfg(feature = "planted-bugs")]
-            Some(_) if tx.bug(crate::PlantedBug::SortedSetMoveKeepsOldScore) => {}
+            Some(_) if strata_engine::fault_point!("sorted-set-move-keeps-old-score") => {}
             Some(old) => tx.delete(&self.score_row(old, member))?,
             None => {}
         }

@@ -87,8 +87,6 @@ pub use layout::{Counter, counter_row};
 pub use ops::{
     BulkCursor, BulkError, BulkNonAtomic, BulkReport, ScopeUsage, SweepCursor, SweepReport,
 };
-#[cfg(feature = "planted-bugs")]
-pub use options::PlantedBug;
 pub use options::{RetryPolicy, ScopeFn, StoreOptions};
 pub use read::{Cursor, Expiring, Page, RawValue, ReadView, Scan, ScanIter};
 pub use space::{CatalogEntry, Space};

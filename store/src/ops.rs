@@ -188,8 +188,7 @@ impl<E: Engine> BulkNonAtomic<'_, E> {
                     }
                     store.clock.sleep_ms(store.backoff_ms(attempt));
                 }
-                #[cfg(feature = "planted-bugs")]
-                Err(e) if store.options.bug(crate::PlantedBug::BulkCursorPastFailure) => {
+                Err(e) if strata_engine::fault_point!("bulk-cursor-past-failure") => {
                     return Err(BulkError {
                         cursor: BulkCursor { next: end },
                         source: e,
@@ -295,8 +294,7 @@ impl<E: Engine> Store<E> {
         max_commits: Option<u64>,
     ) -> Result<SweepReport, StoreError> {
         let now = self.clock.now_ms();
-        #[cfg(feature = "planted-bugs")]
-        let now = if self.options.bug(crate::PlantedBug::SweepTooEarly) {
+        let now = if strata_engine::fault_point!("sweep-too-early") {
             now + 1_000
         } else {
             now

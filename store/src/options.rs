@@ -110,115 +110,6 @@ pub struct StoreOptions {
     /// [`StoreOptions::quota_scope_tuple_prefix`].
     pub(crate) scope_rule: Option<usize>,
     pub(crate) spaces: Vec<crate::space::SpaceSpec>,
-    #[cfg(feature = "planted-bugs")]
-    pub(crate) planted: Option<PlantedBug>,
-}
-
-/// Deliberate mistakes the simulation must catch (feature `planted-bugs`,
-/// which normal builds never enable).
-#[cfg(feature = "planted-bugs")]
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum PlantedBug {
-    /// Quota charges a write's new size without subtracting the old one.
-    QuotaIgnoresOverwrite,
-    /// An overwrite leaves the old value's extra chunks behind.
-    StaleChunksSurvive,
-    /// Reads return values whose time to live has passed.
-    ExpiredStillVisible,
-    /// Point reads in a transaction add no predicate.
-    ReadsNotPinned,
-    /// Commits are not checked against the batch limits.
-    BatchLimitUnchecked,
-    /// A transaction's scan pins the rows it saw but not the gaps between
-    /// them, so an insert into the range does not conflict.
-    ScanGapsNotPinned,
-    /// `compare_and_set` writes the new value without the old one's expiry.
-    CasDropsExpiry,
-    /// A counter row created by `add` is not charged to its quota scope.
-    CounterAddNotCharged,
-    /// The sweeper removes values that expire within the next second.
-    SweepTooEarly,
-    /// A page's cursor points after its first row, not its last: the next
-    /// page repeats rows.
-    CursorAfterFirstRow,
-    /// A failed bulk write's cursor points after the commit that failed,
-    /// so resuming skips its entries.
-    BulkCursorPastFailure,
-    /// A put with an expiry whose old row was not read (outside every
-    /// quota scope, not chunked) writes no expiry index entry: the value is
-    /// never swept.
-    UnreadRowNotIndexed,
-    /// Moving a sorted-set member to a new score leaves its old score row,
-    /// so the member is listed twice.
-    SortedSetMoveKeepsOldScore,
-    /// A transaction whose commit's outcome is unknown is run and committed
-    /// again, as after a conflict: when the first commit applied, its
-    /// effects apply twice.
-    UnknownOutcomeRetried,
-    /// Compare-and-set reads the current value without a predicate: two
-    /// concurrent compare-and-sets from one value both succeed, and one
-    /// update is lost.
-    CasReadNotPinned,
-    /// [`Tx::counter`](crate::Tx::counter) reads the counter without a
-    /// predicate: two transactions that read it and write by it take the
-    /// same number.
-    CounterReadNotPinned,
-    /// The quota check reads the scope's usage without a predicate:
-    /// concurrent writes to one scope each fit alone and together exceed
-    /// the quota.
-    QuotaReadNotPinned,
-}
-
-#[cfg(feature = "planted-bugs")]
-impl PlantedBug {
-    /// Every planted bug.
-    pub const ALL: [Self; 17] = [
-        Self::QuotaIgnoresOverwrite,
-        Self::StaleChunksSurvive,
-        Self::ExpiredStillVisible,
-        Self::ReadsNotPinned,
-        Self::BatchLimitUnchecked,
-        Self::ScanGapsNotPinned,
-        Self::CasDropsExpiry,
-        Self::CounterAddNotCharged,
-        Self::SweepTooEarly,
-        Self::CursorAfterFirstRow,
-        Self::BulkCursorPastFailure,
-        Self::UnreadRowNotIndexed,
-        Self::SortedSetMoveKeepsOldScore,
-        Self::UnknownOutcomeRetried,
-        Self::CasReadNotPinned,
-        Self::CounterReadNotPinned,
-        Self::QuotaReadNotPinned,
-    ];
-
-    /// Its name on the command line.
-    pub const fn name(self) -> &'static str {
-        match self {
-            Self::QuotaIgnoresOverwrite => "quota-ignores-overwrite",
-            Self::StaleChunksSurvive => "stale-chunks-survive",
-            Self::ExpiredStillVisible => "expired-still-visible",
-            Self::ReadsNotPinned => "reads-not-pinned",
-            Self::BatchLimitUnchecked => "batch-limit-unchecked",
-            Self::ScanGapsNotPinned => "scan-gaps-not-pinned",
-            Self::CasDropsExpiry => "cas-drops-expiry",
-            Self::CounterAddNotCharged => "counter-add-not-charged",
-            Self::SweepTooEarly => "sweep-too-early",
-            Self::CursorAfterFirstRow => "cursor-after-first-row",
-            Self::BulkCursorPastFailure => "bulk-cursor-past-failure",
-            Self::UnreadRowNotIndexed => "unread-row-not-indexed",
-            Self::SortedSetMoveKeepsOldScore => "sorted-set-move-keeps-old-score",
-            Self::UnknownOutcomeRetried => "unknown-outcome-retried",
-            Self::CasReadNotPinned => "cas-read-not-pinned",
-            Self::CounterReadNotPinned => "counter-read-not-pinned",
-            Self::QuotaReadNotPinned => "quota-read-not-pinned",
-        }
-    }
-
-    /// The bug with this name.
-    pub fn from_name(name: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|b| b.name() == name)
-    }
 }
 
 impl fmt::Debug for StoreOptions {
@@ -259,23 +150,7 @@ impl StoreOptions {
             scope: None,
             scope_rule: None,
             spaces: Vec::new(),
-            #[cfg(feature = "planted-bugs")]
-            planted: None,
         }
-    }
-
-    /// Enables a planted bug (feature `planted-bugs`).
-    #[cfg(feature = "planted-bugs")]
-    #[must_use]
-    pub fn plant(mut self, bug: Option<PlantedBug>) -> Self {
-        self.planted = bug;
-        self
-    }
-
-    /// Whether `bug` is planted; always false without the feature.
-    #[cfg(feature = "planted-bugs")]
-    pub(crate) fn bug(&self, bug: PlantedBug) -> bool {
-        self.planted == Some(bug)
     }
 
     /// Values of key type `K` larger than the value limit are stored in

@@ -363,11 +363,8 @@ where
                 Ok(None) => {}
                 Ok(Some(value)) => {
                     self.left -= 1;
-                    #[cfg(feature = "planted-bugs")]
-                    let keep_first = store.options.bug(crate::PlantedBug::CursorAfterFirstRow)
+                    let keep_first = strata_engine::fault_point!("cursor-after-first-row")
                         && self.last.is_some();
-                    #[cfg(not(feature = "planted-bugs"))]
-                    let keep_first = false;
                     if !keep_first {
                         self.last = Some(key);
                     }
@@ -442,10 +439,7 @@ impl<E: Engine> Store<E> {
             source,
         };
         let options = self.options.decode_options();
-        #[cfg(feature = "planted-bugs")]
-        let visible_anyway = self.options.bug(crate::PlantedBug::ExpiredStillVisible);
-        #[cfg(not(feature = "planted-bugs"))]
-        let visible_anyway = false;
+        let visible_anyway = strata_engine::fault_point!("expired-still-visible");
         let expired = |h: &Header| !visible_anyway && h.expires_at.is_some() && h.is_expired(now());
         // The header is parsed, and the checksum verified, once. (A
         // manifest must carry a checksum as any envelope the store writes.)

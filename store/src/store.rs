@@ -457,7 +457,7 @@ impl<E: Engine> Store<E> {
                 #[cfg(feature = "planted-bugs")]
                 Err(e)
                     if e.is_outcome_unknown()
-                        && self.options.bug(crate::PlantedBug::UnknownOutcomeRetried)
+                        && strata_engine::fault_point!("unknown-outcome-retried")
                         && attempt < policy.max_attempts.max(1) => {}
                 Err(e) if e.is_conflict() && attempt < policy.max_attempts.max(1) => {
                     crate::metrics::retried();

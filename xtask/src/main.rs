@@ -79,7 +79,8 @@ commands:
           own; then every published crate packaged and built from its package
   tidy    the architecture's rules: dependency layering of the crates, doc links and
           paths that exist inside the repository, no doc comment that only repeats
-          its item's name (also the first step of `test`)
+          its item's name, typed errors, file lengths, planted bugs as fault
+          points listed in the one catalogue (also the first step of `test`)
   prereqs whether each thing the build needs beyond cargo (libclang, cargo-nextest,
           PostgreSQL's server programs, OpenSSL's headers and pkg-config)
           is present, checked as the build will load it; installs nothing
@@ -575,7 +576,7 @@ fn tidy_step() -> Result<(), String> {
     }
     if findings.is_empty() {
         println!(
-            "tidy: dependency layering, doc paths, doc comments, file lengths and error types are clean"
+            "tidy: dependency layering, doc paths, doc comments, file lengths, error types and fault points are clean"
         );
         Ok(())
     } else {

@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// Every library crate, in dependency order.
-pub const CRATES: [&str; 12] = [
+pub const CRATES: [&str; 17] = [
     "strata-keys",
     "strata-codec",
     "strata-engine",
@@ -29,6 +29,11 @@ pub const CRATES: [&str; 12] = [
     "strata-store",
     "strata-outbox",
     "strata-search",
+    "strata-universaldb",
+    "strata-actor-kv",
+    "strata-code-sous",
+    "strata-nokv",
+    "strata-agent-memory",
     "strata-schemas",
     "strata-cli",
 ];
@@ -37,7 +42,7 @@ pub const CRATES: [&str; 12] = [
 /// packages their mutants run (the crate's own first). The engine's
 /// contract and the testkit's suite and helpers are exercised by the
 /// engines that run them.
-pub const TESTED_BY: [(&str, &[&str]); 2] = [
+pub const TESTED_BY: [(&str, &[&str]); 7] = [
     (
         "strata-engine",
         &[
@@ -50,6 +55,18 @@ pub const TESTED_BY: [(&str, &[&str]); 2] = [
         "strata-engine-testkit",
         &["strata-engine-testkit", "strata-engine-redb"],
     ),
+    // The five designs' cases run on every engine from the facade's tests.
+    (
+        "strata-universaldb",
+        &["strata-universaldb", "strata-schemas"],
+    ),
+    ("strata-actor-kv", &["strata-actor-kv", "strata-schemas"]),
+    ("strata-code-sous", &["strata-code-sous", "strata-schemas"]),
+    ("strata-nokv", &["strata-nokv", "strata-schemas"]),
+    (
+        "strata-agent-memory",
+        &["strata-agent-memory", "strata-schemas"],
+    ),
 ];
 
 /// The nextest filter of the crates whose tests run each case once per
@@ -61,10 +78,15 @@ pub const TESTED_BY: [(&str, &[&str]); 2] = [
 pub const ABOVE_THE_ENGINES: &str = "not (test(/::rocks$/) | test(/::postgres$/))";
 
 /// The crates whose mutants run with [`ABOVE_THE_ENGINES`].
-pub const FILTERED: [&str; 4] = [
+pub const FILTERED: [&str; 9] = [
     "strata-store",
     "strata-outbox",
     "strata-search",
+    "strata-universaldb",
+    "strata-actor-kv",
+    "strata-code-sous",
+    "strata-nokv",
+    "strata-agent-memory",
     "strata-schemas",
 ];
 

@@ -22,7 +22,7 @@ use std::path::{Component, Path, PathBuf};
 pub const LAYERS: &[(&str, &[&str])] = &[
     ("engine", &[]),
     ("keys", &["engine"]),
-    ("codec", &["keys"]),
+    ("codec", &["keys", "engine"]),
     ("engine-testkit", &["engine"]),
     ("engine-redb", &["engine"]),
     ("engine-rocks", &["engine"]),
@@ -40,9 +40,26 @@ pub const LAYERS: &[(&str, &[&str])] = &[
     ),
     ("outbox", &["keys", "codec", "engine", "store"]),
     ("search", &["keys", "codec", "engine", "store", "outbox"]),
+    ("universaldb", &["keys", "codec", "engine", "store"]),
+    (
+        "actor-kv",
+        &["keys", "codec", "engine", "store", "universaldb"],
+    ),
+    ("code-sous", &["keys", "codec", "engine", "store"]),
+    ("nokv", &["keys", "codec", "engine", "store"]),
+    (
+        "agent-memory",
+        &["keys", "codec", "engine", "store", "outbox", "search"],
+    ),
     (
         "schemas",
-        &["keys", "codec", "engine", "store", "outbox", "search"],
+        &[
+            "universaldb",
+            "actor-kv",
+            "code-sous",
+            "nokv",
+            "agent-memory",
+        ],
     ),
     (
         "cli",
@@ -460,6 +477,11 @@ pub const LIBRARY_CRATES: &[&str] = &[
     "store",
     "outbox",
     "search",
+    "universaldb",
+    "actor-kv",
+    "code-sous",
+    "nokv",
+    "agent-memory",
     "schemas",
 ];
 
@@ -568,6 +590,123 @@ pub fn check_errors(file: &str, text: &str) -> Vec<Finding> {
     findings
 }
 
+/// The one fault-point mechanism: the module that switches planted bugs.
+pub const FAULTS_MODULE: &str = "engine/src/faults.rs";
+
+/// The one catalogue of planted bugs, which `cargo xtask sim --plant all`
+/// reads.
+pub const CATALOGUE: &str = "sim/src/planted.rs";
+
+/// Whether a Rust source line is a comment (its fault points are examples,
+/// not code).
+fn is_comment(line: &str) -> bool {
+    line.trim_start().starts_with("//")
+}
+
+/// The quoted names that follow `marker` on the code lines of `text`
+/// (one, or several joined by `|`): `(line, name)`, lines counted from 1.
+fn quoted_after(text: &str, marker: &str) -> Vec<(usize, String)> {
+    let mut out = Vec::new();
+    for (i, line) in text.lines().enumerate().filter(|(_, l)| !is_comment(l)) {
+        let mut rest = line;
+        while let Some(at) = rest.find(marker) {
+            rest = &rest[at + marker.len()..];
+            let mut names = rest;
+            while let Some((name, after)) = names
+                .trim_start()
+                .strip_prefix('"')
+                .and_then(|r| r.split_once('"'))
+            {
+                out.push((i + 1, name.to_owned()));
+                match after.trim_start().strip_prefix('|') {
+                    Some(next) => names = next,
+                    None => break,
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The fault points (`fault_point!("name")`) in Rust source `text`.
+pub fn fault_points(text: &str) -> Vec<(usize, String)> {
+    quoted_after(text, "fault_point!(")
+}
+
+/// The names the catalogue lists (its entries are written `p("name", ...)`).
+pub fn catalogue_names(text: &str) -> Vec<(usize, String)> {
+    quoted_after(text, "p(")
+}
+
+/// Planted bugs switched in library source `text` some other way than by a
+/// fault point: an enum of bugs, a switch of its own (a thread-local, a
+/// `plant` function, a `planted` field or method).
+pub fn check_one_mechanism(file: &str, text: &str) -> Vec<Finding> {
+    const OTHERS: [&str; 6] = [
+        "PlantedBug",
+        "thread_local!",
+        "fn plant(",
+        "fn planted(",
+        "planted: Option",
+        "planted_",
+    ];
+    if file == FAULTS_MODULE {
+        return Vec::new();
+    }
+    text.lines()
+        .enumerate()
+        .filter(|(_, l)| !is_comment(l))
+        .filter_map(|(i, l)| {
+            let other = OTHERS.iter().find(|o| l.contains(**o))?;
+            Some(Finding {
+                file: file.to_owned(),
+                line: i + 1,
+                what: format!(
+                    "`{other}`: planted bugs are switched by `strata_engine::fault_point!(\"name\")` \
+                     only (see {FAULTS_MODULE}), listed in {CATALOGUE}"
+                ),
+            })
+        })
+        .collect()
+}
+
+/// The fault points of the library crates (`(file, line, name)`) against
+/// the catalogue's entries: each point is in the catalogue, each entry has
+/// a point, and no entry is listed twice.
+pub fn check_catalogue(points: &[(String, usize, String)], catalogue: &str) -> Vec<Finding> {
+    let listed = catalogue_names(catalogue);
+    let mut findings = Vec::new();
+    let mut seen = std::collections::BTreeSet::new();
+    for (line, name) in &listed {
+        if !seen.insert(name.as_str()) {
+            findings.push(Finding {
+                file: CATALOGUE.to_owned(),
+                line: *line,
+                what: format!("planted bug `{name}` is listed twice"),
+            });
+        }
+        if !points.iter().any(|(_, _, n)| n == name) {
+            findings.push(Finding {
+                file: CATALOGUE.to_owned(),
+                line: *line,
+                what: format!(
+                    "planted bug `{name}` has no `fault_point!(\"{name}\")` in any library crate"
+                ),
+            });
+        }
+    }
+    for (file, line, name) in points {
+        if !seen.contains(name.as_str()) {
+            findings.push(Finding {
+                file: file.clone(),
+                line: *line,
+                what: format!("fault point `{name}` is not in the catalogue ({CATALOGUE})"),
+            });
+        }
+    }
+    findings
+}
+
 /// The most lines a Rust file may have without a reason.
 pub const MAX_LINES: usize = 1_000;
 
@@ -606,6 +745,7 @@ pub fn run(root: &Path) -> Vec<Finding> {
         }
     }
     findings.extend(check_dependencies(&manifests));
+    let mut points = Vec::new();
 
     for file in &files {
         let Ok(text) = std::fs::read_to_string(root.join(file)) else {
@@ -635,9 +775,17 @@ pub fn run(root: &Path) -> Vec<Finding> {
                 .any(|c| file.starts_with(&format!("{c}/src/")));
             if library {
                 findings.extend(check_errors(file, &text));
+                findings.extend(check_one_mechanism(file, &text));
+                points.extend(
+                    fault_points(&text)
+                        .into_iter()
+                        .map(|(line, name)| (file.clone(), line, name)),
+                );
             }
         }
     }
+    let catalogue = std::fs::read_to_string(root.join(CATALOGUE)).unwrap_or_default();
+    findings.extend(check_catalogue(&points, &catalogue));
     findings
 }
 
@@ -677,207 +825,4 @@ fn tracked_files(root: &Path) -> Vec<String> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn manifests(entries: &[(&str, &str)]) -> BTreeMap<String, String> {
-        entries
-            .iter()
-            .map(|(f, t)| ((*f).to_owned(), (*t).to_owned()))
-            .collect()
-    }
-
-    #[test]
-    fn reads_every_dependency_form() {
-        let text = "[package]\nname = \"x\"\n\n[dependencies]\nstrata-engine.workspace = true\nredb = { workspace = true }\n# rocksdb = \"1\"\n\n[dev-dependencies]\nstrata-sim = { path = \"../sim\" }\n\n[dependencies.serde]\nversion = \"1\"\n\n[target.'cfg(unix)'.build-dependencies]\ncc = \"1\"\n\n[features]\nfoo = []\n";
-        let got = dependencies(text);
-        let want = [
-            ("dependencies", "strata-engine"),
-            ("dependencies", "redb"),
-            ("dev-dependencies", "strata-sim"),
-            ("dependencies", "serde"),
-            ("build-dependencies", "cc"),
-        ];
-        assert_eq!(
-            got,
-            want.map(|(k, n)| (k.to_owned(), n.to_owned())).to_vec()
-        );
-    }
-
-    #[test]
-    fn layering_is_enforced() {
-        let ok = manifests(&[
-            (
-                "engine",
-                "[dependencies]\nthiserror.workspace = true\n[dev-dependencies]\ncriterion = \"1\"\n",
-            ),
-            (
-                "store",
-                "[dependencies]\nstrata-keys.workspace = true\nstrata-engine.workspace = true\n[dev-dependencies]\nstrata-engine-rocks.workspace = true\n",
-            ),
-            (
-                "engine-rocks",
-                "[dependencies]\nrocksdb = \"1\"\n[dev-dependencies]\nstrata-sim = { path = \"../sim\" }\n",
-            ),
-        ]);
-        assert_eq!(check_dependencies(&ok), []);
-        let bad = manifests(&[
-            ("engine", "[dependencies]\nstrata-keys.workspace = true\n"),
-            ("store", "[dev-dependencies]\nrocksdb = \"1\"\n"),
-            (
-                "codec",
-                "[dependencies]\nstrata-sim = { path = \"../sim\" }\n",
-            ),
-            (
-                "keys",
-                "[dev-dependencies]\nstrata-sim = { path = \"../sim\" }\n",
-            ),
-            (
-                "engine-redb",
-                "[dependencies]\nstrata-store.workspace = true\n",
-            ),
-        ]);
-        let found: Vec<String> = check_dependencies(&bad)
-            .into_iter()
-            .map(|f| f.to_string())
-            .collect();
-        assert_eq!(found.len(), 5, "{found:#?}");
-        assert!(found[0].starts_with("codec/Cargo.toml:0: depends on the simulation"));
-        assert!(found[1].contains("engine/ may depend on no workspace crate"));
-        assert!(
-            found[2]
-                .contains("`strata-store` in [dependencies]: engine-redb/ may depend on engine")
-        );
-        assert!(
-            found[3]
-                .starts_with("keys/Cargo.toml:0: depends on the simulation in [dev-dependencies]")
-        );
-        assert!(found[4].contains("`rocksdb` in [dev-dependencies]: only engine-rocks/"));
-    }
-
-    #[test]
-    fn doc_paths_must_exist_inside_the_repository() {
-        let present = [
-            "engine/README.md",
-            "keys/src/lib.rs",
-            "engine-testkit/README.md",
-            "keys",
-        ];
-        let exists = |p: &Path| present.iter().any(|q| Path::new(q) == p);
-        let text = "See [the kit](../engine-testkit/README.md), [web](https://x.y/z), [anchor](#a), [`E`](crate::E).\n\
-                    Gone: [old](../engine/src/conformance.rs). Outside: [d](../../shared/DESIGN.md).\n\
-                    | `keys/src/lib.rs` | `keys/` | `engine/src/gone.rs` | `../shared/x.md` | `a/b` | `Vec<u8>` |\n";
-        let found: Vec<String> = check_doc_paths("engine/README.md", text, true, &exists)
-            .into_iter()
-            .map(|f| f.to_string())
-            .collect();
-        assert_eq!(
-            found,
-            [
-                "engine/README.md:2: link `../engine/src/conformance.rs` points at nothing",
-                "engine/README.md:2: link `../../shared/DESIGN.md` points outside the repository",
-                "engine/README.md:3: path `engine/src/gone.rs` names nothing in the repository",
-                "engine/README.md:3: path `../shared/x.md` names nothing in the repository",
-            ]
-        );
-        let root_doc = check_doc_paths(
-            "ARCHITECTURE.md",
-            "Method: `../shared/BENCHMARKS.md`.\n",
-            true,
-            &exists,
-        );
-        assert_eq!(root_doc.len(), 1);
-        assert!(root_doc[0].what.contains("points outside the repository"));
-    }
-
-    #[test]
-    fn echoing_doc_comments_are_found() {
-        let src = "pub struct S {\n    /// Key.\n    pub key: Vec<u8>,\n    /// The key's keyspace.\n    pub ks: u32,\n    /// Keyspace.\n    pub ks2: u32,\n}\n\n/// The commit version.\n#[must_use]\npub fn commit_version() -> u64 { 0 }\n\n/// Commit version.\n#[inline]\npub const fn commit_version2() -> u64 { 0 }\n\n/// A range spec.\npub struct RangeSpec;\n\n/// Why.\n/// More words.\npub reason: u8,\n";
-        let found: Vec<(usize, String)> = check_echo_docs("x.rs", src)
-            .into_iter()
-            .map(|f| (f.line, f.what))
-            .collect();
-        assert_eq!(
-            found.iter().map(|(l, _)| *l).collect::<Vec<_>>(),
-            [2, 10, 18],
-            "{found:#?}"
-        );
-    }
-
-    #[test]
-    fn string_only_error_variants_are_refused() {
-        let text = "\
-#[derive(Debug, thiserror::Error)]
-pub enum E {
-    /// Bad.
-    #[error(\"query: {0}\")]
-    Query(String),
-    #[error(\"no name {name}\")]
-    #[allow(dead_code)]
-    Named {
-        name: String,
-    },
-    #[error(\"pin {0} {1}\")]
-    Pin(String, &'static str),
-    #[error(\"text\")]
-    Text(std::string::String),
-}
-";
-        let found: Vec<usize> = check_errors("x/src/e.rs", text)
-            .iter()
-            .map(|f| f.line)
-            .collect();
-        // `Query(String)` only: a named field and a pair are typed enough.
-        assert_eq!(found, [5], "{:#?}", check_errors("x/src/e.rs", text));
-    }
-
-    #[test]
-    fn a_message_that_prints_its_source_is_refused() {
-        let text = "\
-pub enum E {
-    #[error(\"tantivy: {0}\")]
-    Tantivy(#[from] tantivy::TantivyError),
-    #[error(\"io failed\")]
-    Io(#[source] std::io::Error),
-    #[error(transparent)]
-    Store(#[from] StoreError),
-    #[error(\"{key_type}: {source}\")]
-    Key {
-        key_type: &'static str,
-        #[source]
-        source: KeyError,
-    },
-    #[error(\"gave up after {attempts}: {last}\")]
-    Retries {
-        attempts: u32,
-        #[source]
-        last: Box<E>,
-    },
-    #[error(\"bulk stopped at {}\", cursor.next)]
-    Bulk {
-        cursor: Cursor,
-        #[source]
-        source: E2,
-    },
-    #[error(\"key {key} of {len} bytes\")]
-    Plain { key: String, len: usize },
-}
-";
-        let found: Vec<usize> = check_errors("x/src/e.rs", text)
-            .iter()
-            .map(|f| f.line)
-            .collect();
-        assert_eq!(found, [2, 8, 14], "{:#?}", check_errors("x/src/e.rs", text));
-    }
-
-    #[test]
-    fn long_files_need_a_reason() {
-        let long = "fn f() {}\n".repeat(MAX_LINES + 1);
-        assert!(check_length("a.rs", &long).is_some());
-        assert!(check_length("a.rs", &"fn f() {}\n".repeat(MAX_LINES)).is_none());
-        let reasoned = format!("//! A suite.\n// tidy: long file: one case per function\n{long}");
-        assert!(check_length("a.rs", &reasoned).is_none());
-        let late = format!("{}// tidy: long file: too late\n{long}", "\n".repeat(40));
-        assert!(check_length("a.rs", &late).is_some());
-    }
-}
+mod tests;

@@ -319,3 +319,50 @@ fn messages_read_once_in_the_tool_s_notation() {
         "agent_memory"
     );
 }
+
+/// A file too short to have a redb header is reported as what it is, not
+/// as missing; output the tool cannot write (a full disk) fails, where a
+/// reader that went away does not.
+#[test]
+fn short_files_and_unwritable_output_are_their_own_errors() {
+    let dir = Dir::new("short");
+    let short = dir.0.join("two-bytes.redb");
+    std::fs::write(&short, b"re").unwrap();
+    let (code, _, err) = run(&["info", p(&short)]);
+    assert_eq!(code, 2, "{err}");
+    assert!(!err.contains("does not exist"), "{err}");
+    assert!(err.contains("two-bytes.redb"), "{err}");
+    let db = create(Which::Redb, &dir);
+    let full = std::fs::OpenOptions::new().write(true).open("/dev/full");
+    if let Ok(full) = full {
+        let out = std::process::Command::new(assert_cmd::cargo::cargo_bin("strata"))
+            .args(["info", p(&db)])
+            .stdout(full)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert!(err.contains("cannot write the output"), "{err}");
+    }
+}
+
+/// A database with only some of the outbox's keyspaces has no outbox: the
+/// tool says so instead of failing to open one.
+#[test]
+fn part_of_the_outbox_keyspaces_is_no_outbox() {
+    let dir = Dir::new("part-outbox");
+    for present in [
+        [strata_outbox::ENTRIES, strata_outbox::STATE],
+        [strata_outbox::STATE, strata_outbox::DEAD],
+    ] {
+        let db = dir.0.join(format!("{}.redb", present[0]));
+        let mut specs = StoreOptions::default().keyspace_specs();
+        specs.extend(
+            present.map(|n| strata_engine::KeyspaceSpec::new(n, strata_engine::Profile::General)),
+        );
+        drop(RedbEngine::open(&db, specs, RedbOptions::default()).unwrap());
+        let (code, _, err) = run(&["outbox", p(&db), "list"]);
+        assert_ne!(code, 0, "{present:?}");
+        assert!(err.contains("has no outbox"), "{present:?}: {err}");
+    }
+}

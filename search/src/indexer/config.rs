@@ -50,10 +50,6 @@ pub struct IndexerConfig {
     pub memory_bytes: usize,
     /// How segments are merged (default [`Merging::Log`]).
     pub merging: Merging,
-    /// A deliberate mistake for the simulation (feature `planted-bugs`
-    /// only).
-    #[cfg(feature = "planted-bugs")]
-    pub planted: Option<PlantedBug>,
 }
 
 /// How tantivy merges the segments its commits write.
@@ -70,49 +66,6 @@ pub enum Merging {
     Never,
 }
 
-/// Deliberate mistakes the simulation must catch (feature `planted-bugs`,
-/// which normal builds never enable).
-#[cfg(feature = "planted-bugs")]
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum PlantedBug {
-    /// The outbox is acknowledged as soon as entries are applied, before
-    /// the index commits them.
-    AckBeforeIndexCommit,
-    /// A put adds its document without deleting the row's old one.
-    UpsertWithoutDelete,
-    /// Entries of commits that are not durable yet are indexed.
-    IndexNonDurable,
-    /// A rebuild indexes its snapshot without syncing the engine first, so
-    /// its checkpoint can be ahead of what a crash keeps.
-    RebuildWithoutSync,
-}
-
-#[cfg(feature = "planted-bugs")]
-impl PlantedBug {
-    /// Every planted bug.
-    pub const ALL: [Self; 4] = [
-        Self::AckBeforeIndexCommit,
-        Self::UpsertWithoutDelete,
-        Self::IndexNonDurable,
-        Self::RebuildWithoutSync,
-    ];
-
-    /// Its name on the command line.
-    pub const fn name(self) -> &'static str {
-        match self {
-            Self::AckBeforeIndexCommit => "ack-before-index-commit",
-            Self::UpsertWithoutDelete => "upsert-without-delete",
-            Self::IndexNonDurable => "index-non-durable",
-            Self::RebuildWithoutSync => "rebuild-without-sync",
-        }
-    }
-
-    /// The bug with this name.
-    pub fn from_name(name: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|b| b.name() == name)
-    }
-}
-
 impl IndexerConfig {
     /// Defaults for lease holder `holder`.
     pub fn new(holder: impl Into<String>) -> Self {
@@ -127,8 +80,6 @@ impl IndexerConfig {
             threads,
             memory_bytes: threads * (24 << 20),
             merging: Merging::Log,
-            #[cfg(feature = "planted-bugs")]
-            planted: None,
         }
     }
 }

@@ -202,8 +202,7 @@ where
             }
         }
         self.writer.run(ops)?;
-        #[cfg(feature = "planted-bugs")]
-        if self.bug(PlantedBug::AckBeforeIndexCommit) && !batch.is_empty() {
+        if strata_engine::fault_point!("ack-before-index-commit") && !batch.is_empty() {
             let at = self.applied;
             self.outbox
                 .store()
@@ -217,15 +216,8 @@ where
 
     /// The next changes of the index's own topic (`search.NAME`).
     pub(crate) fn poll_changes(&self, lease: &Lease, max: usize) -> Result<Vec<Fed>, SearchError> {
-        #[cfg(feature = "planted-bugs")]
-        let batch = if self.bug(PlantedBug::IndexNonDurable) {
-            self.outbox
-                .planted_poll_beyond_durable(lease, &self.topic, self.applied, max)?
-        } else {
-            self.outbox
-                .poll_after(lease, &self.topic, self.applied, max)?
-        };
-        #[cfg(not(feature = "planted-bugs"))]
+        // (The planted bug `index-non-durable` is switched in the outbox's
+        // poll.)
         let batch = self
             .outbox
             .poll_after(lease, &self.topic, self.applied, max)?;
@@ -370,11 +362,8 @@ where
             None => None,
         };
         // A fresh row has no document to replace.
-        #[cfg(feature = "planted-bugs")]
-        let delete =
-            !change.fresh && (change.value.is_none() || !self.bug(PlantedBug::UpsertWithoutDelete));
-        #[cfg(not(feature = "planted-bugs"))]
-        let delete = !change.fresh;
+        let delete = !change.fresh
+            && (change.value.is_none() || !strata_engine::fault_point!("upsert-without-delete"));
         if delete {
             ops.push(UserOperation::Delete(Term::from_field_bytes(
                 self.fields.key,

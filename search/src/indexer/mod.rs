@@ -34,8 +34,6 @@ mod query;
 mod rebuild;
 mod verify;
 
-#[cfg(feature = "planted-bugs")]
-pub use self::config::PlantedBug;
 pub(crate) use self::config::writer;
 pub use self::config::{IndexerConfig, Location, Merging};
 pub(crate) use self::feed::document;
@@ -301,11 +299,5 @@ where
     /// The mapping.
     pub fn spec(&self) -> &IndexSpec<K> {
         &self.spec
-    }
-
-    /// Whether `bug` is planted.
-    #[cfg(feature = "planted-bugs")]
-    fn bug(&self, bug: PlantedBug) -> bool {
-        self.config.planted == Some(bug)
     }
 }

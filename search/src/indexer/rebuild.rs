@@ -130,11 +130,7 @@ where
         // The snapshot first, then a sync: everything it holds is durable.
         let view = store.read()?;
         let version = view.version()?;
-        #[cfg(feature = "planted-bugs")]
-        let skip_sync = config.planted == Some(PlantedBug::RebuildWithoutSync);
-        #[cfg(not(feature = "planted-bugs"))]
-        let skip_sync = false;
-        if !skip_sync {
+        if !strata_engine::fault_point!("rebuild-without-sync") {
             store
                 .engine()
                 .sync()

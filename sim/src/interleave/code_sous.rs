@@ -225,21 +225,13 @@ pub(super) fn run<E: Target>(
     trace: &mut Trace,
 ) -> Result<(u64, u64), Violation> {
     let mut rng = SeededRng::new(options.seed ^ 0x1A7E_0000_0000_0004);
-    let store_options = layer_options(StoreOptions::new(Limits::FOUNDATIONDB), options);
+    let store_options = layer_options(StoreOptions::new(Limits::FOUNDATIONDB));
     let stage = Stage::<E>::new(&store_options, &mut rng);
     let store = stage.store(store_options, &mut rng)?;
-    #[allow(unused_mut)]
-    let mut cs = CodeSous::new(
+    let cs = CodeSous::new(
         store,
         CodeSousConfig::default(),
         Box::new(SeededRng::new(rng.next_u64())),
-    );
-    #[cfg(feature = "planted-bugs")]
-    cs.plant(
-        options
-            .plant
-            .as_deref()
-            .and_then(strata_schemas::code_sous::PlantedBug::from_name),
     );
     for f in 0..FUNCTIONS {
         cs.create_function(&function(f), &NewFunction::js())

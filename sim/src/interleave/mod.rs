@@ -356,11 +356,11 @@ pub(crate) fn run_rounds<L: Layer, E: Engine>(
     layer: &L,
     rounds: usize,
     rng: &mut SeededRng,
-    options: &RunOptions,
     now: &dyn Fn() -> u64,
     mut between: impl FnMut(&mut SeededRng),
 ) -> Vec<Done<L::Op>> {
     let history = Mutex::new(Vec::new());
+    let planting = strata_engine::faults::Planting::here();
     let mut clients: Vec<(L::Client, SeededRng, usize)> = (0..CLIENTS)
         .map(|c| {
             (
@@ -376,8 +376,10 @@ pub(crate) fn run_rounds<L: Layer, E: Engine>(
         std::thread::scope(|s| {
             for (c, (state, crng, nth)) in clients.iter_mut().enumerate() {
                 let history = &history;
+                let planting = &planting;
                 s.spawn(move || {
-                    plant_here(options);
+                    // The seed's planted bug holds for its clients.
+                    planting.enter();
                     let turn = engine.baton().enter(c);
                     let n = 1 + crng.below(3);
                     for _ in 0..n {
@@ -390,7 +392,6 @@ pub(crate) fn run_rounds<L: Layer, E: Engine>(
                             .push(done);
                     }
                     drop(turn);
-                    unplant_here();
                 });
             }
         });
@@ -401,16 +402,13 @@ pub(crate) fn run_rounds<L: Layer, E: Engine>(
 
 /// A layer's store options for an interleaved run: conflicts retried at
 /// once (a backoff would move the clock, which stands still in a round), up
-/// to 1,000 times, and the run's planted store bug.
-pub(crate) fn layer_options(declared: StoreOptions, options: &RunOptions) -> StoreOptions {
-    crate::run::plant_store(
-        declared.retry(RetryPolicy {
-            max_attempts: 1_000,
-            base_backoff_ms: 0,
-            max_backoff_ms: 0,
-        }),
-        options,
-    )
+/// to 1,000 times.
+pub(crate) fn layer_options(declared: StoreOptions) -> StoreOptions {
+    declared.retry(RetryPolicy {
+        max_attempts: 1_000,
+        base_backoff_ms: 0,
+        max_backoff_ms: 0,
+    })
 }
 
 /// A fresh engine of kind `E` scheduled by the seed, and the rounds' clock.
@@ -473,7 +471,6 @@ impl<E: Target> Stage<E> {
             layer,
             rounds,
             rng,
-            options,
             &|| clock.now_ms(),
             between,
         );
@@ -487,33 +484,6 @@ impl<E: Target> Stage<E> {
             ),
         );
         (history, commits)
-    }
-}
-
-/// The thread-local planted bugs of `options` on a client's thread (the
-/// codec's and the schemas').
-fn plant_here(options: &RunOptions) {
-    #[cfg(feature = "planted-bugs")]
-    {
-        strata_codec::planted::plant(
-            options
-                .plant
-                .as_deref()
-                .and_then(strata_codec::planted::PlantedBug::from_name),
-        );
-        strata_schemas::nokv::plant(options.plant.as_deref());
-        strata_schemas::agent_memory::plant(options.plant.as_deref());
-    }
-    #[cfg(not(feature = "planted-bugs"))]
-    let _ = options;
-}
-
-fn unplant_here() {
-    #[cfg(feature = "planted-bugs")]
-    {
-        strata_codec::planted::plant(None);
-        strata_schemas::nokv::plant(None);
-        strata_schemas::agent_memory::plant(None);
     }
 }
 

@@ -182,10 +182,9 @@ pub(super) fn run<E: Target>(
     trace: &mut Trace,
 ) -> Result<(u64, u64), Violation> {
     let mut rng = SeededRng::new(options.seed ^ 0x1A7E_0000_0000_0003);
-    let store_options = layer_options(
-        Nokv::<strata_engine::MemEngine>::declare(StoreOptions::new(Limits::FOUNDATIONDB)),
-        options,
-    );
+    let store_options = layer_options(Nokv::<strata_engine::MemEngine>::declare(
+        StoreOptions::new(Limits::FOUNDATIONDB),
+    ));
     let stage = Stage::<E>::new(&store_options, &mut rng);
     let store = stage.store(store_options, &mut rng)?;
     let fs = Nokv::open(store, Arc::new(MemBlobs::default()), NokvConfig::default())

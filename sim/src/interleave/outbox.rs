@@ -209,13 +209,12 @@ pub(super) fn run<E: Target>(
     trace: &mut Trace,
 ) -> Result<(u64, u64), Violation> {
     let mut rng = SeededRng::new(options.seed ^ 0x1A7E_0000_0000_0002);
-    let store_options = layer_options(
-        Outbox::<strata_engine::MemEngine>::declare(StoreOptions::new(Limits::FOUNDATIONDB)),
-        options,
-    );
+    let store_options = layer_options(Outbox::<strata_engine::MemEngine>::declare(
+        StoreOptions::new(Limits::FOUNDATIONDB),
+    ));
     let stage = Stage::<E>::new(&store_options, &mut rng);
     let store = stage.store(store_options, &mut rng)?;
-    let config = crate::outbox::outbox_config(options);
+    let config = crate::outbox::outbox_config();
     let lease_ms = config.lease_ms;
     let outbox =
         Outbox::open(&store, config).map_err(|e| fail(0, format!("opening the outbox: {e}")))?;

@@ -423,7 +423,7 @@ pub(super) fn run<E: Target>(
     let mut rng = SeededRng::new(options.seed ^ 0x1A7E_0000_0000_0001);
     let size = pad_size(&options_for_measure()).map_err(|m| fail(0, m))?;
     // FIT pads and half of another fit.
-    let store_options = layer_options(options_for(size), options);
+    let store_options = layer_options(options_for(size));
     let stage = Stage::<E>::new(&store_options, &mut rng);
     let store = stage.store(store_options, &mut rng)?;
     let layer = StoreLayer { store: &store };

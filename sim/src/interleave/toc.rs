@@ -127,10 +127,9 @@ pub(super) fn run<E: Target>(
     trace: &mut Trace,
 ) -> Result<(u64, u64), Violation> {
     let mut rng = SeededRng::new(options.seed ^ 0x1A7E_0000_0000_0005);
-    let store_options = layer_options(
-        AgentMemory::<strata_engine::MemEngine>::declare(StoreOptions::new(Limits::FOUNDATIONDB)),
-        options,
-    );
+    let store_options = layer_options(AgentMemory::<strata_engine::MemEngine>::declare(
+        StoreOptions::new(Limits::FOUNDATIONDB),
+    ));
     let stage = Stage::<E>::new(&store_options, &mut rng);
     let store = stage.store(store_options, &mut rng)?;
     let clock: Arc<dyn strata_engine::Clock> = stage.shared_clock();

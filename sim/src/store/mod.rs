@@ -474,7 +474,7 @@ pub fn run_store_seed_on<E: Target>(options: &RunOptions) -> SeedReport {
     let mut rng = SeededRng::new(options.seed ^ 0x5709_E000_0000_0000);
     let config = FaultConfig::swarm(&mut rng, &options.faults);
     let fault_seed = rng.next_u64();
-    let store_options = crate::run::plant_store(self::options(&mut rng), options);
+    let store_options = self::options(&mut rng);
     let mut run = StoreRun {
         clock: Arc::new(ManualClock::new(1_700_000_000_000)),
         trace: Trace::new(),

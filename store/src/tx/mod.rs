@@ -90,12 +90,6 @@ pub struct Tx<'s, E: Engine> {
 }
 
 impl<'s, E: Engine + 's> Tx<'s, E> {
-    /// Whether `bug` is planted in this transaction's store.
-    #[cfg(feature = "planted-bugs")]
-    pub(crate) fn bug(&self, bug: crate::PlantedBug) -> bool {
-        self.store.options.bug(bug)
-    }
-
     pub(crate) fn new(store: &'s Store<E>, now: u64) -> Self {
         Self {
             store,

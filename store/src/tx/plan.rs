@@ -48,8 +48,7 @@ impl<'s, E: Engine + 's> Tx<'s, E> {
                 at: s.at,
             });
         }
-        #[cfg(feature = "planted-bugs")]
-        if store.options.bug(crate::PlantedBug::BatchLimitUnchecked) {
+        if strata_engine::fault_point!("batch-limit-unchecked") {
             out.rows.clear();
         }
         limits
@@ -61,14 +60,11 @@ impl<'s, E: Engine + 's> Tx<'s, E> {
             if g > 0 {
                 // Pinned: a concurrent charge to the scope conflicts, so the
                 // check is exact.
-                #[cfg(feature = "planted-bugs")]
-                let row = if store.options.bug(crate::PlantedBug::QuotaReadNotPinned) {
+                let row = if strata_engine::fault_point!("quota-read-not-pinned") {
                     strata_engine::Snapshot::get(self.snap()?, store.system, &counter)?
                 } else {
                     self.read_pinned(store.system, &counter)?
                 };
-                #[cfg(not(feature = "planted-bugs"))]
-                let row = self.read_pinned(store.system, &counter)?;
                 let used = counter_value(row.as_deref())?;
                 let used = u64::try_from(used).unwrap_or(0);
                 if limits.check_quota(used, g).is_err() {
@@ -167,10 +163,8 @@ impl<'s, E: Engine + 's> Tx<'s, E> {
             Pending::Put { envelope, .. } => {
                 // The store encoded this envelope itself: its header reads.
                 let expires_at = Header::read(envelope).ok().and_then(|h| h.expires_at);
-                #[allow(unused_mut)]
                 let mut previous = old.as_ref().map(|o| o.previous);
-                #[cfg(feature = "planted-bugs")]
-                if store.options.bug(crate::PlantedBug::StaleChunksSurvive) && previous.is_some() {
+                if strata_engine::fault_point!("stale-chunks-survive") && previous.is_some() {
                     previous = Some(Previous::Absent);
                 }
                 let plan =
@@ -230,17 +224,12 @@ impl<'s, E: Engine + 's> Tx<'s, E> {
         };
         // Planted: the index entry is written only on the path that read
         // the old row.
-        #[cfg(feature = "planted-bugs")]
-        let index = !(store.options.bug(crate::PlantedBug::UnreadRowNotIndexed) && old.is_none());
-        #[cfg(not(feature = "planted-bugs"))]
-        let index = true;
+        let index = !(strata_engine::fault_point!("unread-row-not-indexed") && old.is_none());
         if index {
             out.reindex(system, key, old.as_ref(), new_expiry);
         }
-        #[allow(unused_mut)]
         let mut old_size = old.as_ref().map_or(0, |o| o.size);
-        #[cfg(feature = "planted-bugs")]
-        if store.options.bug(crate::PlantedBug::QuotaIgnoresOverwrite) && new_size > 0 {
+        if strata_engine::fault_point!("quota-ignores-overwrite") && new_size > 0 {
             old_size = 0;
         }
         out.charge(scope, new_size, old_size, (key_type, key));
@@ -259,16 +248,7 @@ impl<'s, E: Engine + 's> Tx<'s, E> {
                     Some(Pending::Put { .. }) => true,
                     None => self.read_pinned(self.store.data, key)?.is_some(),
                 };
-                #[allow(unused_mut)]
-                let mut charged = !exists;
-                #[cfg(feature = "planted-bugs")]
-                if self
-                    .store
-                    .options
-                    .bug(crate::PlantedBug::CounterAddNotCharged)
-                {
-                    charged = false;
-                }
+                let charged = !exists && !strata_engine::fault_point!("counter-add-not-charged");
                 if charged {
                     out.charge(scope, stored_size(key.len(), 8), 0, (Some(key_type), key));
                 }

@@ -21,8 +21,7 @@ impl<'s, E: Engine + 's> Tx<'s, E> {
             return Ok(v.clone());
         }
         let value = self.snap()?.get(ks, key)?;
-        #[cfg(feature = "planted-bugs")]
-        if self.store.options.bug(crate::PlantedBug::ReadsNotPinned) && ks == self.store.data {
+        if strata_engine::fault_point!("reads-not-pinned") && ks == self.store.data {
             return Ok(value);
         }
         self.pin(ks, key.to_vec(), value.clone());
@@ -300,8 +299,7 @@ impl<'s, E: Engine + 's> Tx<'s, E> {
             },
         };
         seen.sort();
-        #[cfg(feature = "planted-bugs")]
-        if self.store.options.bug(crate::PlantedBug::ScanGapsNotPinned) {
+        if strata_engine::fault_point!("scan-gaps-not-pinned") {
             for (k, v) in seen {
                 self.pin(data, k, Some(v));
             }
@@ -332,8 +330,7 @@ impl<'s, E: Engine + 's> Tx<'s, E> {
         let base = if matches!(self.writes.get(&bytes), Some(Pending::Delete { .. })) {
             0
         } else {
-            #[cfg(feature = "planted-bugs")]
-            if self.bug(crate::PlantedBug::CounterReadNotPinned) {
+            if strata_engine::fault_point!("counter-read-not-pinned") {
                 let data = self.store.data;
                 let row = self.snap()?.get(data, &bytes)?;
                 return Ok(counter_value(row.as_deref())?

@@ -195,8 +195,7 @@ impl<'s, E: Engine + 's> Tx<'s, E> {
         K: Key + 'static,
         K::Value: Value + PartialEq,
     {
-        #[cfg(feature = "planted-bugs")]
-        if self.store.options.bug(crate::PlantedBug::CasDropsExpiry) {
+        if strata_engine::fault_point!("cas-drops-expiry") {
             return self.compare_and_set_with(key, expected, new, Expiry::Never);
         }
         self.compare_and_set_with(key, expected, new, Expiry::Keep)
@@ -218,10 +217,7 @@ impl<'s, E: Engine + 's> Tx<'s, E> {
         K: Key + 'static,
         K::Value: Value + PartialEq,
     {
-        #[cfg(feature = "planted-bugs")]
-        let pin = !self.bug(crate::PlantedBug::CasReadNotPinned);
-        #[cfg(not(feature = "planted-bugs"))]
-        let pin = true;
+        let pin = !strata_engine::fault_point!("cas-read-not-pinned");
         let current = self.read_typed_expiring(key, pin)?;
         if current.as_ref().map(|e| &e.value) != expected {
             return Ok(false);
