@@ -17,18 +17,16 @@
 //!   nothing; every request the planner makes is within the limits
 //!   (recounted here from the engine's rules, not with the module's code).
 
-use std::sync::Arc;
-
 use strata_codec::Limits;
-use strata_engine::{Engine, ManualClock, Rng, SeededRng};
+use strata_engine::{Engine, Rng};
 use strata_schemas::actor_kv::client::plan_puts;
 use strata_schemas::actor_kv::{
     ActorId, ActorKv, ActorKvConfig, ActorKvError, ListOptions, ListQuery, PhysicalLayout,
 };
 use strata_store::StoreOptions;
 
-use crate::faults::{FaultConfig, FaultyEngine};
-use crate::run::{Driven, RunOptions, SeedReport, Trace, Violation, drive, driven_on_store, fail};
+use crate::faults::FaultyEngine;
+use crate::run::{Driven, Frame, RunOptions, SeedReport, Violation, drive, driven_on_store, fail};
 use crate::targets::Target;
 
 const ACTORS: u64 = 3;
@@ -87,31 +85,32 @@ fn whole(v: &[u8]) -> bool {
 }
 
 struct AkvRun {
-    rng: SeededRng,
-    clock: Arc<ManualClock>,
-    trace: Trace,
-    commits: u64,
-    checks: u64,
+    /// The seed's draws, clock, trace and counts.
+    frame: Frame,
     options: StoreOptions,
     config: ActorKvConfig,
 }
 
 impl AkvRun {
     fn open<E: Target>(&mut self, engine: FaultyEngine<E>) -> Kv<E> {
-        let store =
-            crate::run::open_store(engine, &self.options, self.clock.clone(), &mut self.rng);
+        let store = crate::run::open_store(
+            engine,
+            &self.options,
+            self.frame.clock.clone(),
+            &mut self.frame.rng,
+        );
         ActorKv::open(store, self.config.clone())
             .unwrap_or_else(|e| unreachable!("the actor KV spaces are declared: {e}"))
     }
 
     fn size(&mut self) -> usize {
-        let r = self.rng.below(100);
+        let r = self.frame.rng.below(100);
         let n = if r < 85 {
-            self.rng.below(1_000)
+            self.frame.rng.below(1_000)
         } else if r < 98 {
-            10_000 + self.rng.below(15_000)
+            10_000 + self.frame.rng.below(15_000)
         } else {
-            100_000 + self.rng.below(31_073)
+            100_000 + self.frame.rng.below(31_073)
         };
         HEADER + usize::try_from(n).unwrap_or(0).min(131_072 - HEADER)
     }
@@ -119,7 +118,7 @@ impl AkvRun {
     fn entries(&mut self, n: u64) -> Vec<(Vec<u8>, Vec<u8>)> {
         let mut keys: Vec<u64> = Vec::new();
         while keys.len() < usize::try_from(n).unwrap_or(1) {
-            let k = self.rng.below(KEYS);
+            let k = self.frame.rng.below(KEYS);
             if !keys.contains(&k) {
                 keys.push(k);
             }
@@ -127,18 +126,18 @@ impl AkvRun {
         keys.into_iter()
             .map(|k| {
                 let len = self.size();
-                (key(k), payload(self.rng.next_u64(), len))
+                (key(k), payload(self.frame.rng.next_u64(), len))
             })
             .collect()
     }
 
     fn put<E: Target>(&mut self, kv: &Kv<E>, a: ActorId, step: usize) -> Result<(), Violation> {
-        let n = 1 + self.rng.below(5);
+        let n = 1 + self.frame.rng.below(5);
         let entries = self.entries(n);
         match kv.put(a, &entries) {
             Ok(()) => {
-                self.commits += 1;
-                self.trace.event(step, format!("put {n} entries"));
+                self.frame.commits += 1;
+                self.frame.trace.event(step, format!("put {n} entries"));
                 let keys: Vec<_> = entries.iter().map(|(k, _)| k.clone()).collect();
                 if let Ok(got) = kv.get(a, &keys) {
                     for ((k, v), e) in entries.iter().zip(got) {
@@ -152,6 +151,7 @@ impl AkvRun {
                 }
             }
             Err(e) => self
+                .frame
                 .trace
                 .event(step, format!("put {n} entries failed: {}", short(&e))),
         }
@@ -166,7 +166,7 @@ impl AkvRun {
         step: usize,
     ) -> Result<(), Violation> {
         let before = kv.usage(a);
-        let kind = self.rng.below(4);
+        let kind = self.frame.rng.below(4);
         let (entries, expect): Refused = match kind {
             0 => (vec![(vec![4; 2_047], vec![1; 20])], |e| {
                 matches!(e, ActorKvError::KeyTooLarge { len: 2_049, .. })
@@ -202,21 +202,23 @@ impl AkvRun {
                 format!("a refused request changed the usage from {b} to {after}"),
             ));
         }
-        self.trace.event(step, format!("limit {kind} refused"));
+        self.frame
+            .trace
+            .event(step, format!("limit {kind} refused"));
         Ok(())
     }
 
     /// Many small writes split by the planner; each request is recounted
     /// against the engine's rules before it is sent.
     fn planned<E: Target>(&mut self, kv: &Kv<E>, a: ActorId, step: usize) -> Result<(), Violation> {
-        let n = 20 + self.rng.below(150);
+        let n = 20 + self.frame.rng.below(150);
         // Small values: the point is the split, not the bytes.
         let entries: Vec<_> = (0..n)
             .map(|i| {
-                let len = HEADER + usize::try_from(self.rng.below(100)).unwrap_or(0);
+                let len = HEADER + usize::try_from(self.frame.rng.below(100)).unwrap_or(0);
                 (
                     vec![4, b'p', u8::try_from(i % 256).unwrap_or(0)],
-                    payload(self.rng.next_u64(), len),
+                    payload(self.frame.rng.next_u64(), len),
                 )
             })
             .collect();
@@ -244,14 +246,15 @@ impl AkvRun {
         let mut sent = 0;
         for b in &batches {
             if let Err(e) = kv.put(a, b) {
-                self.trace
+                self.frame
+                    .trace
                     .event(step, format!("planned request failed: {}", short(&e)));
                 break;
             }
             sent += 1;
-            self.commits += 1;
+            self.frame.commits += 1;
         }
-        self.trace.event(
+        self.frame.trace.event(
             step,
             format!("{n} planned entries, {sent}/{} requests", batches.len()),
         );
@@ -271,18 +274,20 @@ impl AkvRun {
             Ok((PhysicalLayout::Native, None)) => PhysicalLayout::Compatible,
             Ok((_, None)) => PhysicalLayout::Native,
             Err(e) => {
-                self.trace
+                self.frame
+                    .trace
                     .event(step, format!("layout read failed: {}", short(&e)));
                 return;
             }
         };
-        let max = 1 + usize::try_from(self.rng.below(6)).unwrap_or(0);
+        let max = 1 + usize::try_from(self.frame.rng.below(6)).unwrap_or(0);
         match kv.migrate(a, to, max) {
-            Ok(s) => self.trace.event(
+            Ok(s) => self.frame.trace.event(
                 step,
                 format!("migrate to {to:?}: {} entries, done {}", s.migrated, s.done),
             ),
             Err(e) => self
+                .frame
                 .trace
                 .event(step, format!("migrate failed: {}", short(&e))),
         }
@@ -334,12 +339,12 @@ impl AkvRun {
                 ),
             ));
         }
-        self.checks += 1;
-        if !self.rng.chance(0.3) {
+        self.frame.checks += 1;
+        if !self.frame.rng.chance(0.3) {
             return Ok(());
         }
-        let limit = 1 + usize::try_from(self.rng.below(7)).unwrap_or(0);
-        let reverse = self.rng.chance(0.5);
+        let limit = 1 + usize::try_from(self.frame.rng.below(7)).unwrap_or(0);
+        let reverse = self.frame.rng.chance(0.5);
         let mut options = Some(ListOptions {
             limit: Some(limit),
             reverse,
@@ -387,26 +392,34 @@ impl<E: Target> Driven<E> for AkvRun {
     driven_on_store!(Kv<E>);
 
     fn step(&mut self, kv: &Kv<E>, step: usize) -> Result<(), Violation> {
-        let who = actor(self.rng.below(ACTORS));
-        let roll = self.rng.below(100);
+        let who = actor(self.frame.rng.below(ACTORS));
+        let roll = self.frame.rng.below(100);
         if roll < 45 {
             self.put(kv, who, step)?;
         } else if roll < 55 {
             self.over_limit(kv, who, step)?;
         } else if roll < 70 {
-            let n = 1 + self.rng.below(4);
-            let keys: Vec<_> = (0..n).map(|_| key(self.rng.below(KEYS))).collect();
+            let n = 1 + self.frame.rng.below(4);
+            let keys: Vec<_> = (0..n).map(|_| key(self.frame.rng.below(KEYS))).collect();
             match kv.delete(who, &keys) {
-                Ok(()) => self.commits += 1,
+                Ok(()) => self.frame.commits += 1,
                 Err(e) => self
+                    .frame
                     .trace
                     .event(step, format!("delete failed: {}", short(&e))),
             }
         } else if roll < 75 {
-            let (from, to) = (key(self.rng.below(KEYS)), key(self.rng.below(KEYS)));
+            let (from, to) = (
+                key(self.frame.rng.below(KEYS)),
+                key(self.frame.rng.below(KEYS)),
+            );
             match kv.delete_range(who, &from, &to) {
-                Ok(n) => self.trace.event(step, format!("delete range: {n} entries")),
+                Ok(n) => self
+                    .frame
+                    .trace
+                    .event(step, format!("delete range: {n} entries")),
                 Err(e) => self
+                    .frame
                     .trace
                     .event(step, format!("delete range failed: {}", short(&e))),
             }
@@ -416,8 +429,8 @@ impl<E: Target> Driven<E> for AkvRun {
             self.migrate(kv, who, step);
         } else {
             match kv.store().engine().sync() {
-                Ok(v) => self.trace.event(step, format!("sync: durable {v}")),
-                Err(e) => self.trace.event(step, format!("sync failed: {e}")),
+                Ok(v) => self.frame.trace.event(step, format!("sync: durable {v}")),
+                Err(e) => self.frame.trace.event(step, format!("sync failed: {e}")),
             }
         }
         self.check(kv, who, step)
@@ -430,49 +443,39 @@ fn short(e: &ActorKvError) -> String {
 
 /// Runs the actor KV workload of one seed on engine `E`.
 pub fn run_actor_kv_seed_on<E: Target>(options: &RunOptions) -> SeedReport {
-    let mut rng = SeededRng::new(options.seed ^ 0xAC70_0000_0000_0000);
-    let config = FaultConfig::swarm(&mut rng, &options.faults);
-    let fault_seed = rng.next_u64();
+    let mut frame = Frame::new(options, 0xAC70_0000_0000_0000, 1_730_000_000_000);
+    let config = frame.faults;
     let store_options = crate::run::schema_options(
-        &mut rng,
+        &mut frame.rng,
         ActorKv::<strata_engine::MemEngine>::declare(StoreOptions::new(Limits::FOUNDATIONDB)),
     );
-    let layout = if rng.chance(0.5) {
+    let layout = if frame.rng.chance(0.5) {
         PhysicalLayout::Native
     } else {
         PhysicalLayout::Compatible
     };
     let mut run = AkvRun {
-        clock: Arc::new(ManualClock::new(1_730_000_000_000)),
-        trace: Trace::new(),
-        commits: 0,
-        checks: 0,
         options: store_options.clone(),
         config: ActorKvConfig {
             layout,
             quota_bytes: QUOTA,
             ..ActorKvConfig::default()
         },
-        rng,
+        frame,
     };
-    run.trace.event(
+    run.frame.trace.event(
         0,
         format!(
             "actor-kv seed {} faults {config:?} durability {:?} layout {layout:?}",
             options.seed, store_options.durability
         ),
     );
-    let engine = FaultyEngine::new(E::fresh(store_options.keyspace_specs()), config, fault_seed);
+    let engine = run.frame.engine::<E>(store_options.keyspace_specs());
     let kv = run.open(engine);
-    let (kv, violation) = drive(&mut run, kv, options.ops, &config);
+    let (kv, violation) = drive(&mut run, kv, options.ops);
     let faults = kv
         .map(|k| k.store().engine().counters())
         .unwrap_or_default();
-    run.trace.report(
-        "actor-kv",
-        options.seed,
-        (run.commits, run.checks),
-        faults,
-        violation,
-    )
+    run.frame
+        .report("actor-kv", options.seed, faults, violation)
 }

@@ -20,10 +20,9 @@
 //!   every durable projection entry, never beyond the durable store.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::Arc;
 
 use strata_codec::Limits;
-use strata_engine::{Engine, ManualClock, Rng, SeededRng};
+use strata_engine::{Engine, Rng, SeededRng};
 use strata_outbox::{Outbox, Position, Start};
 use strata_schemas::agent_memory::{
     AgentMemory, EVENT_TOPIC, Event, EventRef, Grip, Level, TocBullet, TocNode, event_key,
@@ -32,8 +31,8 @@ use strata_schemas::agent_memory::{
 use strata_search::{Indexer, IndexerConfig, Location};
 use strata_store::{Store, StoreOptions};
 
-use crate::faults::{FaultConfig, FaultyEngine};
-use crate::run::{Driven, RunOptions, SeedReport, Trace, Violation, drive, fail};
+use crate::faults::FaultyEngine;
+use crate::run::{Driven, Frame, RunOptions, SeedReport, Violation, drive, fail};
 use crate::targets::Target;
 
 const T0: u64 = 1_706_540_400_000;
@@ -42,11 +41,8 @@ const CONSUMER: &str = "segmenter";
 type Db<E> = Store<FaultyEngine<E>>;
 
 struct MemRun {
-    rng: SeededRng,
-    clock: Arc<ManualClock>,
-    trace: Trace,
-    commits: u64,
-    checks: u64,
+    /// The seed's draws, clock, trace and counts.
+    frame: Frame,
     options: StoreOptions,
     next_event: u32,
     /// Event key → the position it arrived at.
@@ -66,15 +62,20 @@ fn ulid(n: u32) -> String {
 
 impl MemRun {
     fn open<E: Target>(&mut self, engine: FaultyEngine<E>) -> Db<E> {
-        crate::run::open_store(engine, &self.options, self.clock.clone(), &mut self.rng)
+        crate::run::open_store(
+            engine,
+            &self.options,
+            self.frame.clock.clone(),
+            &mut self.frame.rng,
+        )
     }
 
     fn outbox<'s, E: Target>(&mut self, store: &'s Db<E>) -> Outbox<'s, FaultyEngine<E>> {
         Outbox::new(
             store,
             outbox_config(),
-            self.clock.clone(),
-            Box::new(SeededRng::new(self.rng.next_u64())),
+            self.frame.clock.clone(),
+            Box::new(SeededRng::new(self.frame.rng.next_u64())),
         )
         .unwrap_or_else(|e| unreachable!("the outbox's spaces are declared: {e}"))
     }
@@ -100,7 +101,7 @@ impl MemRun {
         step: usize,
     ) {
         let a = self.event();
-        let b = if self.rng.chance(0.5) {
+        let b = if self.frame.rng.chance(0.5) {
             a.clone()
         } else {
             self.event()
@@ -111,7 +112,7 @@ impl MemRun {
             .zip([&a, &b])
             .map(|(tx, e)| mem.put_event_tx(tx, e).unwrap_or(false))
             .collect();
-        let first = usize::try_from(self.rng.below(2)).unwrap_or(0);
+        let first = usize::try_from(self.frame.rng.below(2)).unwrap_or(0);
         let [t0, t1] = txs;
         let mut txs = [Some(t0), Some(t1)];
         let mut outcome = Vec::new();
@@ -119,7 +120,7 @@ impl MemRun {
             if let Some(tx) = txs[i].take() {
                 match tx.commit() {
                     Ok(_) => {
-                        self.commits += 1;
+                        self.frame.commits += 1;
                         outcome.push(format!("t{i} committed (wrote {})", wrote[i]));
                     }
                     Err(e) => outcome.push(format!("t{i}: {}", short(&e.to_string()))),
@@ -127,7 +128,7 @@ impl MemRun {
             }
         }
         let same = a.event_id == b.event_id;
-        self.trace.event(
+        self.frame.trace.event(
             step,
             format!("pair (same event {same}): {}", outcome.join("; ")),
         );
@@ -140,15 +141,17 @@ impl MemRun {
             return;
         }
         let len = u64::try_from(self.unsure.len()).unwrap_or(u64::MAX);
-        let i = usize::try_from(self.rng.below(len)).unwrap_or(0);
+        let i = usize::try_from(self.frame.rng.below(len)).unwrap_or(0);
         match mem.put_event(&self.unsure[i]) {
             Ok(w) => {
-                self.commits += 1;
+                self.frame.commits += 1;
                 let e = self.unsure.swap_remove(i);
-                self.trace
+                self.frame
+                    .trace
                     .event(step, format!("resent {} (wrote {w})", e.event_id));
             }
             Err(err) => self
+                .frame
                 .trace
                 .event(step, format!("resend failed: {}", short(&err.to_string()))),
         }
@@ -159,7 +162,7 @@ impl MemRun {
         mem: &AgentMemory<'_, FaultyEngine<E>>,
         step: usize,
     ) -> Result<(), Violation> {
-        let n = self.rng.below(4);
+        let n = self.frame.rng.below(4);
         let id = format!("toc:segment:2024-01-29:s{n}");
         let node = TocNode {
             node_id: id.clone(),
@@ -176,14 +179,14 @@ impl MemRun {
             version: 0,
         };
         let before = mem.toc_versions(&id).map(|v| v.len());
-        let r = if self.rng.chance(0.5) {
+        let r = if self.frame.rng.chance(0.5) {
             mem.put_segment(&node)
         } else {
             mem.put_toc_node(&node)
         };
         match (r, before) {
             (Ok(v), Ok(before)) => {
-                self.commits += 1;
+                self.frame.commits += 1;
                 // The versions read before are all there was (one writer).
                 if v as usize != before + 1 {
                     return Err(fail(
@@ -192,12 +195,13 @@ impl MemRun {
                     ));
                 }
                 self.nodes.insert(id.clone(), v);
-                self.trace.event(step, format!("{id} v{v}"));
+                self.frame.trace.event(step, format!("{id} v{v}"));
             }
             (Ok(v), Err(_)) => {
                 self.nodes.insert(id.clone(), v);
             }
             (Err(e), _) => self
+                .frame
                 .trace
                 .event(step, format!("toc failed: {}", short(&e.to_string()))),
         }
@@ -208,7 +212,7 @@ impl MemRun {
         if self.next_event < 2 {
             return;
         }
-        let end = 1 + u32::try_from(self.rng.below(u64::from(self.next_event))).unwrap_or(0);
+        let end = 1 + u32::try_from(self.frame.rng.below(u64::from(self.next_event))).unwrap_or(0);
         let start = end.saturating_sub(1).max(1);
         let at = |n: u32| EventRef {
             timestamp_ms: T0 + u64::from(n) * 1_000,
@@ -220,11 +224,15 @@ impl MemRun {
             start: at(start),
             end: at(end),
             source: "sim".into(),
-            toc_node_id: Some(format!("toc:segment:2024-01-29:s{}", self.rng.below(4))),
+            toc_node_id: Some(format!(
+                "toc:segment:2024-01-29:s{}",
+                self.frame.rng.below(4)
+            )),
         };
         match mem.put_grip(&g) {
-            Ok(()) => self.commits += 1,
+            Ok(()) => self.frame.commits += 1,
             Err(e) => self
+                .frame
                 .trace
                 .event(step, format!("grip failed: {}", short(&e.to_string()))),
         }
@@ -309,7 +317,7 @@ impl MemRun {
                 ));
             }
         }
-        self.checks += 1;
+        self.frame.checks += 1;
         Ok(())
     }
 }
@@ -321,12 +329,8 @@ fn short(s: &str) -> String {
 impl<E: Target> Driven<E> for MemRun {
     type Layer = Db<E>;
 
-    fn rng(&mut self) -> &mut SeededRng {
-        &mut self.rng
-    }
-
-    fn trace(&mut self) -> &mut Trace {
-        &mut self.trace
+    fn frame(&mut self) -> &mut Frame {
+        &mut self.frame
     }
 
     fn engine(store: &Db<E>) -> &FaultyEngine<E> {
@@ -346,20 +350,22 @@ impl<E: Target> Driven<E> for MemRun {
         let Ok(mem) = AgentMemory::open(store, &outbox) else {
             return Ok(());
         };
-        let roll = self.rng.below(100);
+        let roll = self.frame.rng.below(100);
         if roll < 35 {
             let e = self.event();
             match mem.put_event(&e) {
                 Ok(w) => {
-                    self.commits += 1;
-                    self.trace
+                    self.frame.commits += 1;
+                    self.frame
+                        .trace
                         .event(step, format!("event {} (wrote {w})", e.event_id));
-                    if self.rng.chance(0.15) {
+                    if self.frame.rng.chance(0.15) {
                         self.unsure.push(e);
                     }
                 }
                 Err(err) => {
-                    self.trace
+                    self.frame
+                        .trace
                         .event(step, format!("event failed: {}", short(&err.to_string())));
                     self.unsure.push(e);
                 }
@@ -374,8 +380,8 @@ impl<E: Target> Driven<E> for MemRun {
             self.grip(&mem, step);
         } else {
             match store.engine().sync() {
-                Ok(v) => self.trace.event(step, format!("sync: durable {v}")),
-                Err(e) => self.trace.event(step, format!("sync failed: {e}")),
+                Ok(v) => self.frame.trace.event(step, format!("sync: durable {v}")),
+                Err(e) => self.frame.trace.event(step, format!("sync failed: {e}")),
             }
         }
         self.drain_and_check(store, &outbox, &mem, step)
@@ -385,14 +391,14 @@ impl<E: Target> Driven<E> for MemRun {
 /// The quiet phase: no faults, everything synced and indexed, the index
 /// verified against the store.
 fn quiet_phase<E: Target>(run: &mut MemRun, store: &Db<E>) -> Option<Violation> {
-    let quiet = crate::run::quiet_store(store.engine(), &run.options, run.clock.clone());
+    let quiet = crate::run::quiet_store(store.engine(), &run.options, run.frame.clock.clone());
     if quiet.engine().sync().is_err() {
         return Some(fail(0, "syncing in the quiet phase failed".into()));
     }
     let outbox = Outbox::new(
         &quiet,
         outbox_config(),
-        run.clock.clone(),
+        run.frame.clock.clone(),
         Box::new(SeededRng::new(5)),
     )
     .ok()?;
@@ -402,7 +408,7 @@ fn quiet_phase<E: Target>(run: &mut MemRun, store: &Db<E>) -> Option<Violation> 
         spec,
         &Location::Memory,
         IndexerConfig::new("sim-index"),
-        run.clock.clone(),
+        run.frame.clock.clone(),
     ) {
         Ok(i) => i,
         Err(e) => return Some(fail(0, format!("opening the index failed: {e}"))),
@@ -424,7 +430,7 @@ fn quiet_phase<E: Target>(run: &mut MemRun, store: &Db<E>) -> Option<Violation> 
     }
     match indexer.verify() {
         Ok(v) if v.is_exact() => {
-            run.checks += 1;
+            run.frame.checks += 1;
             None
         }
         Ok(v) => Some(fail(
@@ -437,41 +443,36 @@ fn quiet_phase<E: Target>(run: &mut MemRun, store: &Db<E>) -> Option<Violation> 
 
 /// Runs the agent-memory workload of one seed on engine `E`.
 pub fn run_agent_memory_seed_on<E: Target>(options: &RunOptions) -> SeedReport {
-    let mut rng = SeededRng::new(options.seed ^ 0xA6E7_0000_0000_0000);
-    let config = FaultConfig::swarm(&mut rng, &options.faults);
-    let fault_seed = rng.next_u64();
+    let mut frame = Frame::new(options, 0xA6E7_0000_0000_0000, 1_730_000_000_000);
+    let config = frame.faults;
     let store_options = crate::run::schema_options(
-        &mut rng,
+        &mut frame.rng,
         AgentMemory::<strata_engine::MemEngine>::declare(StoreOptions::new(Limits::FOUNDATIONDB)),
     );
     let mut run = MemRun {
-        clock: Arc::new(ManualClock::new(1_730_000_000_000)),
-        trace: Trace::new(),
-        commits: 0,
-        checks: 0,
         options: store_options.clone(),
         next_event: 0,
         delivered: BTreeMap::new(),
         lease: None,
         nodes: BTreeMap::new(),
         unsure: Vec::new(),
-        rng,
+        frame,
     };
-    run.trace.event(
+    run.frame.trace.event(
         0,
         format!(
             "agent-memory seed {} faults {config:?} durability {:?}",
             options.seed, store_options.durability
         ),
     );
-    let engine = FaultyEngine::new(E::fresh(store_options.keyspace_specs()), config, fault_seed);
+    let engine = run.frame.engine::<E>(store_options.keyspace_specs());
     let mut violation = None;
     {
-        let quiet = crate::run::quiet_store(&engine, &store_options, run.clock.clone());
+        let quiet = crate::run::quiet_store(&engine, &store_options, run.frame.clock.clone());
         let outbox = Outbox::new(
             &quiet,
             outbox_config(),
-            run.clock.clone(),
+            run.frame.clock.clone(),
             Box::new(SeededRng::new(1)),
         );
         let registered = outbox
@@ -492,7 +493,7 @@ pub fn run_agent_memory_seed_on<E: Target>(options: &RunOptions) -> SeedReport {
     let (store, found) = if violation.is_some() {
         (Some(store), None)
     } else {
-        drive(&mut run, store, options.ops, &config)
+        drive(&mut run, store, options.ops)
     };
     violation = violation.or(found);
     if violation.is_none()
@@ -502,11 +503,6 @@ pub fn run_agent_memory_seed_on<E: Target>(options: &RunOptions) -> SeedReport {
         violation = quiet_phase(&mut run, s);
     }
     let faults = store.map(|s| s.engine().counters()).unwrap_or_default();
-    run.trace.report(
-        "agent-memory",
-        options.seed,
-        (run.commits, run.checks),
-        faults,
-        violation,
-    )
+    run.frame
+        .report("agent-memory", options.seed, faults, violation)
 }

@@ -17,20 +17,19 @@
 //!   reading that followed their start).
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
 use serde_json::json;
 use strata_codec::Limits;
-use strata_engine::{Clock, Durability, Engine, ManualClock, Rng, SeededRng};
+use strata_engine::{Clock, Durability, Engine, Rng, SeededRng};
 use strata_schemas::code_sous::{
     ActivationRecord, ActivationStatus, Bundle, CodeSous, CodeSousConfig, CodeSousError,
     FunctionId, NewFunction, VersionRef,
 };
 use strata_store::{RetryPolicy, Store, StoreError, StoreOptions};
 
-use crate::faults::{FaultConfig, FaultyEngine};
+use crate::faults::FaultyEngine;
 use crate::run::{
-    Driven, RunOptions, SeedReport, Trace, Violation, drive, driven_on_store, fail, quiet_store,
+    Driven, Frame, RunOptions, SeedReport, Violation, drive, driven_on_store, fail, quiet_store,
 };
 use crate::store::{Applied, applied_despite};
 use crate::targets::Target;
@@ -71,11 +70,8 @@ struct Act {
 }
 
 struct CsRun {
-    rng: SeededRng,
-    clock: Arc<ManualClock>,
-    trace: Trace,
-    commits: u64,
-    checks: u64,
+    /// The seed's draws, clock, trace and counts.
+    frame: Frame,
     immediate: bool,
     functions: [FunctionId; 2],
     acts: BTreeMap<String, Act>,
@@ -115,14 +111,14 @@ impl CsRun {
         let store = Store::open_with(
             engine,
             self.options.clone(),
-            self.clock.clone(),
-            Box::new(SeededRng::new(self.rng.next_u64())),
+            self.frame.clock.clone(),
+            Box::new(SeededRng::new(self.frame.rng.next_u64())),
         )
         .unwrap_or_else(|e| unreachable!("the store's keyspaces are declared: {e}"));
         CodeSous::new(
             store,
             CodeSousConfig::default(),
-            Box::new(SeededRng::new(self.rng.next_u64())),
+            Box::new(SeededRng::new(self.frame.rng.next_u64())),
         )
     }
 
@@ -157,8 +153,8 @@ impl CsRun {
     }
 
     fn one_step<E: Target>(&mut self, cs: &Cs<E>, step: usize) -> Result<(), Violation> {
-        let fi = usize::try_from(self.rng.below(2)).unwrap_or(0);
-        match self.rng.below(100) {
+        let fi = usize::try_from(self.frame.rng.below(2)).unwrap_or(0);
+        match self.frame.rng.below(100) {
             0..=19 => self.publish(cs, step, fi),
             20..=31 => self.set_alias(cs, step, fi)?,
             32..=39 => self.create_draft(cs, step, fi),
@@ -168,22 +164,23 @@ impl CsRun {
             60..=77 => self.finish(cs, step)?,
             78..=83 => self.read_activation(cs, step)?,
             84..=88 => {
-                let jump = self.rng.below(2 * DAY);
-                self.clock.advance(jump);
-                self.trace.event(step, format!("clock +{jump} ms"));
+                let jump = self.frame.rng.below(2 * DAY);
+                self.frame.clock.advance(jump);
+                self.frame.trace.event(step, format!("clock +{jump} ms"));
             }
             89..=93 => match cs.sweep_expired() {
                 Ok(r) => self
+                    .frame
                     .trace
                     .event(step, format!("sweep removed {}", r.removed)),
-                Err(e) => self.trace.event(step, format!("sweep failed: {e}")),
+                Err(e) => self.frame.trace.event(step, format!("sweep failed: {e}")),
             },
             _ => match cs.store().engine().sync() {
                 Ok(v) => {
                     self.synced();
-                    self.trace.event(step, format!("sync: durable {v}"));
+                    self.frame.trace.event(step, format!("sync: durable {v}"));
                 }
-                Err(e) => self.trace.event(step, format!("sync failed: {e}")),
+                Err(e) => self.frame.trace.event(step, format!("sync failed: {e}")),
             },
         }
         self.check(cs, step)
@@ -191,19 +188,24 @@ impl CsRun {
 
     fn publish<E: Target>(&mut self, cs: &Cs<E>, step: usize, fi: usize) {
         let f = &self.functions[fi];
-        let n = self.rng.next_u64();
+        let n = self.frame.rng.next_u64();
         let bundle = Bundle::new(format!("export default () => {n};"), "{}");
         let alias = self
+            .frame
             .rng
             .chance(0.3)
-            .then(|| ALIASES[usize::try_from(self.rng.below(2)).unwrap_or(0)]);
+            .then(|| ALIASES[usize::try_from(self.frame.rng.below(2)).unwrap_or(0)]);
         match cs.publish(f, &bundle, &json!({"n": n}), alias) {
             Ok(p) => {
-                self.commits += 1;
-                self.trace
+                self.frame.commits += 1;
+                self.frame
+                    .trace
                     .event(step, format!("publish {f}: v{} alias {alias:?}", p.version));
             }
-            Err(e) => self.trace.event(step, format!("publish {f} failed: {e}")),
+            Err(e) => self
+                .frame
+                .trace
+                .event(step, format!("publish {f} failed: {e}")),
         }
     }
 
@@ -218,18 +220,20 @@ impl CsRun {
             return Ok(());
         };
         // Up to two beyond the last: versions that do not exist.
-        let version = 1 + self.rng.below(last + 2);
-        let alias = ALIASES[usize::try_from(self.rng.below(2)).unwrap_or(0)];
+        let version = 1 + self.frame.rng.below(last + 2);
+        let alias = ALIASES[usize::try_from(self.frame.rng.below(2)).unwrap_or(0)];
         match cs.set_alias(&f, alias, version) {
             Ok(_) => {
-                self.commits += 1;
-                self.trace
+                self.frame.commits += 1;
+                self.frame
+                    .trace
                     .event(step, format!("alias {f} {alias} -> v{version}"));
             }
             Err(CodeSousError::NoSuchVersion { .. }) => {
-                self.trace
+                self.frame
+                    .trace
                     .event(step, format!("alias {f} {alias} -> v{version} refused"));
-                self.checks += 1;
+                self.frame.checks += 1;
                 if let Ok(Some(_)) = cs.version(&f, version) {
                     return Err(fail(
                         step,
@@ -237,27 +241,27 @@ impl CsRun {
                     ));
                 }
             }
-            Err(e) if faulted(&e) => self.trace.event(step, format!("alias failed: {e}")),
+            Err(e) if faulted(&e) => self.frame.trace.event(step, format!("alias failed: {e}")),
             Err(e) => return Err(fail(step, format!("alias {f} {alias} -> v{version}: {e}"))),
         }
         Ok(())
     }
 
     fn create_draft<E: Target>(&mut self, cs: &Cs<E>, step: usize, fi: usize) {
-        let n = self.rng.next_u64();
+        let n = self.frame.rng.next_u64();
         match cs.create_draft(
             &self.functions[fi],
             &Bundle::new(format!("// draft {n}"), "{}"),
         ) {
             Ok(d) => {
-                self.commits += 1;
-                self.trace.event(
+                self.frame.commits += 1;
+                self.frame.trace.event(
                     step,
                     format!("draft {} until {}", d.draft_id, d.expires_at_ms),
                 );
                 self.drafts.push((fi, d.draft_id, d.expires_at_ms));
             }
-            Err(e) => self.trace.event(step, format!("draft failed: {e}")),
+            Err(e) => self.frame.trace.event(step, format!("draft failed: {e}")),
         }
     }
 
@@ -265,12 +269,13 @@ impl CsRun {
         if self.drafts.is_empty() {
             return Ok(());
         }
-        let i = usize::try_from(self.rng.below(self.drafts.len() as u64)).unwrap_or(0);
+        let i = usize::try_from(self.frame.rng.below(self.drafts.len() as u64)).unwrap_or(0);
         let (fi, id, expires) = self.drafts[i].clone();
-        let now = self.clock.now_ms();
+        let now = self.frame.clock.now_ms();
         if let Ok(found) = cs.draft(&self.functions[fi], &id) {
-            self.checks += 1;
-            self.trace
+            self.frame.checks += 1;
+            self.frame
+                .trace
                 .event(step, format!("read draft {id}: {}", found.is_some()));
             if found.is_some() && now >= expires {
                 return Err(fail(
@@ -297,20 +302,20 @@ impl CsRun {
             },
             trigger: json!({"type": "http"}),
             status: ActivationStatus::Running,
-            start_ms: self.clock.now_ms(),
+            start_ms: self.frame.clock.now_ms(),
             end_ms: None,
             duration_ms: None,
             result_truncated: false,
             error: None,
         };
         let ttl = CodeSousConfig::default().activation_ttl_ms;
-        let expires_from = self.clock.now_ms() + ttl;
+        let expires_from = self.frame.clock.now_ms() + ttl;
         let result = cs.start_activation(&record);
-        let expires_by = self.clock.now_ms() + ttl;
+        let expires_by = self.frame.clock.now_ms() + ttl;
         let record_kept = record;
         let start = match &result {
             Ok(()) => {
-                self.commits += 1;
+                self.frame.commits += 1;
                 self.known_after_ack()
             }
             Err(e) if faulted(e) => match applied(e) {
@@ -319,7 +324,9 @@ impl CsRun {
             },
             Err(e) => return Err(fail(step, format!("starting new activation {id}: {e}"))),
         };
-        self.trace.event(step, format!("start {id}: {start:?}"));
+        self.frame
+            .trace
+            .event(step, format!("start {id}: {start:?}"));
         self.acts.insert(
             id,
             Act {
@@ -346,17 +353,18 @@ impl CsRun {
         let act = self.acts.get(&id).unwrap_or_else(|| unreachable!("picked"));
         let record = act.record.clone();
         let ttl = CodeSousConfig::default().activation_ttl_ms;
-        let expires_from = self.clock.now_ms() + ttl;
+        let expires_from = self.frame.clock.now_ms() + ttl;
         let result = cs.start_activation(&record);
         let known_after = self.known_after_ack();
         let act = self
             .acts
             .get_mut(&id)
             .unwrap_or_else(|| unreachable!("picked"));
-        self.checks += 1;
+        self.frame.checks += 1;
         match result {
             Ok(()) => {
-                self.trace
+                self.frame
+                    .trace
                     .event(step, format!("resent start {id}: started"));
                 if act.start == Known::Certain
                     || matches!(act.end, Some((_, Known::Certain | Known::Pending)))
@@ -370,20 +378,23 @@ impl CsRun {
                     ));
                 }
                 // Its first start was lost: this one is the activation.
-                self.commits += 1;
+                self.frame.commits += 1;
                 act.start = known_after;
                 act.end = None;
                 act.expires_from = expires_from;
-                act.expires_by = self.clock.now_ms() + ttl;
+                act.expires_by = self.frame.clock.now_ms() + ttl;
             }
             Err(
                 e @ (CodeSousError::ActivationExists { .. }
                 | CodeSousError::ActivationExpired { .. }),
             ) => {
-                self.trace.event(step, format!("resent start {id}: {e}"));
+                self.frame
+                    .trace
+                    .event(step, format!("resent start {id}: {e}"));
             }
             Err(e) if faulted(&e) => {
-                self.trace
+                self.frame
+                    .trace
                     .event(step, format!("resent start {id} failed: {e}"));
                 if applied(&e) != Applied::No && act.start != Known::Certain {
                     act.start = Known::Maybe;
@@ -398,7 +409,7 @@ impl CsRun {
         if self.acts.is_empty() {
             return None;
         }
-        let i = usize::try_from(self.rng.below(self.acts.len() as u64)).unwrap_or(0);
+        let i = usize::try_from(self.frame.rng.below(self.acts.len() as u64)).unwrap_or(0);
         self.acts.keys().nth(i).cloned()
     }
 
@@ -406,19 +417,22 @@ impl CsRun {
         let Some(id) = self.pick_act() else {
             return Ok(());
         };
-        let status = TERMINAL[usize::try_from(self.rng.below(4)).unwrap_or(0)];
+        let status = TERMINAL[usize::try_from(self.frame.rng.below(4)).unwrap_or(0)];
         let tenant = self.functions[0].tenant.clone();
-        let result = cs.finish_activation(&tenant, &id, status, self.clock.now_ms(), None, false);
+        let result =
+            cs.finish_activation(&tenant, &id, status, self.frame.clock.now_ms(), None, false);
         let known_after = self.known_after_ack();
         let act = self
             .acts
             .get_mut(&id)
             .unwrap_or_else(|| unreachable!("picked"));
-        self.checks += 1;
+        self.frame.checks += 1;
         match result {
             Ok(_) => {
-                self.commits += 1;
-                self.trace.event(step, format!("finish {id} as {status:?}"));
+                self.frame.commits += 1;
+                self.frame
+                    .trace
+                    .event(step, format!("finish {id} as {status:?}"));
                 if let Some((first, Known::Certain | Known::Pending)) = act.end {
                     return Err(fail(
                         step,
@@ -430,7 +444,8 @@ impl CsRun {
                 act.end = Some((status, known_after));
             }
             Err(CodeSousError::AlreadyTerminal { status: found, .. }) => {
-                self.trace
+                self.frame
+                    .trace
                     .event(step, format!("finish {id} refused: already {found:?}"));
                 if let Some((first, Known::Certain | Known::Pending)) = act.end
                     && first != found
@@ -447,9 +462,10 @@ impl CsRun {
                 }
             }
             Err(CodeSousError::NoSuchActivation { .. }) => {
-                self.trace
+                self.frame
+                    .trace
                     .event(step, format!("finish {id}: no such activation"));
-                if act.start == Known::Certain && self.clock.now_ms() < act.expires_from {
+                if act.start == Known::Certain && self.frame.clock.now_ms() < act.expires_from {
                     return Err(fail(
                         step,
                         format!("activation {id}, durably started and not expired, is gone"),
@@ -457,7 +473,9 @@ impl CsRun {
                 }
             }
             Err(e) if faulted(&e) => {
-                self.trace.event(step, format!("finish {id} failed: {e}"));
+                self.frame
+                    .trace
+                    .event(step, format!("finish {id} failed: {e}"));
                 if applied(&e) != Applied::No && act.end.is_none() {
                     act.end = Some((status, Known::Maybe));
                 }
@@ -475,10 +493,10 @@ impl CsRun {
         let Ok(found) = cs.activation(&tenant, &id) else {
             return Ok(());
         };
-        self.checks += 1;
-        let now = self.clock.now_ms();
+        self.frame.checks += 1;
+        let now = self.frame.clock.now_ms();
         let act = &self.acts[&id];
-        self.trace.event(
+        self.frame.trace.event(
             step,
             format!("read {id}: {:?}", found.as_ref().map(|r| r.status)),
         );
@@ -532,7 +550,7 @@ impl CsRun {
                 let Ok(meta) = cs.version(&f, v) else {
                     continue;
                 };
-                self.checks += 1;
+                self.frame.checks += 1;
                 match meta {
                     Some(m) if v > last => {
                         return Err(fail(
@@ -564,7 +582,7 @@ impl CsRun {
                 let Ok(Some(a)) = cs.alias(&f, alias) else {
                     continue;
                 };
-                self.checks += 1;
+                self.frame.checks += 1;
                 if let Ok(None) = cs.version(&f, a.version) {
                     return Err(fail(
                         step,
@@ -594,15 +612,10 @@ impl<E: Target> Driven<E> for CsRun {
 
 /// Runs the code-sous workload of one seed on engine `E`.
 pub fn run_code_sous_seed_on<E: Target>(options: &RunOptions) -> SeedReport {
-    let mut rng = SeededRng::new(options.seed ^ 0xC0DE_5005_0000_0000);
-    let config = FaultConfig::swarm(&mut rng, &options.faults);
-    let fault_seed = rng.next_u64();
-    let store_options = store_options(&mut rng);
+    let mut frame = Frame::new(options, 0xC0DE_5005_0000_0000, 1_730_000_000_000);
+    let config = frame.faults;
+    let store_options = store_options(&mut frame.rng);
     let mut run = CsRun {
-        clock: Arc::new(ManualClock::new(1_730_000_000_000)),
-        trace: Trace::new(),
-        commits: 0,
-        checks: 0,
         immediate: store_options.durability == Durability::Immediate,
         functions: [
             FunctionId::new("t_abc123", "payments", "reconcile"),
@@ -612,20 +625,20 @@ pub fn run_code_sous_seed_on<E: Target>(options: &RunOptions) -> SeedReport {
         drafts: Vec::new(),
         next_act: 0,
         options: store_options.clone(),
-        rng,
+        frame,
     };
-    run.trace.event(
+    run.frame.trace.event(
         0,
         format!(
             "code-sous seed {} faults {config:?} durability {:?}",
             options.seed, store_options.durability
         ),
     );
-    let engine = FaultyEngine::new(E::fresh(store_options.keyspace_specs()), config, fault_seed);
+    let engine = run.frame.engine::<E>(store_options.keyspace_specs());
     let mut violation = None;
     // The functions exist before the workload, made without faults.
     {
-        let quiet = quiet_store(&engine, &store_options, run.clock.clone());
+        let quiet = quiet_store(&engine, &store_options, run.frame.clock.clone());
         let quiet = CodeSous::new(
             quiet,
             CodeSousConfig::default(),
@@ -649,17 +662,12 @@ pub fn run_code_sous_seed_on<E: Target>(options: &RunOptions) -> SeedReport {
     let (cs, found) = if violation.is_some() {
         (Some(cs), None)
     } else {
-        drive(&mut run, cs, options.ops, &config)
+        drive(&mut run, cs, options.ops)
     };
     violation = violation.or(found);
     let faults = cs
         .map(|c| c.store().engine().counters())
         .unwrap_or_default();
-    run.trace.report(
-        "code-sous",
-        options.seed,
-        (run.commits, run.checks),
-        faults,
-        violation,
-    )
+    run.frame
+        .report("code-sous", options.seed, faults, violation)
 }

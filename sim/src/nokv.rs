@@ -21,7 +21,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use strata_codec::Limits;
-use strata_engine::{Engine, ManualClock, Rng, SeededRng};
+use strata_engine::{Engine, Rng};
 use strata_keys::KeyRange;
 use strata_keys::tuple;
 use strata_schemas::nokv::keys::{DentryKey, InodeKey, ParentKey};
@@ -31,8 +31,8 @@ use strata_schemas::nokv::{
 };
 use strata_store::{Scan, StoreOptions};
 
-use crate::faults::{FaultConfig, FaultyEngine};
-use crate::run::{Driven, RunOptions, SeedReport, Trace, Violation, drive, driven_on_store, fail};
+use crate::faults::FaultyEngine;
+use crate::run::{Driven, Frame, RunOptions, SeedReport, Violation, drive, driven_on_store, fail};
 use crate::targets::Target;
 
 const M: u64 = 1;
@@ -72,11 +72,8 @@ struct Rows {
 }
 
 struct NokvRun {
-    rng: SeededRng,
-    clock: Arc<ManualClock>,
-    trace: Trace,
-    commits: u64,
-    checks: u64,
+    /// The seed's draws, clock, trace and counts.
+    frame: Frame,
     options: StoreOptions,
     blobs: Arc<MemBlobs>,
     next_request: u64,
@@ -87,8 +84,12 @@ struct NokvRun {
 
 impl NokvRun {
     fn open<E: Target>(&mut self, engine: FaultyEngine<E>) -> Fs<E> {
-        let store =
-            crate::run::open_store(engine, &self.options, self.clock.clone(), &mut self.rng);
+        let store = crate::run::open_store(
+            engine,
+            &self.options,
+            self.frame.clock.clone(),
+            &mut self.frame.rng,
+        );
         let config = NokvConfig {
             chunk_bytes: 8,
             // Short, so that replays meet pruned dedupe rows.
@@ -138,17 +139,17 @@ impl NokvRun {
         if items.is_empty() {
             return None;
         }
-        let i = usize::try_from(self.rng.below(items.len() as u64)).unwrap_or(0);
+        let i = usize::try_from(self.frame.rng.below(items.len() as u64)).unwrap_or(0);
         items.get(i).cloned()
     }
 
     fn note(&mut self, step: usize, what: &str, r: &Result<Executed, NokvError>) {
         match r {
             Ok(e) => {
-                self.commits += 1;
-                self.trace.event(step, format!("{what}: {e:?}"));
+                self.frame.commits += 1;
+                self.frame.trace.event(step, format!("{what}: {e:?}"));
             }
-            Err(e) => self.trace.event(step, format!("{what} failed: {e}")),
+            Err(e) => self.frame.trace.event(step, format!("{what} failed: {e}")),
         }
     }
 
@@ -170,8 +171,8 @@ impl NokvRun {
             .map(|(i, _)| *i)
             .collect();
         let entries: Vec<(u64, String)> = rows.dentries.keys().cloned().collect();
-        let name = NAMES[usize::try_from(self.rng.below(5)).unwrap_or(0)];
-        let roll = self.rng.below(100);
+        let name = NAMES[usize::try_from(self.frame.rng.below(5)).unwrap_or(0)];
+        let roll = self.frame.rng.below(100);
         if roll < 15 {
             let dir = self.pick(&dirs).unwrap_or(ROOT);
             let id = self.request();
@@ -212,10 +213,10 @@ impl NokvRun {
                 && let Ok(plan) = fs.plan_rename(M, &self.request(), from, &n, to, name)
             {
                 let other = self.request();
-                let r = if self.rng.chance(0.5) {
+                let r = if self.frame.rng.chance(0.5) {
                     fs.unlink(M, &other, from, &n)
                 } else {
-                    let away = NAMES[usize::try_from(self.rng.below(5)).unwrap_or(0)];
+                    let away = NAMES[usize::try_from(self.frame.rng.below(5)).unwrap_or(0)];
                     fs.rename(M, &other, from, &n, ROOT, away)
                 };
                 self.note(step, "overtaking change", &r);
@@ -232,31 +233,31 @@ impl NokvRun {
         } else if roll < 84 {
             if let Some(f) = self.pick(&files) {
                 let id = self.request();
-                let len = usize::try_from(self.rng.below(30)).unwrap_or(0);
+                let len = usize::try_from(self.frame.rng.below(30)).unwrap_or(0);
                 let r = fs.write(M, &id, f, &vec![7; len]);
                 self.note(step, "write", &r);
             }
         } else if roll < 87 {
-            if self.rng.chance(0.5) {
+            if self.frame.rng.chance(0.5) {
                 let r = fs.drain_gc(M, 10);
-                self.trace.event(step, format!("drain gc: {r:?}"));
+                self.frame.trace.event(step, format!("drain gc: {r:?}"));
             } else {
                 // Dedupe rows past their retention go: a replay of theirs
                 // must then be refused, never applied.
                 let r = fs.prune(M);
-                self.trace.event(step, format!("prune: {r:?}"));
+                self.frame.trace.event(step, format!("prune: {r:?}"));
             }
         } else if roll < 90 {
             let r = fs.pin(M, &format!("p{step}"), 5_000);
-            self.trace.event(step, format!("pin: {r:?}"));
+            self.frame.trace.event(step, format!("pin: {r:?}"));
         } else if roll < 94 {
             self.replay(fs, step)?;
         } else if roll < 97 {
             self.paths(fs, step)?;
         } else {
             match fs.store().engine().sync() {
-                Ok(v) => self.trace.event(step, format!("sync: durable {v}")),
-                Err(e) => self.trace.event(step, format!("sync failed: {e}")),
+                Ok(v) => self.frame.trace.event(step, format!("sync: durable {v}")),
+                Err(e) => self.frame.trace.event(step, format!("sync failed: {e}")),
             }
         }
         Ok(())
@@ -329,10 +330,10 @@ impl NokvRun {
             }
             // Its dedupe row was pruned: refused as too old, never applied.
             Err(e @ NokvError::PlanExpired { .. }) => {
-                self.trace.event(step, format!("replay refused: {e}"));
+                self.frame.trace.event(step, format!("replay refused: {e}"));
             }
             Err(e) => {
-                self.trace.event(step, format!("replay failed: {e}"));
+                self.frame.trace.event(step, format!("replay failed: {e}"));
                 return Ok(());
             }
         }
@@ -343,16 +344,17 @@ impl NokvRun {
                 format!("replaying {} changed the namespace", cmd.request_id),
             ));
         }
-        self.trace
+        self.frame
+            .trace
             .event(step, format!("replay {}: first outcome", cmd.request_id));
         Ok(())
     }
 
     fn paths<E: Target>(&mut self, fs: &Fs<E>, step: usize) -> Result<(), Violation> {
-        let path = PATHS[usize::try_from(self.rng.below(4)).unwrap_or(0)];
-        if self.rng.chance(0.5) {
+        let path = PATHS[usize::try_from(self.frame.rng.below(4)).unwrap_or(0)];
+        if self.frame.rng.chance(0.5) {
             let r = fs.index_path(M, "ws", path);
-            self.trace.event(step, format!("index {path}: {r:?}"));
+            self.frame.trace.event(step, format!("index {path}: {r:?}"));
             return Ok(());
         }
         let Ok(hit) = fs.lookup_path(M, "ws", path) else {
@@ -374,7 +376,7 @@ impl NokvRun {
                 format!("path {path} resolved to {hit:?}; the dentries say {at:?}"),
             ));
         }
-        self.checks += 1;
+        self.frame.checks += 1;
         Ok(())
     }
 
@@ -443,8 +445,8 @@ impl NokvRun {
         }
         // Each directory's watch log replays to its entries (on some
         // steps: the logs grow with the run).
-        self.checks += 1;
-        if !self.rng.chance(0.2) {
+        self.frame.checks += 1;
+        if !self.frame.rng.chance(0.2) {
             return Ok(());
         }
         for (inode, attr) in &rows.inodes {
@@ -491,8 +493,8 @@ impl<E: Target> Driven<E> for NokvRun {
     }
 
     fn step(&mut self, fs: &Fs<E>, step: usize) -> Result<(), Violation> {
-        if self.rng.chance(0.05) {
-            self.clock.advance(self.rng.below(3_000));
+        if self.frame.rng.chance(0.05) {
+            self.frame.clock.advance(self.frame.rng.below(3_000));
         }
         self.act(fs, step)?;
         self.check(fs, step)
@@ -501,35 +503,30 @@ impl<E: Target> Driven<E> for NokvRun {
 
 /// Runs the NoKV workload of one seed on engine `E`.
 pub fn run_nokv_seed_on<E: Target>(options: &RunOptions) -> SeedReport {
-    let mut rng = SeededRng::new(options.seed ^ 0x0F5E_0000_0000_0000);
-    let config = FaultConfig::swarm(&mut rng, &options.faults);
-    let fault_seed = rng.next_u64();
+    let mut frame = Frame::new(options, 0x0F5E_0000_0000_0000, 1_730_000_000_000);
+    let config = frame.faults;
     let store_options = crate::run::schema_options(
-        &mut rng,
+        &mut frame.rng,
         Nokv::<strata_engine::MemEngine>::declare(StoreOptions::new(Limits::FOUNDATIONDB)),
     );
     let mut run = NokvRun {
-        clock: Arc::new(ManualClock::new(1_730_000_000_000)),
-        trace: Trace::new(),
-        commits: 0,
-        checks: 0,
         options: store_options.clone(),
         blobs: Arc::new(MemBlobs::default()),
         next_request: 0,
         acknowledged: Vec::new(),
-        rng,
+        frame,
     };
-    run.trace.event(
+    run.frame.trace.event(
         0,
         format!(
             "nokv seed {} faults {config:?} durability {:?}",
             options.seed, store_options.durability
         ),
     );
-    let engine = FaultyEngine::new(E::fresh(store_options.keyspace_specs()), config, fault_seed);
+    let engine = run.frame.engine::<E>(store_options.keyspace_specs());
     let mut violation = None;
     {
-        let quiet = crate::run::quiet_store(&engine, &store_options, run.clock.clone());
+        let quiet = crate::run::quiet_store(&engine, &store_options, run.frame.clock.clone());
         let quiet = Nokv::open(quiet, run.blobs.clone(), NokvConfig::default())
             .unwrap_or_else(|e| unreachable!("{e}"));
         let made = quiet.create_mount(M, "").and_then(|()| {
@@ -551,17 +548,11 @@ pub fn run_nokv_seed_on<E: Target>(options: &RunOptions) -> SeedReport {
     let (fs, found) = if violation.is_some() {
         (Some(fs), None)
     } else {
-        drive(&mut run, fs, options.ops, &config)
+        drive(&mut run, fs, options.ops)
     };
     violation = violation.or(found);
     let faults = fs
         .map(|f| f.store().engine().counters())
         .unwrap_or_default();
-    run.trace.report(
-        "nokv",
-        options.seed,
-        (run.commits, run.checks),
-        faults,
-        violation,
-    )
+    run.frame.report("nokv", options.seed, faults, violation)
 }

@@ -28,18 +28,17 @@
 //!   effects in the same store.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::Arc;
 
 use strata_codec::Limits;
-use strata_engine::{Clock, Engine, ManualClock, Rng, SeededRng, Snapshot};
+use strata_engine::{Clock, Engine, Rng, SeededRng, Snapshot};
 use strata_keys::tuple_key;
 use strata_outbox::{
     Delivery, Failed, Lease, Outbox, OutboxConfig, OutboxError, Position, Start, Topic,
 };
 use strata_store::{Store, StoreError, StoreOptions, Tx};
 
-use crate::faults::{FaultClass, FaultConfig, FaultyEngine};
-use crate::run::{RunOptions, SeedReport, Trace, Violation, fail};
+use crate::faults::FaultyEngine;
+use crate::run::{Frame, RunOptions, SeedReport, Violation, fail};
 use crate::store::{Applied, applied_despite};
 use crate::targets::Target;
 
@@ -84,11 +83,8 @@ type Failures = BTreeMap<u64, (OrderingKey, Position, u64)>;
 type Unfinished = BTreeMap<u64, (OrderingKey, Position)>;
 
 struct OutboxRun {
-    rng: SeededRng,
-    clock: Arc<ManualClock>,
-    trace: Trace,
-    commits: u64,
-    checks: u64,
+    /// The seed's draws, clock, trace and counts.
+    frame: Frame,
     next_seq: u64,
     immediate: bool,
     config: OutboxConfig,
@@ -190,8 +186,8 @@ impl OutboxRun {
         Outbox::new(
             store,
             self.config,
-            self.clock.clone(),
-            Box::new(SeededRng::new(self.rng.next_u64())),
+            self.frame.clock.clone(),
+            Box::new(SeededRng::new(self.frame.rng.next_u64())),
         )
         .unwrap_or_else(|e| unreachable!("the outbox's spaces are declared: {e}"))
     }
@@ -200,8 +196,8 @@ impl OutboxRun {
         Store::open_with(
             engine,
             options.clone(),
-            self.clock.clone(),
-            Box::new(SeededRng::new(self.rng.next_u64())),
+            self.frame.clock.clone(),
+            Box::new(SeededRng::new(self.frame.rng.next_u64())),
         )
         .unwrap_or_else(|e| unreachable!("the store's keyspaces are declared: {e}"))
     }
@@ -259,8 +255,8 @@ impl OutboxRun {
 
     fn new_entry(&mut self) -> (u64, Option<Vec<u8>>) {
         self.next_seq += 1;
-        let key = (!self.rng.chance(0.3))
-            .then(|| vec![b'k', u8::try_from(self.rng.below(KEYS)).unwrap_or(0)]);
+        let key = (!self.frame.rng.chance(0.3))
+            .then(|| vec![b'k', u8::try_from(self.frame.rng.below(KEYS)).unwrap_or(0)]);
         (self.next_seq, key)
     }
 
@@ -285,7 +281,7 @@ impl OutboxRun {
         step: usize,
     ) -> Result<(), Violation> {
         let outbox = self.outbox(store);
-        if self.rng.chance(0.3) {
+        if self.frame.rng.chance(0.3) {
             // Two producers: both begin, both push, they commit in a random
             // order.
             let entries = [self.new_entry(), self.new_entry()];
@@ -295,7 +291,7 @@ impl OutboxRun {
                 let r = Self::push(&outbox, &mut tx, *seq, key.as_deref());
                 txs.push((tx, r, (*seq, key.clone())));
             }
-            if self.rng.chance(0.5) {
+            if self.frame.rng.chance(0.5) {
                 txs.reverse();
             }
             for (tx, pushed, entry) in txs {
@@ -307,7 +303,7 @@ impl OutboxRun {
             }
             return Ok(());
         }
-        let n = 1 + self.rng.below(3);
+        let n = 1 + self.frame.rng.below(3);
         let entries: Vec<_> = (0..n).map(|_| self.new_entry()).collect();
         let r = store.transact(|tx| {
             for (seq, key) in &entries {
@@ -333,12 +329,12 @@ impl OutboxRun {
         self.record(entries, applied);
         match r {
             Ok(()) => {
-                self.commits += 1;
-                self.trace.event(step, format!("{what}: ok"));
+                self.frame.commits += 1;
+                self.frame.trace.event(step, format!("{what}: ok"));
                 Ok(())
             }
             Err(e) if faulted(e) || matches!(e, OutboxError::Store(s) if s.is_conflict()) => {
-                self.trace.event(step, format!("{what}: {e}"));
+                self.frame.trace.event(step, format!("{what}: {e}"));
                 Ok(())
             }
             Err(e) => Err(fail(step, format!("{what} failed: {e}"))),
@@ -357,28 +353,29 @@ impl OutboxRun {
         let lease = match hold(&outbox, &mut self.leases[c], TOPIC, CONSUMERS[c], &holder) {
             Ok(l) => l,
             Err(e) if faulted(&e) || matches!(e, OutboxError::LeaseHeld { .. }) => {
-                self.trace
+                self.frame
+                    .trace
                     .event(step, format!("{holder} of {}: {e}", CONSUMERS[c]));
                 return Ok(());
             }
             Err(e) => return Err(fail(step, format!("acquire: {e}"))),
         };
-        let max = 1 + usize::try_from(self.rng.below(6)).unwrap_or(0);
+        let max = 1 + usize::try_from(self.frame.rng.below(6)).unwrap_or(0);
         let batch = match outbox.poll(&lease, &topic(), max) {
             Ok(b) => b,
             Err(e) if faulted(&e) => {
-                self.trace.event(step, format!("poll: {e}"));
+                self.frame.trace.event(step, format!("poll: {e}"));
                 return Ok(());
             }
             Err(e) => return Err(fail(step, format!("poll: {e}"))),
         };
-        let now = self.clock.now_ms();
+        let now = self.frame.clock.now_ms();
         let durable = store.engine().inner().durable_version();
         self.check_batch(step, c, &batch, durable)?;
         if batch.len() < max {
             self.check_nothing_else_held(step, c, &batch, now)?;
         }
-        if self.rng.chance(0.2) {
+        if self.frame.rng.chance(0.2) {
             self.twin(store, &outbox, step, c, &holder, &batch)?;
         }
         let mut failed_keys = BTreeSet::new();
@@ -387,10 +384,11 @@ impl OutboxRun {
                 continue;
             }
             let seq = seq_of(d);
-            if self.rng.chance(0.2) {
+            if self.frame.rng.chance(0.2) {
                 match outbox.fail(&lease, d.position, "handler failed") {
                     Ok(f) => {
-                        self.trace
+                        self.frame
+                            .trace
                             .event(step, format!("{} failed {seq}: {f:?}", CONSUMERS[c]));
                         if let Failed::Retry { at_ms, .. } = f {
                             self.waiting[c]
@@ -402,7 +400,7 @@ impl OutboxRun {
                         }
                     }
                     Err(e) if faulted(&e) => {
-                        self.trace.event(step, format!("fail: {e}"));
+                        self.frame.trace.event(step, format!("fail: {e}"));
                         self.open[c].remove(&seq);
                         self.maybe_waiting[c]
                             .insert(seq, (d.ordering_key.clone(), d.position, u64::MAX));
@@ -419,12 +417,13 @@ impl OutboxRun {
             });
             match r {
                 Ok(((), info)) => {
-                    self.commits += 1;
+                    self.frame.commits += 1;
                     self.open[c].remove(&seq);
                     if let Some(info) = info {
                         self.finishing[c].insert(seq, info.version);
                     }
-                    self.trace
+                    self.frame
+                        .trace
                         .event(step, format!("{} handled {seq}", CONSUMERS[c]));
                 }
                 // Finished already: a retried commit whose first try
@@ -436,7 +435,7 @@ impl OutboxRun {
                 {
                     // Finished perhaps: no claim on it any more.
                     self.open[c].remove(&seq);
-                    self.trace.event(step, format!("ack of {seq}: {e}"));
+                    self.frame.trace.event(step, format!("ack of {seq}: {e}"));
                     return Ok(());
                 }
                 Err(e) => return Err(fail(step, format!("ack of {seq}: {e}"))),
@@ -453,7 +452,7 @@ impl OutboxRun {
         batch: &[Delivery<Vec<u8>>],
         durable: u64,
     ) -> Result<(), Violation> {
-        let now = self.clock.now_ms();
+        let now = self.frame.clock.now_ms();
         // Finishing commits now durable: their entries are finished for good.
         let finishing = std::mem::take(&mut self.finishing[c]);
         for (seq, version) in finishing {
@@ -464,7 +463,7 @@ impl OutboxRun {
             }
         }
         for d in batch {
-            self.checks += 1;
+            self.frame.checks += 1;
             let seq = seq_of(d);
             if self.finished[c].contains(&seq) {
                 return Err(fail(
@@ -539,7 +538,7 @@ impl OutboxRun {
     ) -> Result<(), Violation> {
         let got: BTreeSet<u64> = batch.iter().map(seq_of).collect();
         for (seq, (key, pos)) in &self.open[c] {
-            self.checks += 1;
+            self.frame.checks += 1;
             if got.contains(seq) || self.may_be_held(c, *seq, key.as_deref(), *pos, now) {
                 continue;
             }
@@ -571,14 +570,15 @@ impl OutboxRun {
         let lease = match outbox.acquire(TOPIC, CONSUMERS[c], holder) {
             Ok(l) => l,
             Err(e) if faulted(&e) || matches!(e, OutboxError::LeaseHeld { .. }) => {
-                self.checks += 1;
-                self.trace
+                self.frame.checks += 1;
+                self.frame
+                    .trace
                     .event(step, format!("a second {holder} of {}: {e}", CONSUMERS[c]));
                 return Ok(());
             }
             Err(e) => return Err(fail(step, format!("a second {holder}: {e}"))),
         };
-        self.trace.event(
+        self.frame.trace.event(
             step,
             format!("a second {holder} holds {} too", CONSUMERS[c]),
         );
@@ -588,12 +588,13 @@ impl OutboxRun {
                 tx.add(&Handled { c: c as u64, seq }, 1)?;
                 outbox.ack(tx, &lease, d.position)
             });
-            self.trace
+            self.frame
+                .trace
                 .event(step, format!("the second {holder} handled {seq}: {r:?}"));
             // Finished, or perhaps (an unknown outcome): no claim either way.
             self.open[c].remove(&seq);
             if r.is_ok() {
-                self.commits += 1;
+                self.frame.commits += 1;
             }
         }
         Ok(())
@@ -614,7 +615,7 @@ impl OutboxRun {
             Err(e) if faulted(&e) || matches!(e, OutboxError::LeaseHeld { .. }) => return Ok(()),
             Err(e) => return Err(fail(step, format!("acquire: {e}"))),
         };
-        self.clock.advance(self.config.lease_ms + 1);
+        self.frame.clock.advance(self.config.lease_ms + 1);
         self.worker[c] += 1;
         let new_holder = format!("w{}", self.worker[c]);
         match outbox.acquire(TOPIC, CONSUMERS[c], &new_holder) {
@@ -628,7 +629,8 @@ impl OutboxRun {
             Err(e) if faulted(&e) => return Ok(()),
             Err(e) => return Err(fail(step, format!("take-over: {e}"))),
         }
-        self.trace
+        self.frame
+            .trace
             .event(step, format!("{new_holder} took {} over", CONSUMERS[c]));
         self.stale_ack(store, &outbox, step, &old)
     }
@@ -641,7 +643,7 @@ impl OutboxRun {
         old: &Lease,
     ) -> Result<(), Violation> {
         let r = store.transact(|tx| outbox.ack(tx, old, Position::end_of(0)));
-        self.checks += 1;
+        self.frame.checks += 1;
         match r {
             Err(OutboxError::StaleLease { .. }) => Ok(()),
             Err(e) if faulted(&e) => Ok(()),
@@ -656,8 +658,9 @@ impl OutboxRun {
         let outbox = self.outbox(store);
         match outbox.trim(TOPIC, 0, Some(2)) {
             Ok(t) => {
-                self.commits += t.commits;
-                self.trace
+                self.frame.commits += t.commits;
+                self.frame
+                    .trace
                     .event(step, format!("trim: {} entries", t.entries));
                 Ok(())
             }
@@ -670,15 +673,15 @@ impl OutboxRun {
 
     /// One random step.
     fn step<E: Target>(&mut self, s: &Store<Faulty<E>>, step: usize) -> Result<(), Violation> {
-        self.clock.advance(self.rng.below(50));
-        match self.rng.below(100) {
+        self.frame.clock.advance(self.frame.rng.below(50));
+        match self.frame.rng.below(100) {
             0..=39 => self.produce(s, step),
             40..=79 => {
-                let c = usize::try_from(self.rng.below(2)).unwrap_or(0);
+                let c = usize::try_from(self.frame.rng.below(2)).unwrap_or(0);
                 self.consume(s, step, c)
             }
             80..=84 => {
-                let c = usize::try_from(self.rng.below(2)).unwrap_or(0);
+                let c = usize::try_from(self.frame.rng.below(2)).unwrap_or(0);
                 self.takeover(s, step, c)
             }
             85..=89 => self.trim(s, step),
@@ -687,7 +690,7 @@ impl OutboxRun {
                 if r.is_ok() {
                     self.durable();
                 }
-                self.trace.event(step, format!("sync: {r:?}"));
+                self.frame.trace.event(step, format!("sync: {r:?}"));
                 Ok(())
             }
         }
@@ -703,7 +706,7 @@ impl OutboxRun {
         let c_store: Store<&E> = Store::open_with(
             store.engine().inner(),
             store.options().clone(),
-            self.clock.clone(),
+            self.frame.clock.clone(),
             Box::new(SeededRng::new(0)),
         )
         .unwrap_or_else(|e| unreachable!("{e}"));
@@ -713,7 +716,7 @@ impl OutboxRun {
             .sync()
             .map_err(|e| fail(step, format!("a fault-free sync failed: {e}")))?;
         self.durable();
-        self.clock.advance(self.config.lease_ms + 1);
+        self.frame.clock.advance(self.config.lease_ms + 1);
         let outbox = self.outbox(&c_store);
         for (c, name) in CONSUMERS.iter().enumerate() {
             let mut lease = outbox.acquire(TOPIC, name, "drainer").map_err(err)?;
@@ -721,7 +724,7 @@ impl OutboxRun {
                 let batch = outbox.poll(&lease, &topic(), 64).map_err(err)?;
                 if batch.is_empty() {
                     // Past every backoff, then once more.
-                    self.clock.advance(self.config.max_backoff_ms + 1);
+                    self.frame.clock.advance(self.config.max_backoff_ms + 1);
                     lease = outbox.renew(&lease).map_err(err)?;
                     if outbox.poll(&lease, &topic(), 64).map_err(err)?.is_empty() {
                         break;
@@ -777,7 +780,7 @@ impl OutboxRun {
                 let k = <Handled as strata_keys::Key>::unpack(raw_key)
                     .map_err(|e| fail(step, format!("a handled counter's key: {e}")))?;
                 let n = <[u8; 8]>::try_from(raw_value.as_slice()).map_or(-1, i64::from_le_bytes);
-                self.checks += 1;
+                self.frame.checks += 1;
                 if n != 1 {
                     return Err(fail(
                         step,
@@ -800,7 +803,7 @@ impl OutboxRun {
             }
             done.extend(dead);
             for (seq, (known, _)) in &self.pushed {
-                self.checks += 1;
+                self.frame.checks += 1;
                 if *known == Known::Certain && !done.contains(seq) {
                     return Err(fail(
                         step,
@@ -848,15 +851,10 @@ pub(crate) fn outbox_config() -> OutboxConfig {
 
 /// Runs the outbox workload of one seed on engine `E`.
 pub fn run_outbox_seed_on<E: Target>(options: &RunOptions) -> SeedReport {
-    let mut rng = SeededRng::new(options.seed ^ 0x0B0C_0000_0000_0000);
-    let config = FaultConfig::swarm(&mut rng, &options.faults);
-    let fault_seed = rng.next_u64();
-    let store_options = self::options(&mut rng);
+    let mut frame = Frame::new(options, 0x0B0C_0000_0000_0000, 1_700_000_000_000);
+    let config = frame.faults;
+    let store_options = self::options(&mut frame.rng);
     let mut run = OutboxRun {
-        clock: Arc::new(ManualClock::new(1_700_000_000_000)),
-        trace: Trace::new(),
-        commits: 0,
-        checks: 0,
         next_seq: 0,
         immediate: store_options.durability == strata_engine::Durability::Immediate,
         config: outbox_config(),
@@ -870,21 +868,21 @@ pub fn run_outbox_seed_on<E: Target>(options: &RunOptions) -> SeedReport {
         finished: [BTreeSet::new(), BTreeSet::new()],
         worker: [0, 0],
         leases: [None, None],
-        rng,
+        frame,
     };
-    run.trace.event(
+    run.frame.trace.event(
         0,
         format!(
             "outbox seed {} faults {config:?} durability {:?}",
             options.seed, store_options.durability
         ),
     );
-    let engine = FaultyEngine::new(E::fresh(store_options.keyspace_specs()), config, fault_seed);
+    let engine = run.frame.engine::<E>(store_options.keyspace_specs());
     let mut store = Some(run.open(engine, &store_options));
     // Consumers are registered before the workload, without faults.
     let mut violation = None;
     if let Some(s) = &store {
-        let quiet = crate::run::quiet_store(s.engine(), &store_options, run.clock.clone());
+        let quiet = crate::run::quiet_store(s.engine(), &store_options, run.frame.clock.clone());
         for name in CONSUMERS {
             if let Err(e) = run.outbox(&quiet).register(TOPIC, name, Start::Beginning) {
                 violation = Some(fail(
@@ -896,11 +894,10 @@ pub fn run_outbox_seed_on<E: Target>(options: &RunOptions) -> SeedReport {
     }
     for step in 1..=options.ops {
         let Some(s) = store.take() else { break };
-        let crash = s.engine().is_stuck()
-            || (config.p(FaultClass::Crash) > 0.0 && run.rng.chance(config.p(FaultClass::Crash)));
+        let crash = run.frame.crash_due(s.engine().is_stuck());
         if crash {
-            let e = s.into_engine().crash_restart(&mut run.rng);
-            run.trace.event(step, "crash and reopen".to_owned());
+            let e = s.into_engine().crash_restart(&mut run.frame.rng);
+            run.frame.trace.event(step, "crash and reopen".to_owned());
             run.crash();
             store = Some(run.open(e, &store_options));
             continue;
@@ -919,11 +916,5 @@ pub fn run_outbox_seed_on<E: Target>(options: &RunOptions) -> SeedReport {
         violation = Some(v);
     }
     let faults = store.map(|s| s.engine().counters()).unwrap_or_default();
-    run.trace.report(
-        "outbox",
-        options.seed,
-        (run.commits, run.checks),
-        faults,
-        violation,
-    )
+    run.frame.report("outbox", options.seed, faults, violation)
 }

@@ -122,6 +122,76 @@ pub struct SeedReport {
 
 const TRACE_TAIL: usize = 60;
 
+/// What every workload's run of one seed shares, set up one way: the
+/// seed's random draws (the swarm's fault rates and the faults' own seed
+/// drawn first, then the workload's), the clock, the trace, and the
+/// counts of commits and checks its report gives.
+pub(crate) struct Frame {
+    pub(crate) rng: SeededRng,
+    pub(crate) clock: std::sync::Arc<strata_engine::ManualClock>,
+    pub(crate) trace: Trace,
+    pub(crate) commits: u64,
+    pub(crate) checks: u64,
+    /// The fault rates the swarm drew for this seed.
+    pub(crate) faults: FaultConfig,
+    /// The seed of the faults' own draws.
+    pub(crate) fault_seed: u64,
+}
+
+impl Frame {
+    /// The frame of `options.seed` for a workload whose draws are salted
+    /// with `salt` (each workload has its own, so the workloads of one seed
+    /// are independent), its clock starting at `start_ms`.
+    pub(crate) fn new(options: &RunOptions, salt: u64, start_ms: u64) -> Self {
+        let mut rng = SeededRng::new(options.seed ^ salt);
+        let faults = FaultConfig::swarm(&mut rng, &options.faults);
+        let fault_seed = rng.next_u64();
+        Self {
+            rng,
+            clock: std::sync::Arc::new(strata_engine::ManualClock::new(start_ms)),
+            trace: Trace::new(),
+            commits: 0,
+            checks: 0,
+            faults,
+            fault_seed,
+        }
+    }
+
+    /// A fresh engine of kind `E` with these keyspaces, under the run's
+    /// faults.
+    pub(crate) fn engine<E: Target>(
+        &self,
+        specs: Vec<strata_engine::KeyspaceSpec>,
+    ) -> FaultyEngine<E> {
+        FaultyEngine::new(E::fresh(specs), self.faults, self.fault_seed)
+    }
+
+    /// Whether the run crashes before its next step: always when the
+    /// engine is stuck (a failed sync it cannot recover from), else by the
+    /// swarm's crash rate.
+    pub(crate) fn crash_due(&mut self, stuck: bool) -> bool {
+        let p = self.faults.p(FaultClass::Crash);
+        stuck || (p > 0.0 && self.rng.chance(p))
+    }
+
+    /// Closes the run: the violation (if any) traced, then the report.
+    pub(crate) fn report(
+        self,
+        workload: &str,
+        seed: u64,
+        faults: FaultCounters,
+        violation: Option<Violation>,
+    ) -> SeedReport {
+        self.trace.report(
+            workload,
+            seed,
+            (self.commits, self.checks),
+            faults,
+            violation,
+        )
+    }
+}
+
 /// The trace: every event hashed (FNV-1a), the last ones kept.
 pub(crate) struct Trace {
     pub(crate) hash: u64,
@@ -416,10 +486,9 @@ fn join(options: &RunOptions, a: &SeedReport, b: SeedReport) -> SeedReport {
 pub(crate) trait Driven<E: Target> {
     /// The layer the steps use.
     type Layer;
-    /// The run's generator (crash odds are drawn from it).
-    fn rng(&mut self) -> &mut SeededRng;
-    /// The run's trace, where crashes are recorded.
-    fn trace(&mut self) -> &mut Trace;
+    /// The run's frame: crash odds are drawn from its generator, crashes
+    /// recorded in its trace.
+    fn frame(&mut self) -> &mut Frame;
     /// The engine under the layer.
     fn engine(layer: &Self::Layer) -> &FaultyEngine<E>;
     /// The layer taken apart, for a restart.
@@ -444,12 +513,8 @@ macro_rules! driven_on_store {
     ($layer:ty) => {
         type Layer = $layer;
 
-        fn rng(&mut self) -> &mut SeededRng {
-            &mut self.rng
-        }
-
-        fn trace(&mut self) -> &mut Trace {
-            &mut self.trace
+        fn frame(&mut self) -> &mut $crate::run::Frame {
+            &mut self.frame
         }
 
         fn engine(layer: &$layer) -> &FaultyEngine<E> {
@@ -526,16 +591,13 @@ pub(crate) fn drive<E: Target, D: Driven<E>>(
     d: &mut D,
     layer: D::Layer,
     ops: usize,
-    config: &FaultConfig,
 ) -> (Option<D::Layer>, Option<Violation>) {
     let mut layer = Some(layer);
     for step in 1..=ops {
         let Some(l) = layer.take() else { break };
-        let p = config.p(FaultClass::Crash);
-        let crash = D::engine(&l).is_stuck() || (p > 0.0 && d.rng().chance(p));
-        if crash {
-            let e = D::into_engine(l).crash_restart(d.rng());
-            d.trace().event(step, "crash and reopen".to_owned());
+        if d.frame().crash_due(D::engine(&l).is_stuck()) {
+            let e = D::into_engine(l).crash_restart(&mut d.frame().rng);
+            d.frame().trace.event(step, "crash and reopen".to_owned());
             d.crashed();
             layer = Some(d.reopen(e));
             continue;

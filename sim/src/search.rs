@@ -34,8 +34,8 @@ use strata_search::tantivy::directory::RamDirectory;
 use strata_search::{Document, IndexSpec, Indexer, IndexerConfig, Location, Query, SearchError};
 use strata_store::{Scan, Store, StoreError, StoreOptions};
 
-use crate::faults::{FaultClass, FaultConfig, FaultyEngine};
-use crate::run::{RunOptions, SeedReport, Trace, Violation, fail};
+use crate::faults::{FaultClass, FaultyEngine};
+use crate::run::{Frame, RunOptions, SeedReport, Trace, Violation, fail};
 use crate::targets::Target;
 
 const WORDS: [&str; 6] = ["amber", "basil", "cedar", "delta", "ember", "fjord"];
@@ -121,11 +121,8 @@ fn committed_version(ram: &RamDirectory) -> Result<u64, String> {
 }
 
 struct SearchRun {
-    rng: SeededRng,
-    clock: Arc<ManualClock>,
-    trace: Trace,
-    commits: u64,
-    checks: u64,
+    /// The seed's draws, clock, trace and counts.
+    frame: Frame,
 }
 
 impl SearchRun {
@@ -133,16 +130,16 @@ impl SearchRun {
         Store::open_with(
             engine,
             options.clone(),
-            self.clock.clone(),
-            Box::new(SeededRng::new(self.rng.next_u64())),
+            self.frame.clock.clone(),
+            Box::new(SeededRng::new(self.frame.rng.next_u64())),
         )
         .unwrap_or_else(|e| unreachable!("the store's keyspaces are declared: {e}"))
     }
 
     fn text(&mut self) -> String {
-        let n = 1 + self.rng.below(3);
+        let n = 1 + self.frame.rng.below(3);
         (0..n)
-            .map(|_| WORDS[usize::try_from(self.rng.below(6)).unwrap_or(0)])
+            .map(|_| WORDS[usize::try_from(self.frame.rng.below(6)).unwrap_or(0)])
             .collect::<Vec<_>>()
             .join(" ")
     }
@@ -150,9 +147,9 @@ impl SearchRun {
     /// One write: a note put (new or rewritten), inserted (written only if
     /// absent, indexed without a delete) or deleted, with its change.
     fn write<E: Engine>(&mut self, outbox: &Outbox<'_, E>, step: usize) -> Result<(), Violation> {
-        let id = self.rng.below(IDS);
-        let delete = self.rng.chance(0.2);
-        let insert = !delete && self.rng.chance(0.3);
+        let id = self.frame.rng.below(IDS);
+        let delete = self.frame.rng.chance(0.2);
+        let insert = !delete && self.frame.rng.chance(0.3);
         let text = self.text();
         let s = spec();
         let r = outbox.store().transact(|tx| {
@@ -166,8 +163,8 @@ impl SearchRun {
         });
         match r {
             Ok(wrote) => {
-                self.commits += 1;
-                self.trace.event(
+                self.frame.commits += 1;
+                self.frame.trace.event(
                     step,
                     match (delete, insert) {
                         (true, _) => format!("delete {id}"),
@@ -234,18 +231,11 @@ fn index_error<I>(
 // travel between functions.
 #[allow(clippy::too_many_lines)]
 pub fn run_search_seed_on<E: Target>(options: &RunOptions) -> SeedReport {
-    let mut rng = SeededRng::new(options.seed ^ 0x5EA2_C400_0000_0000);
-    let config = FaultConfig::swarm(&mut rng, &options.faults);
-    let fault_seed = rng.next_u64();
-    let store_options = self::options(&mut rng);
-    let mut run = SearchRun {
-        clock: Arc::new(ManualClock::new(1_700_000_000_000)),
-        trace: Trace::new(),
-        commits: 0,
-        checks: 0,
-        rng,
-    };
-    run.trace.event(
+    let mut frame = Frame::new(options, 0x5EA2_C400_0000_0000, 1_700_000_000_000);
+    let config = frame.faults;
+    let store_options = self::options(&mut frame.rng);
+    let mut run = SearchRun { frame };
+    run.frame.trace.event(
         0,
         format!(
             "search seed {} faults {config:?} durability {:?}",
@@ -254,7 +244,7 @@ pub fn run_search_seed_on<E: Target>(options: &RunOptions) -> SeedReport {
     );
     let ix_config = indexer_config();
     let ram = RamDirectory::create();
-    let engine = FaultyEngine::new(E::fresh(store_options.keyspace_specs()), config, fault_seed);
+    let engine = run.frame.engine::<E>(store_options.keyspace_specs());
     let mut store = Some(run.open(engine, &store_options));
     let mut violation = None;
     let mut step = 0;
@@ -265,24 +255,21 @@ pub fn run_search_seed_on<E: Target>(options: &RunOptions) -> SeedReport {
             let outbox = Outbox::new(
                 &s,
                 outbox_config(),
-                run.clock.clone(),
-                Box::new(SeededRng::new(run.rng.next_u64())),
+                run.frame.clock.clone(),
+                Box::new(SeededRng::new(run.frame.rng.next_u64())),
             )
             .unwrap_or_else(|e| unreachable!("the outbox's spaces are declared: {e}"));
             let mut ix: Option<Indexer<'_, '_, Faulty<E>, Note>> = None;
             while step < options.ops {
                 step += 1;
-                if s.engine().is_stuck()
-                    || (config.p(FaultClass::Crash) > 0.0
-                        && run.rng.chance(config.p(FaultClass::Crash)))
-                {
+                if run.frame.crash_due(s.engine().is_stuck()) {
                     crashed = true;
                     break;
                 }
-                run.clock.advance(run.rng.below(50));
-                let roll = run.rng.below(100);
+                run.frame.clock.advance(run.frame.rng.below(50));
+                let roll = run.frame.rng.below(100);
                 if (45..=89).contains(&roll) && ix.is_none() {
-                    match open_indexer(&outbox, &ram, &ix_config, &run.clock, step) {
+                    match open_indexer(&outbox, &ram, &ix_config, &run.frame.clock, step) {
                         Ok(opened) => ix = opened,
                         Err(v) => {
                             violation = Some(v);
@@ -294,16 +281,16 @@ pub fn run_search_seed_on<E: Target>(options: &RunOptions) -> SeedReport {
                     0..=44 => run.write(&outbox, step),
                     45..=79 => match ix.as_mut().map(Indexer::step) {
                         Some(Err(e)) => {
-                            index_error(e, &mut ix, &mut run.trace, step, "an index step")
+                            index_error(e, &mut ix, &mut run.frame.trace, step, "an index step")
                         }
                         _ => Ok(()),
                     },
                     80..=84 => {
-                        run.trace.event(step, "indexer crash".to_owned());
+                        run.frame.trace.event(step, "indexer crash".to_owned());
                         ix = None;
-                        if run.rng.chance(0.5) {
+                        if run.frame.rng.chance(0.5) {
                             // The restart comes after its lease ran out.
-                            run.clock.advance(outbox_config().lease_ms + 1);
+                            run.frame.clock.advance(outbox_config().lease_ms + 1);
                         }
                         Ok(())
                     }
@@ -311,11 +298,11 @@ pub fn run_search_seed_on<E: Target>(options: &RunOptions) -> SeedReport {
                         // A rebuild or a catch-up, and the engine crashes
                         // right after it: the index must not be ahead of
                         // what the engine keeps.
-                        let rebuild = run.rng.chance(0.6);
+                        let rebuild = run.frame.rng.chance(0.6);
                         let result = match ix.take() {
                             None => Ok(()),
                             Some(i) if rebuild => i.rebuild().map(|(i, r)| {
-                                run.trace.event(
+                                run.frame.trace.event(
                                     step,
                                     format!("rebuilt: {} documents at {}", r.documents, r.version),
                                 );
@@ -323,7 +310,7 @@ pub fn run_search_seed_on<E: Target>(options: &RunOptions) -> SeedReport {
                             }),
                             Some(mut i) => {
                                 let r = i.catch_up().map(|_| {
-                                    run.trace.event(step, "caught up".to_owned());
+                                    run.frame.trace.event(step, "caught up".to_owned());
                                 });
                                 ix = Some(i);
                                 r
@@ -333,7 +320,7 @@ pub fn run_search_seed_on<E: Target>(options: &RunOptions) -> SeedReport {
                             Err(e) => index_error(
                                 e,
                                 &mut ix,
-                                &mut run.trace,
+                                &mut run.frame.trace,
                                 step,
                                 if rebuild { "a rebuild" } else { "a catch-up" },
                             ),
@@ -348,7 +335,7 @@ pub fn run_search_seed_on<E: Target>(options: &RunOptions) -> SeedReport {
                     }
                     _ => {
                         let r = s.engine().sync();
-                        run.trace.event(step, format!("sync: {r:?}"));
+                        run.frame.trace.event(step, format!("sync: {r:?}"));
                         Ok(())
                     }
                 };
@@ -357,7 +344,7 @@ pub fn run_search_seed_on<E: Target>(options: &RunOptions) -> SeedReport {
                     break;
                 }
                 if let Some(ix) = &ix {
-                    run.checks += 1;
+                    run.frame.checks += 1;
                     let durable = s.engine().durable_version();
                     if ix.checkpoint().version > durable {
                         violation = Some(fail(
@@ -373,10 +360,10 @@ pub fn run_search_seed_on<E: Target>(options: &RunOptions) -> SeedReport {
             }
         }
         if crashed {
-            let e = s.into_engine().crash_restart(&mut run.rng);
-            run.trace.event(step, "crash and reopen".to_owned());
+            let e = s.into_engine().crash_restart(&mut run.frame.rng);
+            run.frame.trace.event(step, "crash and reopen".to_owned());
             let reopened = run.open(e, &store_options);
-            run.checks += 1;
+            run.frame.checks += 1;
             match committed_version(&ram) {
                 Ok(v) if v > reopened.engine().last_version() => {
                     violation = Some(fail(
@@ -402,13 +389,7 @@ pub fn run_search_seed_on<E: Target>(options: &RunOptions) -> SeedReport {
         violation = Some(v);
     }
     let faults = store.map(|s| s.engine().counters()).unwrap_or_default();
-    run.trace.report(
-        "search",
-        options.seed,
-        (run.commits, run.checks),
-        faults,
-        violation,
-    )
+    run.frame.report("search", options.seed, faults, violation)
 }
 
 /// The quiet phase: without faults, the indexer catches up; the index must
@@ -424,7 +405,7 @@ fn quiet_check<E: Target>(
     let quiet: Store<&E> = Store::open_with(
         store.engine().inner(),
         store.options().clone(),
-        run.clock.clone(),
+        run.frame.clock.clone(),
         Box::new(SeededRng::new(0)),
     )
     .unwrap_or_else(|e| unreachable!("{e}"));
@@ -436,22 +417,22 @@ fn quiet_check<E: Target>(
     let outbox = Outbox::new(
         &quiet,
         outbox_config(),
-        run.clock.clone(),
+        run.frame.clock.clone(),
         Box::new(SeededRng::new(1)),
     )
     .unwrap_or_else(|e| unreachable!("{e}"));
     // Past any lease a crashed indexer held.
-    run.clock.advance(outbox_config().lease_ms + 1);
+    run.frame.clock.advance(outbox_config().lease_ms + 1);
     let mut ix = Indexer::open(
         &outbox,
         spec(),
         &Location::Shared(ram.clone()),
         config.clone(),
-        run.clock.clone(),
+        run.frame.clock.clone(),
     )
     .map_err(|e| err("the indexer does not reopen without faults", &e))?;
     let report = ix.verify().map_err(|e| err("verify failed", &e))?;
-    run.checks += 1;
+    run.frame.checks += 1;
     if !report.is_exact() {
         return Err(fail(
             step,
@@ -479,7 +460,7 @@ fn quiet_check<E: Target>(
             .search(&Query::new(word).limit(100))
             .map_err(|e| err("a search", &e))?;
         let ids: BTreeSet<u64> = got.hits.iter().map(|h| h.key.id).collect();
-        run.checks += 1;
+        run.frame.checks += 1;
         if ids != want || got.hits.len() != want.len() {
             return Err(fail(
                 step,

@@ -12,20 +12,18 @@
 //! if they could, the second would overwrite the first's debit or credit
 //! and the sum would change.
 
-use std::sync::Arc;
-
 use serde::{Deserialize, Serialize};
 use strata_codec::Limits;
-use strata_engine::{Engine, ManualClock, Rng, SeededRng};
+use strata_engine::{Engine, Rng};
 use strata_keys::tuple::Uuid;
 use strata_keys::tuple_key;
 use strata_schemas::universaldb::keys::{ACTOR, DATA, METADATA};
 use strata_schemas::universaldb::{Database, Isolation, UdbError};
 use strata_store::StoreOptions;
 
-use crate::faults::{FaultConfig, FaultyEngine};
+use crate::faults::FaultyEngine;
 use crate::run::{
-    Driven, RunOptions, SeedReport, Trace, Violation, drive, driven_on_store, fail, quiet_store,
+    Driven, Frame, RunOptions, SeedReport, Violation, drive, driven_on_store, fail, quiet_store,
 };
 use crate::targets::Target;
 
@@ -55,11 +53,8 @@ fn key(n: u128) -> BalanceKey {
 type Db<E> = Database<FaultyEngine<E>>;
 
 struct UdbRun {
-    rng: SeededRng,
-    clock: Arc<ManualClock>,
-    trace: Trace,
-    commits: u64,
-    checks: u64,
+    /// The seed's draws, clock, trace and counts.
+    frame: Frame,
     options: StoreOptions,
 }
 
@@ -74,18 +69,22 @@ struct Transfer {
 
 impl UdbRun {
     fn open<E: Target>(&mut self, engine: FaultyEngine<E>) -> Db<E> {
-        let store =
-            crate::run::open_store(engine, &self.options, self.clock.clone(), &mut self.rng);
+        let store = crate::run::open_store(
+            engine,
+            &self.options,
+            self.frame.clock.clone(),
+            &mut self.frame.rng,
+        );
         Database::open(store).unwrap_or_else(|e| unreachable!("the udb space is declared: {e}"))
     }
 
     fn transfer(&mut self) -> Transfer {
-        let from = self.rng.below(ACTORS);
-        let to = (from + 1 + self.rng.below(ACTORS - 1)) % ACTORS;
+        let from = self.frame.rng.below(ACTORS);
+        let to = (from + 1 + self.frame.rng.below(ACTORS - 1)) % ACTORS;
         Transfer {
             from: from.into(),
             to: to.into(),
-            amount: i64::try_from(1 + self.rng.below(120)).unwrap_or(1),
+            amount: i64::try_from(1 + self.frame.rng.below(120)).unwrap_or(1),
         }
     }
 
@@ -109,7 +108,7 @@ impl UdbRun {
             let credit = ops.write(&key(plan.to), &Balance(to.0 + plan.amount));
             wrote[i] = debit.is_ok() && credit.is_ok();
         }
-        let first = usize::try_from(self.rng.below(2)).unwrap_or(0);
+        let first = usize::try_from(self.frame.rng.below(2)).unwrap_or(0);
         let mut outcomes = Vec::new();
         let mut txs: Vec<_> = txs.into_iter().map(Some).collect();
         for i in [first, 1 - first] {
@@ -121,7 +120,7 @@ impl UdbRun {
             let plan = plans[i];
             match tx.commit() {
                 Ok(_) => {
-                    self.commits += 1;
+                    self.frame.commits += 1;
                     outcomes.push(format!(
                         "t{i} moved {} {}->{}",
                         plan.amount, plan.from, plan.to
@@ -130,7 +129,7 @@ impl UdbRun {
                 Err(e) => outcomes.push(format!("t{i} failed: {}", short(&e))),
             }
         }
-        self.trace.event(step, outcomes.join("; "));
+        self.frame.trace.event(step, outcomes.join("; "));
     }
 
     /// Money conserved, nothing negative: read in one snapshot.
@@ -143,7 +142,7 @@ impl UdbRun {
         let Ok(balances) = read else {
             return Ok(());
         };
-        self.checks += 1;
+        self.frame.checks += 1;
         let total: i64 = balances.iter().sum();
         if total != START * i64::try_from(ACTORS).unwrap_or(0) {
             return Err(fail(
@@ -162,10 +161,10 @@ impl<E: Target> Driven<E> for UdbRun {
     driven_on_store!(Db<E>);
 
     fn step(&mut self, db: &Db<E>, step: usize) -> Result<(), Violation> {
-        if self.rng.chance(0.05) {
+        if self.frame.rng.chance(0.05) {
             match db.store().engine().sync() {
-                Ok(v) => self.trace.event(step, format!("sync: durable {v}")),
-                Err(e) => self.trace.event(step, format!("sync failed: {e}")),
+                Ok(v) => self.frame.trace.event(step, format!("sync: durable {v}")),
+                Err(e) => self.frame.trace.event(step, format!("sync failed: {e}")),
             }
         } else {
             self.pair(db, step);
@@ -182,33 +181,28 @@ fn short(e: &UdbError) -> String {
 /// Runs the UniversalDB workload of one seed on engine `E`.
 #[allow(clippy::too_many_lines)] // setup, loop and report, in order
 pub fn run_universaldb_seed_on<E: Target>(options: &RunOptions) -> SeedReport {
-    let mut rng = SeededRng::new(options.seed ^ 0x0DB0_0000_0000_0000);
-    let config = FaultConfig::swarm(&mut rng, &options.faults);
-    let fault_seed = rng.next_u64();
+    let mut frame = Frame::new(options, 0x0DB0_0000_0000_0000, 1_730_000_000_000);
+    let config = frame.faults;
     let store_options = crate::run::schema_options(
-        &mut rng,
+        &mut frame.rng,
         Database::<strata_engine::MemEngine>::declare(StoreOptions::new(Limits::FOUNDATIONDB)),
     );
     let mut run = UdbRun {
-        clock: Arc::new(ManualClock::new(1_730_000_000_000)),
-        trace: Trace::new(),
-        commits: 0,
-        checks: 0,
         options: store_options.clone(),
-        rng,
+        frame,
     };
-    run.trace.event(
+    run.frame.trace.event(
         0,
         format!(
             "universaldb seed {} faults {config:?} durability {:?}",
             options.seed, store_options.durability
         ),
     );
-    let engine = FaultyEngine::new(E::fresh(store_options.keyspace_specs()), config, fault_seed);
+    let engine = run.frame.engine::<E>(store_options.keyspace_specs());
     let mut violation = None;
     {
         // The balances exist before the workload, written without faults.
-        let quiet = quiet_store(&engine, &store_options, run.clock.clone());
+        let quiet = quiet_store(&engine, &store_options, run.frame.clock.clone());
         let quiet = Database::open(quiet).unwrap_or_else(|e| unreachable!("{e}"));
         let made = quiet
             .run("open accounts", |tx| {
@@ -233,17 +227,12 @@ pub fn run_universaldb_seed_on<E: Target>(options: &RunOptions) -> SeedReport {
     let (db, found) = if violation.is_some() {
         (Some(db), None)
     } else {
-        drive(&mut run, db, options.ops, &config)
+        drive(&mut run, db, options.ops)
     };
     violation = violation.or(found);
     let faults = db
         .map(|d| d.store().engine().counters())
         .unwrap_or_default();
-    run.trace.report(
-        "universaldb",
-        options.seed,
-        (run.commits, run.checks),
-        faults,
-        violation,
-    )
+    run.frame
+        .report("universaldb", options.seed, faults, violation)
 }

@@ -33,9 +33,9 @@ impl StoreRun {
         store: &Store<Faulty<E>>,
         step: usize,
     ) -> Result<(), Violation> {
-        let actor = self.rng.below(ACTORS);
-        let kind = self.rng.below(3);
-        let n = 2 + self.rng.below(2);
+        let actor = self.frame.rng.below(ACTORS);
+        let kind = self.frame.rng.below(3);
+        let n = 2 + self.frame.rng.below(2);
         let mut txs: Vec<(Tx<'_, Faulty<E>>, Rec, String)> = Vec::new();
         for _ in 0..n {
             let mut tx = store.begin();
@@ -44,7 +44,7 @@ impl StoreRun {
             let (what, r) = match kind {
                 0 => {
                     let id = 0;
-                    let len = 150 + usize::try_from(self.rng.below(900)).unwrap_or(0);
+                    let len = 150 + usize::try_from(self.frame.rng.below(900)).unwrap_or(0);
                     let bytes = blob_bytes(self.seq, len);
                     let r = tx.put(&Blob { actor, id }, &bytes);
                     if r.is_ok() {
@@ -57,8 +57,9 @@ impl StoreRun {
                 }
                 1 => {
                     // Rows of one scope, each alone within the quota.
-                    let name = format!("r{}", self.rng.below(4));
-                    let value = vec![7; 100 + usize::try_from(self.rng.below(40)).unwrap_or(0)];
+                    let name = format!("r{}", self.frame.rng.below(4));
+                    let value =
+                        vec![7; 100 + usize::try_from(self.frame.rng.below(40)).unwrap_or(0)];
                     let key = Pad {
                         actor,
                         name: name.clone(),
@@ -71,7 +72,7 @@ impl StoreRun {
                 }
                 _ => {
                     let id = 0;
-                    let at = self.clock.now_ms() + 1 + self.rng.below(4_000);
+                    let at = self.frame.clock.now_ms() + 1 + self.frame.rng.below(4_000);
                     let value = [&at.to_be_bytes()[..], &[1]].concat();
                     let key = Ttl { actor, id };
                     // Read first, so that the racers conflict.
@@ -98,12 +99,15 @@ impl StoreRun {
             }
         }
         while !txs.is_empty() {
-            let i = usize::try_from(self.rng.below(txs.len() as u64)).unwrap_or(0);
+            let i = usize::try_from(self.frame.rng.below(txs.len() as u64)).unwrap_or(0);
             let (tx, rec, what) = txs.remove(i);
             match tx.commit() {
-                Err(e) if e.is_conflict() => self.trace.event(step, format!("{what}: conflict")),
+                Err(e) if e.is_conflict() => {
+                    self.frame.trace.event(step, format!("{what}: conflict"));
+                }
                 Err(StoreError::Limit { source, .. }) => {
-                    self.trace
+                    self.frame
+                        .trace
                         .event(step, format!("{what}: refused ({source})"));
                 }
                 r => {
@@ -120,9 +124,9 @@ impl StoreRun {
         store: &Store<Faulty<E>>,
         step: usize,
     ) -> Result<(), Violation> {
-        let m = self.rng.below(RANKED);
-        let points = i64::try_from(self.rng.below(20)).unwrap_or(0) - 10;
-        let remove = self.rng.chance(0.3);
+        let m = self.frame.rng.below(RANKED);
+        let points = i64::try_from(self.frame.rng.below(20)).unwrap_or(0) - 10;
+        let remove = self.frame.rng.chance(0.3);
         let rec = Rec::default();
         let r = store.transact(|tx| {
             rec.start();
@@ -151,7 +155,7 @@ impl StoreRun {
         store: &Store<Faulty<E>>,
         step: usize,
     ) -> Result<(), Violation> {
-        let n = 1 + self.rng.below(3);
+        let n = 1 + self.frame.rng.below(3);
         let first = self.events.next;
         self.events.next += n;
         let r = store.transact(|tx| {

@@ -34,17 +34,16 @@
 //!   limit's error, and the engine's contents are unchanged.
 
 use std::cell::RefCell;
-use std::sync::Arc;
 
 use strata_codec::Limits;
 use strata_engine::{
-    Clock, CommitError, Engine, EngineError, KeyspaceSpec, ManualClock, ReadError, Rng, SeededRng,
+    Clock, CommitError, Engine, EngineError, KeyspaceSpec, ReadError, Rng, SeededRng,
 };
 use strata_keys::{Key, KeyRange, tuple, tuple_key};
 use strata_store::{Scan, Store, StoreError, StoreOptions, Tx};
 
-use crate::faults::{FaultClass, FaultConfig, FaultyEngine};
-use crate::run::{RunOptions, SeedReport, Trace, Violation, fail};
+use crate::faults::{FaultClass, FaultyEngine};
+use crate::run::{Frame, RunOptions, SeedReport, Violation, fail};
 use crate::targets::Target;
 
 mod model;
@@ -419,11 +418,8 @@ fn options(rng: &mut SeededRng) -> StoreOptions {
 }
 
 struct StoreRun {
-    rng: SeededRng,
-    clock: Arc<ManualClock>,
-    trace: Trace,
-    commits: u64,
-    checks: u64,
+    /// The seed's draws, clock, trace and counts.
+    frame: Frame,
     seq: u64,
     /// What each key may hold, from the workload's own writes.
     model: Model<Slot>,
@@ -471,39 +467,33 @@ fn specs(options: &StoreOptions) -> Vec<KeyspaceSpec> {
 
 /// Runs the store workload of one seed on engine `E`.
 pub fn run_store_seed_on<E: Target>(options: &RunOptions) -> SeedReport {
-    let mut rng = SeededRng::new(options.seed ^ 0x5709_E000_0000_0000);
-    let config = FaultConfig::swarm(&mut rng, &options.faults);
-    let fault_seed = rng.next_u64();
-    let store_options = self::options(&mut rng);
+    let mut frame = Frame::new(options, 0x5709_E000_0000_0000, 1_700_000_000_000);
+    let config = frame.faults;
+    let store_options = self::options(&mut frame.rng);
     let mut run = StoreRun {
-        clock: Arc::new(ManualClock::new(1_700_000_000_000)),
-        trace: Trace::new(),
-        commits: 0,
-        checks: 0,
         seq: 0,
         model: Model::default(),
         events: Events::default(),
         immediate: store_options.durability == strata_engine::Durability::Immediate,
         clock_high: 0,
-        rng,
+        frame,
     };
-    run.trace.event(
+    run.frame.trace.event(
         0,
         format!(
             "store seed {} faults {config:?} durability {:?}",
             options.seed, store_options.durability
         ),
     );
-    let engine = FaultyEngine::new(E::fresh(specs(&store_options)), config, fault_seed);
+    let engine = run.frame.engine::<E>(specs(&store_options));
     let mut store = Some(run.open(engine, &store_options));
     let mut violation = None;
     for step in 1..=options.ops {
         let Some(s) = store.take() else { break };
-        let crash = s.engine().is_stuck()
-            || (config.p(FaultClass::Crash) > 0.0 && run.rng.chance(config.p(FaultClass::Crash)));
+        let crash = run.frame.crash_due(s.engine().is_stuck());
         let (next, outcome) = if crash {
-            let e = s.into_engine().crash_restart(&mut run.rng);
-            run.trace.event(step, "crash and reopen".to_owned());
+            let e = s.into_engine().crash_restart(&mut run.frame.rng);
+            run.frame.trace.event(step, "crash and reopen".to_owned());
             // Commits not yet durable may be lost.
             run.model.crash();
             run.events.crash();
@@ -511,18 +501,22 @@ pub fn run_store_seed_on<E: Target>(options: &RunOptions) -> SeedReport {
             let outcome = run.check(&s, step, "after a crash");
             (s, outcome)
         } else {
-            if config.p(FaultClass::Clock) > 0.0 && run.rng.chance(config.p(FaultClass::Clock)) {
-                let jump = run.rng.below(10_000);
-                if run.rng.chance(0.3) {
-                    run.clock.set(run.clock.now_ms().saturating_sub(jump));
+            if config.p(FaultClass::Clock) > 0.0
+                && run.frame.rng.chance(config.p(FaultClass::Clock))
+            {
+                let jump = run.frame.rng.below(10_000);
+                if run.frame.rng.chance(0.3) {
+                    run.frame
+                        .clock
+                        .set(run.frame.clock.now_ms().saturating_sub(jump));
                 } else {
-                    run.clock.advance(jump);
+                    run.frame.clock.advance(jump);
                 }
                 s.engine().record(FaultClass::Clock);
             } else {
-                run.clock.advance(run.rng.below(100));
+                run.frame.clock.advance(run.frame.rng.below(100));
             }
-            run.clock_high = run.clock_high.max(run.clock.now_ms());
+            run.clock_high = run.clock_high.max(run.frame.clock.now_ms());
             let outcome = run.step(&s, step);
             (s, outcome)
         };
@@ -539,13 +533,7 @@ pub fn run_store_seed_on<E: Target>(options: &RunOptions) -> SeedReport {
         violation = Some(v);
     }
     let faults = store.map(|s| s.engine().counters()).unwrap_or_default();
-    run.trace.report(
-        "store",
-        options.seed,
-        (run.commits, run.checks),
-        faults,
-        violation,
-    )
+    run.frame.report("store", options.seed, faults, violation)
 }
 
 impl StoreRun {
@@ -553,8 +541,8 @@ impl StoreRun {
         Store::open_with(
             engine,
             options.clone(),
-            self.clock.clone(),
-            Box::new(SeededRng::new(self.rng.next_u64())),
+            self.frame.clock.clone(),
+            Box::new(SeededRng::new(self.frame.rng.next_u64())),
         )
         .unwrap_or_else(|e| unreachable!("the store's keyspaces are declared: {e}"))
     }
@@ -579,8 +567,8 @@ impl StoreRun {
         }
         match r {
             Ok(v) => {
-                self.commits += 1;
-                self.trace.event(step, format!("{what}: ok"));
+                self.frame.commits += 1;
+                self.frame.trace.event(step, format!("{what}: ok"));
                 Ok(Some(v))
             }
             Err(StoreError::Quota {
@@ -591,14 +579,14 @@ impl StoreRun {
                 ..
             }) => {
                 self.check_refusal(store, step, &scope, used, requested, limit)?;
-                self.trace.event(
+                self.frame.trace.event(
                     step,
                     format!("{what}: refused by the quota ({used} used, {requested} more)"),
                 );
                 Ok(None)
             }
             Err(e) if faulted(&e) => {
-                self.trace.event(step, format!("{what}: {e}"));
+                self.frame.trace.event(step, format!("{what}: {e}"));
                 Ok(None)
             }
             Err(e) => Err(fail(step, format!("{what} failed: {e}"))),
@@ -607,7 +595,7 @@ impl StoreRun {
 
     /// One random step of the workload.
     fn step<E: Target>(&mut self, store: &Store<Faulty<E>>, step: usize) -> Result<(), Violation> {
-        match self.rng.below(100) {
+        match self.frame.rng.below(100) {
             0..=16 => self.transfer(store, step),
             17..=19 => self.event(store, step),
             20..=29 => self.interleaved(store, step),
@@ -626,7 +614,7 @@ impl StoreRun {
                     self.model.durable();
                     self.events.durable();
                 }
-                self.trace.event(step, format!("sync: {r:?}"));
+                self.frame.trace.event(step, format!("sync: {r:?}"));
                 Ok(())
             }
             _ => self.check(store, step, "at a random step"),

@@ -33,9 +33,13 @@ pub(super) fn balance<E: Engine>(tx: &mut Tx<'_, E>, id: u64) -> Result<i64, Sto
 impl StoreRun {
     /// Two different accounts and an amount below `max`.
     pub(super) fn pick_transfer(&mut self, max: u64) -> (u64, u64, i64) {
-        let from = self.rng.below(ACCOUNTS);
-        let to = (from + 1 + self.rng.below(ACCOUNTS - 1)) % ACCOUNTS;
-        (from, to, i64::try_from(self.rng.below(max)).unwrap_or(0))
+        let from = self.frame.rng.below(ACCOUNTS);
+        let to = (from + 1 + self.frame.rng.below(ACCOUNTS - 1)) % ACCOUNTS;
+        (
+            from,
+            to,
+            i64::try_from(self.frame.rng.below(max)).unwrap_or(0),
+        )
     }
 
     pub(super) fn transfer<E: Target>(
@@ -68,18 +72,18 @@ impl StoreRun {
         store: &Store<Faulty<E>>,
         step: usize,
     ) -> Result<(), Violation> {
-        let n = 2 + self.rng.below(2);
+        let n = 2 + self.frame.rng.below(2);
         // Transfers, or members joining one group (which may not take it
         // past MAX_MEMBERS together), now and then one leaving.
-        let docs = self.rng.chance(0.4);
-        let group = self.rng.below(GROUPS);
+        let docs = self.frame.rng.chance(0.4);
+        let group = self.frame.rng.below(GROUPS);
         let mut txs: Vec<Pending<'_, E>> = Vec::new();
         for k in 0..n {
             let (from, to, amount) = if docs {
                 (
                     group,
-                    (k + self.rng.below(8)) % 8,
-                    i64::from(self.rng.chance(0.2)),
+                    (k + self.frame.rng.below(8)) % 8,
+                    i64::from(self.frame.rng.chance(0.2)),
                 )
             } else {
                 self.pick_transfer(100)
@@ -106,11 +110,12 @@ impl StoreRun {
             }
         }
         while !txs.is_empty() {
-            let i = usize::try_from(self.rng.below(txs.len() as u64)).unwrap_or(0);
+            let i = usize::try_from(self.frame.rng.below(txs.len() as u64)).unwrap_or(0);
             let (tx, from, to, amount, rec) = txs.remove(i);
             let r = tx.commit().map(|_| ());
             match r {
                 Err(e) if e.is_conflict() => self
+                    .frame
                     .trace
                     .event(step, format!("interleaved {from}->{to}: conflict")),
                 r => {

@@ -21,7 +21,7 @@ impl StoreRun {
         Store::open_with(
             store.engine().inner(),
             store.options().clone(),
-            self.clock.clone(),
+            self.frame.clock.clone(),
             Box::new(SeededRng::new(0)),
         )
         .unwrap_or_else(|e| unreachable!("the store's keyspaces are declared: {e}"))
@@ -34,7 +34,7 @@ impl StoreRun {
         step: usize,
         when: &str,
     ) -> Result<(), Violation> {
-        self.checks += 1;
+        self.frame.checks += 1;
         let c = self.checker(store);
         let err = read_failed(step, when);
         // The raw rows: layout, chunks, expiry index, quota counters.
@@ -55,7 +55,7 @@ impl StoreRun {
         self.check_model(&c, step, when)?;
         self.check_events(&c, step, when)?;
         self.check_ranking(&c, step, when)?;
-        if self.rng.chance(0.3) {
+        if self.frame.rng.chance(0.3) {
             self.check_corruption(&c, step, when)?;
         }
         let view = c.read().map_err(err)?;
@@ -166,7 +166,7 @@ impl StoreRun {
             }
         }
         want.sort_by_key(|&(m, score)| (score, m));
-        self.checks += 1;
+        self.frame.checks += 1;
         if listed != want {
             return Err(fail(
                 step,
@@ -192,7 +192,7 @@ impl StoreRun {
             .into_iter()
             .map(|(_, v)| <[u8; 8]>::try_from(v.as_slice()).map_or(u64::MAX, u64::from_be_bytes))
             .collect();
-        self.checks += 1;
+        self.frame.checks += 1;
         self.events
             .check(&events)
             .map_err(|why| fail(step, format!("{when}: {why}")))
@@ -243,7 +243,8 @@ impl StoreRun {
         if present.is_empty() {
             return Ok(());
         }
-        let slot = &present[usize::try_from(self.rng.below(present.len() as u64)).unwrap_or(0)];
+        let slot =
+            &present[usize::try_from(self.frame.rng.below(present.len() as u64)).unwrap_or(0)];
         // A row that reads as absent has expired: its value is not read.
         if !matches!(slot.read(c), Ok(Seen::Value(Some(_)))) {
             return Ok(());
@@ -257,7 +258,8 @@ impl StoreRun {
             }
             rows.push((o.system_keyspace.clone(), ck));
         }
-        let (ks_name, row) = &rows[usize::try_from(self.rng.below(rows.len() as u64)).unwrap_or(0)];
+        let (ks_name, row) =
+            &rows[usize::try_from(self.frame.rng.below(rows.len() as u64)).unwrap_or(0)];
         let ks = c
             .engine()
             .keyspace(ks_name)
@@ -272,7 +274,7 @@ impl StoreRun {
         if original.is_empty() {
             return Ok(());
         }
-        let bit = self.rng.below(original.len() as u64 * 8);
+        let bit = self.frame.rng.below(original.len() as u64 * 8);
         let mut corrupted = original.clone();
         corrupted[usize::try_from(bit / 8).unwrap_or(0)] ^= 1 << (bit % 8);
         let put = |value: Vec<u8>| {
@@ -281,7 +283,7 @@ impl StoreRun {
                 .map_err(|e| fail(step, format!("{when}: a fault-free raw write failed: {e}")))
         };
         put(corrupted)?;
-        self.checks += 1;
+        self.frame.checks += 1;
         let read = slot.read(c);
         put(original)?;
         match read {
@@ -310,7 +312,7 @@ impl StoreRun {
         let when = "at the end, after a complete sweep";
         let c = self.checker(store);
         c.sweep_expired(None).map_err(read_failed(step, when))?;
-        let now = self.clock.now_ms();
+        let now = self.frame.clock.now_ms();
         recount(&c, Some(now)).map_err(|why| fail(step, format!("{when}: {why}")))?;
         self.check(store, step, when)
     }
@@ -326,7 +328,7 @@ impl StoreRun {
         requested: u64,
         limit: u64,
     ) -> Result<(), Violation> {
-        self.checks += 1;
+        self.frame.checks += 1;
         let c = self.checker(store);
         let usage = recount(&c, None).map_err(|why| fail(step, why))?;
         let Some(&actual) = usage.get(scope) else {
@@ -372,11 +374,11 @@ impl StoreRun {
                     .into_iter()
                     .map(|(k, _)| k)
                     .collect();
-                let size = 1 + usize::try_from(self.rng.below(3)).unwrap_or(0);
+                let size = 1 + usize::try_from(self.frame.rng.below(3)).unwrap_or(0);
                 let mut got: Vec<Doc> = Vec::new();
                 let mut next = Some(whole.clone().limit(size));
                 while let Some(scan) = next {
-                    self.checks += 1;
+                    self.frame.checks += 1;
                     let page = view.scan_page::<Doc>(&scan).map_err(err)?;
                     if page.items.len() > size || (page.more && page.items.len() < size) {
                         return Err(fail(

@@ -15,12 +15,12 @@ impl StoreRun {
     ) -> Result<(), Violation> {
         let mut bulk = store.bulk_non_atomic();
         let mut writes = Vec::new();
-        let n = 1 + self.rng.below(30);
+        let n = 1 + self.frame.rng.below(30);
         for _ in 0..n {
-            let (actor, id) = (self.rng.below(ACTORS), self.rng.below(NOTES));
+            let (actor, id) = (self.frame.rng.below(ACTORS), self.frame.rng.below(NOTES));
             let key = Note { actor, id };
             self.seq += 1;
-            let r = match self.rng.below(4) {
+            let r = match self.frame.rng.below(4) {
                 0 => bulk.delete(&key).map(|_| Write::Delete),
                 1 => {
                     let value = self.seq.to_be_bytes().to_vec();
@@ -30,9 +30,9 @@ impl StoreRun {
                     })
                 }
                 _ => {
-                    let ttl = 1 + self.rng.below(3_000);
+                    let ttl = 1 + self.frame.rng.below(3_000);
                     let value = self.seq.to_be_bytes().to_vec();
-                    let at = self.clock.now_ms() + ttl;
+                    let at = self.frame.clock.now_ms() + ttl;
                     bulk.put_with_ttl(&key, &value, ttl).map(|_| Write::Put {
                         value,
                         expires: Some(at),
@@ -49,7 +49,7 @@ impl StoreRun {
             let r = bulk.apply_from(strata_store::BulkCursor { next: from });
             let (done, error) = match r {
                 Ok(report) => {
-                    self.commits += report.commits;
+                    self.frame.commits += report.commits;
                     (writes.len(), None)
                 }
                 Err(e) => (e.cursor.next, Some(e.source)),
@@ -73,7 +73,8 @@ impl StoreRun {
                 self.events.durable();
             }
             let Some(e) = error else {
-                self.trace
+                self.frame
+                    .trace
                     .event(step, format!("bulk of {n} notes: written"));
                 return Ok(());
             };
@@ -81,7 +82,7 @@ impl StoreRun {
                 self.model
                     .commit(std::slice::from_ref(w), applied_despite(&e));
             }
-            self.trace.event(
+            self.frame.trace.event(
                 step,
                 format!("bulk of {n} notes, attempt {attempt}: stopped at {done}: {e}"),
             );
@@ -101,9 +102,9 @@ impl StoreRun {
         store: &Store<Faulty<E>>,
         step: usize,
     ) -> Result<(), Violation> {
-        let actor = self.rng.below(ACTORS);
-        let reverse = self.rng.chance(0.5);
-        let size = 1 + usize::try_from(self.rng.below(4)).unwrap_or(0);
+        let actor = self.frame.rng.below(ACTORS);
+        let reverse = self.frame.rng.chance(0.5);
+        let size = 1 + usize::try_from(self.frame.rng.below(4)).unwrap_or(0);
         let mut tx = store.begin();
         let now = tx.now_ms();
         let high = self.clock_high.max(now);
@@ -159,9 +160,9 @@ impl StoreRun {
             ));
         }
         for id in 0..DOCS {
-            self.checks += 1;
+            self.frame.checks += 1;
             let listed = paged.iter().find(|(i, _)| *i == id).map(|(_, v)| v.clone());
-            let seen = if self.rng.chance(0.5) {
+            let seen = if self.frame.rng.chance(0.5) {
                 match tx.snapshot_get(&Doc { actor, id }) {
                     Ok(v) if v != listed => {
                         return Err(fail(
@@ -206,9 +207,9 @@ impl StoreRun {
         store: &Store<Faulty<E>>,
         step: usize,
     ) -> Result<(), Violation> {
-        let actor = self.rng.below(ACTORS);
-        let excess = self.rng.below(3); // 0, 1 or 2 over the edge, minus one
-        let kind = self.rng.below(2);
+        let actor = self.frame.rng.below(ACTORS);
+        let excess = self.frame.rng.below(3); // 0, 1 or 2 over the edge, minus one
+        let kind = self.frame.rng.below(2);
         let before = state(store.engine().inner()).map_err(|why| fail(step, why))?;
         // Entries (max - 1, max, max + 1 puts of tiny pads), or key length
         // (max - 1, max, max + 1).
@@ -259,7 +260,7 @@ impl StoreRun {
         let over = excess == 2;
         match r {
             Err(StoreError::Limit { source: l, .. }) if over => {
-                self.checks += 1;
+                self.frame.checks += 1;
                 let after = state(store.engine().inner()).map_err(|why| fail(step, why))?;
                 if let Some(diff) = crate::run::first_difference(&after, &before) {
                     return Err(fail(
@@ -267,7 +268,8 @@ impl StoreRun {
                         format!("a commit refused by {l} changed the engine: {diff}"),
                     ));
                 }
-                self.trace
+                self.frame
+                    .trace
                     .event(step, format!("pressure {kind}: refused ({l})"));
                 Ok(())
             }
@@ -297,11 +299,11 @@ impl StoreRun {
         store: &Store<Faulty<E>>,
         step: usize,
     ) -> Result<(), Violation> {
-        let r = store.sweep_expired(Some(1 + self.rng.below(3)));
+        let r = store.sweep_expired(Some(1 + self.frame.rng.below(3)));
         match r {
             Ok(report) => {
-                self.commits += report.commits;
-                self.trace.event(
+                self.frame.commits += report.commits;
+                self.frame.trace.event(
                     step,
                     format!(
                         "sweep: {} removed, {} stale, {} commits",
@@ -311,7 +313,7 @@ impl StoreRun {
                 Ok(())
             }
             Err(e) if faulted(&e) => {
-                self.trace.event(step, format!("sweep: {e}"));
+                self.frame.trace.event(step, format!("sweep: {e}"));
                 Ok(())
             }
             Err(e) => Err(fail(step, format!("sweep failed: {e}"))),

@@ -82,15 +82,15 @@ impl StoreRun {
         store: &Store<Faulty<E>>,
         step: usize,
     ) -> Result<(), Violation> {
-        let actor = self.rng.below(ACTORS);
-        let id = self.rng.below(DOCS);
-        let insert = self.rng.chance(0.6);
+        let actor = self.frame.rng.below(ACTORS);
+        let id = self.frame.rng.below(DOCS);
+        let insert = self.frame.rng.chance(0.6);
         // Sizes around the value limit (the envelope adds 9 bytes).
-        let len = match self.rng.below(4) {
+        let len = match self.frame.rng.below(4) {
             0 => 150,
             1 => 151,
             2 => 152,
-            _ => usize::try_from(self.rng.below(100)).unwrap_or(0),
+            _ => usize::try_from(self.frame.rng.below(100)).unwrap_or(0),
         };
         let value = vec![u8::try_from(id).unwrap_or(0); len];
         let rec = Rec::default();
@@ -114,7 +114,8 @@ impl StoreRun {
         let over = len + 9 > LIMITS.max_value_bytes;
         match (&r, insert && over) {
             (Err(StoreError::ValueTooLarge { .. }), true) => {
-                self.trace
+                self.frame
+                    .trace
                     .event(step, format!("doc {actor}/{id} of {len} bytes refused"));
                 Ok(())
             }
@@ -143,22 +144,23 @@ impl StoreRun {
         store: &Store<Faulty<E>>,
         step: usize,
     ) -> Result<(), Violation> {
-        let actor = self.rng.below(ACTORS);
-        let id = self.rng.below(BLOBS);
+        let actor = self.frame.rng.below(ACTORS);
+        let id = self.frame.rng.below(BLOBS);
         self.seq += 1;
-        let len = match self.rng.below(5) {
-            0 => 12 + usize::try_from(self.rng.below(100)).unwrap_or(0),
-            1 => 150 + usize::try_from(self.rng.below(4)).unwrap_or(0), // the inline boundary
-            2 => 1_200 + usize::try_from(self.rng.below(600)).unwrap_or(0), // near the batch limits
-            _ => 200 + usize::try_from(self.rng.below(1_200)).unwrap_or(0),
+        let len = match self.frame.rng.below(5) {
+            0 => 12 + usize::try_from(self.frame.rng.below(100)).unwrap_or(0),
+            1 => 150 + usize::try_from(self.frame.rng.below(4)).unwrap_or(0), // the inline boundary
+            2 => 1_200 + usize::try_from(self.frame.rng.below(600)).unwrap_or(0), // near the batch limits
+            _ => 200 + usize::try_from(self.frame.rng.below(1_200)).unwrap_or(0),
         };
         let bytes = blob_bytes(self.seq, len);
-        let delete = self.rng.chance(0.15);
+        let delete = self.frame.rng.chance(0.15);
         // Now and then a chunked value with a time to live.
         let expires = self
+            .frame
             .rng
             .chance(0.2)
-            .then(|| self.clock.now_ms() + 1 + self.rng.below(3_000));
+            .then(|| self.frame.clock.now_ms() + 1 + self.frame.rng.below(3_000));
         // What the put's own rows take, computed from the documented
         // formats, and whether an old value has chunk rows (whose deletes
         // add to the commit), read raw before the transaction.
@@ -206,7 +208,7 @@ impl StoreRun {
         own: Option<(usize, usize, usize)>,
         old_chunked: bool,
     ) -> Result<bool, Violation> {
-        self.checks += 1;
+        self.frame.checks += 1;
         let within = |(entries, lo, hi): (usize, usize, usize)| {
             (
                 entries <= LIMITS.max_batch_entries && hi as u64 <= LIMITS.max_batch_bytes,
@@ -250,7 +252,7 @@ impl StoreRun {
                 ));
             }
             (Err(StoreError::Limit { source: l, .. }), _) => {
-                self.trace.event(
+                self.frame.trace.event(
                     step,
                     format!("blob {actor}/{id} of {len} bytes refused: {l}"),
                 );
@@ -266,9 +268,9 @@ impl StoreRun {
         store: &Store<Faulty<E>>,
         step: usize,
     ) -> Result<(), Violation> {
-        let actor = self.rng.below(ACTORS);
-        let id = self.rng.below(DOCS);
-        if self.rng.chance(0.4) {
+        let actor = self.frame.rng.below(ACTORS);
+        let id = self.frame.rng.below(DOCS);
+        if self.frame.rng.chance(0.4) {
             // Finished by compare-and-set, which keeps the expiry: the new
             // value carries the same expiry time in its first 8 bytes and
             // must still expire then.
@@ -297,8 +299,8 @@ impl StoreRun {
             )?;
             return Ok(());
         }
-        let ttl = 1 + self.rng.below(5_000);
-        let at = self.clock.now_ms() + ttl;
+        let ttl = 1 + self.frame.rng.below(5_000);
+        let at = self.frame.clock.now_ms() + ttl;
         let value = [&at.to_be_bytes()[..], &[0]].concat();
         // An absolute expiry: the same in every attempt of the transaction,
         // and the same as the time in the value's bytes.
