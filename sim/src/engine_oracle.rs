@@ -30,7 +30,7 @@ impl Run {
         step: usize,
         when: &str,
     ) -> Result<(), Violation> {
-        self.checks += 1;
+        self.frame.checks += 1;
         let got = engine_state(e).map_err(|why| fail(step, format!("{when}: {why}")))?;
         let want = model_state(&self.model);
         if let Some(diff) = first_difference(&got, &want) {
@@ -73,7 +73,7 @@ impl Run {
             // session went with it.
             return Ok(());
         }
-        self.checks += 1;
+        self.frame.checks += 1;
         let rows: Vec<_> = snap
             .range(self.ks[0], RangeSpec::all())
             .and_then(Iterator::collect)
@@ -92,7 +92,7 @@ impl Run {
             .chain(self.model.maps[0].keys())
             .collect();
         for key in keys {
-            self.checks += 1;
+            self.frame.checks += 1;
             let got = snap
                 .get(self.ks[0], key)
                 .map_err(|err| fail(step, format!("a fault-free read failed: {err}")))?;
@@ -119,19 +119,19 @@ impl Run {
     ) -> (FaultyEngine<E>, Result<(), Violation>) {
         let floor = self.floor.max(e.durable_version());
         let pending = self.model.version.saturating_sub(floor);
-        let e = e.crash_restart(&mut self.rng);
+        let e = e.crash_restart(&mut self.frame.rng);
         let e = self.reopened(e);
         let got = match engine_state(&e) {
             Ok(got) => got,
             Err(why) => return (e, Err(fail(step, format!("after a crash: {why}")))),
         };
         let version = e.last_version();
-        self.checks += 1;
+        self.frame.checks += 1;
         let found = self
             .history
             .iter()
             .find(|m| m.version == version && model_state(m) == got);
-        self.trace.event(step, format!("crash with {pending} unsynced commits: recovered version {version}, durable floor {floor}"));
+        self.frame.trace.event(step, format!("crash with {pending} unsynced commits: recovered version {version}, durable floor {floor}"));
         let outcome = match found {
             Some(m) if m.version >= floor => {
                 self.model = m.clone();
@@ -170,7 +170,7 @@ impl Run {
         self.floor = self.model.version;
         self.acked = self.model.version;
         self.history = vec![self.model.clone()];
-        self.trace.event(step, "clean restart".to_owned());
+        self.frame.trace.event(step, "clean restart".to_owned());
         let outcome = self.check_state(&e, step, "after clean restart");
         (e, outcome)
     }
@@ -183,7 +183,7 @@ impl Run {
         step: usize,
     ) -> Result<(), Violation> {
         let reported = e.durable_version();
-        self.checks += 1;
+        self.frame.checks += 1;
         if reported > e.last_version() {
             return Err(fail(
                 step,
@@ -203,7 +203,8 @@ impl Run {
             ));
         }
         self.floor = self.floor.max(reported);
-        self.trace
+        self.frame
+            .trace
             .event(step, format!("durable version {reported}"));
         Ok(())
     }

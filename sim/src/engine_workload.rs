@@ -6,13 +6,13 @@ use std::fmt::Write as _;
 use std::ops::Bound;
 
 use strata_engine::{
-    Clock, Commit, CommitError, Durability, Engine, Keyspace, KeyspaceSpec, ManualClock, Mutation,
-    Predicate, Profile, RangeSpec, ReadError, Rng, SeededRng, Snapshot, StampAt,
+    Clock, Commit, CommitError, Durability, Engine, Keyspace, KeyspaceSpec, Mutation, Predicate,
+    Profile, RangeSpec, ReadError, Rng, SeededRng, Snapshot, StampAt,
 };
 use strata_engine_testkit::{Model, ModelError};
 
-use crate::faults::{FaultClass, FaultConfig, FaultyEngine};
-use crate::run::{RunOptions, SeedReport, Trace, Violation, fail};
+use crate::faults::{FaultClass, FaultyEngine};
+use crate::run::{Frame, RunOptions, SeedReport, Violation, fail};
 use crate::targets::Target;
 
 const KEYS: u64 = 12;
@@ -26,8 +26,8 @@ pub(crate) struct Client {
 }
 
 pub(crate) struct Run {
-    pub(crate) rng: SeededRng,
-    pub(crate) clock: ManualClock,
+    /// The seed's draws, clock, trace and counts.
+    pub(crate) frame: Frame,
     pub(crate) ks: [Keyspace; 2],
     pub(crate) model: Model,
     /// Models after each commit since the last point known durable; a
@@ -39,9 +39,6 @@ pub(crate) struct Run {
     /// which are checked against it.
     pub(crate) acked: u64,
     pub(crate) clients: Vec<Client>,
-    pub(crate) trace: Trace,
-    pub(crate) commits: u64,
-    pub(crate) checks: u64,
 }
 
 fn specs() -> Vec<KeyspaceSpec> {
@@ -86,8 +83,8 @@ pub(crate) fn show(bytes: &[u8]) -> String {
 
 impl Run {
     fn random_range(&mut self) -> RangeSpec {
-        let a = key(&mut self.rng);
-        let b = key(&mut self.rng);
+        let a = key(&mut self.frame.rng);
+        let b = key(&mut self.frame.rng);
         let (lo, hi) = if a <= b { (a, b) } else { (b, a) };
         let bound = |rng: &mut SeededRng, k: Vec<u8>| match rng.below(3) {
             0 => Bound::Included(k),
@@ -95,26 +92,27 @@ impl Run {
             _ => Bound::Unbounded,
         };
         RangeSpec {
-            start: bound(&mut self.rng, lo),
-            end: bound(&mut self.rng, hi),
-            reverse: self.rng.chance(0.3),
+            start: bound(&mut self.frame.rng, lo),
+            end: bound(&mut self.frame.rng, hi),
+            reverse: self.frame.rng.chance(0.3),
             limit: self
+                .frame
                 .rng
                 .chance(0.3)
-                .then(|| usize::try_from(self.rng.below(5)).unwrap_or(0)),
+                .then(|| usize::try_from(self.frame.rng.below(5)).unwrap_or(0)),
         }
     }
 
     fn random_commit(&mut self, client: usize) -> Commit {
         let [data, queue] = self.ks;
-        let mut c = Commit::new().durability(if self.rng.chance(0.3) {
+        let mut c = Commit::new().durability(if self.frame.rng.chance(0.3) {
             Durability::Immediate
         } else {
             Durability::Buffered
         });
         // Now and then an empty commit: it takes a version and changes
         // nothing (the client's reads stay for its next commit).
-        if self.rng.chance(0.02) {
+        if self.frame.rng.chance(0.02) {
             return c;
         }
         // The client's earlier reads become predicates: serialisable writes.
@@ -125,29 +123,29 @@ impl Run {
                 value: v,
             });
         }
-        if self.rng.chance(0.15) {
-            let k = key(&mut self.rng);
-            c = c.require(if self.rng.chance(0.5) {
+        if self.frame.rng.chance(0.15) {
+            let k = key(&mut self.frame.rng);
+            c = c.require(if self.frame.rng.chance(0.5) {
                 Predicate::Absent { ks: data, key: k }
             } else {
                 Predicate::Exists { ks: data, key: k }
             });
         }
-        if self.rng.chance(0.05) {
+        if self.frame.rng.chance(0.05) {
             let range = self.random_range();
             c = c.require(Predicate::RangeEmpty { ks: data, range });
         }
-        let now = self.clock.now_ms();
-        for _ in 0..=self.rng.below(3) {
-            let m = match self.rng.below(10) {
+        let now = self.frame.clock.now_ms();
+        for _ in 0..=self.frame.rng.below(3) {
+            let m = match self.frame.rng.below(10) {
                 0..=3 => Mutation::Put {
                     ks: data,
-                    key: key(&mut self.rng),
-                    value: format!("{now}:{}", self.rng.below(100)).into_bytes(),
+                    key: key(&mut self.frame.rng),
+                    value: format!("{now}:{}", self.frame.rng.below(100)).into_bytes(),
                 },
                 4 => Mutation::Delete {
                     ks: data,
-                    key: key(&mut self.rng),
+                    key: key(&mut self.frame.rng),
                 },
                 5 => Mutation::DeleteRange {
                     ks: data,
@@ -156,22 +154,24 @@ impl Run {
                 6 | 7 => {
                     // Now and then a counter op on a data key, to hit the
                     // wrong-length error path.
-                    let k = if self.rng.chance(0.05) {
-                        key(&mut self.rng)
+                    let k = if self.frame.rng.chance(0.05) {
+                        key(&mut self.frame.rng)
                     } else {
-                        counter_key(&mut self.rng)
+                        counter_key(&mut self.frame.rng)
                     };
                     Mutation::Add {
                         ks: data,
                         key: k,
-                        delta: i64::try_from(self.rng.below(7)).unwrap_or(0) - 3,
+                        delta: i64::try_from(self.frame.rng.below(7)).unwrap_or(0) - 3,
                     }
                 }
                 _ => {
                     let mut k = b"q/".to_vec();
                     k.extend_from_slice(&[0xFF; 10]);
                     k.extend_from_slice(
-                        &u16::try_from(self.rng.below(4)).unwrap_or(0).to_be_bytes(),
+                        &u16::try_from(self.frame.rng.below(4))
+                            .unwrap_or(0)
+                            .to_be_bytes(),
                     );
                     Mutation::PutVersionstamped {
                         ks: queue,
@@ -196,10 +196,10 @@ impl Run {
         let mut next = self.model.clone();
         let want = next.commit(&c);
         let got = e.commit(c.clone());
-        self.checks += 1;
+        self.frame.checks += 1;
         match (&want, got) {
             (Ok(v), Ok(info)) => {
-                self.trace.event(
+                self.frame.trace.event(
                     step,
                     format!(
                         "client {client} commit v{} ({} preds, {} muts, {:?})",
@@ -220,26 +220,27 @@ impl Run {
                 }
                 self.model = next;
                 self.history.push(self.model.clone());
-                self.commits += 1;
+                self.frame.commits += 1;
                 self.acknowledged(c.durability, info, step)?;
                 self.check_state(e, step, "after commit")
             }
             (Err(w), Err(CommitError::Backend(src))) => {
-                self.trace.event(
+                self.frame.trace.event(
                     step,
                     format!("client {client} commit failed: {src} (model: {w:?})"),
                 );
                 self.check_state(e, step, "after failed commit")
             }
             (Ok(_), Err(CommitError::Backend(src))) => {
-                self.trace
+                self.frame
+                    .trace
                     .event(step, format!("client {client} commit failed: {src}"));
                 self.check_state(e, step, "after failed commit")
             }
             (_, Err(CommitError::OutcomeUnknown(src))) => {
                 // Resolve against what the engine holds: applied or not.
                 let applied = e.last_version() == self.model.version + 1;
-                self.trace.event(
+                self.frame.trace.event(
                     step,
                     format!(
                         "client {client} commit outcome unknown ({src}); resolved as {}",
@@ -255,12 +256,13 @@ impl Run {
                     }
                     self.model = next;
                     self.history.push(self.model.clone());
-                    self.commits += 1;
+                    self.frame.commits += 1;
                 }
                 self.check_state(e, step, "after unknown outcome")
             }
             (Err(w), Err(g)) => {
-                self.trace
+                self.frame
+                    .trace
                     .event(step, format!("client {client} commit refused: {g}"));
                 let g_model = ModelError::of(&g);
                 if g_model.as_ref() != Some(w) {
@@ -295,11 +297,11 @@ impl Run {
         e: &FaultyEngine<E>,
         step: usize,
     ) -> Result<(), Violation> {
-        let n = 2 + usize::try_from(self.rng.below(4)).unwrap_or(0);
+        let n = 2 + usize::try_from(self.frame.rng.below(4)).unwrap_or(0);
         let members: Vec<(usize, Commit)> = (0..n)
             .map(|_| {
                 let client =
-                    usize::try_from(self.rng.below(self.clients.len() as u64)).unwrap_or(0);
+                    usize::try_from(self.frame.rng.below(self.clients.len() as u64)).unwrap_or(0);
                 (client, self.random_commit(client))
             })
             .collect();
@@ -311,7 +313,7 @@ impl Run {
             .map(|c| (next.commit(c), next.clone()))
             .collect();
         let got = e.commit_group(commits.clone());
-        self.checks += 1;
+        self.frame.checks += 1;
         if got.len() != n {
             return Err(fail(
                 step,
@@ -343,7 +345,7 @@ impl Run {
                     }
                     self.model = after.clone();
                     self.history.push(after.clone());
-                    self.commits += 1;
+                    self.frame.commits += 1;
                     self.acknowledged(c.durability, info, step)?;
                 }
                 (Err(w), Err(g)) => {
@@ -372,7 +374,7 @@ impl Run {
                 }
             }
         }
-        self.trace.event(step, line);
+        self.frame.trace.event(step, line);
         self.check_state(e, step, "after group")
     }
 
@@ -413,7 +415,7 @@ impl Run {
         let all_unknown_or_refused = got
             .iter()
             .all(|g| !matches!(g, Err(CommitError::Backend(_))));
-        self.trace.event(
+        self.frame.trace.event(
             step,
             format!(
                 "group of {} failed; {applied} of its {} accepted commits applied",
@@ -436,7 +438,7 @@ impl Run {
         for m in accepted {
             self.model = m.clone();
             self.history.push(m.clone());
-            self.commits += 1;
+            self.frame.commits += 1;
         }
         self.check_state(e, step, "after failed group")
     }
@@ -451,22 +453,23 @@ impl Run {
         let snap = match e.snapshot() {
             Ok(s) => s,
             Err(err) => {
-                self.trace
+                self.frame
+                    .trace
                     .event(step, format!("client {client} snapshot failed: {err}"));
                 return Ok(());
             }
         };
-        if self.rng.chance(0.6) {
-            let k = if self.rng.chance(0.2) {
-                counter_key(&mut self.rng)
+        if self.frame.rng.chance(0.6) {
+            let k = if self.frame.rng.chance(0.2) {
+                counter_key(&mut self.frame.rng)
             } else {
-                key(&mut self.rng)
+                key(&mut self.frame.rng)
             };
             match snap.get(data, &k) {
                 Ok(v) => {
-                    self.checks += 1;
+                    self.frame.checks += 1;
                     let want = self.model.maps[0].get(&k).cloned();
-                    self.trace.event(
+                    self.frame.trace.event(
                         step,
                         format!(
                             "client {client} get {} = {:?}",
@@ -488,11 +491,12 @@ impl Run {
                     self.clients[client].reads.push((0, k, v));
                 }
                 Err(err) => self
+                    .frame
                     .trace
                     .event(step, format!("client {client} get failed: {err}")),
             }
         } else {
-            let (ks, idx) = if self.rng.chance(0.3) {
+            let (ks, idx) = if self.frame.rng.chance(0.3) {
                 (queue, 1)
             } else {
                 (data, 0)
@@ -500,11 +504,12 @@ impl Run {
             let range = self.random_range();
             match snap.range(ks, range.clone()) {
                 Ok(it) => {
-                    self.checks += 1;
+                    self.frame.checks += 1;
                     let got: Result<Vec<_>, ReadError> = it.collect();
                     let want = self.model.range(idx, &range);
                     match got {
                         Ok(rows) if rows == want => self
+                            .frame
                             .trace
                             .event(step, format!("client {client} range {} rows", rows.len())),
                         Ok(rows) => {
@@ -524,11 +529,13 @@ impl Run {
                             ));
                         }
                         Err(err) => self
+                            .frame
                             .trace
                             .event(step, format!("client {client} range failed midway: {err}")),
                     }
                 }
                 Err(err) => self
+                    .frame
                     .trace
                     .event(step, format!("client {client} range failed: {err}")),
             }
@@ -566,7 +573,7 @@ impl Run {
     fn sync<E: Target>(&mut self, e: &FaultyEngine<E>, step: usize) -> Result<(), Violation> {
         match e.sync() {
             Ok(v) => {
-                self.checks += 1;
+                self.frame.checks += 1;
                 if v < self.model.version {
                     return Err(fail(
                         step,
@@ -578,10 +585,10 @@ impl Run {
                 }
                 self.floor = self.floor.max(v);
                 self.acked = self.acked.max(self.model.version);
-                self.trace.event(step, format!("sync: durable {v}"));
+                self.frame.trace.event(step, format!("sync: durable {v}"));
                 self.history.retain(|m| m.version >= v);
             }
-            Err(err) => self.trace.event(step, format!("sync failed: {err}")),
+            Err(err) => self.frame.trace.event(step, format!("sync failed: {err}")),
         }
         Ok(())
     }
@@ -595,25 +602,24 @@ impl Run {
 
 /// Runs the engine workload of one seed on engine `E`.
 pub fn run_seed_on<E: Target>(options: &RunOptions) -> SeedReport {
-    let mut rng = SeededRng::new(options.seed);
-    let config = FaultConfig::swarm(&mut rng, &options.faults);
-    let fault_seed = rng.next_u64();
-    let engine = E::fresh(specs());
+    // The engine workload's draws are the seed's own (no salt).
+    let mut frame = Frame::new(options, 0, 1_700_000_000_000);
+    let config = frame.faults;
+    let clients = (0..=frame.rng.below(3))
+        .map(|_| Client::default())
+        .collect();
+    let engine = frame.engine::<E>(specs());
     let mut run = Run {
-        clock: ManualClock::new(1_700_000_000_000),
         ks: handles(&engine),
         model: Model::new(2),
         history: vec![Model::new(2)],
         floor: 0,
         acked: 0,
-        clients: (0..=rng.below(3)).map(|_| Client::default()).collect(),
-        trace: Trace::new(),
-        commits: 0,
-        checks: 0,
-        rng,
+        clients,
+        frame,
     };
-    let mut e = run.reopened(FaultyEngine::new(engine, config, fault_seed));
-    run.trace.event(
+    let mut e = run.reopened(engine);
+    run.frame.trace.event(
         0,
         format!(
             "seed {} with {} clients, faults {config:?}",
@@ -623,31 +629,31 @@ pub fn run_seed_on<E: Target>(options: &RunOptions) -> SeedReport {
     );
     let mut violation = None;
     for step in 1..=options.ops {
-        let client = usize::try_from(run.rng.below(run.clients.len() as u64)).unwrap_or(0);
-        let roll = run.rng.below(1000);
-        let outcome = if e.is_stuck()
-            || (config.p(FaultClass::Crash) > 0.0 && run.rng.chance(config.p(FaultClass::Crash)))
-        {
+        let client = usize::try_from(run.frame.rng.below(run.clients.len() as u64)).unwrap_or(0);
+        let roll = run.frame.rng.below(1000);
+        let outcome = if run.frame.crash_due(e.is_stuck()) {
             let (next, outcome) = run.crash(e, step);
             e = next;
             outcome
-        } else if config.p(FaultClass::Clock) > 0.0 && run.rng.chance(config.p(FaultClass::Clock)) {
-            let jump = run.rng.below(7_200_000);
-            let now = run.clock.now_ms();
-            let back = run.rng.chance(0.3);
-            run.clock.set(if back {
+        } else if config.p(FaultClass::Clock) > 0.0
+            && run.frame.rng.chance(config.p(FaultClass::Clock))
+        {
+            let jump = run.frame.rng.below(7_200_000);
+            let now = run.frame.clock.now_ms();
+            let back = run.frame.rng.chance(0.3);
+            run.frame.clock.set(if back {
                 now.saturating_sub(jump)
             } else {
                 now + jump
             });
             e.record(FaultClass::Clock);
-            run.trace.event(
+            run.frame.trace.event(
                 step,
                 format!("clock jumps {}{jump} ms", if back { "-" } else { "+" }),
             );
             Ok(())
         } else {
-            run.clock.advance(run.rng.below(50));
+            run.frame.clock.advance(run.frame.rng.below(50));
             match roll {
                 0..=439 => run.commit(&e, step, client),
                 440..=499 => run.group(&e, step),
@@ -667,16 +673,6 @@ pub fn run_seed_on<E: Target>(options: &RunOptions) -> SeedReport {
             break;
         }
     }
-    if let Some(v) = &violation {
-        run.trace.event(v.step, format!("VIOLATION: {}", v.message));
-    }
-    SeedReport {
-        seed: options.seed,
-        commits: run.commits,
-        checks: run.checks,
-        faults: e.counters(),
-        trace_hash: run.trace.hash,
-        trace_tail: run.trace.tail.into_iter().collect(),
-        violation,
-    }
+    let faults = e.counters();
+    run.frame.report("engine", options.seed, faults, violation)
 }
