@@ -221,6 +221,11 @@ fn a_file_not_closed_cleanly_is_refused_then_repaired_on_request() {
         bytes,
         "a refused open wrote to the file"
     );
+    // A command that writes is refused the same way: its writable open
+    // does not repair on its own.
+    let (code, _, err) = run(&["sweep", p(&db)]);
+    assert_eq!(code, 2, "sweep: {err}");
+    assert!(err.contains("--repair"), "sweep: {err}");
     let after = json(&["--repair", "info", p(&db)]);
     assert_eq!(after["last_version"], before["last_version"]);
     assert_eq!(after["keyspaces"], before["keyspaces"]);
