@@ -571,7 +571,6 @@ engine_tests! {
     /// stands.
     fn consumers_and_their_status_are_listed() {
         on_every_engine!(Durability::Immediate, |store, outbox, clock| {
-            let _ = &store;
             assert!(outbox.consumers().unwrap().is_empty());
             outbox.register("orders", "mailer", Start::Beginning).unwrap();
             outbox.register("orders", "audit", Start::Beginning).unwrap();
