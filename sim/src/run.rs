@@ -613,7 +613,35 @@ pub(crate) fn drive<E: Target, D: Driven<E>>(
 
 #[cfg(test)]
 mod tests {
-    use super::{Contents, first_difference};
+    use super::{Contents, FaultClass, Frame, RunOptions, first_difference};
+
+    /// A frame crashes whenever the engine is stuck, never at a crash rate
+    /// of zero, and at the swarm's highest rate (0.06) about 120 times in
+    /// 2,000 steps (a binomial's mean; 60 and 200 are beyond 5 standard
+    /// deviations).
+    #[test]
+    fn a_frame_crashes_at_the_swarm_rate_and_whenever_stuck() {
+        let (mut none, mut high) = (false, false);
+        for seed in 0..64 {
+            let options = RunOptions {
+                faults: vec![FaultClass::Crash],
+                ..RunOptions::new(seed, 10)
+            };
+            let mut frame = Frame::new(&options, 0, 0);
+            let p = frame.faults.p(FaultClass::Crash);
+            let crashes = (0..2_000).filter(|_| frame.crash_due(false)).count();
+            if p == 0.0 {
+                assert_eq!(crashes, 0, "seed {seed}");
+                none = true;
+            }
+            if p >= 0.06 {
+                assert!((60..=200).contains(&crashes), "seed {seed}: {crashes}");
+                high = true;
+            }
+            assert!(frame.crash_due(true), "seed {seed}: a stuck engine crashes");
+        }
+        assert!(none && high, "the seeds cover both rates");
+    }
 
     fn rows(pairs: &[(&str, &str)]) -> Vec<(Vec<u8>, Vec<u8>)> {
         pairs
