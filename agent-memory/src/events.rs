@@ -1,7 +1,22 @@
-//! Events: stored once by id (a resend is a no-op), each with its outbox entry in the same commit; read by time.
+//! Events: stored once by id (a resend is a no-op), each with its outbox entry in the same commit; read by id or by time.
 
 #[allow(clippy::wildcard_imports)]
 use super::*;
+
+/// The key `event` is stored under: [`event_key`] of its id.
+fn stored_key(event: &Event) -> Result<String, MemoryError> {
+    let key = event_key(&event.event_id)?;
+    if strata_engine::fault_point!("memory-key-from-caller-time") {
+        // The old key: the caller's timestamp, so a retry whose timestamp
+        // was derived again is a second event.
+        return Ok(format!(
+            "evt:{:013}:{}",
+            event.timestamp_ms % 10_000_000_000_000,
+            &key[18..]
+        ));
+    }
+    Ok(key)
+}
 
 impl<E: Engine> AgentMemory<'_, E> {
     /// Writes `event` and its outbox entry in one commit, unless an event
@@ -13,10 +28,24 @@ impl<E: Engine> AgentMemory<'_, E> {
     /// # Errors
     /// [`MemoryError::Invalid`], a store or outbox error.
     pub fn put_event(&self, event: &Event) -> Result<bool, MemoryError> {
-        let key = event_key(event.timestamp_ms, &event.event_id)?;
+        let key = stored_key(event)?;
         let bytes = encode(event, &key)?;
         self.store
-            .transact(|tx| self.put_event_in(tx, &key, &bytes))
+            .transact(|tx| self.put_event_in(tx, &key, &bytes, true))
+    }
+
+    /// Writes `event` alone, without its outbox entry (the original's
+    /// `put_event_only`: for events imported or replayed that the
+    /// consumers must not see again), unless an event with its key exists;
+    /// returns whether it wrote.
+    ///
+    /// # Errors
+    /// As [`AgentMemory::put_event`].
+    pub fn put_event_only(&self, event: &Event) -> Result<bool, MemoryError> {
+        let key = stored_key(event)?;
+        let bytes = encode(event, &key)?;
+        self.store
+            .transact(|tx| self.put_event_in(tx, &key, &bytes, false))
     }
 
     /// As [`AgentMemory::put_event`], in the caller's transaction.
@@ -24,9 +53,9 @@ impl<E: Engine> AgentMemory<'_, E> {
     /// # Errors
     /// As [`AgentMemory::put_event`].
     pub fn put_event_tx(&self, tx: &mut Tx<'_, E>, event: &Event) -> Result<bool, MemoryError> {
-        let key = event_key(event.timestamp_ms, &event.event_id)?;
+        let key = stored_key(event)?;
         let bytes = encode(event, &key)?;
-        self.put_event_in(tx, &key, &bytes)
+        self.put_event_in(tx, &key, &bytes, true)
     }
 
     pub(crate) fn put_event_in(
@@ -34,6 +63,7 @@ impl<E: Engine> AgentMemory<'_, E> {
         tx: &mut Tx<'_, E>,
         key: &str,
         bytes: &[u8],
+        announce: bool,
     ) -> Result<bool, MemoryError> {
         let existing = if strata_engine::fault_point!("memory-read-then-write") {
             tx.snapshot_get_in(&self.events, key.as_bytes())?
@@ -42,9 +72,12 @@ impl<E: Engine> AgentMemory<'_, E> {
         };
         let stored = existing.is_some();
         if !stored {
-            tx.put_in(&self.events, key.as_bytes().to_vec(), bytes.to_vec())?;
+            self.write_row(tx, (&self.events, EVENTS), key, bytes.to_vec(), false)?;
         } else if !strata_engine::fault_point!("memory-resend-announced") {
             return Ok(false);
+        }
+        if !announce {
+            return Ok(!stored);
         }
         self.outbox.push(
             tx,
@@ -56,19 +89,23 @@ impl<E: Engine> AgentMemory<'_, E> {
         Ok(!stored)
     }
 
-    /// The event at `timestamp_ms` with `event_id`.
+    /// The event with id `event_id` (found by the id alone: its key holds
+    /// the ULID's time).
     ///
     /// # Errors
     /// [`MemoryError::Invalid`], [`MemoryError::Corrupt`], a store error.
-    pub fn event(&self, timestamp_ms: u64, event_id: &str) -> Result<Option<Event>, MemoryError> {
-        let key = event_key(timestamp_ms, event_id)?;
+    pub fn event(&self, event_id: &str) -> Result<Option<Event>, MemoryError> {
+        let key = event_key(event_id)?;
         let mut tx = self.store.begin();
-        tx.snapshot_get_in(&self.events, key.as_bytes())?
-            .map(|b| decode(key.as_bytes(), &b))
-            .transpose()
+        match tx.snapshot_get_in(&self.events, key.as_bytes())? {
+            None => Ok(None),
+            Some(b) => Self::read_row(&mut tx, EVENTS, key.as_bytes(), b, false).map(Some),
+        }
     }
 
-    /// Events from `start_ms` (inclusive) to `end_ms` (exclusive), oldest
+    /// Events whose ids' times run from `start_ms` (inclusive) to `end_ms`
+    /// (exclusive): the key's time, which is the ULID's, as in the
+    /// original (the event's own `timestamp_ms` is its content), oldest
     /// or newest first, at most `limit`, continuing after event key
     /// `after` (the last key of the previous page, see [`event_key`]).
     ///
@@ -106,8 +143,8 @@ impl<E: Engine> AgentMemory<'_, E> {
         let page = tx.snapshot_scan_in(&self.events, &range, Some(limit), newest_first)?;
         let events = page
             .rows
-            .iter()
-            .map(|(k, v)| decode(k, v))
+            .into_iter()
+            .map(|(k, v)| Self::read_row(&mut tx, EVENTS, &k, v, false))
             .collect::<Result<Vec<Event>, _>>()?;
         Ok(EventPage {
             events,

@@ -10,6 +10,21 @@ impl<E: Engine> AgentMemory<'_, E> {
     /// # Errors
     /// [`MemoryError::Invalid`] for an id outside `grip:`; a store error.
     pub fn put_grip(&self, grip: &Grip) -> Result<(), MemoryError> {
+        let (key, bytes) = Self::grip_row(grip)?;
+        self.store
+            .transact(|tx| self.put_grip_in(tx, grip, &key, &bytes))
+    }
+
+    /// As [`AgentMemory::put_grip`], in the caller's transaction.
+    ///
+    /// # Errors
+    /// As [`AgentMemory::put_grip`].
+    pub fn put_grip_tx(&self, tx: &mut Tx<'_, E>, grip: &Grip) -> Result<(), MemoryError> {
+        let (key, bytes) = Self::grip_row(grip)?;
+        self.put_grip_in(tx, grip, &key, &bytes)
+    }
+
+    fn grip_row(grip: &Grip) -> Result<(String, Vec<u8>), MemoryError> {
         if !grip.grip_id.starts_with("grip:") {
             return Err(MemoryError::Invalid {
                 what: "grip id (grip:{ts:013}:{suffix})",
@@ -18,37 +33,79 @@ impl<E: Engine> AgentMemory<'_, E> {
         }
         let key = grip.grip_id.clone();
         let bytes = encode(grip, &key)?;
+        Ok((key, bytes))
+    }
+
+    fn put_grip_in(
+        &self,
+        tx: &mut Tx<'_, E>,
+        grip: &Grip,
+        key: &str,
+        bytes: &[u8],
+    ) -> Result<(), MemoryError> {
+        let old: Option<Grip> = match tx.get_in(&self.grips, key.as_bytes())? {
+            None => None,
+            Some(b) => Some(Self::read_row(tx, GRIPS, key.as_bytes(), b, true)?),
+        };
+        let replacing = old.is_some();
+        if let Some(node) = old.and_then(|g| g.toc_node_id) {
+            tx.delete_in(&self.grips, node_grip_key(&node, key).into_bytes())?;
+        }
+        self.write_row(tx, (&self.grips, GRIPS), key, bytes.to_vec(), replacing)?;
+        if let Some(node) = &grip.toc_node_id {
+            tx.put_in(
+                &self.grips,
+                node_grip_key(node, key).into_bytes(),
+                Vec::new(),
+            )?;
+        }
+        self.spec.put(
+            self.outbox,
+            tx,
+            &SearchDocKey {
+                doc_id: key.to_owned(),
+            },
+            &SearchDoc {
+                doc_type: "grip".into(),
+                level: String::new(),
+                text: spill::capped(grip.excerpt.clone(), PROJECTED_TEXT_BYTES),
+                keywords: String::new(),
+                timestamp_ms: grip.start.timestamp_ms,
+            },
+        )?;
+        Ok(())
+    }
+
+    /// Deletes grip `grip_id`, its node-index row and its search document
+    /// in one commit; returns whether it was stored (deleting an unknown
+    /// grip writes nothing).
+    ///
+    /// # Errors
+    /// [`MemoryError::Corrupt`] for a stored grip that does not decode (it
+    /// is left as it is), a store error.
+    pub fn delete_grip(&self, grip_id: &str) -> Result<bool, MemoryError> {
+        let key = grip_id.as_bytes();
         self.store.transact(|tx| {
-            let old: Option<Grip> = tx
-                .get_in(&self.grips, key.as_bytes())?
-                .map(|b| decode(key.as_bytes(), &b))
-                .transpose()?;
-            if let Some(node) = old.and_then(|g| g.toc_node_id) {
-                tx.delete_in(&self.grips, node_grip_key(&node, &key).into_bytes())?;
+            let Some(bytes) = tx.get_in(&self.grips, key)? else {
+                return Ok(false);
+            };
+            let spilled = bytes == spill::POINTER;
+            let grip: Grip = Self::read_row(tx, GRIPS, key, bytes, true)?;
+            if spilled {
+                Self::drop_spill(tx, GRIPS, grip_id, spill::POINTER)?;
             }
-            tx.put_in(&self.grips, key.clone().into_bytes(), bytes.clone())?;
             if let Some(node) = &grip.toc_node_id {
-                tx.put_in(
-                    &self.grips,
-                    node_grip_key(node, &key).into_bytes(),
-                    Vec::new(),
-                )?;
+                tx.delete_in(&self.grips, node_grip_key(node, grip_id).into_bytes())?;
             }
-            self.spec.put(
+            tx.delete_in(&self.grips, key.to_vec())?;
+            self.spec.delete(
                 self.outbox,
                 tx,
                 &SearchDocKey {
-                    doc_id: key.clone(),
-                },
-                &SearchDoc {
-                    doc_type: "grip".into(),
-                    level: String::new(),
-                    text: grip.excerpt.clone(),
-                    keywords: String::new(),
-                    timestamp_ms: grip.start.timestamp_ms,
+                    doc_id: grip_id.to_owned(),
                 },
             )?;
-            Ok::<_, MemoryError>(())
+            Ok::<_, MemoryError>(true)
         })
     }
 
@@ -58,9 +115,10 @@ impl<E: Engine> AgentMemory<'_, E> {
     /// [`MemoryError::Corrupt`], a store error.
     pub fn grip(&self, grip_id: &str) -> Result<Option<Grip>, MemoryError> {
         let mut tx = self.store.begin();
-        tx.snapshot_get_in(&self.grips, grip_id.as_bytes())?
-            .map(|b| decode(grip_id.as_bytes(), &b))
-            .transpose()
+        match tx.snapshot_get_in(&self.grips, grip_id.as_bytes())? {
+            None => Ok(None),
+            Some(b) => Self::read_row(&mut tx, GRIPS, grip_id.as_bytes(), b, false).map(Some),
+        }
     }
 
     /// The grips linked to `node_id`, by one prefix scan of the node index.
@@ -82,8 +140,8 @@ impl<E: Engine> AgentMemory<'_, E> {
         rows.into_iter()
             .map(|(k, _)| {
                 let grip_id = String::from_utf8_lossy(&k[prefix.len()..]).into_owned();
-                tx.snapshot_get_in(&self.grips, grip_id.as_bytes())?
-                    .map(|b| decode(grip_id.as_bytes(), &b))
+                let row = tx.snapshot_get_in(&self.grips, grip_id.as_bytes())?;
+                row.map(|b| Self::read_row(&mut tx, GRIPS, grip_id.as_bytes(), b, false))
                     .transpose()?
                     .ok_or_else(|| MemoryError::Inconsistent {
                         key: String::from_utf8_lossy(&k).into_owned(),
@@ -102,8 +160,8 @@ impl<E: Engine> AgentMemory<'_, E> {
         let grip = self.grip(grip_id)?.ok_or_else(|| MemoryError::NoSuchGrip {
             grip_id: grip_id.to_owned(),
         })?;
-        let start = event_key(grip.start.timestamp_ms, &grip.start.event_id)?;
-        let end = event_key(grip.end.timestamp_ms, &grip.end.event_id)?;
+        let start = event_key(&grip.start.event_id)?;
+        let end = event_key(&grip.end.event_id)?;
         let mut end = end.into_bytes();
         end.push(0);
         let range = KeyRange {
@@ -112,6 +170,8 @@ impl<E: Engine> AgentMemory<'_, E> {
         };
         let mut tx = self.store.begin();
         let rows = tx.snapshot_scan_in(&self.events, &range, None, false)?.rows;
-        rows.iter().map(|(k, v)| decode(k, v)).collect()
+        rows.into_iter()
+            .map(|(k, v)| Self::read_row(&mut tx, EVENTS, &k, v, false))
+            .collect()
     }
 }

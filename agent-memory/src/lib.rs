@@ -11,7 +11,11 @@
 //! child links; grips and grips by node; provenance (a grip's events);
 //! checkpoints; stats, backup and compaction where the engine offers them;
 //! the search projection of TOC nodes and grips, indexed by `strata-search`
-//! from the outbox, with `rebuild`.
+//! from the outbox, with `rebuild`; the event topic consumed by a
+//! segmenter (`register_consumer`, `new_events`, `finish_events`,
+//! `trim_events`, [`segments`]); values past the value limit spilled to
+//! chunked rows, so no event, node or grip fails on size; [`verify`] of
+//! the whole database.
 //!
 //! The example (`examples/examples/agent_memory.rs`, crate `strata-examples`) ingests a JSON-lines
 //! conversation and answers a search; the simulation's agent-memory
@@ -22,12 +26,13 @@
 //!
 //! | space | role | profile |
 //! |---|---|---|
-//! | `am.events` | raw events, `evt:{ts:013}:{ulid}` | `AppendOnly` (compressed, written in time order) |
+//! | `am.events` | raw events, `evt:{ts:013}:{ulid}` (`ts`: the ULID's time) | `AppendOnly` (compressed, written in time order) |
 //! | `am.toc_nodes` | TOC node versions, `{node_id}:v{ver:06}` | `General` |
 //! | `am.toc_latest` | latest version pointers, `latest:{node_id}`, a big-endian `u32` | `PointLookup` |
 //! | `am.grips` | grips `{grip_id}` and the node index `node:{node_id}:{grip_id}` | `General` |
 //! | `strata.outbox` | outbox entries (`strata-outbox`) | `Queue`: never compacted by age or size |
 //! | `strata.outbox.state` ([`CHECKPOINTS`]) | the outbox consumers' checkpoints, and jobs' `checkpoint:{job}` | `General` |
+//! | the store's data keyspace | search projections `("am", "doc", id)`; values past the limit `("am", "spill", space, key)`, chunked, their row holding a pointer | (the store's) |
 //!
 //! The search index keeps its own checkpoint in its commit payload, so
 //! documents and checkpoint are one commit.
@@ -44,6 +49,8 @@
 
 mod dates;
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 use strata_codec::{EncodeOptions, Value};
 use strata_engine::{Engine, Profile};
@@ -55,10 +62,21 @@ use strata_store::{Space, Store, StoreError, StoreOptions, Tx};
 
 mod events;
 mod grips;
+mod hook;
 mod operations;
+mod pipeline;
+mod spill;
 mod toc;
+mod verify;
 
-pub use dates::{civil_date, day_id, month_id, week_id, year_id};
+pub use hook::HookEvent;
+pub use pipeline::{NewEvent, SegmentRule, segments};
+pub use spill::{PROJECTED_KEYWORD_BYTES, PROJECTED_TEXT_BYTES};
+pub use verify::{MemoryCheck, MemoryProblem, verify};
+
+pub use dates::{
+    CalendarNode, calendar_chain, civil_date, day_id, month_id, parent_id, week_id, year_id,
+};
 
 /// Raw conversation events.
 pub const EVENTS: &str = "am.events";
@@ -144,6 +162,11 @@ pub enum Inconsistency {
     VersionNotStored(u32),
     /// An index row names a grip that is not stored.
     GripNotStored,
+    /// An entry of the event topic names an event that is not stored.
+    EventNotStored,
+    /// A row past the value limit points at a spilled value that is not
+    /// stored.
+    SpillNotStored,
 }
 
 impl std::fmt::Display for Inconsistency {
@@ -152,23 +175,88 @@ impl std::fmt::Display for Inconsistency {
             Self::PointerNotFourBytes => f.write_str("is a latest pointer that is not 4 bytes"),
             Self::VersionNotStored(v) => write!(f, "points at version {v}, which is not stored"),
             Self::GripNotStored => f.write_str("indexes a grip that is not stored"),
+            Self::EventNotStored => f.write_str("is announced on the event topic but not stored"),
+            Self::SpillNotStored => {
+                f.write_str("points at a value past the limit that is not stored")
+            }
         }
     }
 }
 
-/// A conversation event.
+/// What kind of conversation event it is: the original's eight kinds
+/// (`EventType`), stored in snake case.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum EventType {
+    /// A session started.
+    SessionStart,
+    /// The user submitted a message.
+    UserMessage,
+    /// The assistant answered.
+    AssistantMessage,
+    /// A tool was called and returned (the original records a tool's use
+    /// and its result as this kind).
+    ToolResult,
+    /// The assistant finished answering.
+    AssistantStop,
+    /// A subagent started.
+    SubagentStart,
+    /// A subagent stopped.
+    SubagentStop,
+    /// The session ended.
+    SessionEnd,
+}
+
+/// A conversation event: the original's fields, in its JSON (`timestamp`
+/// in milliseconds, `metadata` and `agent` optional when read).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Event {
-    /// Its ULID, chosen by the writer: a retry reuses it.
+    /// Its ULID, chosen by the writer: a retry reuses it. The event's key
+    /// takes the ULID's time, not `timestamp_ms` ([`event_key`]).
     pub event_id: String,
     /// The conversation.
     pub session_id: String,
-    /// When it happened, milliseconds since the Unix epoch.
+    /// When it happened (the source's time, not the ingest's),
+    /// milliseconds since the Unix epoch; `timestamp` in the stored JSON.
+    #[serde(rename = "timestamp")]
     pub timestamp_ms: u64,
-    /// `user`, `assistant`, `tool`, ...
+    /// Its kind.
+    pub event_type: EventType,
+    /// `user`, `assistant`, `system` or `tool` in the original; any text
+    /// here.
     pub role: String,
     /// What was said or done.
     pub text: String,
+    /// Tool names, file paths and the like.
+    #[serde(default)]
+    pub metadata: BTreeMap<String, String>,
+    /// The agent that produced it (`claude`, `opencode`, ...), if known.
+    #[serde(default)]
+    pub agent: Option<String>,
+}
+
+impl Event {
+    /// An event without metadata or agent.
+    pub fn new(
+        event_id: impl Into<String>,
+        session_id: impl Into<String>,
+        timestamp_ms: u64,
+        event_type: EventType,
+        role: impl Into<String>,
+        text: impl Into<String>,
+    ) -> Self {
+        Self {
+            event_id: event_id.into(),
+            session_id: session_id.into(),
+            timestamp_ms,
+            event_type,
+            role: role.into(),
+            text: text.into(),
+            metadata: BTreeMap::new(),
+            agent: None,
+        }
+    }
 }
 
 /// A bullet of a TOC node, with the grips backing it.
@@ -185,9 +273,9 @@ pub struct TocBullet {
 pub enum Level {
     /// `toc:year:2024`.
     Year,
-    /// `toc:month:2024-01`.
+    /// `toc:month:2024:01`.
     Month,
-    /// `toc:week:2024-w04` (ISO week).
+    /// `toc:week:2024:W05` (ISO week).
     Week,
     /// `toc:day:2024-01-29`.
     Day,
@@ -208,8 +296,62 @@ impl Level {
     }
 }
 
+/// What a node or grip records, for ranking: the original's kinds
+/// (`MemoryKind`), stored in snake case; `Observation` by default.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum MemoryKind {
+    /// Something seen; no boost.
+    #[default]
+    Observation,
+    /// A preference ("I prefer ...").
+    Preference,
+    /// Steps to follow.
+    Procedure,
+    /// A requirement or limit ("must ...").
+    Constraint,
+    /// What a term means.
+    Definition,
+}
+
+/// The salience of a node or grip written before salience was recorded:
+/// the original's neutral midpoint.
+pub const DEFAULT_SALIENCE: f32 = 0.5;
+
+fn default_salience() -> f32 {
+    DEFAULT_SALIENCE
+}
+
+/// How important a node or grip is, as the original records it on both
+/// (its fields, flattened into the node's or grip's JSON); by default the
+/// original's values for records written before it had them.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Salience {
+    /// The score (the original computes it when the record is made: 0.35
+    /// plus boosts for length, kind and pinning); stored as given.
+    #[serde(default = "default_salience")]
+    pub salience_score: f32,
+    /// What it records.
+    #[serde(default)]
+    pub memory_kind: MemoryKind,
+    /// Pinned by the user.
+    #[serde(default)]
+    pub is_pinned: bool,
+}
+
+impl Default for Salience {
+    fn default() -> Self {
+        Self {
+            salience_score: DEFAULT_SALIENCE,
+            memory_kind: MemoryKind::Observation,
+            is_pinned: false,
+        }
+    }
+}
+
 /// A node of the table of contents: one version of it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TocNode {
     /// `toc:{level}:{...}`.
     pub node_id: String,
@@ -229,19 +371,26 @@ pub struct TocNode {
     pub end_ms: u64,
     /// The version this is (set by [`AgentMemory::put_toc_node`]).
     pub version: u32,
+    /// How important it is.
+    #[serde(flatten)]
+    pub salience: Salience,
+    /// The agents whose events the span holds.
+    #[serde(default)]
+    pub contributing_agents: Vec<String>,
 }
 
-/// A reference to an event: its time and id, which make its key.
+/// A reference to an event: its id, which makes its key, and its
+/// timestamp, for readers.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct EventRef {
-    /// The event's timestamp.
+    /// The event's timestamp (its content; the key takes the ULID's).
     pub timestamp_ms: u64,
     /// Its ULID.
     pub event_id: String,
 }
 
 /// A provenance anchor: an excerpt and the events it came from.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Grip {
     /// `grip:{ts:013}:{suffix}`.
     pub grip_id: String,
@@ -255,6 +404,9 @@ pub struct Grip {
     pub source: String,
     /// The TOC node it backs, if linked.
     pub toc_node_id: Option<String>,
+    /// How important it is.
+    #[serde(flatten)]
+    pub salience: Salience,
 }
 
 /// The outbox entry of a new event.
@@ -320,25 +472,31 @@ pub struct Stats {
     pub outbox_lag: Option<u64>,
 }
 
-/// The event key of `timestamp_ms` and `event_id`: `evt:{ts:013}:{ulid}`.
+/// The event key of `event_id`: `evt:{ts:013}:{ulid}`, where `ts` is the
+/// time inside the ULID (as the original keys an event), so every retry of
+/// one id, whatever timestamp it carries, meets the same key, and an event
+/// is found by its id alone. The ULID is written in its canonical
+/// (upper-case) form, so `01hnvx...` and `01HNVX...` are one event.
 ///
 /// # Errors
-/// [`MemoryError::Invalid`] for a timestamp over 13 digits or an id that
-/// is not a ULID.
-pub fn event_key(timestamp_ms: u64, event_id: &str) -> Result<String, MemoryError> {
-    if timestamp_ms > 9_999_999_999_999 {
-        return Err(MemoryError::Invalid {
-            what: "timestamp (over 13 digits)",
-            value: timestamp_ms.to_string(),
-        });
-    }
-    if Ulid::parse(event_id.as_bytes()).is_err() {
-        return Err(MemoryError::Invalid {
+/// [`MemoryError::Invalid`] for an id that is not a ULID, or whose time
+/// needs more than 13 digits (after the year 2286).
+pub fn event_key(event_id: &str) -> Result<String, MemoryError> {
+    // The ULID text is read in either case, as its specification asks.
+    let ulid = Ulid::parse(event_id.to_ascii_uppercase().as_bytes()).map_err(|_| {
+        MemoryError::Invalid {
             what: "event id (not a ULID)",
+            value: event_id.to_owned(),
+        }
+    })?;
+    let ms = ulid.timestamp_ms();
+    if ms > 9_999_999_999_999 {
+        return Err(MemoryError::Invalid {
+            what: "event id (its time needs over 13 digits)",
             value: event_id.to_owned(),
         });
     }
-    Ok(format!("evt:{timestamp_ms:013}:{event_id}"))
+    Ok(format!("evt:{ms:013}:{ulid}"))
 }
 
 /// The key of version `version` of TOC node `node_id`.

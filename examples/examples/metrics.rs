@@ -48,6 +48,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             event_id: format!("01HNA{i:021}"),
         };
         Grip {
+            salience: strata_schemas::agent_memory::Salience::default(),
             grip_id: format!("grip:{:013}:g{i}", 1_706_540_400_000 + i),
             excerpt,
             start: at.clone(),

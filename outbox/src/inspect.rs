@@ -3,10 +3,24 @@
 //! dashboards. Nothing here writes.
 
 use strata_engine::Engine;
-use strata_keys::KeyRange;
 use strata_keys::tuple;
+use strata_keys::{Key, KeyRange};
 
 use crate::{Lag, Outbox, OutboxError, OutboxRow, Position, corrupt_by, layout, read_lease};
+
+/// One topic holding entries ([`Outbox::topics`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct TopicEntries {
+    /// The topic's name.
+    pub topic: String,
+    /// Entries stored (finished ones not yet trimmed included).
+    pub entries: u64,
+    /// The first entry's position.
+    pub first: Position,
+    /// The last entry's position.
+    pub last: Position,
+}
 
 /// Where one registered consumer stands ([`Outbox::status`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -82,6 +96,59 @@ impl<E: Engine> Outbox<'_, E> {
                     .map_err(|e| corrupt_by(OutboxRow::Checkpoint, k, e))
             })
             .collect()
+    }
+
+    /// Every topic that holds entries, by name, with its entry count and
+    /// first and last positions, whether or not a consumer is registered
+    /// for it (a topic nothing consumes is never trimmed: this finds it).
+    /// One snapshot; each topic's entries are read once to count them.
+    ///
+    /// # Errors
+    /// An entry key that does not read ([`OutboxError::Corrupt`]); a store
+    /// failure.
+    pub fn topics(&self) -> Result<Vec<TopicEntries>, OutboxError> {
+        let mut tx = self.store.begin();
+        let mut from = KeyRange::tuple_prefix(&tuple::pack(&("e",)));
+        let mut topics = Vec::new();
+        loop {
+            let Some((first_key, _)) = tx
+                .snapshot_scan_in(&self.entries, &from, Some(1), false)?
+                .rows
+                .into_iter()
+                .next()
+            else {
+                return Ok(topics);
+            };
+            let key = layout::EntryKey::unpack(&first_key)
+                .map_err(|e| corrupt_by(OutboxRow::EntryKey, &first_key, e))?;
+            let range = layout::all_entries(&key.topic);
+            let position = |k: &[u8]| {
+                layout::entry_position(k).ok_or_else(|| crate::corrupt(OutboxRow::EntryKey, k))
+            };
+            // Counted a page at a time: a topic may hold millions.
+            let mut page_range = range.clone();
+            let (mut entries, mut last) = (0u64, first_key.clone());
+            loop {
+                let page = tx.snapshot_scan_in(&self.entries, &page_range, Some(4_096), false)?;
+                entries += u64::try_from(page.rows.len()).unwrap_or(u64::MAX);
+                if let Some((k, _)) = page.rows.last() {
+                    last.clone_from(k);
+                }
+                if !page.more || page.rows.is_empty() {
+                    break;
+                }
+                page_range.start.clone_from(&last);
+                page_range.start.push(0);
+            }
+            topics.push(TopicEntries {
+                entries,
+                first: position(&first_key)?,
+                last: position(&last)?,
+                topic: key.topic,
+            });
+            // The next topic starts past every key of this one.
+            from.start = range.end.unwrap_or_default();
+        }
     }
 
     /// Where consumer `consumer` of `topic` stands: its checkpoint, its

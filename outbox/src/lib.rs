@@ -85,7 +85,7 @@ pub use crate::config::{OutboxConfig, Start};
 pub use crate::consumers::Registered;
 pub use crate::dead::DeadLetter;
 pub use crate::error::{OutboxError, OutboxRow};
-pub use crate::inspect::{ConsumerStatus, LeaseStatus};
+pub use crate::inspect::{ConsumerStatus, LeaseStatus, TopicEntries};
 pub use crate::lease::Lease;
 pub(crate) use crate::lease::read_lease;
 pub use crate::outbox::Outbox;

@@ -33,6 +33,9 @@ fn options(durability: Durability) -> StoreOptions {
 /// Event `n`: about 200 bytes of text, a ULID of its own.
 fn event(n: u64) -> Event {
     Event {
+        event_type: strata_schemas::agent_memory::EventType::UserMessage,
+        metadata: std::collections::BTreeMap::new(),
+        agent: None,
         event_id: format!("01HNVX2X7Q{n:016}"),
         session_id: "session-1".into(),
         timestamp_ms: 1_706_540_400_000 + n,
@@ -123,6 +126,7 @@ fn pipeline<E: Engine>(
                 }
             };
             mem.put_grip(&Grip {
+                salience: strata_schemas::agent_memory::Salience::default(),
                 grip_id: format!("grip:{:013}:{k}", e.timestamp_ms),
                 excerpt: e.text.clone(),
                 start: at(k - 9),

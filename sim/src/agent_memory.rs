@@ -25,8 +25,8 @@ use strata_codec::Limits;
 use strata_engine::{Engine, Rng, SeededRng};
 use strata_outbox::{Outbox, Position, Start};
 use strata_schemas::agent_memory::{
-    AgentMemory, EVENT_TOPIC, Event, EventRef, Grip, Level, TocBullet, TocNode, event_key,
-    outbox_config, search_spec,
+    AgentMemory, EVENT_TOPIC, Event, EventRef, Grip, Level, TocBullet, TocNode, outbox_config,
+    search_spec,
 };
 use strata_search::{Indexer, IndexerConfig, Location};
 use strata_store::{Store, StoreOptions};
@@ -45,7 +45,7 @@ struct MemRun {
     frame: Frame,
     options: StoreOptions,
     next_event: u32,
-    /// Event key → the position it arrived at.
+    /// Event id → the position its entry arrived at.
     delivered: BTreeMap<String, Position>,
     /// The checking consumer's lease, renewed from one drain to the next.
     lease: Option<strata_outbox::Lease>,
@@ -84,6 +84,9 @@ impl MemRun {
         self.next_event += 1;
         let n = self.next_event;
         Event {
+            event_type: strata_schemas::agent_memory::EventType::UserMessage,
+            metadata: std::collections::BTreeMap::new(),
+            agent: None,
             event_id: ulid(n),
             session_id: "s".into(),
             timestamp_ms: T0 + u64::from(n) * 1_000,
@@ -134,15 +137,21 @@ impl MemRun {
         );
     }
 
-    /// Resends one event the client is unsure of, with its id and
-    /// timestamp unchanged; it leaves the list once a put succeeds.
+    /// Resends one event the client is unsure of, with its id unchanged
+    /// and, half the time, its timestamp derived again (a client that
+    /// reads the clock on each attempt); it leaves the list once a put
+    /// succeeds.
     fn resend<E: Target>(&mut self, mem: &AgentMemory<'_, FaultyEngine<E>>, step: usize) {
         if self.unsure.is_empty() {
             return;
         }
         let len = u64::try_from(self.unsure.len()).unwrap_or(u64::MAX);
         let i = usize::try_from(self.frame.rng.below(len)).unwrap_or(0);
-        match mem.put_event(&self.unsure[i]) {
+        let mut again = self.unsure[i].clone();
+        if self.frame.rng.chance(0.5) {
+            again.timestamp_ms += 1 + self.frame.rng.below(5_000);
+        }
+        match mem.put_event(&again) {
             Ok(w) => {
                 self.frame.commits += 1;
                 let e = self.unsure.swap_remove(i);
@@ -165,6 +174,8 @@ impl MemRun {
         let n = self.frame.rng.below(4);
         let id = format!("toc:segment:2024-01-29:s{n}");
         let node = TocNode {
+            salience: strata_schemas::agent_memory::Salience::default(),
+            contributing_agents: Vec::new(),
             node_id: id.clone(),
             level: Level::Segment,
             title: format!("segment {n} step {step}"),
@@ -219,6 +230,7 @@ impl MemRun {
             event_id: ulid(n),
         };
         let g = Grip {
+            salience: strata_schemas::agent_memory::Salience::default(),
             grip_id: format!("grip:{:013}:g{step}", T0 + u64::from(start) * 1_000),
             excerpt: format!("excerpt of events {start} to {end}"),
             start: at(start),
@@ -259,18 +271,21 @@ impl MemRun {
                 break;
             }
             for d in &batch {
-                match self.delivered.get(&d.entry.key) {
+                // The event's id ends its key (`evt:{ts}:{ulid}`): an id
+                // stored under two keys arrives twice.
+                let id = d.entry.key.rsplit(':').next().unwrap_or_default();
+                match self.delivered.get(id) {
                     Some(p) if *p != d.position => {
                         return Err(fail(
                             step,
                             format!(
-                                "event {} arrived twice, at {p:?} and {:?}",
-                                d.entry.key, d.position
+                                "event {id} arrived twice, at {p:?} and {:?} (key {})",
+                                d.position, d.entry.key
                             ),
                         ));
                     }
                     _ => {
-                        self.delivered.insert(d.entry.key.clone(), d.position);
+                        self.delivered.insert(id.to_owned(), d.position);
                     }
                 }
             }
@@ -288,14 +303,20 @@ impl MemRun {
         let Ok(page) = mem.events(0, 9_999_999_999_999, false, 100_000, None) else {
             return Ok(());
         };
-        let stored: BTreeSet<String> = page
-            .events
-            .iter()
-            .filter_map(|e| event_key(e.timestamp_ms, &e.event_id).ok())
-            .collect();
+        let stored: BTreeSet<&str> = page.events.iter().map(|e| e.event_id.as_str()).collect();
+        if stored.len() != page.events.len() {
+            return Err(fail(
+                step,
+                format!(
+                    "{} events stored under {} ids: an id stored twice",
+                    page.events.len(),
+                    stored.len()
+                ),
+            ));
+        }
         let _ = durable;
         for key in &stored {
-            if !self.delivered.contains_key(key)
+            if !self.delivered.contains_key(*key)
                 && store.engine().durable_version() >= store.engine().last_version()
             {
                 return Err(fail(step, format!("stored event {key} never arrived")));

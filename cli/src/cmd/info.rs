@@ -68,7 +68,7 @@ struct CatalogInfo {
 /// Where an outbox consumer stands, or why that could not be read.
 #[derive(Debug, Serialize)]
 pub(super) struct ConsumerInfo {
-    topic: String,
+    pub(super) topic: String,
     consumer: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     checkpoint: Option<String>,

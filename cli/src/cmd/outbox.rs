@@ -7,10 +7,13 @@ use super::*;
 #[derive(Debug, Serialize)]
 #[serde(untagged)]
 pub(super) enum OutboxOut {
-    /// `list`: every registered consumer.
+    /// `list`: every registered consumer, and every topic holding
+    /// entries.
     Consumers {
         /// Every registered consumer.
         consumers: Vec<ConsumerInfo>,
+        /// Every topic holding entries, consumed or not.
+        topics: Vec<TopicOut>,
     },
     /// `dead`: one consumer's dead letters.
     Dead {
@@ -50,6 +53,17 @@ pub(super) enum OutboxOut {
     },
 }
 
+/// A topic holding entries.
+#[derive(Debug, Serialize)]
+pub(super) struct TopicOut {
+    topic: String,
+    entries: u64,
+    first: String,
+    last: String,
+    /// Registered consumers (none: nothing reads or trims it).
+    consumers: usize,
+}
+
 /// A dead letter, its entry summarised.
 #[derive(Debug, Serialize)]
 pub(super) struct DeadOut {
@@ -65,7 +79,30 @@ pub(super) struct DeadOut {
 impl Output for OutboxOut {
     fn text(&self) -> String {
         match self {
-            Self::Consumers { consumers } => consumers_text(consumers).trim_end().to_owned(),
+            Self::Consumers { consumers, topics } => {
+                let mut s = consumers_text(consumers);
+                s.push_str(if topics.is_empty() {
+                    "outbox topics: none\n"
+                } else {
+                    "outbox topics:\n"
+                });
+                for t in topics {
+                    let _ = writeln!(
+                        s,
+                        "  {}: {} entries, {} to {}, {}",
+                        t.topic,
+                        t.entries,
+                        t.first,
+                        t.last,
+                        match t.consumers {
+                            0 => "no consumer (never trimmed)".to_owned(),
+                            1 => "1 consumer".to_owned(),
+                            n => format!("{n} consumers"),
+                        }
+                    );
+                }
+                s.trim_end().to_owned()
+            }
             Self::Dead {
                 topic,
                 consumer,
@@ -128,9 +165,22 @@ pub(super) fn outbox<E: Engine>(
     let fail = |err: strata_outbox::OutboxError| Failure::failed("outbox", &err);
     let pair = |t: &str, c: &str| (t.to_owned(), c.to_owned());
     Ok(match action {
-        OutboxAction::List => OutboxOut::Consumers {
-            consumers: consumers(Some(&outbox))?,
-        },
+        OutboxAction::List => {
+            let consumers = consumers(Some(&outbox))?;
+            let topics = outbox
+                .topics()
+                .map_err(fail)?
+                .into_iter()
+                .map(|t| TopicOut {
+                    consumers: consumers.iter().filter(|c| c.topic == t.topic).count(),
+                    topic: t.topic,
+                    entries: t.entries,
+                    first: t.first.to_string(),
+                    last: t.last.to_string(),
+                })
+                .collect();
+            OutboxOut::Consumers { consumers, topics }
+        }
         OutboxAction::Dead { topic, consumer } => {
             // An unknown consumer is an error here as for every action.
             outbox.checkpoint(topic, consumer).map_err(fail)?;

@@ -19,8 +19,54 @@ pub(super) struct Verification {
     quota_scopes: Option<u64>,
     outbox_consumers: usize,
     search_indexes: usize,
+    /// The agent-memory keyspaces read back, when the database has them.
+    agent_memory: Option<AgentMemoryCounts>,
     pub(super) problems: Vec<String>,
     notes: Vec<String>,
+}
+
+/// What the agent-memory check read.
+#[derive(Debug, Serialize)]
+struct AgentMemoryCounts {
+    events: u64,
+    toc_versions: u64,
+    nodes: u64,
+    grips: u64,
+    index_rows: u64,
+}
+
+/// The agent-memory keyspaces, when the database has every one of them:
+/// each row read back and checked against the others
+/// (`strata_schemas::agent_memory::verify`).
+fn check_agent_memory<E: Engine>(
+    db: &Db,
+    store: &Store<E>,
+    problems: &mut Vec<String>,
+) -> Option<AgentMemoryCounts> {
+    use strata_schemas::agent_memory as am;
+    let has = |n: &str| db.keyspaces.iter().any(|k| k == n);
+    if ![am::EVENTS, am::TOC_NODES, am::TOC_LATEST, am::GRIPS]
+        .into_iter()
+        .all(has)
+    {
+        return None;
+    }
+    match am::verify(store) {
+        Ok(check) => {
+            problems.extend(check.problems.iter().map(|p| format!("agent memory: {p}")));
+            Some(AgentMemoryCounts {
+                events: check.events,
+                toc_versions: check.toc_versions,
+                nodes: check.nodes,
+                grips: check.grips,
+                index_rows: check.index_rows,
+            })
+        }
+        Err(err) => {
+            problems.push(format!("agent memory: {}", ErrorChain(&err)));
+            None
+        }
+    }
 }
 
 pub(super) fn verify<E: Engine + strata_engine::Integrity>(
@@ -79,6 +125,7 @@ pub(super) fn verify<E: Engine + strata_engine::Integrity>(
     let consumers_checked = outbox
         .as_ref()
         .map_or(0, |o| check_consumers(db, e, o, &mut problems));
+    let agent_memory = check_agent_memory(db, &store, &mut problems);
     Ok(Verification {
         ok: problems.is_empty(),
         version: v.version,
@@ -91,6 +138,7 @@ pub(super) fn verify<E: Engine + strata_engine::Integrity>(
         quota_scopes: v.quota_scopes,
         outbox_consumers: consumers_checked,
         search_indexes: indexes_checked,
+        agent_memory,
         problems,
         notes,
     })
@@ -122,6 +170,13 @@ impl Output for Verification {
             self.outbox_consumers,
             self.search_indexes
         );
+        if let Some(am) = &self.agent_memory {
+            let _ = writeln!(
+                s,
+                "agent memory: {} events, {} TOC versions of {} nodes, {} grips, {} index rows",
+                am.events, am.toc_versions, am.nodes, am.grips, am.index_rows
+            );
+        }
         if self.problems.is_empty() {
             s.push_str("OK: nothing wrong");
         } else {

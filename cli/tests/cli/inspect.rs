@@ -105,6 +105,19 @@ fn inspect(which: Which, engine_name: &str) {
     // Outbox: list, dead letters, reset.
     let list = json(&["outbox", db, "list"]);
     assert_eq!(list["consumers"][0]["lag_entries"], 3);
+    // The topic, with its three entries, the last pushed alone by the
+    // eighth commit.
+    let topics = list["topics"].as_array().unwrap();
+    assert_eq!(topics.len(), 1, "{list}");
+    assert_eq!(
+        (
+            topics[0]["topic"].clone(),
+            topics[0]["entries"].clone(),
+            topics[0]["last"].clone(),
+            topics[0]["consumers"].clone()
+        ),
+        ("notes".into(), 3.into(), "8.0".into(), 1.into())
+    );
     let dead = json(&["outbox", db, "dead", "notes", "indexer"]);
     assert_eq!(dead["dead_letters"].as_array().unwrap().len(), 0);
     let reset = json(&["outbox", db, "reset", "notes", "indexer", "end"]);

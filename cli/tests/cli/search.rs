@@ -29,6 +29,7 @@ pub(crate) fn agent_memory(dir: &Dir) -> PathBuf {
         let ms = 1_706_540_400_000 + i as u64 * 1_000;
         memory
             .put_grip(&Grip {
+                salience: strata_schemas::agent_memory::Salience::default(),
                 grip_id: format!("grip:{ms:013}:g{i}"),
                 excerpt: (*text).to_owned(),
                 start: at(ms),
@@ -283,6 +284,7 @@ fn search_list_shows_an_index_behind_its_consumer() {
         };
         memory
             .put_grip(&Grip {
+                salience: strata_schemas::agent_memory::Salience::default(),
                 grip_id: "grip:1706540500000:g9".to_owned(),
                 excerpt: "a third grip".to_owned(),
                 start: at.clone(),
@@ -317,4 +319,88 @@ fn search_list_shows_an_index_behind_its_consumer() {
     let (code, text, _) = run(&["search", db, "list"]);
     assert_eq!(code, 0);
     assert!(text.contains("BEHIND its consumer's checkpoint"), "{text}");
+}
+
+/// `verify` reads the agent-memory keyspaces back too: the counts, and
+/// damage planted in them reported line by line.
+#[test]
+fn verify_covers_the_agent_memory_keyspaces() {
+    let dir = Dir::new("verify-am");
+    let db = agent_memory(&dir);
+    {
+        use strata_schemas::agent_memory::{AgentMemory, Event};
+        let options = AgentMemory::<RedbEngine>::declare(StoreOptions::new(Limits::FOUNDATIONDB));
+        let e = RedbEngine::open(&db, options.keyspace_specs(), RedbOptions::default()).unwrap();
+        let store = Store::open(e, options).unwrap();
+        let outbox = Outbox::new(
+            &store,
+            OutboxConfig::default(),
+            Arc::new(SystemClock),
+            Box::new(SeededRng::new(4)),
+        )
+        .unwrap();
+        let memory = AgentMemory::open(&store, &outbox).unwrap();
+        memory
+            .put_event(&Event {
+                event_type: strata_schemas::agent_memory::EventType::UserMessage,
+                metadata: std::collections::BTreeMap::new(),
+                agent: None,
+                event_id: "01HNVX2X7Q0000000000000001".into(),
+                session_id: "s1".into(),
+                timestamp_ms: 1_706_540_400_000,
+                role: "user".into(),
+                text: "hello".into(),
+            })
+            .unwrap();
+        store.engine().sync().unwrap();
+    }
+    let db = p(&db);
+    let all = json(&["verify", db]);
+    assert_eq!(all["ok"], true, "{all}");
+    assert_eq!(
+        all["agent_memory"],
+        serde_json::json!({"events": 1, "toc_versions": 0, "nodes": 0, "grips": 2, "index_rows": 0})
+    );
+    // The event topic, which nothing consumes here, is listed.
+    let (code, text, _) = run(&["outbox", db, "list"]);
+    assert_eq!(code, 0, "{text}");
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("  am.events: 1 entries, ")
+                && l.ends_with(", no consumer (never trimmed)")),
+        "{text}"
+    );
+    {
+        let options = strata_schemas::agent_memory::AgentMemory::<RedbEngine>::declare(
+            StoreOptions::new(Limits::FOUNDATIONDB),
+        );
+        let e = RedbEngine::open(db, options.keyspace_specs(), RedbOptions::default()).unwrap();
+        let grips = e.keyspace("am.grips").unwrap();
+        let latest = e.keyspace("am.toc_latest").unwrap();
+        e.commit(
+            Commit::new()
+                .put(
+                    grips,
+                    b"node:toc:day:2024-01-29:grip:1706540400000:g7".to_vec(),
+                    Vec::new(),
+                )
+                .put(latest, b"latest:toc:year:2024".to_vec(), vec![0, 1]),
+        )
+        .unwrap();
+    }
+    let (code, text, _) = run(&["verify", db]);
+    assert_eq!(code, 1, "{text}");
+    let lines: Vec<&str> = text.lines().filter(|l| l.starts_with("PROBLEM")).collect();
+    assert_eq!(
+        lines,
+        [
+            r#"PROBLEM agent memory: am.toc_latest "latest:toc:year:2024": is a latest pointer that is not 4 bytes"#,
+            r#"PROBLEM agent memory: am.grips "node:toc:day:2024-01-29:grip:1706540400000:g7": indexes a grip that is not stored under that node"#,
+        ],
+        "{text}"
+    );
+    assert!(
+        text.contains("agent memory: 1 events, 0 TOC versions of 1 nodes, 2 grips, 1 index rows"),
+        "{text}"
+    );
 }

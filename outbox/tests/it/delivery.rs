@@ -1,7 +1,7 @@
 //! Delivery: commit order, durability, checkpoints, consumers, trimming.
 
 use strata_engine::{Clock, Durability, Engine};
-use strata_outbox::{Delivery, Outbox, OutboxError, Position, Start};
+use strata_outbox::{Delivery, Outbox, OutboxError, Position, Start, Topic};
 use strata_store::StoreError;
 
 use crate::engine_tests;
@@ -620,6 +620,51 @@ engine_tests! {
                 outbox.status("orders", "nobody"),
                 Err(OutboxError::UnknownConsumer { .. })
             ));
+        });
+    }
+}
+
+engine_tests! {
+    /// Every topic holding entries is listed, consumed or not, with its
+    /// count and first and last positions (the commits' versions, read
+    /// from the engine).
+    fn topics_with_entries_are_listed_whether_consumed_or_not() {
+        on_every_engine!(Durability::Immediate, |store, outbox, _clock| {
+            assert!(outbox.topics().unwrap().is_empty());
+            let audit = Topic::<Event>::new("audit").unwrap();
+            let a = Topic::<Event>::new("a").unwrap();
+            let mut versions = Vec::new();
+            for id in 1..=3 {
+                place(&outbox, id, None);
+                versions.push(store.engine().last_version());
+            }
+            // Two entries of "audit" in one commit (orders 0 and 1), one
+            // of "a", none of them consumed.
+            store
+                .transact(|tx| {
+                    outbox.push(tx, &audit, &event(10))?;
+                    outbox.push(tx, &audit, &event(11))?;
+                    outbox.push(tx, &a, &event(12))
+                })
+                .unwrap();
+            let both = store.engine().last_version();
+            outbox.register("orders", "mailer", Start::Beginning).unwrap();
+            let at = |version, order| Position { version, order };
+            let listed: Vec<(String, u64, Position, Position)> = outbox
+                .topics()
+                .unwrap()
+                .into_iter()
+                .map(|t| (t.topic, t.entries, t.first, t.last))
+                .collect();
+            // In the order the commit stamped them: audit's two, then a's.
+            assert_eq!(
+                listed,
+                [
+                    ("a".to_owned(), 1, at(both, 2), at(both, 2)),
+                    ("audit".to_owned(), 2, at(both, 0), at(both, 1)),
+                    ("orders".to_owned(), 3, at(versions[0], 0), at(versions[2], 0)),
+                ]
+            );
         });
     }
 }

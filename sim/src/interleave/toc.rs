@@ -50,6 +50,8 @@ impl<E: Engine> Layer for TocLayer<'_, '_, E> {
     fn run(&self, _client: usize, _written: &mut u64, op: &Op) -> String {
         let Op::Put { n, title } = op;
         let node = TocNode {
+            salience: strata_schemas::agent_memory::Salience::default(),
+            contributing_agents: Vec::new(),
             node_id: node_id(*n),
             level: Level::Day,
             title: title.clone(),
