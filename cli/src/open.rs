@@ -236,7 +236,7 @@ pub fn open(
         && keyspaces.contains(&options.data_keyspace)
     {
         let engine = open_engine(kind, path, general(&keyspaces), true)?;
-        with_engine!(&engine, e => catalog_of(e, &options, &keyspaces)).map_err(|e| {
+        with_engine!(&engine, e => catalog_of(e, &options)).map_err(|e| {
             Failure::Damaged(format!(
                 "{path}: the store's catalog does not read: {}",
                 ErrorChain(&e)
@@ -247,12 +247,8 @@ pub fn open(
     };
     let described = options.from_catalog(&catalog);
     let specs = specs_for(&keyspaces, &options);
-    let engine = if read_only && kind != Kind::Postgres {
-        open_engine(kind, path, specs, true)?
-    } else {
-        // Reopened with the catalog's profiles for writing.
-        open_engine(kind, path, specs, read_only)?
-    };
+    // Reopened with the catalog's profiles (for writing, when asked).
+    let engine = open_engine(kind, path, specs, read_only)?;
     Ok(Db {
         kind,
         path: if kind == Kind::Postgres {
@@ -308,16 +304,11 @@ pub fn store_options(db: &Db) -> StoreOptions {
     options
 }
 
+/// The catalog, read from the system keyspace (the other keyspaces need
+/// not be declared for it).
 fn catalog_of<E: Engine>(
     engine: &E,
     options: &StoreOptions,
-    names: &[String],
 ) -> Result<Vec<CatalogEntry>, strata_store::StoreError> {
-    let mut options = options.clone();
-    for n in names {
-        if *n != options.data_keyspace && *n != options.system_keyspace {
-            options = options.space(n.clone(), Profile::General);
-        }
-    }
-    Store::open(engine, options)?.catalog()
+    Store::open(engine, options.clone())?.catalog()
 }

@@ -112,14 +112,35 @@ mod tests {
             ]
             .map(String::from),
         );
+        // The password also alone, percent-encoded as a URL would carry it
+        // (`!` is `%21` there).
         let text = "cannot open postgres://app:Top%20Secret!@db/app: server said \
-                    'Top Secret!' and hunter22 in host=/run password=hunter22 dbname=x";
+                    'Top Secret!' and hunter22 in host=/run password=hunter22 dbname=x; \
+                    retried with Top%20Secret%21";
         let shown = scrub(text);
-        for secret in ["Top Secret!", "Top%20Secret!", "hunter22"] {
+        for secret in ["Top Secret!", "Top%20Secret!", "Top%20Secret%21", "hunter22"] {
             assert!(!shown.contains(secret), "{shown}");
         }
         assert!(shown.contains("postgres://app:***@db/app"), "{shown}");
         assert!(shown.contains("host=/run password=*** dbname=x"), "{shown}");
         assert_eq!(scrub("a.redb is fine"), "a.redb is fine");
+    }
+
+    #[test]
+    fn connection_strings_are_told_from_paths() {
+        for yes in [
+            "postgres://u@h/db",
+            "POSTGRESQL://u@h/db",
+            "host=/run/postgresql",
+            "dbname=app",
+            "user=u dbname=app",
+        ] {
+            assert!(is_conninfo(yes), "{yes}");
+        }
+        for no in ["a.redb", "data/rocks", "postgres.redb", ""] {
+            assert!(!is_conninfo(no), "{no}");
+        }
+        assert_eq!(percent_encoded("a-b._~Z9"), "a-b._~Z9");
+        assert_eq!(percent_encoded("p w/é"), "p%20w%2F%C3%A9");
     }
 }

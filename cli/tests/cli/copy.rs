@@ -455,3 +455,26 @@ fn the_orders_walk_through_is_verified_backed_up_and_restored() {
     assert_eq!(again["counters"], 3, "{again}");
     assert_eq!(again["values"], v["values"], "{again}");
 }
+
+/// `backup` and `restore` say what they did, in words, with the version
+/// the copy holds.
+#[test]
+fn backup_and_restore_report_in_words() {
+    let dir = Dir::new("backup-words");
+    let src = create(Which::Redb, &dir);
+    let version = json(&["info", p(&src)])["last_version"].as_u64().unwrap();
+    let backup = dir.0.join("b.redb");
+    let restored = dir.0.join("r.redb");
+    let (code, text, err) = run(&["backup", p(&src), p(&backup)]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        text.trim_end(),
+        format!("backed up {} at version {version} to {}", p(&src), p(&backup))
+    );
+    let (code, text, err) = run(&["restore", p(&backup), p(&restored)]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        text.trim_end(),
+        format!("restored {} (version {version}) to {}", p(&backup), p(&restored))
+    );
+}

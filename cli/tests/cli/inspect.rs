@@ -237,3 +237,80 @@ fn inspect_and_operate_redb() {
 fn inspect_and_operate_rocksdb() {
     inspect(Which::Rocks, "rocksdb");
 }
+
+/// Values shown by what they are: a raw-codec body that is text as text,
+/// one with a NUL byte as hex; a row of a keyspace without envelopes as
+/// its bytes, in JSON and on its text line.
+#[test]
+fn values_are_shown_by_what_they_hold() {
+    let dir = Dir::new("shown");
+    let db = create(Which::Redb, &dir);
+    let Either::Redb(e) = open_engine(Which::Redb, &db)() else {
+        unreachable!("a redb database")
+    };
+    let state = e.keyspace(strata_outbox::STATE).unwrap();
+    e.commit(
+        Commit::new()
+            .put(state, b"zz-hi".to_vec(), b"hi".to_vec())
+            .put(state, b"zz-empty".to_vec(), Vec::new()),
+    )
+    .unwrap();
+    let store = Store::open(e, options()).unwrap();
+    store.put(&BlobKey { user: 1 }, &b"plain text".to_vec()).unwrap();
+    store.put(&BlobKey { user: 2 }, &b"nul\0inside".to_vec()).unwrap();
+    drop(store);
+    let db = p(&db);
+    let text = json(&["get", db, "data", r#"("blob", 1)"#]);
+    assert_eq!(text["value"]["body"], serde_json::json!({"text": "plain text"}));
+    let (_, line, _) = run(&["get", db, "data", r#"("blob", 1)"#]);
+    assert!(line.contains(r#""plain text""#), "{line}");
+    let nul = json(&["get", db, "data", r#"("blob", 2)"#]);
+    assert_eq!(
+        nul["value"]["body"],
+        serde_json::json!({"hex": "6e756c00696e73696465", "truncated": false})
+    );
+    let raw = json(&["get", db, strata_outbox::STATE, r#"b"zz-hi""#]);
+    assert_eq!(raw["value"]["envelope"], false, "{raw}");
+    assert_eq!(
+        (raw["value"]["length"].clone(), raw["value"]["hex"].clone()),
+        (2.into(), "6869".into())
+    );
+    let empty = json(&["get", db, strata_outbox::STATE, r#"b"zz-empty""#]);
+    assert_eq!(
+        (empty["value"]["shown"].clone(), empty["value"]["length"].clone()),
+        (r#"b"""#.into(), 0.into())
+    );
+    let (code, line, err) = run(&["get", db, strata_outbox::STATE, r#"b"zz-hi""#]);
+    assert_eq!(code, 0, "{err}");
+    assert!(line.trim_end().ends_with("(2 bytes)"), "{line}");
+}
+
+/// A database of the engine alone (a data keyspace, no system keyspace)
+/// is no store: the tool says so, without taking it for a store whose
+/// catalog is damaged.
+#[test]
+fn a_database_without_the_store_keyspaces_is_no_store() {
+    let dir = Dir::new("bare");
+    let path = dir.0.join("bare.redb");
+    {
+        let e = RedbEngine::open(
+            &path,
+            vec![strata_engine::KeyspaceSpec::new(
+                "data",
+                strata_engine::Profile::General,
+            )],
+            RedbOptions::default(),
+        )
+        .unwrap();
+        let data = e.keyspace("data").unwrap();
+        e.commit(Commit::new().put(data, b"k".to_vec(), b"v".to_vec()))
+            .unwrap();
+    }
+    let (code, _, err) = run(&["info", p(&path)]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains(r#"cannot open the store: engine failed: no keyspace named "strata.system""#),
+        "{err}"
+    );
+    assert!(!err.contains("catalog"), "{err}");
+}
