@@ -478,3 +478,27 @@ fn backup_and_restore_report_in_words() {
         format!("restored {} (version {version}) to {}", p(&backup), p(&restored))
     );
 }
+
+/// A destination that had writes but holds no rows (its version above
+/// zero) takes a copy; one holding a row does not.
+#[test]
+fn a_destination_that_holds_nothing_takes_a_copy() {
+    let dir = Dir::new("copy-into-empty");
+    let src = create(Which::Redb, &dir);
+    let dest = dir.0.join("dest.redb");
+    {
+        let e = RedbEngine::open(&dest, options().keyspace_specs(), RedbOptions::default())
+            .unwrap();
+        let data = e.keyspace("data").unwrap();
+        e.commit(Commit::new().put(data, b"k".to_vec(), b"v".to_vec()))
+            .unwrap();
+        e.commit(Commit::new().delete(data, b"k".to_vec())).unwrap();
+        assert!(e.last_version() > 0);
+    }
+    let (code, _, err) = run(&["copy", p(&src), p(&dest)]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(json(&["verify", p(&dest)])["ok"], true);
+    let (code, _, err) = run(&["copy", p(&src), p(&dest)]);
+    assert_eq!(code, 2, "holds data now: {err}");
+    assert!(err.contains("holds data"), "{err}");
+}

@@ -314,3 +314,71 @@ fn a_database_without_the_store_keyspaces_is_no_store() {
     );
     assert!(!err.contains("catalog"), "{err}");
 }
+
+/// `sweep` counts what it removed, the stale index entries it dropped and
+/// its commits, and says so in words; `compact` too.
+#[test]
+fn sweep_and_compact_report_in_words() {
+    let dir = Dir::new("sweep-words");
+    let db = create(Which::Redb, &dir);
+    // The expired note's row removed behind the store's back: its expiry
+    // entry, due, names nothing (stale).
+    plant(Which::Redb, &db, "data", |ks, _| Mutation::Delete {
+        ks,
+        key: tuple::pack(&("note", 8u64, 2u64)),
+    });
+    let db = p(&db);
+    let swept = json(&["sweep", db]);
+    assert_eq!(
+        (swept["removed"].clone(), swept["stale"].clone(), swept["commits"].clone()),
+        (0.into(), 1.into(), 1.into()),
+        "{swept}"
+    );
+    let dir2 = Dir::new("sweep-words-2");
+    let db2 = create(Which::Redb, &dir2);
+    let (code, text, err) = run(&["sweep", p(&db2)]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        text.trim_end(),
+        "removed 1 expired values and 0 stale index entries in 1 commits"
+    );
+    let (code, text, err) = run(&["compact", db]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(text.trim_end(), format!("compacted {db} (redb)"));
+}
+
+/// A store whose catalog was never written: the keyspaces' roles come
+/// from their names, and the text has no catalog section; with a catalog
+/// it has one.
+#[test]
+fn roles_without_a_catalog_come_from_the_names() {
+    let dir = Dir::new("no-catalog");
+    let path = dir.0.join("plain.redb");
+    {
+        let e = RedbEngine::open(&path, options().keyspace_specs(), RedbOptions::default())
+            .unwrap();
+        let store = Store::open(e, options()).unwrap();
+        store.put(&BlobKey { user: 1 }, &b"x".to_vec()).unwrap();
+    }
+    let info = json(&["info", p(&path)]);
+    assert_eq!(info["catalog"], false, "{info}");
+    let roles: std::collections::BTreeMap<String, String> = info["keyspaces"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|k| {
+            (
+                k["name"].as_str().unwrap().to_owned(),
+                k["role"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(roles["data"], "data", "{info}");
+    assert_eq!(roles["strata.system"], "system", "{info}");
+    assert_eq!(roles[strata_outbox::ENTRIES], "space", "{info}");
+    let (_, text, _) = run(&["info", p(&path)]);
+    assert!(!text.contains("catalog entries:"), "{text}");
+    let with = create(Which::Redb, &dir);
+    let (_, text, _) = run(&["info", p(&with)]);
+    assert!(text.contains("\ncatalog entries:\n"), "{text}");
+}
