@@ -118,7 +118,12 @@ mod tests {
                     'Top Secret!' and hunter22 in host=/run password=hunter22 dbname=x; \
                     retried with Top%20Secret%21";
         let shown = scrub(text);
-        for secret in ["Top Secret!", "Top%20Secret!", "Top%20Secret%21", "hunter22"] {
+        for secret in [
+            "Top Secret!",
+            "Top%20Secret!",
+            "Top%20Secret%21",
+            "hunter22",
+        ] {
             assert!(!shown.contains(secret), "{shown}");
         }
         assert!(shown.contains("postgres://app:***@db/app"), "{shown}");

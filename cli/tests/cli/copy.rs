@@ -469,13 +469,21 @@ fn backup_and_restore_report_in_words() {
     assert_eq!(code, 0, "{err}");
     assert_eq!(
         text.trim_end(),
-        format!("backed up {} at version {version} to {}", p(&src), p(&backup))
+        format!(
+            "backed up {} at version {version} to {}",
+            p(&src),
+            p(&backup)
+        )
     );
     let (code, text, err) = run(&["restore", p(&backup), p(&restored)]);
     assert_eq!(code, 0, "{err}");
     assert_eq!(
         text.trim_end(),
-        format!("restored {} (version {version}) to {}", p(&backup), p(&restored))
+        format!(
+            "restored {} (version {version}) to {}",
+            p(&backup),
+            p(&restored)
+        )
     );
 }
 
@@ -487,8 +495,8 @@ fn a_destination_that_holds_nothing_takes_a_copy() {
     let src = create(Which::Redb, &dir);
     let dest = dir.0.join("dest.redb");
     {
-        let e = RedbEngine::open(&dest, options().keyspace_specs(), RedbOptions::default())
-            .unwrap();
+        let e =
+            RedbEngine::open(&dest, options().keyspace_specs(), RedbOptions::default()).unwrap();
         let data = e.keyspace("data").unwrap();
         e.commit(Commit::new().put(data, b"k".to_vec(), b"v".to_vec()))
             .unwrap();

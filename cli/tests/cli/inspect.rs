@@ -256,12 +256,19 @@ fn values_are_shown_by_what_they_hold() {
     )
     .unwrap();
     let store = Store::open(e, options()).unwrap();
-    store.put(&BlobKey { user: 1 }, &b"plain text".to_vec()).unwrap();
-    store.put(&BlobKey { user: 2 }, &b"nul\0inside".to_vec()).unwrap();
+    store
+        .put(&BlobKey { user: 1 }, &b"plain text".to_vec())
+        .unwrap();
+    store
+        .put(&BlobKey { user: 2 }, &b"nul\0inside".to_vec())
+        .unwrap();
     drop(store);
     let db = p(&db);
     let text = json(&["get", db, "data", r#"("blob", 1)"#]);
-    assert_eq!(text["value"]["body"], serde_json::json!({"text": "plain text"}));
+    assert_eq!(
+        text["value"]["body"],
+        serde_json::json!({"text": "plain text"})
+    );
     let (_, line, _) = run(&["get", db, "data", r#"("blob", 1)"#]);
     assert!(line.contains(r#""plain text""#), "{line}");
     let nul = json(&["get", db, "data", r#"("blob", 2)"#]);
@@ -277,7 +284,10 @@ fn values_are_shown_by_what_they_hold() {
     );
     let empty = json(&["get", db, strata_outbox::STATE, r#"b"zz-empty""#]);
     assert_eq!(
-        (empty["value"]["shown"].clone(), empty["value"]["length"].clone()),
+        (
+            empty["value"]["shown"].clone(),
+            empty["value"]["length"].clone()
+        ),
         (r#"b"""#.into(), 0.into())
     );
     let (code, line, err) = run(&["get", db, strata_outbox::STATE, r#"b"zz-hi""#]);
@@ -330,7 +340,11 @@ fn sweep_and_compact_report_in_words() {
     let db = p(&db);
     let swept = json(&["sweep", db]);
     assert_eq!(
-        (swept["removed"].clone(), swept["stale"].clone(), swept["commits"].clone()),
+        (
+            swept["removed"].clone(),
+            swept["stale"].clone(),
+            swept["commits"].clone()
+        ),
         (0.into(), 1.into(), 1.into()),
         "{swept}"
     );
@@ -355,8 +369,8 @@ fn roles_without_a_catalog_come_from_the_names() {
     let dir = Dir::new("no-catalog");
     let path = dir.0.join("plain.redb");
     {
-        let e = RedbEngine::open(&path, options().keyspace_specs(), RedbOptions::default())
-            .unwrap();
+        let e =
+            RedbEngine::open(&path, options().keyspace_specs(), RedbOptions::default()).unwrap();
         let store = Store::open(e, options()).unwrap();
         store.put(&BlobKey { user: 1 }, &b"x".to_vec()).unwrap();
     }
@@ -378,7 +392,33 @@ fn roles_without_a_catalog_come_from_the_names() {
     assert_eq!(roles[strata_outbox::ENTRIES], "space", "{info}");
     let (_, text, _) = run(&["info", p(&path)]);
     assert!(!text.contains("catalog entries:"), "{text}");
+    // `verify` says what it could not check without a catalog.
+    let (code, text, _) = run(&["verify", p(&path)]);
+    assert_eq!(code, 0, "{text}");
+    assert!(
+        text.contains("note: no catalog: only the default data and system keyspaces were checked"),
+        "{text}"
+    );
     let with = create(Which::Redb, &dir);
     let (_, text, _) = run(&["info", p(&with)]);
     assert!(text.contains("\ncatalog entries:\n"), "{text}");
+    let (_, text, _) = run(&["verify", p(&with)]);
+    assert!(!text.contains("no catalog"), "{text}");
+}
+
+/// `scan --limit N` stops after N rows, either way.
+#[test]
+fn scans_stop_at_their_limit() {
+    let dir = Dir::new("limit");
+    let db = create(Which::Redb, &dir);
+    let all = json(&["scan", p(&db), "data", "--limit", "0"]);
+    let n = all["rows"].as_array().unwrap().len();
+    assert!(n > 2, "{all}");
+    for args in [
+        vec!["scan", p(&db), "data", "--limit", "2"],
+        vec!["scan", p(&db), "data", "--limit", "2", "--reverse"],
+    ] {
+        let two = json(&args);
+        assert_eq!(two["rows"].as_array().unwrap().len(), 2, "{args:?}: {two}");
+    }
 }

@@ -73,6 +73,16 @@ fn search_indexes_are_listed_queried_verified_and_rebuilt() {
     );
     let hits = json(&["search", db, "query", "agent_memory", "migrations"]);
     assert_eq!(hits["hits"].as_array().unwrap().len(), 1);
+    let (_, text, _) = run(&["search", db, "query", "agent_memory", "migrations"]);
+    assert!(
+        text.starts_with(&format!(
+            "index agent_memory at checkpoint {}:\n",
+            hits["checkpoint"].as_str().unwrap()
+        )) && text
+            .contains(r#"("am", "doc", "grip:1706540401000:g1") (current): run migrations first"#)
+            && text.trim_end().ends_with("(1 hits)"),
+        "{text}"
+    );
     assert_eq!(
         hits["hits"][0]["key"],
         r#"("am", "doc", "grip:1706540401000:g1")"#
@@ -88,6 +98,14 @@ fn search_indexes_are_listed_queried_verified_and_rebuilt() {
     assert_eq!(r["documents"], 2);
     assert_eq!(r["generation"], 2);
     assert_eq!(json(&["search", db, "list"])["indexes"][0]["generation"], 2);
+    // In words: the generation, the documents, the snapshot's version.
+    let (code, text, err) = run(&["search", db, "rebuild", "agent_memory"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        text.starts_with("rebuilt generation 3: 2 documents from the snapshot at version ")
+            && text.contains(" a second), now at checkpoint "),
+        "{text}"
+    );
     let all = json(&["verify", db]);
     assert_eq!(all["ok"], true, "{all}");
     assert_eq!(all["search_indexes"], 1);
@@ -250,7 +268,6 @@ fn duplicate_a_document(dir: &Path, key: &[u8]) {
 /// is shown behind, with the entries after its files' checkpoint.
 #[test]
 fn search_list_shows_an_index_behind_its_consumer() {
-    use strata_schemas::agent_memory::{AgentMemory, EventRef, Grip};
     let dir = Dir::new("search-behind");
     let path = agent_memory(&dir);
     let copy = |from: &Path, to: &Path| {
@@ -264,47 +281,7 @@ fn search_list_shows_an_index_behind_its_consumer() {
     };
     let old = dir.0.join("index-old");
     copy(&dir.0.join("index"), &old);
-    {
-        let options = AgentMemory::<RedbEngine>::declare(StoreOptions::new(Limits::FOUNDATIONDB));
-        let engine =
-            RedbEngine::open(&path, options.keyspace_specs(), RedbOptions::default()).unwrap();
-        let clock = Arc::new(SystemClock);
-        let store = Store::open(engine, options).unwrap();
-        let outbox = Outbox::new(
-            &store,
-            OutboxConfig::default(),
-            clock.clone(),
-            Box::new(SeededRng::new(9)),
-        )
-        .unwrap();
-        let memory = AgentMemory::open(&store, &outbox).unwrap();
-        let at = EventRef {
-            timestamp_ms: 1_706_540_500_000,
-            event_id: "01HNA000000001706540500000".to_owned(),
-        };
-        memory
-            .put_grip(&Grip {
-                salience: strata_schemas::agent_memory::Salience::default(),
-                grip_id: "grip:1706540500000:g9".to_owned(),
-                excerpt: "a third grip".to_owned(),
-                start: at.clone(),
-                end: at,
-                source: "test".into(),
-                toc_node_id: None,
-            })
-            .unwrap();
-        store.engine().sync().unwrap();
-        let mut indexer = strata_search::Indexer::open(
-            &outbox,
-            strata_schemas::agent_memory::search_spec().unwrap(),
-            &strata_search::Location::Dir(dir.0.join("index")),
-            strata_search::IndexerConfig::new("test"),
-            clock,
-        )
-        .unwrap();
-        indexer.catch_up().unwrap();
-        indexer.close().unwrap();
-    }
+    a_third_grip(&path, &dir, true);
     let db = p(&path);
     let current = json(&["search", db, "list"]);
     assert_eq!(current["indexes"][0]["lag_entries"], 0, "{current}");
@@ -319,6 +296,31 @@ fn search_list_shows_an_index_behind_its_consumer() {
     let (code, text, _) = run(&["search", db, "list"]);
     assert_eq!(code, 0);
     assert!(text.contains("BEHIND its consumer's checkpoint"), "{text}");
+    // `verify` calls it a problem: the outbox acknowledged what the
+    // index's files do not hold.
+    let (code, text, _) = run(&["verify", db]);
+    assert_eq!(code, 1, "{text}");
+    assert!(
+        text.lines().any(|l| l
+            .starts_with("PROBLEM search index agent_memory: the outbox acknowledged ")
+            && l.contains(", past the index's checkpoint ")),
+        "{text}"
+    );
+}
+
+/// Entries the index has not caught up with are a note of `verify`, not
+/// a problem: the documents are not compared until it catches up.
+#[test]
+fn verify_notes_an_index_that_has_not_caught_up() {
+    let dir = Dir::new("search-lagging");
+    let path = agent_memory(&dir);
+    a_third_grip(&path, &dir, false);
+    let (code, text, _) = run(&["verify", p(&path)]);
+    assert_eq!(code, 0, "{text}");
+    assert!(
+        text.contains("note: search index agent_memory: 1 entries not indexed yet"),
+        "{text}"
+    );
 }
 
 /// `verify` reads the agent-memory keyspaces back too: the counts, and
@@ -402,5 +404,123 @@ fn verify_covers_the_agent_memory_keyspaces() {
     assert!(
         text.contains("agent memory: 1 events, 0 TOC versions of 1 nodes, 2 grips, 1 index rows"),
         "{text}"
+    );
+}
+
+/// Adds a third grip to the agent-memory database at `path` and, when
+/// `index`, catches its index in `dir/index` up.
+fn a_third_grip(path: &Path, dir: &Dir, index: bool) {
+    use strata_schemas::agent_memory::{AgentMemory, EventRef, Grip};
+    let options = AgentMemory::<RedbEngine>::declare(StoreOptions::new(Limits::FOUNDATIONDB));
+    let engine = RedbEngine::open(path, options.keyspace_specs(), RedbOptions::default()).unwrap();
+    let clock = Arc::new(SystemClock);
+    let store = Store::open(engine, options).unwrap();
+    let outbox = Outbox::new(
+        &store,
+        OutboxConfig::default(),
+        clock.clone(),
+        Box::new(SeededRng::new(9)),
+    )
+    .unwrap();
+    let memory = AgentMemory::open(&store, &outbox).unwrap();
+    let at = EventRef {
+        timestamp_ms: 1_706_540_500_000,
+        event_id: "01HNA000000001706540500000".to_owned(),
+    };
+    memory
+        .put_grip(&Grip {
+            salience: strata_schemas::agent_memory::Salience::default(),
+            grip_id: "grip:1706540500000:g9".to_owned(),
+            excerpt: "a third grip".to_owned(),
+            start: at.clone(),
+            end: at,
+            source: "test".into(),
+            toc_node_id: None,
+        })
+        .unwrap();
+    store.engine().sync().unwrap();
+    if !index {
+        return;
+    }
+    let mut indexer = strata_search::Indexer::open(
+        &outbox,
+        strata_schemas::agent_memory::search_spec().unwrap(),
+        &strata_search::Location::Dir(dir.0.join("index")),
+        strata_search::IndexerConfig::new("test"),
+        clock,
+    )
+    .unwrap();
+    indexer.catch_up().unwrap();
+    indexer.close().unwrap();
+}
+
+/// An index ahead of its store (the store restored from a backup taken
+/// before the index caught up further) is a problem `verify` reports.
+#[test]
+fn verify_finds_an_index_ahead_of_its_store() {
+    let dir = Dir::new("search-ahead");
+    let path = agent_memory(&dir);
+    let backup = dir.0.join("before.redb");
+    json(&["backup", p(&path), p(&backup)]);
+    a_third_grip(&path, &dir, true);
+    let last = json(&["info", p(&backup)])["last_version"]
+        .as_u64()
+        .unwrap();
+    let (code, text, _) = run(&["verify", p(&backup)]);
+    assert_eq!(code, 1, "{text}");
+    let line = text
+        .lines()
+        .find(|l| l.contains("is ahead of the store's last commit"))
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(
+        line.starts_with("PROBLEM search index agent_memory: checkpoint ")
+            && line.ends_with(&format!("is ahead of the store's last commit {last}")),
+        "{line}"
+    );
+}
+
+/// An index whose mapping the tool does not know is listed, not verified:
+/// the refusal names the mappings it knows.
+#[test]
+fn an_index_of_an_unknown_mapping_is_not_verified() {
+    use strata_schemas::agent_memory::{SearchDoc, SearchDocKey};
+    let dir = Dir::new("search-unknown");
+    let path = agent_memory(&dir);
+    {
+        let options = strata_schemas::agent_memory::AgentMemory::<RedbEngine>::declare(
+            StoreOptions::new(Limits::FOUNDATIONDB),
+        );
+        let engine =
+            RedbEngine::open(&path, options.keyspace_specs(), RedbOptions::default()).unwrap();
+        let clock = Arc::new(SystemClock);
+        let store = Store::open(engine, options).unwrap();
+        let outbox = Outbox::new(
+            &store,
+            OutboxConfig::default(),
+            clock.clone(),
+            Box::new(SeededRng::new(5)),
+        )
+        .unwrap();
+        let spec = strata_search::IndexSpec::new("other", |_: &SearchDocKey, d: &SearchDoc| {
+            strata_search::Document::new().text("text", &d.text)
+        })
+        .unwrap()
+        .text("text", 1.0)
+        .unwrap();
+        let indexer = strata_search::Indexer::open(
+            &outbox,
+            spec,
+            &strata_search::Location::Dir(dir.0.join("other")),
+            strata_search::IndexerConfig::new("other"),
+            clock,
+        )
+        .unwrap();
+        indexer.close().unwrap();
+    }
+    let (code, _, err) = run(&["search", p(&path), "verify", "other"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains(r#"this tool does not know the mapping of search index "other" (it knows ["agent_memory"])"#),
+        "{err}"
     );
 }
