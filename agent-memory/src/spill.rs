@@ -61,7 +61,15 @@ impl<E: Engine> AgentMemory<'_, E> {
             space: name.to_owned(),
             key: key.to_owned(),
         };
-        if envelope.len() > self.store.options().limits.max_value_bytes {
+        let max = self.store.options().limits.max_value_bytes;
+        if envelope.len() > max && strata_engine::fault_point!("spill-cut-to-limit") {
+            // The mistake of fitting the value to the limit.
+            let mut cut = envelope;
+            cut.truncate(max);
+            tx.put_in(space, key.as_bytes().to_vec(), cut)?;
+            return Ok(());
+        }
+        if envelope.len() > max {
             tx.put(&spill, &envelope)?;
             tx.put_in(space, key.as_bytes().to_vec(), POINTER.to_vec())?;
         } else {

@@ -8,14 +8,19 @@
 //! after the commit applied) or whose reply came too late, later and with
 //! the same id, as users of an idempotent ingest do.
 //!
+//! Every 23rd event is a tool output of 128 KB, past the value limit
+//! (its envelope spilled to chunked rows).
+//!
 //! Oracles:
+//! - each stored event holds its writer's text (a spilled one included);
 //! - no event lost or duplicated: after each step the consumer drains the
 //!   topic; no event key arrives at two positions (a resend of a stored
 //!   event included), and every durable stored event has arrived (entries
 //!   of durable commits are delivered);
 //! - the latest pointer of every node written names its highest stored
 //!   version, and `put_toc_node` returned exactly the next version;
-//! - after the quiet phase, the search index equals the projection of the
+//! - after the quiet phase, every agent-memory row reads back and agrees
+//!   with the others (`agent_memory::verify`), and the search index equals the projection of the
 //!   TOC nodes and grips (`verify` exact) and its checkpoint is at or past
 //!   every durable projection entry, never beyond the durable store.
 
@@ -60,6 +65,25 @@ fn ulid(n: u32) -> String {
     format!("01HNVX2X7Q0000000000{n:06}")
 }
 
+/// Every this-many-th event is a tool output past the value limit, so
+/// that its row is a pointer and its envelope spilled, under the same
+/// faults and crashes.
+const BIG_EVERY: u32 = 23;
+
+/// The text of event `n`: the oracle's own, not read back from anywhere.
+fn text_of(n: u32) -> String {
+    if n.is_multiple_of(BIG_EVERY) {
+        format!("tool output {n}: {}", "0123456789abcdef".repeat(8_000))
+    } else {
+        format!("event {n} about topic {}", n % 5)
+    }
+}
+
+/// The number `n` of an event id made by [`ulid`].
+fn number_of(event_id: &str) -> Option<u32> {
+    event_id.get(20..)?.parse().ok()
+}
+
 impl MemRun {
     fn open<E: Target>(&mut self, engine: FaultyEngine<E>) -> Db<E> {
         crate::run::open_store(
@@ -91,7 +115,7 @@ impl MemRun {
             session_id: "s".into(),
             timestamp_ms: T0 + u64::from(n) * 1_000,
             role: "user".into(),
-            text: format!("event {n} about topic {}", n % 5),
+            text: text_of(n),
         }
     }
 
@@ -303,6 +327,22 @@ impl MemRun {
         let Ok(page) = mem.events(0, 9_999_999_999_999, false, 100_000, None) else {
             return Ok(());
         };
+        // Each stored event holds the text its writer sent, a spilled one
+        // included.
+        for e in &page.events {
+            let expected = number_of(&e.event_id).map(text_of);
+            if expected.as_deref() != Some(e.text.as_str()) {
+                return Err(fail(
+                    step,
+                    format!(
+                        "event {} holds {} bytes of text, not its writer's {:?} bytes",
+                        e.event_id,
+                        e.text.len(),
+                        expected.map(|t| t.len())
+                    ),
+                ));
+            }
+        }
         let stored: BTreeSet<&str> = page.events.iter().map(|e| e.event_id.as_str()).collect();
         if stored.len() != page.events.len() {
             return Err(fail(
@@ -448,6 +488,18 @@ fn quiet_phase<E: Target>(run: &mut MemRun, store: &Db<E>) -> Option<Violation> 
             0,
             format!("the outbox checkpoint {acked:?} passed the index's {position:?}"),
         ));
+    }
+    // Every row of the agent-memory keyspaces reads back and agrees with
+    // the others (spilled values followed).
+    match strata_schemas::agent_memory::verify(&quiet) {
+        Ok(check) if check.is_ok() => run.frame.checks += 1,
+        Ok(check) => {
+            return Some(fail(
+                0,
+                format!("the agent-memory rows disagree: {:?}", check.problems),
+            ));
+        }
+        Err(e) => return Some(fail(0, format!("verifying agent memory failed: {e}"))),
     }
     match indexer.verify() {
         Ok(v) if v.is_exact() => {

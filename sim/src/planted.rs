@@ -71,6 +71,7 @@ pub const PLANTED: &[Planted] = &[
     p("memory-sequence-from-counter", Workload::AgentMemory, 0),
     p("memory-resend-announced", Workload::AgentMemory, 0),
     p("memory-key-from-caller-time", Workload::AgentMemory, 0),
+    p("spill-cut-to-limit", Workload::AgentMemory, 0),
     p("ack-before-index-commit", Workload::Search, 0),
     p("upsert-without-delete", Workload::Search, 0),
     p("index-non-durable", Workload::Search, 1),
