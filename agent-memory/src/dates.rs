@@ -221,11 +221,12 @@ fn parse_date(text: &str) -> Option<i64> {
     let y: i64 = number(parts.next()?, 4)?;
     let m: u32 = number(parts.next()?, 2)?;
     let d: u32 = number(parts.next()?, 2)?;
-    if parts.next().is_some() || !(1..=12).contains(&m) || d == 0 {
+    if parts.next().is_some() {
         return None;
     }
     let days = days_from_civil(y, m, d);
-    // 2023-02-30 is no date: it would come back as 2023-03-02.
+    // 2023-02-30, 2023-13-01 and 2023-01-00 are no dates: they come back
+    // as others.
     (civil(days) == (y, m, d)).then_some(days)
 }
 
@@ -296,6 +297,9 @@ mod tests {
         assert_eq!(day_id(4_107_542_400_000), "toc:day:2100-03-01");
         assert_eq!(day_id(4_107_542_400_000 - 1), "toc:day:2100-02-28");
         assert_eq!(days_from_civil(2024, 1, 29), 19_751);
+        assert_eq!(super::civil_date(t), (2024, 1, 29));
+        assert_eq!(super::civil_date(0), (1970, 1, 1));
+        assert_eq!(super::civil_date(4_107_542_400_000 - 1), (2100, 2, 28));
         // Day numbers counted by Python's `datetime.date` arithmetic.
         assert_eq!(days_from_civil(2024, 3, 1), 19_783);
         assert_eq!(days_from_civil(2100, 3, 1), 47_541);
@@ -440,6 +444,11 @@ mod tests {
             "toc:month:2024-01",
             "toc:month:2024:13",
             "toc:day:2023-02-30",
+            "toc:day:2024-01-00",
+            "toc:day:2024-13-01",
+            "toc:day:2024-00-10",
+            "toc:day:2024-01-01-05",
+            "toc:segment:2024-13-01:x",
             "toc:day:2024-1-29",
             "toc:segment:2024-01-29:",
             "toc:segment:2024-01-29",

@@ -173,9 +173,11 @@ pub(crate) fn rfc3339_ms(s: &str) -> Option<u64> {
     };
     // A leap second (`:60`) is read as the last millisecond's second, as
     // most parsers do.
-    if !(1..=12).contains(&month) || day == 0 || hour > 23 || minute > 59 || second > 60 {
+    if hour > 23 || minute > 59 || second > 60 {
         return None;
     }
+    // A month or day out of range (13, 0, 30 February) comes back as
+    // another date.
     let days = dates::days_from_civil(i64::from(year), month, day);
     if dates::civil_of(days) != (i64::from(year), month, day) {
         return None;
@@ -218,6 +220,19 @@ mod tests {
         );
         assert_eq!(rfc3339_ms("1970-01-01T00:00:00Z"), Some(0));
         assert_eq!(rfc3339_ms("2024-02-29T00:00:00Z"), Some(1_709_164_800_000));
+        // The last valid hour, minute, second and offset; a leap second
+        // read as the one before.
+        assert_eq!(rfc3339_ms("2026-01-30T23:59:59Z"), Some(1_769_817_599_000));
+        assert_eq!(rfc3339_ms("2026-01-30T12:34:56Z"), Some(1_769_776_496_000));
+        assert_eq!(
+            rfc3339_ms("2026-01-30T12:00:00+23:59"),
+            Some(1_769_688_060_000)
+        );
+        assert_eq!(
+            rfc3339_ms("2026-01-30T12:00:00-23:59"),
+            Some(1_769_860_740_000)
+        );
+        assert_eq!(rfc3339_ms("2016-12-31T23:59:60Z"), Some(1_483_228_799_000));
         for bad in [
             "2023-02-29T00:00:00Z",
             "2026-13-01T00:00:00Z",
@@ -229,6 +244,13 @@ mod tests {
             "1969-12-31T23:59:59Z",
             "2026-01-30T12:00:00+2:00",
             "2026-01-30T12:00:00Zjunk",
+            "2026-01-30T12:60:00Z",
+            "2026-01-30T12:00:61Z",
+            "2026-00-10T12:00:00Z",
+            "2026-01-00T12:00:00Z",
+            "2026-01-30T12:00:00+24:00",
+            "2026-01-30T12:00:00+23:60",
+            "2026-01-30T12:00:00+02:00x",
             "",
         ] {
             assert_eq!(rfc3339_ms(bad), None, "{bad}");
