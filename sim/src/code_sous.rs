@@ -398,6 +398,9 @@ impl CsRun {
                     .event(step, format!("resent start {id} failed: {e}"));
                 if applied(&e) != Applied::No && act.start != Known::Certain {
                     act.start = Known::Maybe;
+                    // Had the first start been lost, this one wrote the
+                    // record, whose time to live runs from this commit.
+                    act.expires_by = act.expires_by.max(self.frame.clock.now_ms() + ttl);
                 }
             }
             Err(e) => return Err(fail(step, format!("resent start {id}: {e}"))),
