@@ -67,6 +67,14 @@ pub enum MemoryProblem {
         /// The node it names.
         node_id: String,
     },
+    /// A value spilled past the limit whose row is not a pointer to it
+    /// (the row gone or rewritten without it): left behind.
+    SpillOrphaned {
+        /// The keyspace of the row it belonged to.
+        space: String,
+        /// The row's key.
+        key: String,
+    },
 }
 
 impl std::fmt::Display for MemoryProblem {
@@ -106,6 +114,10 @@ impl std::fmt::Display for MemoryProblem {
                 f,
                 "{GRIPS} {grip_id:?}: linked to {node_id:?} without its index row"
             ),
+            Self::SpillOrphaned { space, key } => write!(
+                f,
+                "{space} {key:?}: a value spilled past the limit, but the row does not point at it"
+            ),
         }
     }
 }
@@ -123,6 +135,8 @@ pub struct MemoryCheck {
     pub grips: u64,
     /// Node-index rows read.
     pub index_rows: u64,
+    /// Values spilled past the limit read (their manifests).
+    pub spilled: u64,
     /// Everything wrong, in the order found (events, TOC, pointers, grips).
     pub problems: Vec<MemoryProblem>,
 }
@@ -208,7 +222,47 @@ pub fn verify<E: Engine>(store: &Store<E>) -> Result<MemoryCheck, MemoryError> {
     let (toc, latest) = (store.space(TOC_NODES)?, store.space(TOC_LATEST)?);
     check_toc(&mut tx, &toc, &latest, &mut check)?;
     check_grips(&mut tx, &store.space(GRIPS)?, &mut check)?;
+    check_spills(store, &mut tx, &mut check)?;
     Ok(check)
+}
+
+/// Every spilled value is pointed at by its row (read through the store,
+/// which checks each value's chunks as it assembles it), a page at a time.
+fn check_spills<E: Engine>(
+    store: &Store<E>,
+    tx: &mut Tx<'_, E>,
+    check: &mut MemoryCheck,
+) -> Result<(), MemoryError> {
+    let range = KeyRange::tuple_prefix(&strata_keys::tuple::pack(&("am", "spill")));
+    let mut scan = strata_store::Scan::range_of(range).limit(16);
+    loop {
+        let page = tx.scan::<spill::SpillKey>(&scan)?;
+        for (spill, _) in &page.items {
+            check.spilled += 1;
+            let space = [EVENTS, TOC_NODES, GRIPS]
+                .into_iter()
+                .find(|s| *s == spill.space)
+                .map(|s| store.space(s))
+                .transpose()?;
+            let pointed = match space {
+                Some(space) => {
+                    tx.snapshot_get_in(&space, spill.key.as_bytes())?.as_deref()
+                        == Some(spill::POINTER)
+                }
+                None => false,
+            };
+            if !pointed {
+                check.problems.push(MemoryProblem::SpillOrphaned {
+                    space: spill.space.clone(),
+                    key: spill.key.clone(),
+                });
+            }
+        }
+        match page.cursor {
+            Some(cursor) if page.more => scan = scan.after(cursor),
+            _ => return Ok(()),
+        }
+    }
 }
 
 fn check_events<E: Engine>(

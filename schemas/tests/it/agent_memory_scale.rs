@@ -11,8 +11,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use strata_engine::{Engine, RangeSpec, SeededRng, Snapshot};
 use strata_keys::KeyRange;
 use strata_schemas::agent_memory::{
-    AgentMemory, EVENT_TOPIC, Event, EventRef, Grip, Level, SegmentRule, TocBullet, TocNode,
-    calendar_chain, day_id, parent_id, search_spec, segments, verify,
+    AgentMemory, EVENT_TOPIC, Event, EventRef, Grip, Level, MemoryProblem, SegmentRule, TOC_NODES,
+    TocBullet, TocNode, calendar_chain, day_id, parent_id, search_spec, segments, verify,
 };
 use strata_search::{Indexer, IndexerConfig, Location};
 
@@ -130,6 +130,7 @@ fn values_past_the_limit_are_stored_and_read_back<E: Engine>(engine: E) {
     assert_eq!(spilled, 4);
     let check = verify(&store).unwrap();
     assert!(check.is_ok(), "{:?}", check.problems);
+    assert_eq!(check.spilled, 4, "every spilled value read back");
     // Search finds the words at the start of the long texts.
     store.engine().sync().unwrap();
     let mut indexer = Indexer::open(
@@ -180,6 +181,22 @@ fn values_past_the_limit_are_stored_and_read_back<E: Engine>(engine: E) {
             .contains("points at a value past the limit that is not stored"),
         "{}",
         check.problems[0]
+    );
+    // A pointer row removed behind the module's back: its spilled value
+    // is left over, and reported.
+    let toc = store.space(TOC_NODES).unwrap();
+    store
+        .transact(|tx| tx.delete_in(&toc, b"toc:day:2024-01-29:v000003".to_vec()))
+        .unwrap();
+    let check = verify(&store).unwrap();
+    assert!(
+        check.problems.iter().any(|p| matches!(
+            p,
+            MemoryProblem::SpillOrphaned { space, key }
+                if space == TOC_NODES && key == "toc:day:2024-01-29:v000003"
+        )),
+        "{:?}",
+        check.problems
     );
 }
 

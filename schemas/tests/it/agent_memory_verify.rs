@@ -106,6 +106,7 @@ fn verify_reports_each_kind_of_damage<E: Engine>(engine: E) {
             nodes: 5,
             grips: 2,
             index_rows: 1,
+            spilled: 0,
             problems: Vec::new(),
         }
     );
