@@ -2,21 +2,37 @@
 
 use super::*;
 
+/// The agent-memory store of the redb database at `path`.
+fn memory_store(path: &Path) -> Store<RedbEngine> {
+    let options = strata_schemas::agent_memory::AgentMemory::<RedbEngine>::declare(
+        StoreOptions::new(Limits::FOUNDATIONDB),
+    );
+    let engine = RedbEngine::open(path, options.keyspace_specs(), RedbOptions::default()).unwrap();
+    Store::open(engine, options).unwrap()
+}
+
+/// The outbox of `store`, its generator seeded with `seed`.
+fn memory_outbox<'s>(
+    store: &'s Store<RedbEngine>,
+    clock: &Arc<SystemClock>,
+    seed: u64,
+) -> Outbox<'s, RedbEngine> {
+    Outbox::new(
+        store,
+        OutboxConfig::default(),
+        clock.clone(),
+        Box::new(SeededRng::new(seed)),
+    )
+    .unwrap()
+}
+
 /// An agent-memory database on redb with two grips indexed in `dir/index`.
 pub(crate) fn agent_memory(dir: &Dir) -> PathBuf {
     use strata_schemas::agent_memory::{AgentMemory, EventRef, Grip};
     let path = dir.0.join("memory.redb");
-    let options = AgentMemory::<RedbEngine>::declare(StoreOptions::new(Limits::FOUNDATIONDB));
-    let engine = RedbEngine::open(&path, options.keyspace_specs(), RedbOptions::default()).unwrap();
     let clock = Arc::new(SystemClock);
-    let store = Store::open(engine, options).unwrap();
-    let outbox = Outbox::new(
-        &store,
-        OutboxConfig::default(),
-        clock.clone(),
-        Box::new(SeededRng::new(3)),
-    )
-    .unwrap();
+    let store = memory_store(&path);
+    let outbox = memory_outbox(&store, &clock, 3);
     let memory = AgentMemory::open(&store, &outbox).unwrap();
     let at = |ms: u64| EventRef {
         timestamp_ms: ms,
@@ -331,16 +347,8 @@ fn verify_covers_the_agent_memory_keyspaces() {
     let db = agent_memory(&dir);
     {
         use strata_schemas::agent_memory::{AgentMemory, Event};
-        let options = AgentMemory::<RedbEngine>::declare(StoreOptions::new(Limits::FOUNDATIONDB));
-        let e = RedbEngine::open(&db, options.keyspace_specs(), RedbOptions::default()).unwrap();
-        let store = Store::open(e, options).unwrap();
-        let outbox = Outbox::new(
-            &store,
-            OutboxConfig::default(),
-            Arc::new(SystemClock),
-            Box::new(SeededRng::new(4)),
-        )
-        .unwrap();
+        let store = memory_store(&db);
+        let outbox = memory_outbox(&store, &Arc::new(SystemClock), 4);
         let memory = AgentMemory::open(&store, &outbox).unwrap();
         memory
             .put_event(&Event {
@@ -411,17 +419,9 @@ fn verify_covers_the_agent_memory_keyspaces() {
 /// `index`, catches its index in `dir/index` up.
 fn a_third_grip(path: &Path, dir: &Dir, index: bool) {
     use strata_schemas::agent_memory::{AgentMemory, EventRef, Grip};
-    let options = AgentMemory::<RedbEngine>::declare(StoreOptions::new(Limits::FOUNDATIONDB));
-    let engine = RedbEngine::open(path, options.keyspace_specs(), RedbOptions::default()).unwrap();
     let clock = Arc::new(SystemClock);
-    let store = Store::open(engine, options).unwrap();
-    let outbox = Outbox::new(
-        &store,
-        OutboxConfig::default(),
-        clock.clone(),
-        Box::new(SeededRng::new(9)),
-    )
-    .unwrap();
+    let store = memory_store(path);
+    let outbox = memory_outbox(&store, &clock, 9);
     let memory = AgentMemory::open(&store, &outbox).unwrap();
     let at = EventRef {
         timestamp_ms: 1_706_540_500_000,
@@ -487,20 +487,9 @@ fn an_index_of_an_unknown_mapping_is_not_verified() {
     let dir = Dir::new("search-unknown");
     let path = agent_memory(&dir);
     {
-        let options = strata_schemas::agent_memory::AgentMemory::<RedbEngine>::declare(
-            StoreOptions::new(Limits::FOUNDATIONDB),
-        );
-        let engine =
-            RedbEngine::open(&path, options.keyspace_specs(), RedbOptions::default()).unwrap();
         let clock = Arc::new(SystemClock);
-        let store = Store::open(engine, options).unwrap();
-        let outbox = Outbox::new(
-            &store,
-            OutboxConfig::default(),
-            clock.clone(),
-            Box::new(SeededRng::new(5)),
-        )
-        .unwrap();
+        let store = memory_store(&path);
+        let outbox = memory_outbox(&store, &clock, 5);
         let spec = strata_search::IndexSpec::new("other", |_: &SearchDocKey, d: &SearchDoc| {
             strata_search::Document::new().text("text", &d.text)
         })
