@@ -21,14 +21,29 @@ fn stored_key(event: &Event) -> Result<String, MemoryError> {
 impl<E: Engine> AgentMemory<'_, E> {
     /// Writes `event` and its outbox entry in one commit, unless an event
     /// with its key exists: returns whether it wrote. The existence check
-    /// is a read in the transaction, so it is a predicate of the commit: of
-    /// two concurrent writers of one event, one commits and the other
-    /// retries, sees the event and writes nothing.
+    /// is a predicate of the commit (the key must be free when it
+    /// commits), checked by the engine without a read before: of two
+    /// concurrent writers of one event, one commits and the other, refused,
+    /// reads the event in a transaction of its own and writes nothing.
     ///
     /// # Errors
     /// [`MemoryError::Invalid`], a store or outbox error.
     pub fn put_event(&self, event: &Event) -> Result<bool, MemoryError> {
         let key = stored_key(event)?;
+        // Most events are new: commit them without reading first, on the
+        // condition that the key is still free, which the engine checks in
+        // the commit. Refused (the event is there, or it lost a race for
+        // its key), the transaction below reads and decides.
+        if !strata_engine::fault_point!("memory-read-then-write") {
+            let mut tx = self.store.begin();
+            tx.expect_absent_in(&self.events, key.as_bytes())?;
+            self.write_event(&mut tx, &key, encode(event, &key)?, true)?;
+            match tx.commit() {
+                Ok(_) => return Ok(true),
+                Err(e) if e.is_conflict() => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
         let bytes = encode(event, &key)?;
         self.store
             .transact(|tx| self.put_event_in(tx, &key, &bytes, true))
@@ -72,13 +87,30 @@ impl<E: Engine> AgentMemory<'_, E> {
         };
         let stored = existing.is_some();
         if !stored {
-            self.write_row(tx, (&self.events, EVENTS), key, bytes.to_vec(), false)?;
-        } else if !strata_engine::fault_point!("memory-resend-announced") {
-            return Ok(false);
+            self.write_event(tx, key, bytes.to_vec(), announce)?;
+        } else if strata_engine::fault_point!("memory-resend-announced") && announce {
+            self.announce(tx, key)?;
         }
-        if !announce {
-            return Ok(!stored);
+        Ok(!stored)
+    }
+
+    /// Writes the event's row and, when `announce`, its outbox entry.
+    fn write_event(
+        &self,
+        tx: &mut Tx<'_, E>,
+        key: &str,
+        bytes: Vec<u8>,
+        announce: bool,
+    ) -> Result<(), MemoryError> {
+        self.write_row(tx, (&self.events, EVENTS), key, bytes, false)?;
+        if announce {
+            self.announce(tx, key)?;
         }
+        Ok(())
+    }
+
+    /// The event's entry in the events topic.
+    fn announce(&self, tx: &mut Tx<'_, E>, key: &str) -> Result<(), MemoryError> {
         self.outbox.push(
             tx,
             &self.topic,
@@ -86,7 +118,7 @@ impl<E: Engine> AgentMemory<'_, E> {
                 key: key.to_owned(),
             },
         )?;
-        Ok(!stored)
+        Ok(())
     }
 
     /// The event with id `event_id` (found by the id alone: its key holds

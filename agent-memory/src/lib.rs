@@ -527,7 +527,8 @@ fn check_node_id(node_id: &str) -> Result<(), MemoryError> {
 }
 
 fn encode<T: Value>(value: &T, key: &str) -> Result<Vec<u8>, MemoryError> {
-    let mut out = Vec::new();
+    // Most values (an event's JSON) fit: one allocation instead of growth.
+    let mut out = Vec::with_capacity(512);
     strata_codec::encode(value, key.as_bytes(), EncodeOptions::default(), &mut out).map_err(
         |source| MemoryError::Encode {
             key: key.to_owned(),

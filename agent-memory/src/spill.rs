@@ -57,7 +57,7 @@ impl<E: Engine> AgentMemory<'_, E> {
         envelope: Vec<u8>,
         replacing: bool,
     ) -> Result<(), MemoryError> {
-        let spill = SpillKey {
+        let spill = || SpillKey {
             space: name.to_owned(),
             key: key.to_owned(),
         };
@@ -70,11 +70,11 @@ impl<E: Engine> AgentMemory<'_, E> {
             return Ok(());
         }
         if envelope.len() > max {
-            tx.put(&spill, &envelope)?;
+            tx.put(&spill(), &envelope)?;
             tx.put_in(space, key.as_bytes().to_vec(), POINTER.to_vec())?;
         } else {
             if replacing {
-                tx.delete(&spill)?;
+                tx.delete(&spill())?;
             }
             tx.put_in(space, key.as_bytes().to_vec(), envelope)?;
         }

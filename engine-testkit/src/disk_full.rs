@@ -26,6 +26,29 @@ pub struct DiskFullReport {
     /// The error of the commit tried in place once space returned, if it
     /// failed.
     pub error_in_place: Option<String>,
+    /// Where the tmpfs was mounted (unmounted and removed when the test
+    /// returns).
+    pub mount_point: PathBuf,
+}
+
+/// Whether this process may mount a tmpfs: it holds `CAP_SYS_ADMIN`
+/// (bit 21 of `CapEff` in `/proc/self/status`), as root in a normal
+/// container does. [`disk_full`] runs exactly when this is true (and the
+/// `mount` program is there), so a test can tell a run from a skip.
+#[must_use]
+pub fn may_mount_tmpfs() -> bool {
+    const CAP_SYS_ADMIN: u32 = 21;
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|status| {
+            let caps = status
+                .lines()
+                .find_map(|l| l.strip_prefix("CapEff:"))?
+                .trim()
+                .to_owned();
+            u64::from_str_radix(&caps, 16).ok()
+        })
+        .is_some_and(|caps| caps >> CAP_SYS_ADMIN & 1 == 1)
 }
 
 /// A small tmpfs mounted for the test, unmounted on drop.
@@ -186,6 +209,7 @@ pub fn disk_full<E: Engine>(
         buffered_lost,
         resumed_in_place,
         error_in_place,
+        mount_point: mount.0.clone(),
     })
 }
 

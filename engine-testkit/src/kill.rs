@@ -20,6 +20,9 @@ use strata_engine::{
 /// Call it from a `#[test]` named `test` (its full path, as `--exact`
 /// takes it): in the child the same call becomes the writer.
 ///
+/// Returns what the kills saw, for the caller to check that they really
+/// ran (in the child, which never returns, nothing is checked).
+///
 /// # Panics
 /// On a broken promise, naming the round.
 pub fn sigkill_rounds<E: Engine>(
@@ -27,9 +30,28 @@ pub fn sigkill_rounds<E: Engine>(
     durability: Durability,
     rounds: u64,
     open: impl Fn(&std::path::Path, Vec<KeyspaceSpec>) -> E,
-) {
-    let lost = kill_rounds(test, Kept::Acknowledged(durability), rounds, open);
-    assert_eq!(lost, 0, "acknowledged commits were lost");
+) -> KillReport {
+    let report = kill_rounds(test, Kept::Acknowledged(durability), rounds, open);
+    assert_eq!(report.lost, 0, "acknowledged commits were lost");
+    report
+}
+
+/// What the kills of [`sigkill_rounds`] and
+/// [`sigkill_rounds_losing_unsynced`] saw.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KillReport {
+    /// Kills made (the `rounds` asked for, or `STRATA_KILL_ROUNDS`).
+    pub rounds: u64,
+    /// Acknowledgements the child printed before its kills, in all: at
+    /// least one a round (the parent waits for a random number from 1 to
+    /// 60 before it kills).
+    pub acknowledged: u64,
+    /// Acknowledged commits missing after the reopens, in all (only an
+    /// engine losing unsynced commits may have any).
+    pub lost: u64,
+    /// The commits found after the last reopen: every commit of every
+    /// round that survived, as each round goes on from the last.
+    pub last_version: u64,
 }
 
 /// The process-kill test for an engine whose buffered commits a process
@@ -41,7 +63,7 @@ pub fn sigkill_rounds<E: Engine>(
 /// a sync acknowledged, and the version is `m`. Returns how many
 /// acknowledged commits the kills lost in all, so that the caller can
 /// check the engine really loses them (else the test proves nothing about
-/// the suffix).
+/// the suffix), in [`KillReport::lost`].
 ///
 /// # Panics
 /// On a broken promise, naming the round.
@@ -50,7 +72,7 @@ pub fn sigkill_rounds_losing_unsynced<E: Engine>(
     sync_every: u64,
     rounds: u64,
     open: impl Fn(&std::path::Path, Vec<KeyspaceSpec>) -> E,
-) -> u64 {
+) -> KillReport {
     kill_rounds(test, Kept::Synced { sync_every }, rounds, open)
 }
 
@@ -64,12 +86,13 @@ enum Kept {
     Synced { sync_every: u64 },
 }
 
+#[allow(clippy::too_many_lines)] // a round's steps read best in order
 fn kill_rounds<E: Engine>(
     test: &str,
     kept: Kept,
     rounds: u64,
     open: impl Fn(&std::path::Path, Vec<KeyspaceSpec>) -> E,
-) -> u64 {
+) -> KillReport {
     use std::io::{BufRead, BufReader};
     use std::process::{Command, Stdio};
 
@@ -84,7 +107,7 @@ fn kill_rounds<E: Engine>(
     if let Ok(path) = std::env::var(WRITER) {
         let pause_at = std::env::var(PAUSE).ok().and_then(|n| n.parse().ok());
         write_until_killed(&open(std::path::Path::new(&path), specs()), kept, pause_at);
-        return 0;
+        unreachable!("the writer commits until it is killed");
     }
     let rounds = std::env::var("STRATA_KILL_ROUNDS")
         .ok()
@@ -99,7 +122,7 @@ fn kill_rounds<E: Engine>(
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("db");
     let mut rng = SeededRng::new(0x00C0_FFEE);
-    let (mut acked_total, mut lost_total) = (0, 0);
+    let (mut acked_total, mut lost_total, mut last_version) = (0, 0, 0);
     for round in 0..rounds {
         let wanted = 1 + rng.below(60);
         // With buffered commits, every other round the child stops after
@@ -153,6 +176,7 @@ fn kill_rounds<E: Engine>(
         }
         let e = open(&path, specs());
         let m = check_prefix(round, &e);
+        last_version = m;
         let newest = acked.iter().copied().max().unwrap_or(0);
         match kept {
             Kept::Acknowledged(_) => {
@@ -169,13 +193,18 @@ fn kill_rounds<E: Engine>(
                 lost_total += newest.saturating_sub(m);
             }
         }
-        acked_total += acked.len();
+        acked_total += acked.len() as u64;
     }
     let _ = std::fs::remove_dir_all(&dir);
     println!(
         "{rounds} kills, {acked_total} acknowledged commits checked, {lost_total} unsynced ones lost"
     );
-    lost_total
+    KillReport {
+        rounds,
+        acknowledged: acked_total,
+        lost: lost_total,
+        last_version,
+    }
 }
 
 /// The child: commits forever, printing each acknowledgement and sync.

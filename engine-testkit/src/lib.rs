@@ -26,8 +26,8 @@ mod model_check;
 
 use strata_engine::{Commit, Engine, KeyspaceSpec, Keyspaces, Mutation, Predicate, Rng};
 
-pub use crate::disk_full::{DiskFullReport, disk_full};
-pub use crate::kill::{sigkill_rounds, sigkill_rounds_losing_unsynced};
+pub use crate::disk_full::{DiskFullReport, disk_full, may_mount_tmpfs};
+pub use crate::kill::{KillReport, sigkill_rounds, sigkill_rounds_losing_unsynced};
 pub use crate::model::{Model, ModelError};
 
 /// The cases by name, as [`conformance_tests!`] calls them.

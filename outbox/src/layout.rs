@@ -124,7 +124,10 @@ pub(crate) fn trailing_position(key: &[u8], prefix_len: usize) -> Option<Positio
 
 /// An entry row's value.
 pub(crate) fn entry_value(pushed_ms: u64, ordering_key: Option<&[u8]>, envelope: &[u8]) -> Vec<u8> {
-    tuple::pack(&(pushed_ms, ordering_key, envelope))
+    // Sized for the usual case (few bytes to escape): one allocation.
+    let mut out = Vec::with_capacity(envelope.len() + ordering_key.map_or(0, <[u8]>::len) + 24);
+    tuple::pack_into(&(pushed_ms, ordering_key, envelope), &mut out);
+    out
 }
 
 /// An entry row's value, read.

@@ -156,7 +156,7 @@ impl<'s, E: Engine> Outbox<'s, E> {
         ordering_key: Option<&[u8]>,
         entry: &T,
     ) -> Result<(), OutboxError> {
-        let mut envelope = Vec::new();
+        let mut envelope = Vec::with_capacity(64);
         encode_keyless(entry, None, &mut envelope).map_err(OutboxError::Encode)?;
         let value = layout::entry_value(self.clock.now_ms(), ordering_key, &envelope);
         // Agent memory's `memory-sequence-from-counter` is the same mistake

@@ -322,7 +322,7 @@ impl<E: Engine> Store<E> {
                 return Ok(report);
             };
             let last = last.clone();
-            let mut tx = Tx::new(self, now);
+            let mut tx = Tx::at(self, now);
             let (mut removed, mut stale) = (0, 0);
             for (index_key, at, key) in entries {
                 let meta = tx.read_data_row(&key)?;

@@ -369,7 +369,7 @@ impl<E: Engine> Store<E> {
     /// A transaction to drive by hand: read, write, then [`Tx::commit`].
     /// Nothing retries it; see [`Store::transact`].
     pub fn begin(&self) -> Tx<'_, E> {
-        Tx::new(self, self.clock.now_ms())
+        Tx::new(self)
     }
 
     /// Runs `f` in a transaction and commits it, running it again after a

@@ -9,11 +9,29 @@ use std::path::Path;
 
 use strata_engine::{Durability, KeyspaceSpec};
 use strata_engine_rocks::{RocksEngine, RocksOptions};
-use strata_engine_testkit::{sigkill_rounds, sigkill_rounds_losing_unsynced};
+use strata_engine_testkit::{
+    KillReport, may_mount_tmpfs, sigkill_rounds, sigkill_rounds_losing_unsynced,
+};
 
 /// Kill rounds per durability level in the default suite; more with
 /// `STRATA_KILL_ROUNDS`.
 const ROUNDS: u64 = 10;
+
+/// Checks that the kills of `report` ran: the rounds asked for (`ROUNDS`,
+/// or `STRATA_KILL_ROUNDS`), an acknowledgement at least in each, and,
+/// where nothing acknowledged may be lost, every one there at the end.
+fn check_ran(report: &KillReport, none_lost: bool) {
+    let rounds = std::env::var("STRATA_KILL_ROUNDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(ROUNDS);
+    assert_eq!(report.rounds, rounds, "{report:?}");
+    assert!(report.acknowledged >= report.rounds, "{report:?}");
+    if none_lost {
+        assert_eq!(report.lost, 0, "{report:?}");
+        assert!(report.last_version >= report.acknowledged, "{report:?}");
+    }
+}
 
 fn open(path: &Path, specs: Vec<KeyspaceSpec>) -> RocksEngine {
     RocksEngine::open(path, specs, RocksOptions::default()).expect("open")
@@ -21,27 +39,29 @@ fn open(path: &Path, specs: Vec<KeyspaceSpec>) -> RocksEngine {
 
 #[test]
 fn sigkill_loses_no_acknowledged_immediate_commit() {
-    sigkill_rounds(
+    let report = sigkill_rounds(
         "kill::sigkill_loses_no_acknowledged_immediate_commit",
         Durability::Immediate,
         ROUNDS,
         open,
     );
+    check_ran(&report, true);
 }
 
 #[test]
 fn sigkill_loses_no_acknowledged_buffered_commit() {
-    sigkill_rounds(
+    let report = sigkill_rounds(
         "kill::sigkill_loses_no_acknowledged_buffered_commit",
         Durability::Buffered,
         ROUNDS,
         open,
     );
+    check_ran(&report, true);
 }
 
 #[test]
 fn sigkill_with_manual_wal_flush_loses_only_an_unsynced_suffix() {
-    let lost = sigkill_rounds_losing_unsynced(
+    let report = sigkill_rounds_losing_unsynced(
         "kill::sigkill_with_manual_wal_flush_loses_only_an_unsynced_suffix",
         7,
         ROUNDS,
@@ -55,7 +75,11 @@ fn sigkill_with_manual_wal_flush_loses_only_an_unsynced_suffix() {
     );
     // The buffered commits after the last sync are in the process only, so
     // kills lose some: else this test would not exercise the suffix.
-    assert!(lost > 0, "{ROUNDS} kills lost no unsynced buffered commit");
+    check_ran(&report, false);
+    assert!(
+        report.lost > 0,
+        "{ROUNDS} kills lost no unsynced buffered commit"
+    );
 }
 
 /// A full disk (a filled tmpfs; skipped, saying so, without root): typed
@@ -73,7 +97,10 @@ fn a_full_disk_refuses_typed_and_loses_nothing() {
     println!("{report:?}");
     // The WAL of a buffered commit is in the OS before it is acknowledged:
     // a full disk loses none.
+    assert_eq!(report.is_some(), may_mount_tmpfs(), "{report:?}");
     if let Some(r) = report {
         assert_eq!(r.buffered_lost, 0, "{r:?}");
+        assert!(r.acknowledged > 0, "{r:?}");
+        assert!(!r.mount_point.exists(), "the tmpfs was left behind: {r:?}");
     }
 }

@@ -3,10 +3,14 @@
 //! commit with its chunks, expiry index rows and quota charges ([`plan`]).
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use strata_engine::{CommitInfo, Durability, Engine, Keyspace, Mutation, Predicate, StampAt};
 
 use crate::{Store, StoreError};
+
+/// [`Tx::now_ms`] not read from the clock yet (no clock reads this).
+const NOW_UNREAD: u64 = u64::MAX;
 
 /// A pending write of one data key.
 #[derive(Debug, Clone)]
@@ -74,7 +78,9 @@ struct SpaceWrite {
 pub struct Tx<'s, E: Engine> {
     store: &'s Store<E>,
     snap: Option<E::Snapshot<'s>>,
-    now: u64,
+    /// The clock's reading, taken when first needed (expiry, TTL);
+    /// [`NOW_UNREAD`] until then. Atomic so that `Tx` stays `Sync`.
+    now: AtomicU64,
     predicates: Vec<Predicate>,
     /// Rows read under a predicate, as read.
     pinned: BTreeMap<(Keyspace, Vec<u8>), Option<Vec<u8>>>,
@@ -90,11 +96,18 @@ pub struct Tx<'s, E: Engine> {
 }
 
 impl<'s, E: Engine + 's> Tx<'s, E> {
-    pub(crate) fn new(store: &'s Store<E>, now: u64) -> Self {
+    /// A transaction that reads the store's clock when it first needs
+    /// the time.
+    pub(crate) fn new(store: &'s Store<E>) -> Self {
+        Self::at(store, NOW_UNREAD)
+    }
+
+    /// A transaction that treats `now` as the time.
+    pub(crate) fn at(store: &'s Store<E>, now: u64) -> Self {
         Self {
             store,
             snap: None,
-            now,
+            now: AtomicU64::new(now),
             predicates: Vec::new(),
             pinned: BTreeMap::new(),
             writes: BTreeMap::new(),
@@ -106,9 +119,18 @@ impl<'s, E: Engine + 's> Tx<'s, E> {
         }
     }
 
-    /// The clock reading the transaction treats as now (expiry, TTL).
+    /// The clock reading the transaction treats as now (expiry, TTL):
+    /// read from the store's clock the first time it is needed, then the
+    /// same for the whole transaction.
     pub fn now_ms(&self) -> u64 {
-        self.now
+        match self.now.load(Ordering::Relaxed) {
+            NOW_UNREAD => {
+                let now = self.store.clock.now_ms();
+                self.now.store(now, Ordering::Relaxed);
+                now
+            }
+            now => now,
+        }
     }
 
     /// The commit version the transaction reads at (its snapshot's, taken

@@ -16,6 +16,8 @@ use crate::{RowKind, Store, StoreError, layout};
 
 impl<'s, E: Engine + 's> Tx<'s, E> {
     /// Turns the buffered writes into one commit, checking every limit.
+    /// The rows written in spaces, the versionstamped rows and the
+    /// predicates move into the commit (the transaction ends with it).
     pub(crate) fn plan(&mut self) -> Result<Commit, StoreError> {
         let mut out = Planned::default();
         let writes = std::mem::take(&mut self.writes);
@@ -27,7 +29,7 @@ impl<'s, E: Engine + 's> Tx<'s, E> {
         let store = self.store;
         let limits = store.options.limits;
         self.plan_space_writes(&mut out)?;
-        for s in &self.stamped {
+        for s in std::mem::take(&mut self.stamped) {
             out.row(
                 &limits,
                 RowSize::put(&s.key, &s.value),
@@ -43,8 +45,8 @@ impl<'s, E: Engine + 's> Tx<'s, E> {
             }
             out.mutations.push(Mutation::PutVersionstamped {
                 ks: s.ks,
-                key: s.key.clone(),
-                value: s.value.clone(),
+                key: s.key,
+                value: s.value,
                 at: s.at,
             });
         }
@@ -93,7 +95,7 @@ impl<'s, E: Engine + 's> Tx<'s, E> {
             }
         }
         Ok(Commit {
-            predicates: self.predicates.clone(),
+            predicates: std::mem::take(&mut self.predicates),
             mutations: out.mutations,
             durability: self.durability,
         })
@@ -105,41 +107,32 @@ impl<'s, E: Engine + 's> Tx<'s, E> {
     fn plan_space_writes(&mut self, out: &mut Planned) -> Result<(), StoreError> {
         let store = self.store;
         let limits = store.options.limits;
-        let writes = std::mem::take(&mut self.space_writes);
-        for ((ks, key), w) in &writes {
+        for ((ks, key), w) in std::mem::take(&mut self.space_writes) {
             let size = match &w.value {
-                Some(v) => RowSize::put(key, v),
-                None => RowSize::delete(key),
+                Some(v) => RowSize::put(&key, v),
+                None => RowSize::delete(&key),
             };
-            out.row(&limits, size, (None, RowKind::Space, key))?;
+            out.row(&limits, size, (None, RowKind::Space, &key))?;
             let scope = if w.charged {
-                store.options.scope_of(key)
+                store.options.scope_of(&key)
             } else {
                 None
             };
             if scope.is_some() {
                 let old = self
-                    .read_pinned(*ks, key)?
+                    .read_pinned(ks, &key)?
                     .map_or(0, |v| stored_size(key.len(), v.len()));
                 let new = w
                     .value
                     .as_ref()
                     .map_or(0, |v| stored_size(key.len(), v.len()));
-                out.charge(scope, new, old, (None, key));
+                out.charge(scope, new, old, (None, &key));
             }
-            out.mutations.push(match &w.value {
-                Some(v) => Mutation::Put {
-                    ks: *ks,
-                    key: key.clone(),
-                    value: v.clone(),
-                },
-                None => Mutation::Delete {
-                    ks: *ks,
-                    key: key.clone(),
-                },
+            out.mutations.push(match w.value {
+                Some(value) => Mutation::Put { ks, key, value },
+                None => Mutation::Delete { ks, key },
             });
         }
-        self.space_writes = writes;
         Ok(())
     }
 

@@ -105,9 +105,9 @@ impl<'s, E: Engine + 's> Tx<'s, E> {
     {
         let bytes = key.pack().map_err(StoreError::key::<K>)?;
         if let Some(p) = self.writes.get(&bytes) {
-            return pending_value::<K, E>(self.store, self.now, &bytes, p);
+            return pending_value::<K, E>(self.store, self.now_ms(), &bytes, p);
         }
-        let (now, store) = (self.now, self.store);
+        let (now, store) = (self.now_ms(), self.store);
         let meta = if pin {
             self.read_pinned(store.data, &bytes)?
         } else {
@@ -123,7 +123,7 @@ impl<'s, E: Engine + 's> Tx<'s, E> {
     /// header only and pinned: this transaction's write if any, else the
     /// stored row. `None` when absent, expired, or never expiring.
     pub(super) fn current_expiry(&mut self, key: &[u8]) -> Result<Option<u64>, StoreError> {
-        let now = self.now;
+        let now = self.now_ms();
         let header_expiry = |envelope: &[u8]| {
             strata_codec::Header::read(envelope)
                 .ok()
@@ -161,7 +161,7 @@ impl<'s, E: Engine + 's> Tx<'s, E> {
         let data = self.store.data;
         let reverse = scan.is_reverse();
         let pending = self.pending_in(&spec);
-        let now = self.now;
+        let now = self.now_ms();
         let store = self.store;
         let snap = self.snap()?;
         let mut rows = snap.range(data, spec.clone())?.peekable();

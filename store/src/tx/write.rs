@@ -57,7 +57,7 @@ impl<'s, E: Engine + 's> Tx<'s, E> {
         K: Key + 'static,
         K::Value: Value,
     {
-        self.put_expiring(key, value, Some(self.now.saturating_add(ttl_ms)))
+        self.put_expiring(key, value, Some(self.now_ms().saturating_add(ttl_ms)))
     }
 
     /// Writes `value` at `key`, expiring at the absolute time `at_ms`
@@ -97,7 +97,7 @@ impl<'s, E: Engine + 's> Tx<'s, E> {
         let at = match expiry {
             Expiry::Never => None,
             Expiry::At(at) => Some(at),
-            Expiry::After(ttl) => Some(self.now.saturating_add(ttl)),
+            Expiry::After(ttl) => Some(self.now_ms().saturating_add(ttl)),
             Expiry::Keep => {
                 let bytes = self.pack(key)?;
                 self.current_expiry(&bytes)?

@@ -135,6 +135,51 @@ engine_tests! {
 }
 
 engine_tests! {
+    fn an_expected_absence_is_checked_at_commit_without_a_read() {
+        on_every_engine!(options(), |store, _clock| {
+            let q = store.space("ext.queue").unwrap();
+            let insert = |key: &[u8], value: &[u8]| {
+                let mut tx = store.begin();
+                tx.expect_absent_in(&q, key).unwrap();
+                // What the commit will require: absent.
+                assert_eq!(tx.get_in(&q, key).unwrap(), None);
+                tx.put_in(&q, key.to_vec(), value.to_vec()).unwrap();
+                tx
+            };
+            // Two inserts of one key begun together: the first commits,
+            // the second is refused and writes nothing.
+            let (first, second) = (insert(b"a", b"1"), insert(b"a", b"2"));
+            first.commit().unwrap();
+            let err = second.commit().unwrap_err();
+            assert!(err.is_conflict(), "{err}");
+            assert_eq!(raw(store.engine(), "ext.queue"), [(b"a".to_vec(), b"1".to_vec())]);
+            // Expected absent after reading the row present: refused.
+            let mut tx = store.begin();
+            assert_eq!(tx.get_in(&q, b"a").unwrap(), Some(b"1".to_vec()));
+            tx.expect_absent_in(&q, b"a").unwrap();
+            tx.put_in(&q, b"b".to_vec(), b"3".to_vec()).unwrap();
+            assert!(tx.commit().unwrap_err().is_conflict());
+            // Read absent, then expected absent, and another row: commits.
+            let mut tx = store.begin();
+            assert_eq!(tx.get_in(&q, b"c").unwrap(), None);
+            tx.expect_absent_in(&q, b"c").unwrap();
+            tx.put_in(&q, b"c".to_vec(), b"4".to_vec()).unwrap();
+            tx.commit().unwrap();
+            // The row removed in between: the absence holds again.
+            store.transact(|tx| tx.delete_in(&q, b"a".to_vec())).unwrap();
+            insert(b"a", b"5").commit().unwrap();
+            assert_eq!(
+                raw(store.engine(), "ext.queue"),
+                [
+                    (b"a".to_vec(), b"5".to_vec()),
+                    (b"c".to_vec(), b"4".to_vec())
+                ]
+            );
+        });
+    }
+}
+
+engine_tests! {
     fn space_rows_are_refused_at_the_limits_before_anything_is_written() {
         on_every_engine!(options(), |store, _clock| {
             let q = store.space("ext.queue").unwrap();

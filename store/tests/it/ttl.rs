@@ -304,3 +304,50 @@ fn a_point_read_reads_the_clock_only_for_a_row_that_expires() {
     assert_eq!((got.value, got.expires_at), (doc(1), None));
     assert_eq!(reads(), before + 2);
 }
+
+#[test]
+fn a_transaction_reads_the_clock_for_an_expiry_only() {
+    use std::sync::Arc;
+    use std::sync::atomic::Ordering;
+    let options = common::options(Limits::FOUNDATIONDB);
+    let engine = strata_engine::MemEngine::open(options.keyspace_specs()).unwrap();
+    let clock = Arc::new(CountingClock {
+        inner: strata_engine::ManualClock::new(common::T0),
+        reads: 0.into(),
+    });
+    let store = strata_store::Store::open_with(
+        engine,
+        options,
+        clock.clone(),
+        Box::new(strata_engine::SeededRng::new(1)),
+    )
+    .unwrap();
+    let reads = || clock.reads.load(Ordering::SeqCst);
+    // A commit reads the clock twice: its latency (the metrics).
+    let before = reads();
+    store.put(&DocKey { actor: 1, id: 1 }, &doc(1)).unwrap();
+    assert_eq!(reads(), before + 2, "a write without expiry");
+    // A TTL needs the time once, however often the transaction asks.
+    let before = reads();
+    store
+        .transact(|tx| {
+            tx.put_with_ttl(&DocKey { actor: 1, id: 2 }, &doc(2), 1_000)?;
+            tx.put_with_ttl(&DocKey { actor: 1, id: 3 }, &doc(3), 1_000)?;
+            assert_eq!(tx.now_ms(), common::T0);
+            Ok::<_, strata_store::StoreError>(())
+        })
+        .unwrap();
+    assert_eq!(
+        reads(),
+        before + 3,
+        "one reading for the TTLs, two for the commit"
+    );
+    assert_eq!(
+        store
+            .get_with_expiry(&DocKey { actor: 1, id: 3 })
+            .unwrap()
+            .unwrap()
+            .expires_at,
+        Some(common::T0 + 1_000)
+    );
+}

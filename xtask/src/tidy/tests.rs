@@ -41,11 +41,15 @@ fn layering_is_enforced() {
             "engine-rocks",
             "[dependencies]\nrocksdb = \"1\"\n[dev-dependencies]\nstrata-sim = { path = \"../sim\" }\n",
         ),
+        // The listed exception: a benchmark's anchor.
+        ("schemas", "[dev-dependencies]\nrocksdb = \"1\"\n"),
     ]);
     assert_eq!(check_dependencies(&ok), []);
     let bad = manifests(&[
         ("engine", "[dependencies]\nstrata-keys.workspace = true\n"),
         ("store", "[dev-dependencies]\nrocksdb = \"1\"\n"),
+        // The exception is for dev-dependencies only.
+        ("schemas", "[dependencies]\nrocksdb = \"1\"\n"),
         (
             "codec",
             "[dependencies]\nstrata-sim = { path = \"../sim\" }\n",
@@ -63,7 +67,7 @@ fn layering_is_enforced() {
         .into_iter()
         .map(|f| f.to_string())
         .collect();
-    assert_eq!(found.len(), 5, "{found:#?}");
+    assert_eq!(found.len(), 6, "{found:#?}");
     assert!(found[0].starts_with("codec/Cargo.toml:0: depends on the simulation"));
     assert!(found[1].contains("engine/ may depend on no workspace crate"));
     assert!(
@@ -72,7 +76,11 @@ fn layering_is_enforced() {
     assert!(
         found[3].starts_with("keys/Cargo.toml:0: depends on the simulation in [dev-dependencies]")
     );
-    assert!(found[4].contains("`rocksdb` in [dev-dependencies]: only engine-rocks/"));
+    assert!(
+        found[4]
+            .starts_with("schemas/Cargo.toml:0: `rocksdb` in [dependencies]: only engine-rocks/")
+    );
+    assert!(found[5].contains("`rocksdb` in [dev-dependencies]: only engine-rocks/"));
 }
 
 #[test]
