@@ -158,6 +158,9 @@ pub struct RocksEngine {
     /// The options the database was opened with, when they collect
     /// statistics ([`RocksOptions::statistics`]).
     statistics: Option<Options>,
+    /// The write options of every commit's batch (the WAL written, not
+    /// synced: the group committer syncs), made once.
+    write_options: WriteOptions,
 }
 
 impl Drop for RocksEngine {

@@ -165,6 +165,7 @@ impl RocksEngine {
             group: GroupCommitter::new(MAX_GROUP),
             mark_dir,
             statistics: options.statistics.then_some(db_options),
+            write_options: rocksdb::WriteOptions::default(),
         })
     }
 }

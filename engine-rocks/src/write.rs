@@ -1,9 +1,11 @@
 //! Commits: a group of commits in one write batch, predicates read at the
 //! latest state, the log synced when durability is promised.
 
-use rocksdb::{WriteBatch, WriteOptions};
+use rocksdb::WriteBatch;
 use strata_engine::implement::{self, GroupFailed, GroupResults, Op, Reads};
-use strata_engine::{Commit, CommitError, CommitInfo, Keyspace, Mutation, RangeSpec};
+use strata_engine::{
+    Commit, CommitError, CommitInfo, Keyspace, Mutation, MutationError, RangeSpec, StampAt,
+};
 
 #[allow(clippy::wildcard_imports)]
 use super::*;
@@ -92,29 +94,42 @@ impl RocksEngine {
         let mut reads = LatestReads { engine: self };
         implement::check_predicates(&commit.predicates, &mut reads)?;
         let mut batch = WriteBatch::default();
-        // Plain puts and deletes need no resolving: write them straight
-        // from the commit, without copying keys and values.
-        let plain = commit
-            .mutations
-            .iter()
-            .all(|m| matches!(m, Mutation::Put { .. } | Mutation::Delete { .. }));
+        // Plain puts and deletes, and rows stamped in the key, need no
+        // resolving: write them straight from the commit, copying only a
+        // stamped key.
+        let plain = commit.mutations.iter().all(|m| {
+            matches!(
+                m,
+                Mutation::Put { .. }
+                    | Mutation::Delete { .. }
+                    | Mutation::PutVersionstamped {
+                        at: StampAt::Key(_) | StampAt::KeyInverted(_),
+                        ..
+                    }
+            )
+        });
         let ops = if plain {
             Vec::new()
         } else {
             implement::resolve(version, &commit.mutations, &mut reads)?
         };
         if plain {
-            for m in &commit.mutations {
+            let mut stamps: u32 = 0;
+            for (index, m) in commit.mutations.iter().enumerate() {
+                let family =
+                    |ks: &Keyspace| self.family(*ks).ok_or(CommitError::UnknownKeyspace(*ks));
                 match m {
-                    Mutation::Put { ks, key, value } => batch.put_cf(
-                        self.family(*ks).ok_or(CommitError::UnknownKeyspace(*ks))?,
-                        key,
-                        value,
-                    ),
-                    Mutation::Delete { ks, key } => batch.delete_cf(
-                        self.family(*ks).ok_or(CommitError::UnknownKeyspace(*ks))?,
-                        key,
-                    ),
+                    Mutation::Put { ks, key, value } => batch.put_cf(family(ks)?, key, value),
+                    Mutation::Delete { ks, key } => batch.delete_cf(family(ks)?, key),
+                    Mutation::PutVersionstamped { ks, key, value, at } => {
+                        let invalid = |reason| CommitError::InvalidMutation { index, reason };
+                        let order = u16::try_from(stamps)
+                            .map_err(|_| invalid(MutationError::TooManyStamps))?;
+                        stamps += 1;
+                        let mut key = key.clone();
+                        implement::stamp_into(&mut key, *at, version, order).map_err(invalid)?;
+                        batch.put_cf(family(ks)?, key, value);
+                    }
                     _ => {}
                 }
             }
@@ -162,7 +177,7 @@ impl RocksEngine {
         let n = commits.len();
         let mut sequence = self.seq.begin();
         let mut outcomes: Vec<Result<u64, CommitError>> = Vec::with_capacity(n);
-        let wo = WriteOptions::default();
+        let wo = &self.write_options;
         for (i, commit) in commits.iter().enumerate() {
             let batch = match self.batch(sequence.version(), commit) {
                 Ok(batch) => batch,
@@ -171,7 +186,7 @@ impl RocksEngine {
                     continue;
                 }
             };
-            if let Err(e) = self.db.write_opt(batch, &wo) {
+            if let Err(e) = self.db.write_opt(batch, wo) {
                 // RocksDB may have written the WAL record before failing:
                 // unknown. The rest is not attempted.
                 let e = write_failure(e);

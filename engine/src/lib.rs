@@ -71,7 +71,7 @@ pub use crate::mem::{MemEngine, MemImage, MemRange, MemSnapshot};
 /// An application never needs these.
 pub mod implement {
     pub use crate::group::{GroupCommitter, GroupFailed, GroupResults};
-    pub use crate::resolve::{Op, Reads, check_predicates, read_through, resolve};
+    pub use crate::resolve::{Op, Reads, check_predicates, read_through, resolve, stamp_into};
     pub use crate::sequence::{Sequence, Sequencer};
 }
 

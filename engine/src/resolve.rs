@@ -135,6 +135,30 @@ fn overlay(ops: &[Op], ks: Keyspace, key: &[u8]) -> Option<Option<Vec<u8>>> {
     })
 }
 
+/// Writes the stamp of commit `version`, the `order`-th stamp of its
+/// commit, into `target` (the key or the value `at` names) at `at`'s
+/// offset.
+///
+/// # Errors
+/// [`MutationError::StampOutOfBounds`] when the 10 bytes do not fit.
+pub fn stamp_into(
+    target: &mut [u8],
+    at: StampAt,
+    version: u64,
+    order: u16,
+) -> Result<(), MutationError> {
+    let offset = match at {
+        StampAt::Key(o) | StampAt::KeyInverted(o) | StampAt::Value(o) => o,
+    };
+    let len = target.len();
+    let slot = offset
+        .checked_add(10)
+        .and_then(|end| target.get_mut(offset..end))
+        .ok_or(MutationError::StampOutOfBounds { offset, len })?;
+    slot.copy_from_slice(&at.stamp(version, order));
+    Ok(())
+}
+
 /// Resolves the mutations of a commit that will get `version`, in order.
 ///
 /// # Errors
@@ -196,16 +220,11 @@ pub fn resolve(
                     u16::try_from(stamps).map_err(|_| invalid(MutationError::TooManyStamps))?;
                 stamps += 1;
                 let (mut key, mut value) = (key.clone(), value.clone());
-                let (target, offset) = match at {
-                    StampAt::Key(o) | StampAt::KeyInverted(o) => (&mut key, *o),
-                    StampAt::Value(o) => (&mut value, *o),
+                let target = match at {
+                    StampAt::Key(_) | StampAt::KeyInverted(_) => &mut key,
+                    StampAt::Value(_) => &mut value,
                 };
-                let len = target.len();
-                let slot = offset
-                    .checked_add(10)
-                    .and_then(|end| target.get_mut(offset..end))
-                    .ok_or_else(|| invalid(MutationError::StampOutOfBounds { offset, len }))?;
-                slot.copy_from_slice(&at.stamp(version, order));
+                stamp_into(target, *at, version, order).map_err(invalid)?;
                 Op::Put(*ks, key, value)
             }
         };

@@ -122,6 +122,25 @@ fn report<E: Engine>(name: &str, engine: &E) {
         },
     );
     ab(
+        "transact of one put 256 bytes, buffered (target <= 1.05x the raw commit)",
+        7,
+        2_000,
+        1,
+        || {
+            engine
+                .commit(
+                    Commit::new()
+                        .put(data, raw_key(step(&mut i)), value.clone())
+                        .durability(Durability::Buffered),
+                )
+                .unwrap();
+        },
+        || {
+            let id = step(&mut j);
+            store.transact(|tx| tx.put(&Row { id }, &value)).unwrap();
+        },
+    );
+    ab(
         "get",
         7,
         20_000,
