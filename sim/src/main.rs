@@ -25,8 +25,17 @@
 //!                     and the search index every
 //!                     fourth seed)
 //! --check-determinism run every seed twice and compare trace hashes
+//! --jobs N            seeds run at once, one thread each (default: the
+//!                     machine's cores; 1 on postgres, whose server the
+//!                     seeds share)
 //! --quiet             no progress bar
 //! ```
+//!
+//! Seeds are independent and each is deterministic on its own thread (its
+//! planted bug, its clock, its faults are the thread's), so they run in
+//! parallel; a failure stops the handing out of new seeds, the seeds
+//! below it finish, and the lowest failing seed is the one reported, as a
+//! sequential run would.
 //!
 //! On a violation it prints the seed, the message, the last events of the
 //! trace (also written to a file) and a one-line replay command, and exits
@@ -54,6 +63,8 @@ struct Args {
     check: bool,
     quiet: bool,
     soak: Option<Duration>,
+    /// Seeds run at once (`--jobs`); `None`: the machine's cores.
+    jobs: Option<usize>,
 }
 
 fn engine_named(name: &str) -> Result<EngineKind, String> {
@@ -106,6 +117,7 @@ fn parse() -> Result<Args, String> {
         check: false,
         quiet: false,
         soak: None,
+        jobs: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -163,6 +175,13 @@ fn parse() -> Result<Args, String> {
                 args.soak = Some(Duration::from_secs_f64(minutes * 60.0));
             }
             "--quiet" => args.quiet = true,
+            "--jobs" => {
+                let n: usize = value()?.parse().map_err(|e| format!("--jobs: {e}"))?;
+                if n == 0 {
+                    return Err("--jobs: at least 1".to_owned());
+                }
+                args.jobs = Some(n);
+            }
             "-h" | "--help" => return Err(String::new()),
             other => return Err(format!("unknown option {other}")),
         }
@@ -211,7 +230,7 @@ fn main() -> ExitCode {
                 eprintln!("strata-sim: {msg}");
             }
             eprintln!(
-                "usage: cargo xtask sim [--seed S | --seeds N|A..B] [--time T] [--ops K] [--faults LIST] [--plant NAME] [--engine mem|redb|rocks|postgres] [--workload engine|store|outbox|search|code-sous|universaldb|actor-kv|nokv|agent-memory|schemas|interleave|both] [--check-determinism] [--soak MINUTES] [--quiet]"
+                "usage: cargo xtask sim [--seed S | --seeds N|A..B] [--time T] [--ops K] [--faults LIST] [--plant NAME] [--engine mem|redb|rocks|postgres] [--workload engine|store|outbox|search|code-sous|universaldb|actor-kv|nokv|agent-memory|schemas|interleave|both] [--check-determinism] [--soak MINUTES] [--jobs N] [--quiet]"
             );
             return ExitCode::from(2);
         }
@@ -233,48 +252,21 @@ fn main() -> ExitCode {
     let (mut seeds, mut commits, mut checks) = (0u64, 0u64, 0u64);
     let mut faults = FaultCounters::default();
     let mut last_draw = Instant::now();
-    for seed in args.seeds.clone() {
-        if args.time.is_some_and(|t| started.elapsed() >= t) {
-            break;
-        }
-        let options = RunOptions {
-            seed,
-            ops: args.ops,
-            faults: args.faults.clone(),
-            plant: args.plant.clone(),
-            engine: args.engine,
-            workload: args.workload,
-        };
-        let report = run_seed(&options);
-        if args.check {
-            let again = run_seed(&options);
-            checks += 1;
-            if again.trace_hash != report.trace_hash {
-                eprintln!(
-                    "\nstrata-sim: seed {seed} is not deterministic: trace hashes {:#018x} and {:#018x}",
-                    report.trace_hash, again.trace_hash
-                );
-                return ExitCode::FAILURE;
-            }
-        }
+    // The lowest failing seed: its report, and the second run's trace hash
+    // when that is what failed.
+    let mut failed: Option<Finished> = None;
+    run_seeds(&args, started, |done| {
         seeds += 1;
-        commits += report.commits;
-        checks += report.checks;
-        faults.add(&report.faults);
-        if let Some(v) = &report.violation {
-            let path = std::env::temp_dir().join(format!("strata-sim-seed-{seed}.trace"));
-            let written = std::fs::write(&path, report.trace_tail.join("\n") + "\n").is_ok();
-            eprintln!();
-            println!("VIOLATION at seed {seed}, step {}: {}", v.step, v.message);
-            println!("last events of the trace:");
-            for line in &report.trace_tail {
-                println!("  {line}");
-            }
-            if written {
-                println!("trace written to {}", path.display());
-            }
-            println!("replay: {}", replay(&args, seed));
-            return ExitCode::FAILURE;
+        commits += done.report.commits;
+        checks += done.report.checks + u64::from(done.again.is_some());
+        faults.add(&done.report.faults);
+        if done.failed()
+            && failed
+                .as_ref()
+                .is_none_or(|f| done.report.seed < f.report.seed)
+        {
+            failed = Some(done);
+            return;
         }
         if show_progress && last_draw.elapsed() > Duration::from_millis(100) {
             last_draw = Instant::now();
@@ -288,6 +280,29 @@ fn main() -> ExitCode {
             );
             let _ = std::io::stderr().flush();
         }
+    });
+    if let Some(done) = failed {
+        let (seed, report) = (done.report.seed, &done.report);
+        if let Some(v) = &report.violation {
+            let path = std::env::temp_dir().join(format!("strata-sim-seed-{seed}.trace"));
+            let written = std::fs::write(&path, report.trace_tail.join("\n") + "\n").is_ok();
+            eprintln!();
+            println!("VIOLATION at seed {seed}, step {}: {}", v.step, v.message);
+            println!("last events of the trace:");
+            for line in &report.trace_tail {
+                println!("  {line}");
+            }
+            if written {
+                println!("trace written to {}", path.display());
+            }
+            println!("replay: {}", replay(&args, seed));
+        } else if let Some(again) = done.again {
+            eprintln!(
+                "\nstrata-sim: seed {seed} is not deterministic: trace hashes {:#018x} and {again:#018x}",
+                report.trace_hash
+            );
+        }
+        return ExitCode::FAILURE;
     }
     if show_progress {
         eprintln!(
@@ -305,6 +320,79 @@ fn main() -> ExitCode {
     );
     println!("sim: {seeds} passed, 0 failed");
     ExitCode::SUCCESS
+}
+
+/// One seed's run, and the trace hash of its second run with
+/// `--check-determinism`.
+struct Finished {
+    report: strata_sim::SeedReport,
+    again: Option<u64>,
+}
+
+impl Finished {
+    fn failed(&self) -> bool {
+        self.report.violation.is_some() || self.again.is_some_and(|h| h != self.report.trace_hash)
+    }
+}
+
+/// Runs the seeds of `args` on `--jobs` threads, each taking the next
+/// seed in order, and hands each finished seed to `each` on this thread
+/// (in the order they finish). After a failure no new seed starts, so every seed below a
+/// failing one has run; `--time` stops new seeds likewise.
+#[allow(clippy::disallowed_methods)] // the command line times itself
+fn run_seeds(args: &Args, started: Instant, mut each: impl FnMut(Finished)) {
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    let total = args.seeds.end.saturating_sub(args.seeds.start);
+    let cores = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
+    let jobs = match args.engine {
+        // The seeds would share the process's one server.
+        EngineKind::Postgres => 1,
+        _ => args.jobs.unwrap_or(cores),
+    };
+    let jobs = u64::try_from(jobs).unwrap_or(1).clamp(1, total.max(1));
+    let next = AtomicU64::new(args.seeds.start);
+    let stop = AtomicBool::new(false);
+    let (to_main, finished) = std::sync::mpsc::channel();
+    std::thread::scope(|scope| {
+        for _ in 0..jobs {
+            let to_main = to_main.clone();
+            let (next, stop) = (&next, &stop);
+            scope.spawn(move || {
+                loop {
+                    if stop.load(Ordering::SeqCst)
+                        || args.time.is_some_and(|t| started.elapsed() >= t)
+                    {
+                        break;
+                    }
+                    let seed = next.fetch_add(1, Ordering::SeqCst);
+                    if seed >= args.seeds.end {
+                        break;
+                    }
+                    let options = RunOptions {
+                        seed,
+                        ops: args.ops,
+                        faults: args.faults.clone(),
+                        plant: args.plant.clone(),
+                        engine: args.engine,
+                        workload: args.workload,
+                    };
+                    let report = run_seed(&options);
+                    let again = args.check.then(|| run_seed(&options).trace_hash);
+                    let done = Finished { report, again };
+                    if done.failed() {
+                        stop.store(true, Ordering::SeqCst);
+                    }
+                    if to_main.send(done).is_err() {
+                        break;
+                    }
+                }
+            });
+        }
+        drop(to_main);
+        for done in finished {
+            each(done);
+        }
+    });
 }
 
 /// `--soak MINUTES`: new seeds (from a base drawn from the wall clock, so
