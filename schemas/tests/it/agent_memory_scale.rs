@@ -11,8 +11,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use strata_engine::{Engine, RangeSpec, SeededRng, Snapshot};
 use strata_keys::KeyRange;
 use strata_schemas::agent_memory::{
-    AgentMemory, EVENT_TOPIC, Event, EventRef, Grip, Level, MemoryProblem, SegmentRule, TOC_NODES,
-    TocBullet, TocNode, calendar_chain, day_id, parent_id, search_spec, segments, verify,
+    AgentMemory, EVENT_TOPIC, EVENTS, Event, EventRef, Grip, Level, MemoryProblem, SegmentRule,
+    TOC_NODES, TocBullet, TocNode, calendar_chain, day_id, event_key, parent_id, search_spec,
+    segments, verify,
 };
 use strata_search::{Indexer, IndexerConfig, Location};
 
@@ -61,8 +62,18 @@ fn values_past_the_limit_are_stored_and_read_back<E: Engine>(engine: E) {
         session_id: "s".into(),
         timestamp_ms: T,
         role: "tool".into(),
-        text: format!("zebraword {}", "0123456789".repeat(50_000)),
+        // Words placed about the search projection's cut at 32 KiB
+        // (32,768 bytes): "okapiword" ends before it, "tapirword" starts
+        // after it.
+        text: format!(
+            "zebraword {} okapiword {} tapirword {}",
+            "0123456789".repeat(3_270),
+            "0123456789".repeat(10),
+            "0123456789".repeat(46_700)
+        ),
     };
+    assert_eq!(big.text.find(" okapiword"), Some(32_710));
+    assert!(big.text.find("tapirword").unwrap() > 32_768);
     assert!(mem.put_event(&big).unwrap());
     assert!(!mem.put_event(&big).unwrap(), "a retry writes nothing");
     assert_eq!(mem.event(&big.event_id).unwrap().as_ref(), Some(&big));
@@ -81,12 +92,23 @@ fn values_past_the_limit_are_stored_and_read_back<E: Engine>(engine: E) {
                 grip_ids: vec![format!("grip:{T:013}:g{i}")],
             })
             .collect(),
-        keywords: Vec::new(),
+        // Keywords about their projection's cut at 8 KiB (8,192 bytes):
+        // "gnuword", then fillers of 10 bytes with "elandword" at 8,108
+        // and "ibexword" at 8,308.
+        keywords: std::iter::once("gnuword".to_owned())
+            .chain((0..1_000).map(|i| match i {
+                810 => "elandword".to_owned(),
+                830 => "ibexword".to_owned(),
+                i => format!("filler{i:03}"),
+            }))
+            .collect(),
         child_node_ids: Vec::new(),
         start_ms: T,
         end_ms: T + 1,
         version: 0,
     };
+    assert_eq!(seg.keywords.join(" ").find("elandword"), Some(8_108));
+    assert_eq!(seg.keywords.join(" ").find("ibexword"), Some(8_308));
     assert_eq!(mem.put_segment(&seg).unwrap(), 1);
     let read = mem.toc_node(&seg.node_id).unwrap().unwrap();
     assert_eq!((read.bullets.len(), read.version), (5_000, 1));
@@ -148,6 +170,18 @@ fn values_past_the_limit_are_stored_and_read_back<E: Engine>(engine: E) {
     let hits = mem.search(&indexer, "quaggaword", None, 10).unwrap();
     assert_eq!(hits.len(), 1);
     assert_eq!(hits[0].doc_id, seg.node_id);
+    // Up to the cuts, and not past them.
+    let found = |word: &str| -> Vec<String> {
+        mem.search(&indexer, word, None, 10)
+            .unwrap()
+            .into_iter()
+            .map(|h| h.doc_id)
+            .collect()
+    };
+    assert_eq!(found("okapiword"), [grip.grip_id.clone()]);
+    assert!(found("tapirword").is_empty());
+    assert_eq!(found("elandword"), [seg.node_id.clone()]);
+    assert!(found("ibexword").is_empty());
     // Rewritten small, the grip's spilled rows go with the old value; so
     // do a deleted grip's.
     let small = Grip {
@@ -201,6 +235,51 @@ fn values_past_the_limit_are_stored_and_read_back<E: Engine>(engine: E) {
 }
 
 crate::on_each_engine!(values_past_the_limit_are_stored_and_read_back);
+
+/// A value exactly at the limit stays in its row; one byte more is
+/// spilled.
+#[test]
+fn a_value_at_the_limit_stays_in_place_and_one_byte_more_spills() {
+    let (store, clock) = store_on(strata_engine::MemEngine::open(specs()).unwrap(), options());
+    let outbox = outbox_on(&store, &clock, 1);
+    let mem = AgentMemory::open(&store, &outbox).unwrap();
+    let events = store.space(EVENTS).unwrap();
+    let row = |e: &Event| {
+        let key = event_key(&e.event_id).unwrap();
+        store
+            .begin()
+            .snapshot_get_in(&events, key.as_bytes())
+            .unwrap()
+            .unwrap()
+    };
+    let with_text = |n: u32, len: usize| Event {
+        event_type: strata_schemas::agent_memory::EventType::UserMessage,
+        metadata: BTreeMap::new(),
+        agent: None,
+        event_id: id_at(T, n),
+        session_id: "s".into(),
+        timestamp_ms: T,
+        role: "tool".into(),
+        text: "a".repeat(len),
+    };
+    // The envelope's size beyond the text, from a small event (the same
+    // for any length of plain text).
+    let probe = with_text(1, 1_000);
+    assert!(mem.put_event(&probe).unwrap());
+    let overhead = row(&probe).len() - 1_000;
+    let max = store.options().limits.max_value_bytes;
+    let exact = with_text(2, max - overhead);
+    assert!(mem.put_event(&exact).unwrap());
+    assert_eq!(row(&exact).len(), max, "stored as it is");
+    assert_eq!(spill_rows(&store), 0);
+    let over = with_text(3, max - overhead + 1);
+    assert!(mem.put_event(&over).unwrap());
+    assert_eq!(row(&over), b"\xF5strata.am.spilled.v1", "a pointer");
+    assert_eq!(spill_rows(&store), 1);
+    for e in [&probe, &exact, &over] {
+        assert_eq!(mem.event(&e.event_id).unwrap().as_ref(), Some(e));
+    }
+}
 
 /// The generated log: 5,000 events over four days, turns of 20 to 2,000
 /// bytes, now and then a tool output of 150,000 bytes, silences of a few
