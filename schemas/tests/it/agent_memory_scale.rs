@@ -178,9 +178,9 @@ fn values_past_the_limit_are_stored_and_read_back<E: Engine>(engine: E) {
             .map(|h| h.doc_id)
             .collect()
     };
-    assert_eq!(found("okapiword"), [grip.grip_id.clone()]);
+    assert_eq!(found("okapiword"), std::slice::from_ref(&grip.grip_id));
     assert!(found("tapirword").is_empty());
-    assert_eq!(found("elandword"), [seg.node_id.clone()]);
+    assert_eq!(found("elandword"), std::slice::from_ref(&seg.node_id));
     assert!(found("ibexword").is_empty());
     // Rewritten small, the grip's spilled rows go with the old value; so
     // do a deleted grip's.
