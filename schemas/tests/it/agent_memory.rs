@@ -804,3 +804,38 @@ fn hook_events_map_as_the_original_maps_them() {
         Err(MemoryError::Invalid { .. })
     ));
 }
+
+/// Two writers of one segment, the second committing between the first's
+/// read of the latest version and its commit: the first is refused (the
+/// latest pointer it read is a predicate), so versions are never written
+/// twice; run again, it writes the next version.
+#[test]
+fn a_segment_written_concurrently_gets_the_next_version() {
+    let (store, clock) = store_on(strata_engine::MemEngine::open(specs()).unwrap(), options());
+    let outbox = outbox_on(&store, &clock, 1);
+    let mem = AgentMemory::open(&store, &outbox).unwrap();
+    let seg = node("toc:segment:2024-01-29:c", Level::Segment, "first", &[]);
+    assert_eq!(mem.put_segment(&seg).unwrap(), 1);
+    let mut slow = store.begin();
+    let second = node("toc:segment:2024-01-29:c", Level::Segment, "second", &[]);
+    assert_eq!(mem.put_segment_tx(&mut slow, &second).unwrap(), 2);
+    let third = node("toc:segment:2024-01-29:c", Level::Segment, "third", &[]);
+    assert_eq!(mem.put_segment(&third).unwrap(), 2);
+    let err = slow.commit().unwrap_err();
+    assert!(err.is_conflict(), "{err}");
+    assert_eq!(mem.put_segment(&second).unwrap(), 3);
+    let titles: Vec<(u32, String)> = mem
+        .toc_versions(&seg.node_id)
+        .unwrap()
+        .into_iter()
+        .map(|n| (n.version, n.title))
+        .collect();
+    assert_eq!(
+        titles,
+        [
+            (1, "first".to_owned()),
+            (2, "third".to_owned()),
+            (3, "second".to_owned())
+        ]
+    );
+}
