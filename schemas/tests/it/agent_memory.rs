@@ -327,6 +327,15 @@ fn toc_versions_and_the_hierarchy<E: Engine>(engine: E) {
     assert_eq!(days(Some(1_706_572_800_000), None), ["toc:day:2024-01-30"]);
     assert_eq!(days(None, Some(1_706_572_800_000)), [day.as_str()]);
     assert!(days(Some(1_706_659_200_000), None).is_empty());
+    // A day that began before the filter's start and ends after it meets
+    // the filter (one millisecond before midnight, and mid-afternoon).
+    for start in [1_706_572_799_999, T] {
+        assert_eq!(
+            days(Some(start), None),
+            [day.as_str(), "toc:day:2024-01-30"],
+            "from {start}"
+        );
+    }
     let children: Vec<String> = mem
         .child_nodes("toc:week:2024:W05")
         .unwrap()
