@@ -497,3 +497,28 @@ strata_test_support::engine_tests!(
         );
     }
 );
+
+/// `verify` reads every spilled value, past its first page of 16.
+#[test]
+fn verify_reads_every_spilled_value() {
+    let (store, clock) = store_on(strata_engine::MemEngine::open(specs()).unwrap(), options());
+    let outbox = outbox_on(&store, &clock, 1);
+    let mem = AgentMemory::open(&store, &outbox).unwrap();
+    for n in 0..17 {
+        let e = Event {
+            event_type: strata_schemas::agent_memory::EventType::ToolResult,
+            metadata: BTreeMap::new(),
+            agent: None,
+            event_id: id_at(T + u64::from(n), n),
+            session_id: "s".into(),
+            timestamp_ms: T + u64::from(n),
+            role: "tool".into(),
+            text: "b".repeat(120_000),
+        };
+        assert!(mem.put_event(&e).unwrap());
+    }
+    assert_eq!(spill_rows(&store), 17);
+    let check = verify(&store).unwrap();
+    assert!(check.is_ok(), "{:?}", check.problems);
+    assert_eq!(check.spilled, 17);
+}
