@@ -167,6 +167,10 @@ fn verify_reports_each_kind_of_damage<E: Engine>(engine: E) {
             (&format!("node:toc:day:2024-01-29:{g2}"), Some(Vec::new())),
         ],
     );
+    // A grip stored under another grip's key (its envelope sealed for
+    // that key, so it decodes).
+    let g7 = format!("grip:{T:013}:g7");
+    raw(&store, GRIPS, &[(&g7, Some(envelope(&grip(2, None), &g7)))]);
     let check = verify(&store).unwrap();
     let problems: Vec<String> = check
         .problems
@@ -226,6 +230,14 @@ fn verify_reports_each_kind_of_damage<E: Engine>(engine: E) {
         ),
         format!(
             "{:?}",
+            MemoryProblem::MisKeyed {
+                space: GRIPS,
+                key: g7.clone(),
+                expected: g2.clone(),
+            }
+        ),
+        format!(
+            "{:?}",
             MemoryProblem::IndexRowDangling {
                 key: format!("node:toc:day:2024-01-29:{g2}"),
             }
@@ -253,7 +265,7 @@ fn verify_reports_each_kind_of_damage<E: Engine>(engine: E) {
             check.grips,
             check.index_rows
         ),
-        (4, 8, 4, 2, 2)
+        (4, 8, 4, 3, 2)
     );
     assert!(!check.is_ok());
     // The report's words name the row.
@@ -262,7 +274,7 @@ fn verify_reports_each_kind_of_damage<E: Engine>(engine: E) {
         "am.toc_latest \"latest:toc:segment:2024-01-29:a\": points at version 1, below the stored version 2"
     );
     assert_eq!(
-        check.problems[10].to_string(),
+        check.problems[11].to_string(),
         format!("am.grips {g1:?}: linked to \"toc:segment:2024-01-29:a\" without its index row")
     );
 }
