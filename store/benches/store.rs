@@ -99,6 +99,16 @@ fn report<E: Engine>(name: &str, engine: &E) {
         *i = (*i + 7_919) % N;
         *i
     };
+    // The raw side of a put: the engine committing the row.
+    let raw_put = |id: u64| {
+        engine
+            .commit(
+                Commit::new()
+                    .put(data, raw_key(id), value.clone())
+                    .durability(Durability::Buffered),
+            )
+            .unwrap();
+    };
     ab::section(name);
     println!(
         "{name}: interleaved A/B, 7 rounds, median per operation (raw = engine contract, ours = typed store):"
@@ -108,15 +118,7 @@ fn report<E: Engine>(name: &str, engine: &E) {
         7,
         2_000,
         1,
-        || {
-            engine
-                .commit(
-                    Commit::new()
-                        .put(data, raw_key(step(&mut i)), value.clone())
-                        .durability(Durability::Buffered),
-                )
-                .unwrap();
-        },
+        || raw_put(step(&mut i)),
         || {
             store.put(&Row { id: step(&mut j) }, &value).unwrap();
         },
@@ -126,15 +128,7 @@ fn report<E: Engine>(name: &str, engine: &E) {
         7,
         2_000,
         1,
-        || {
-            engine
-                .commit(
-                    Commit::new()
-                        .put(data, raw_key(step(&mut i)), value.clone())
-                        .durability(Durability::Buffered),
-                )
-                .unwrap();
-        },
+        || raw_put(step(&mut i)),
         || {
             let id = step(&mut j);
             store.transact(|tx| tx.put(&Row { id }, &value)).unwrap();

@@ -265,13 +265,14 @@ impl Clock for CountingClock {
     }
 }
 
-#[test]
-fn a_point_read_reads_the_clock_only_for_a_row_that_expires() {
-    use std::sync::Arc;
-    use std::sync::atomic::Ordering;
+/// A store on `MemEngine` whose clock counts its readings.
+fn counting_store() -> (
+    strata_store::Store<strata_engine::MemEngine>,
+    std::sync::Arc<CountingClock>,
+) {
     let options = common::options(Limits::FOUNDATIONDB);
     let engine = strata_engine::MemEngine::open(options.keyspace_specs()).unwrap();
-    let clock = Arc::new(CountingClock {
+    let clock = std::sync::Arc::new(CountingClock {
         inner: strata_engine::ManualClock::new(common::T0),
         reads: 0.into(),
     });
@@ -282,6 +283,13 @@ fn a_point_read_reads_the_clock_only_for_a_row_that_expires() {
         Box::new(strata_engine::SeededRng::new(1)),
     )
     .unwrap();
+    (store, clock)
+}
+
+#[test]
+fn a_point_read_reads_the_clock_only_for_a_row_that_expires() {
+    use std::sync::atomic::Ordering;
+    let (store, clock) = counting_store();
     let (plain, expiring) = (DocKey { actor: 1, id: 1 }, DocKey { actor: 1, id: 2 });
     store.put(&plain, &doc(1)).unwrap();
     store.put_with_ttl(&expiring, &doc(2), 1_000).unwrap();
@@ -307,21 +315,8 @@ fn a_point_read_reads_the_clock_only_for_a_row_that_expires() {
 
 #[test]
 fn a_transaction_reads_the_clock_for_an_expiry_only() {
-    use std::sync::Arc;
     use std::sync::atomic::Ordering;
-    let options = common::options(Limits::FOUNDATIONDB);
-    let engine = strata_engine::MemEngine::open(options.keyspace_specs()).unwrap();
-    let clock = Arc::new(CountingClock {
-        inner: strata_engine::ManualClock::new(common::T0),
-        reads: 0.into(),
-    });
-    let store = strata_store::Store::open_with(
-        engine,
-        options,
-        clock.clone(),
-        Box::new(strata_engine::SeededRng::new(1)),
-    )
-    .unwrap();
+    let (store, clock) = counting_store();
     let reads = || clock.reads.load(Ordering::SeqCst);
     // A commit reads the clock twice: its latency (the metrics).
     let before = reads();
