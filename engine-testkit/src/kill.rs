@@ -52,6 +52,15 @@ pub struct KillReport {
     /// The commits found after the last reopen: every commit of every
     /// round that survived, as each round goes on from the last.
     pub last_version: u64,
+    /// Syncs the child acknowledged before its kills, in all (only
+    /// [`sigkill_rounds_losing_unsynced`]'s child syncs: one after each
+    /// `sync_every`-th commit, so their count follows from the commits).
+    pub syncs: u64,
+    /// Rounds in which the child stopped at the commit asked for and was
+    /// killed waiting, its buffered commits still in the process (only
+    /// [`sigkill_rounds_losing_unsynced`]'s: every other round, the first
+    /// included).
+    pub paused: u64,
 }
 
 /// The process-kill test for an engine whose buffered commits a process
@@ -123,6 +132,7 @@ fn kill_rounds<E: Engine>(
     let path = dir.join("db");
     let mut rng = SeededRng::new(0x00C0_FFEE);
     let (mut acked_total, mut lost_total, mut last_version) = (0, 0, 0);
+    let (mut syncs_total, mut paused_total) = (0, 0);
     for round in 0..rounds {
         let wanted = 1 + rng.below(60);
         // With buffered commits, every other round the child stops after
@@ -143,7 +153,7 @@ fn kill_rounds<E: Engine>(
             .spawn()
             .expect("spawn writer");
         let mut acked: Vec<u64> = Vec::new();
-        let mut synced = 0;
+        let (mut synced, mut syncs) = (0, 0);
         let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
         let mut read = |line: &str, acked: &mut Vec<u64>| {
             let number = |prefix: &str| {
@@ -151,7 +161,10 @@ fn kill_rounds<E: Engine>(
                     .and_then(|n| n.parse::<u64>().ok())
             };
             acked.extend(number("ack "));
-            synced = synced.max(number("synced ").unwrap_or(0));
+            if let Some(n) = number("synced ") {
+                synced = synced.max(n);
+                syncs += 1;
+            }
         };
         while acked.len() < usize::try_from(wanted).unwrap() {
             let Some(Ok(line)) = lines.next() else { break };
@@ -160,6 +173,7 @@ fn kill_rounds<E: Engine>(
         if pause {
             while let Some(Ok(line)) = lines.next() {
                 if line == "paused" {
+                    paused_total += 1;
                     break;
                 }
                 read(&line, &mut acked);
@@ -194,16 +208,19 @@ fn kill_rounds<E: Engine>(
             }
         }
         acked_total += acked.len() as u64;
+        syncs_total += syncs;
     }
     let _ = std::fs::remove_dir_all(&dir);
     println!(
-        "{rounds} kills, {acked_total} acknowledged commits checked, {lost_total} unsynced ones lost"
+        "{rounds} kills ({paused_total} while paused), {acked_total} acknowledged commits checked, {syncs_total} syncs, {lost_total} unsynced ones lost"
     );
     KillReport {
         rounds,
         acknowledged: acked_total,
         lost: lost_total,
         last_version,
+        syncs: syncs_total,
+        paused: paused_total,
     }
 }
 

@@ -37,6 +37,8 @@ fn sigkill_loses_no_acknowledged_immediate_commit() {
     assert!(report.acknowledged >= report.rounds, "{report:?}");
     assert!(report.last_version >= report.acknowledged, "{report:?}");
     assert_eq!(report.lost, 0, "{report:?}");
+    // This child neither syncs nor pauses: it commits until killed.
+    assert_eq!((report.syncs, report.paused), (0, 0), "{report:?}");
 }
 
 /// A full disk (a filled tmpfs; skipped, saying so, without root): typed

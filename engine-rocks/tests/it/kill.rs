@@ -30,6 +30,8 @@ fn check_ran(report: &KillReport, none_lost: bool) {
     if none_lost {
         assert_eq!(report.lost, 0, "{report:?}");
         assert!(report.last_version >= report.acknowledged, "{report:?}");
+        // This child neither syncs nor pauses: it commits until killed.
+        assert_eq!((report.syncs, report.paused), (0, 0), "{report:?}");
     }
 }
 
@@ -79,6 +81,19 @@ fn sigkill_with_manual_wal_flush_loses_only_an_unsynced_suffix() {
     assert!(
         report.lost > 0,
         "{ROUNDS} kills lost no unsynced buffered commit"
+    );
+    // The child paused in every other round, the first included, and synced
+    // after every seventh commit: in a round of `a` acknowledged commits
+    // (consecutive numbers) at most `a / 7 + 1` multiples of seven, at least
+    // `a / 7 - 1` of whose syncs were printed before the kill.
+    assert_eq!(report.paused, report.rounds.div_ceil(2), "{report:?}");
+    assert!(
+        report.syncs * 7 <= report.acknowledged + 7 * report.rounds,
+        "more syncs than every seventh commit: {report:?}"
+    );
+    assert!(
+        report.syncs * 7 + 14 * report.rounds >= report.acknowledged,
+        "fewer syncs than every seventh commit: {report:?}"
     );
 }
 
