@@ -196,6 +196,20 @@ mod tests {
             ("host=h  user=u", "host=h  user=u"),
             ("PassWord=pw", "PassWord=***"),
             ("dbname=db password=", "dbname=db password=***"),
+            // Quoted values of other keywords are kept whole, an
+            // unterminated quote included.
+            (
+                "application_name='my app' password=pw",
+                "application_name='my app' password=***",
+            ),
+            ("dbname=db user='", "dbname=db user='"),
+            (
+                r"options='-c x=\'y\'' host=h",
+                r"options='-c x=\'y\'' host=h",
+            ),
+            // A value ending in an escaped character, quoted or not.
+            (r"host=h user=a\b", r"host=h user=a\b"),
+            (r"host=h user='a\b", r"host=h user='a\b"),
         ];
         for (given, shown) in cases {
             assert_eq!(redact(given), shown, "{given}");

@@ -64,9 +64,7 @@ fn payload(seed: u64, len: usize) -> Vec<u8> {
     v.extend_from_slice(&seed.to_le_bytes());
     let mut x = seed;
     while v.len() < len {
-        x = x
-            .wrapping_mul(6_364_136_223_846_793_005)
-            .wrapping_add(1_442_695_040_888_963_407);
+        x = next_word(x);
         v.extend_from_slice(&x.to_le_bytes());
     }
     v.truncate(len.max(HEADER));
@@ -81,7 +79,21 @@ fn whole(v: &[u8]) -> bool {
     let len = u32::from_le_bytes([v[0], v[1], v[2], v[3]]) as usize;
     let mut seed = [0; 8];
     seed.copy_from_slice(&v[4..12]);
-    len == v.len() && payload(u64::from_le_bytes(seed), len) == v
+    if len != v.len() {
+        return false;
+    }
+    // The body, generated again word by word and compared in place.
+    let mut x = u64::from_le_bytes(seed);
+    v[HEADER..].chunks(8).all(|got| {
+        x = next_word(x);
+        x.to_le_bytes()[..got.len()] == *got
+    })
+}
+
+/// The payload's next word after `x` (a linear congruential step).
+fn next_word(x: u64) -> u64 {
+    x.wrapping_mul(6_364_136_223_846_793_005)
+        .wrapping_add(1_442_695_040_888_963_407)
 }
 
 struct AkvRun {

@@ -92,3 +92,48 @@ impl Harness for PgHarness {
 }
 
 strata_engine_testkit::conformance_tests!(PgHarness::default());
+
+/// `stored_keyspaces` lists every keyspace of the catalogue, sorted,
+/// whatever the last open declared, and refuses a database that is no
+/// Strata store.
+#[test]
+fn stored_keyspaces_are_listed_from_the_catalogue() {
+    use strata_engine::{EngineError, Profile};
+    use strata_engine_postgres::ServerError;
+    let (s, config, e) = open(
+        "stored",
+        vec![
+            KeyspaceSpec::new("zeta", Profile::General),
+            KeyspaceSpec::new("alpha", Profile::Queue),
+        ],
+        PostgresOptions::default(),
+    );
+    drop(e);
+    assert_eq!(
+        PostgresEngine::stored_keyspaces(&config).unwrap(),
+        ["alpha".to_owned(), "zeta".to_owned()]
+    );
+    // Reopened with another: all three.
+    let e = PostgresEngine::open(
+        config.clone(),
+        vec![KeyspaceSpec::new("mid", Profile::General)],
+        PostgresOptions::default(),
+    )
+    .expect("reopen");
+    drop(e);
+    assert_eq!(
+        PostgresEngine::stored_keyspaces(&config).unwrap(),
+        ["alpha".to_owned(), "mid".to_owned(), "zeta".to_owned()]
+    );
+    let empty = s.database("stored-none").expect("a test database");
+    match PostgresEngine::stored_keyspaces(&empty) {
+        Err(EngineError::Backend(b)) => assert!(
+            matches!(
+                b.downcast_ref::<ServerError>(),
+                Some(ServerError::NotStrata)
+            ),
+            "{b}"
+        ),
+        other => panic!("a database without Strata's tables: {other:?}"),
+    }
+}
