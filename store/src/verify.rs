@@ -286,3 +286,60 @@ impl<E: Engine> Store<E> {
         Ok(out)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::Problem;
+
+    /// Each problem says what is wrong and where, in the words the tool
+    /// prints (the key in tuple notation).
+    #[test]
+    fn problems_are_told_in_words() {
+        let k = b"\x02k\x00".to_vec();
+        let cases = [
+            (
+                Problem::Value {
+                    key: k.clone(),
+                    error: "bad".into(),
+                },
+                r#"value at ("k",): bad"#,
+            ),
+            (
+                Problem::Chunks {
+                    key: k.clone(),
+                    error: "short".into(),
+                },
+                r#"chunked value at ("k",): short"#,
+            ),
+            (
+                Problem::OrphanChunk {
+                    owner: k.clone(),
+                    index: 3,
+                },
+                r#"chunk 3 of ("k",) belongs to no chunked value"#,
+            ),
+            (
+                Problem::ExpiryNotIndexed {
+                    key: k.clone(),
+                    expires_at: 42,
+                },
+                r#"value at ("k",) expires at 42 but is not in the expiry index"#,
+            ),
+            (
+                Problem::UnknownSystemRow { key: k.clone() },
+                r#"unknown system row ("k",)"#,
+            ),
+            (
+                Problem::Quota {
+                    scope: k,
+                    counted: -1,
+                    actual: 7,
+                },
+                r#"quota scope ("k",): counter -1, recount 7"#,
+            ),
+        ];
+        for (problem, text) in cases {
+            assert_eq!(problem.to_string(), text, "{problem:?}");
+        }
+    }
+}

@@ -6,7 +6,7 @@ use strata_codec::Limits;
 use strata_engine::{Clock, Engine};
 use strata_keys::tuple::Versionstamp;
 use strata_keys::{KeyRange, tuple};
-use strata_store::{RetryPolicy, Scan, StoreError};
+use strata_store::{Expiry, RetryPolicy, Scan, StoreError};
 
 use crate::common::{self, ACTOR, CountKey, Doc, DocKey, EventKey};
 use crate::engine_tests;
@@ -202,6 +202,42 @@ engine_tests! {
                     .unwrap()
             );
             assert_eq!(store.get(&k).unwrap(), None);
+        });
+    }
+}
+
+engine_tests! {
+    /// A compare-and-set's commit depends on the value it compared: a
+    /// change committed between its read and its commit refuses it (else
+    /// the change is overwritten unseen), with either expiry rule.
+    fn a_compare_and_set_conflicts_with_a_change_after_its_read() {
+        on_every_engine!(common::options(Limits::FOUNDATIONDB), |store, _clock| {
+            let k = DocKey { actor: 1, id: 1 };
+            store.put(&k, &doc(1)).unwrap();
+            for (i, keep) in [(10, true), (20, false)] {
+                let mut tx = store.begin();
+                let set = if keep {
+                    tx.compare_and_set(&k, Some(&doc(i - 9)), Some(&doc(i)))
+                } else {
+                    tx.compare_and_set_with(&k, Some(&doc(i - 9)), Some(&doc(i)), Expiry::Never)
+                };
+                assert!(set.unwrap(), "the value compared was there");
+                store.put(&k, &doc(i + 1)).unwrap();
+                let e = tx.commit().unwrap_err();
+                assert!(e.is_conflict(), "{e}");
+                assert_eq!(store.get(&k).unwrap(), Some(doc(i + 1)), "the other change stands");
+            }
+            // A refused compare-and-set read too: a transaction that went on
+            // from its refusal conflicts with a change of what it compared.
+            // (In another quota scope: nothing else joins the two.)
+            let other = DocKey { actor: 2, id: 2 };
+            let mut tx = store.begin();
+            assert!(!tx.compare_and_set(&k, Some(&doc(5)), Some(&doc(6))).unwrap());
+            tx.put(&other, &doc(7)).unwrap();
+            store.put(&k, &doc(5)).unwrap();
+            let e = tx.commit().unwrap_err();
+            assert!(e.is_conflict(), "{e}");
+            assert_eq!(store.get(&other).unwrap(), None, "nothing of it applied");
         });
     }
 }
