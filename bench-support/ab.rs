@@ -136,6 +136,78 @@ pub fn writers(commit: impl Fn(u64, u64, u64), syncs: impl Fn() -> (u64, u64)) {
     }
 }
 
+/// Concurrent durable writers against an anchor doing the same commits
+/// (issue 40's third figure): at 1, 4 and 16 writers, `total` commits
+/// made by `anchor(writers, each, first_key)` and by `ours(...)` (keys
+/// from `first_key` on, new ones each time), three interleaved rounds.
+/// Recorded as comparisons of the time per commit (a ratio below 1: ours
+/// commits faster), with each side's commits per second and our commits
+/// per durable write (`syncs()`: durable writes, commits) as a note.
+#[allow(dead_code)] // only the engine benches run writers
+pub fn writers_against(
+    what: &str,
+    total: u64,
+    anchor: impl Fn(u64, u64, u64),
+    ours: impl Fn(u64, u64, u64),
+    syncs: impl Fn() -> (u64, u64),
+) {
+    let mut first = 1u64 << 41;
+    for n in [1u64, 4, 16] {
+        let each = total / n;
+        let ops = f64::from(u32::try_from(n * each).unwrap_or(u32::MAX));
+        let (mut a_ns, mut o_ns, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
+        let (mut groups, mut commits) = (0, 0);
+        for round in 0..3 {
+            let mut side = |f: &dyn Fn(u64, u64, u64)| {
+                let mut at = first;
+                let d = time(1, &mut || f(n, each, at));
+                at += n * each;
+                first = at;
+                d.as_secs_f64() * 1e9 / ops
+            };
+            let (a, o) = if round % 2 == 0 {
+                let a = side(&anchor);
+                let before = syncs();
+                let o = side(&ours);
+                let after = syncs();
+                (groups, commits) = (groups + after.0 - before.0, commits + after.1 - before.1);
+                (a, o)
+            } else {
+                let before = syncs();
+                let o = side(&ours);
+                let after = syncs();
+                (groups, commits) = (groups + after.0 - before.0, commits + after.1 - before.1);
+                (side(&anchor), o)
+            };
+            a_ns.push(a);
+            o_ns.push(o);
+            ratios.push(o / a);
+        }
+        let name = format!("{n} durable writers, {what}");
+        let (raw_ns, ours_ns, ratio) = (median(&mut a_ns), median(&mut o_ns), median(&mut ratios));
+        let min = ratios.iter().copied().fold(f64::INFINITY, f64::min);
+        let max = ratios.iter().copied().fold(0.0, f64::max);
+        println!(
+            "  {name:<22} raw {raw_ns:>10.1} ns  ours {ours_ns:>10.1} ns  ratio {ratio:.2} (min {min:.2}, max {max:.2})"
+        );
+        record(&format!(
+            "ab\t{}\t{name}\t{raw_ns:.1}\t{ours_ns:.1}\t{ratio:.4}\t{min:.4}\t{max:.4}",
+            current_section()
+        ));
+        #[allow(clippy::cast_precision_loss)]
+        let per_write = if groups == 0 {
+            0.0
+        } else {
+            commits as f64 / groups as f64
+        };
+        note(&format!(
+            "  {n} durable writers: anchor {:.0} commits/s, ours {:.0} commits/s, {per_write:.1} of our commits per durable write",
+            1e9 / raw_ns,
+            1e9 / ours_ns
+        ));
+    }
+}
+
 static SECTION: std::sync::Mutex<String> = std::sync::Mutex::new(String::new());
 
 fn current_section() -> String {

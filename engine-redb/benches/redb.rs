@@ -247,7 +247,10 @@ criterion_group! {
     targets = criterion_benches
 }
 
-/// Concurrent durable writers: commits per second for 1 to 16 writers.
+/// Concurrent durable writers: commits per second for 1 to 16 writers;
+/// then at 1, 4 and 16 writers against the group-commit ceiling: one
+/// thread submitting the same commits `writers` at a time through
+/// `commit_group` (target: at least 0.8 of its rate).
 fn writers(engine: &RedbEngine, ks: Keyspace) {
     let value = vec![0xCD; 100];
     let commit = |n, each, first| {
@@ -255,6 +258,33 @@ fn writers(engine: &RedbEngine, ks: Keyspace) {
     };
     let g = || engine.group_stats();
     ab::writers(commit, || (g().syncs, g().commits));
+    ab::writers_against(
+        "vs one thread's commit_group of as many (target <= 1.25: 0.8 of its rate)",
+        512,
+        |n, each, first| grouped(engine, ks, n, each, first, &value),
+        commit,
+        || (g().syncs, g().commits),
+    );
+}
+
+/// The same commits `commit_in_parallel` makes with `writers` threads,
+/// from one thread: `each` groups of `writers` durable commits, each
+/// group through `commit_group`.
+fn grouped(engine: &RedbEngine, ks: Keyspace, writers: u64, each: u64, first: u64, value: &[u8]) {
+    for i in 0..each {
+        let commits = (0..writers)
+            .map(|t| {
+                Commit::new().durability(Durability::Immediate).put(
+                    ks,
+                    (first + t * each + i).to_be_bytes().to_vec(),
+                    value.to_vec(),
+                )
+            })
+            .collect();
+        for result in engine.commit_group(commits) {
+            assert!(result.unwrap().durable, "a durable group commit");
+        }
+    }
 }
 
 fn main() {

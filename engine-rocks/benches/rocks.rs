@@ -257,14 +257,41 @@ criterion_group! {
     targets = criterion_benches
 }
 
-/// Concurrent durable writers: commits per second for 1 to 16 writers.
-fn writers(engine: &RocksEngine, ks: Keyspace) {
+/// Concurrent durable writers: commits per second for 1 to 16 writers;
+/// then at 1, 4 and 16 writers against native RocksDB with the same
+/// threads, each putting its keys with a synced WAL (RocksDB groups them
+/// in its own write path): the target is at least its rate.
+fn writers(s: &Setup) {
     let value = vec![0xCD; 100];
     let commit = |n, each, first| {
-        strata_engine_testkit::commit_in_parallel(engine, ks, n, each, first, &value);
+        strata_engine_testkit::commit_in_parallel(&s.ours, s.ks, n, each, first, &value);
     };
-    let g = || engine.group_stats();
+    let g = || s.ours.group_stats();
     ab::writers(commit, || (g().syncs, g().commits));
+    ab::writers_against(
+        "vs native RocksDB's synced puts (target <= 1.0: at least its rate)",
+        1024,
+        |n, each, first| raw_writers(&s.raw, n, each, first, &value),
+        commit,
+        || (g().syncs, g().commits),
+    );
+}
+
+/// `writers` threads each putting `each` new keys (from `first` on, as
+/// `commit_in_parallel` numbers them) with a synced WAL, on the raw DB.
+fn raw_writers(db: &DB, writers: u64, each: u64, first: u64, value: &[u8]) {
+    std::thread::scope(|scope| {
+        for t in 0..writers {
+            scope.spawn(move || {
+                let mut wo = WriteOptions::default();
+                wo.set_sync(true);
+                for i in 0..each {
+                    let key = (first + t * each + i).to_be_bytes();
+                    db.put_opt(key, value, &wo).unwrap();
+                }
+            });
+        }
+    });
 }
 
 fn main() {
@@ -272,7 +299,7 @@ fn main() {
         || {
             let s = setup();
             ab_report(&s);
-            writers(&s.ours, s.ks);
+            writers(&s);
         },
         benches,
     );

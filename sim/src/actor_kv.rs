@@ -82,12 +82,18 @@ fn whole(v: &[u8]) -> bool {
     if len != v.len() {
         return false;
     }
-    // The body, generated again word by word and compared in place.
+    // The body, generated again word by word and compared in place (as
+    // words: a slice comparison per word would call `memcmp` each time).
     let mut x = u64::from_le_bytes(seed);
-    v[HEADER..].chunks(8).all(|got| {
+    let words = v[HEADER..].chunks_exact(8);
+    let tail = words.remainder();
+    let body_whole = words.into_iter().all(|got| {
         x = next_word(x);
-        x.to_le_bytes()[..got.len()] == *got
-    })
+        u64::from_le_bytes([
+            got[0], got[1], got[2], got[3], got[4], got[5], got[6], got[7],
+        ]) == x
+    });
+    body_whole && next_word(x).to_le_bytes()[..tail.len()] == *tail
 }
 
 /// The payload's next word after `x` (a linear congruential step).
@@ -490,4 +496,32 @@ pub fn run_actor_kv_seed_on<E: Target>(options: &RunOptions) -> SeedReport {
         .unwrap_or_default();
     run.frame
         .report("actor-kv", options.seed, faults, violation)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{HEADER, payload, whole};
+
+    #[test]
+    fn a_payload_is_whole_and_any_changed_byte_is_seen() {
+        // Lengths with and without a partial last word.
+        for len in [HEADER, HEADER + 1, HEADER + 8, HEADER + 13, 1_000, 4_099] {
+            let v = payload(0x5EED ^ len as u64, len);
+            assert_eq!(v.len(), len);
+            assert!(whole(&v), "length {len}");
+            for at in [HEADER, len / 2, len - 1] {
+                if at < HEADER || at >= len {
+                    continue;
+                }
+                let mut bad = v.clone();
+                bad[at] ^= 0x40;
+                assert!(!whole(&bad), "length {len}, byte {at} changed");
+            }
+            assert!(!whole(&v[..len - 1]), "length {len}, cut by one");
+        }
+        // Bytes generated from another seed are not this header's.
+        let mut other = payload(7, 100);
+        other[HEADER..].copy_from_slice(&payload(8, 100)[HEADER..]);
+        assert!(!whole(&other));
+    }
 }

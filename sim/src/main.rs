@@ -251,6 +251,7 @@ fn main() -> ExitCode {
     let total = args.seeds.end.saturating_sub(args.seeds.start);
     let (mut seeds, mut commits, mut checks) = (0u64, 0u64, 0u64);
     let mut faults = FaultCounters::default();
+    let mut spent = Spent::default();
     let mut last_draw = Instant::now();
     // The lowest failing seed: its report, and the second run's trace hash
     // when that is what failed.
@@ -260,6 +261,7 @@ fn main() -> ExitCode {
         commits += done.report.commits;
         checks += done.report.checks + u64::from(done.again.is_some());
         faults.add(&done.report.faults);
+        spent.add(&done.report.spent);
         if done.failed()
             && failed
                 .as_ref()
@@ -318,8 +320,42 @@ fn main() -> ExitCode {
         &faults,
         started.elapsed().as_secs_f64(),
     );
+    spent.print();
     println!("sim: {seeds} passed, 0 failed");
     ExitCode::SUCCESS
+}
+
+/// Each workload's seeds and time over a run, in the order they first
+/// ran.
+#[derive(Default)]
+struct Spent(Vec<(&'static str, u64, Duration)>);
+
+impl Spent {
+    fn add(&mut self, spent: &[(&'static str, Duration)]) {
+        for &(name, time) in spent {
+            match self.0.iter_mut().find(|(n, _, _)| *n == name) {
+                Some((_, seeds, total)) => {
+                    *seeds += 1;
+                    *total += time;
+                }
+                None => self.0.push((name, 1, time)),
+            }
+        }
+    }
+
+    /// The table of seeds per second of one thread, per workload (the
+    /// whole run's rate is the summary's, over every job).
+    #[allow(clippy::cast_precision_loss)]
+    fn print(&self) {
+        println!("  per workload             seeds  thread-seconds  seeds/s (one thread)");
+        for (name, seeds, total) in &self.0 {
+            let secs = total.as_secs_f64();
+            println!(
+                "    {name:<22} {seeds:>5} {secs:>15.1} {:>21.1}",
+                *seeds as f64 / secs.max(1e-9)
+            );
+        }
+    }
 }
 
 /// One seed's run, and the trace hash of its second run with

@@ -118,6 +118,9 @@ pub struct SeedReport {
     pub trace_tail: Vec<String>,
     /// The first violation, if any.
     pub violation: Option<Violation>,
+    /// Each workload's time on its thread, in the order they ran (for
+    /// the summary's seeds per second; never part of the trace).
+    pub spent: Vec<(&'static str, std::time::Duration)>,
 }
 
 const TRACE_TAIL: usize = 60;
@@ -223,6 +226,7 @@ impl Trace {
             trace_hash: self.hash,
             trace_tail: self.tail.into_iter().collect(),
             violation,
+            spent: Vec::new(),
         }
     }
 
@@ -380,6 +384,7 @@ pub fn run_seed(options: &RunOptions) -> SeedReport {
                 message: "this build has no RocksDB engine: run `cargo xtask sim --engine rocks` (feature `rocks`)".to_owned(),
                 step: 0,
             }),
+            spent: Vec::new(),
         },
     };
     strata_engine::faults::plant(None);
@@ -388,42 +393,55 @@ pub fn run_seed(options: &RunOptions) -> SeedReport {
 
 /// Runs the workloads of one seed on engine `E`.
 pub fn run_workloads<E: Target>(options: &RunOptions) -> SeedReport {
-    match options.workload {
-        Workload::Engine => run_seed_on::<E>(options),
-        Workload::Store => crate::store::run_store_seed_on::<E>(options),
-        Workload::Outbox => crate::outbox::run_outbox_seed_on::<E>(options),
-        Workload::Search => crate::search::run_search_seed_on::<E>(options),
-        Workload::CodeSous => crate::code_sous::run_code_sous_seed_on::<E>(options),
-        Workload::UniversalDb => crate::universaldb::run_universaldb_seed_on::<E>(options),
-        Workload::ActorKv => crate::actor_kv::run_actor_kv_seed_on::<E>(options),
-        Workload::Nokv => crate::nokv::run_nokv_seed_on::<E>(options),
-        Workload::AgentMemory => crate::agent_memory::run_agent_memory_seed_on::<E>(options),
-        Workload::Schemas => run_schemas::<E>(options),
-        Workload::Interleave => crate::interleave::run_interleave_seed_on::<E>(options),
-        Workload::All => {
-            let mut all: Option<SeedReport> = None;
-            for (run, on_seed) in full_run::<E>() {
-                if !on_seed(options.seed) {
-                    continue;
-                }
-                let report = run(options);
-                let joined = match all {
-                    None => report,
-                    Some(before) => join(options, &before, report),
-                };
-                let stop = joined.violation.is_some();
-                all = Some(joined);
-                if stop {
-                    break;
-                }
-            }
-            all.expect("the full run's first workload runs on every seed")
-        }
-    }
+    let one: Step = match options.workload {
+        Workload::Engine => ("engine", run_seed_on::<E>, |_| true),
+        Workload::Store => ("store", crate::store::run_store_seed_on::<E>, |_| true),
+        Workload::Outbox => ("outbox", crate::outbox::run_outbox_seed_on::<E>, |_| true),
+        Workload::Search => ("search", crate::search::run_search_seed_on::<E>, |_| true),
+        Workload::CodeSous => schemas::<E>()[0],
+        Workload::UniversalDb => schemas::<E>()[1],
+        Workload::ActorKv => schemas::<E>()[2],
+        Workload::Nokv => schemas::<E>()[3],
+        Workload::AgentMemory => schemas::<E>()[4],
+        Workload::Schemas => return run_all(options, schemas::<E>()),
+        Workload::Interleave => (
+            "interleave",
+            crate::interleave::run_interleave_seed_on::<E>,
+            |_| true,
+        ),
+        Workload::All => return run_all(options, full_run::<E>()),
+    };
+    run_all(options, [one])
 }
 
-/// One workload of a seed on engine `E`, and the seeds it runs on.
-type Step = (fn(&RunOptions) -> SeedReport, fn(u64) -> bool);
+/// Runs `steps` in order on the seeds each picks, stopping at the first
+/// violation, timing each.
+#[allow(clippy::disallowed_methods)] // the summary's timing, never part of a run
+fn run_all<const N: usize>(options: &RunOptions, steps: [Step; N]) -> SeedReport {
+    let mut all: Option<SeedReport> = None;
+    for (name, run, on_seed) in steps {
+        if !on_seed(options.seed) {
+            continue;
+        }
+        let started = std::time::Instant::now();
+        let mut report = run(options);
+        report.spent = vec![(name, started.elapsed())];
+        let joined = match all {
+            None => report,
+            Some(before) => join(options, &before, report),
+        };
+        let stop = joined.violation.is_some();
+        all = Some(joined);
+        if stop {
+            break;
+        }
+    }
+    all.expect("the first workload of a run runs on every seed")
+}
+
+/// One workload of a seed on engine `E`: its name, its run, and the
+/// seeds it runs on.
+type Step = (&'static str, fn(&RunOptions) -> SeedReport, fn(u64) -> bool);
 
 /// The full run ([`Workload::All`]), in order, each on the seeds its
 /// condition picks; the run stops at the first violation. The engine's,
@@ -432,38 +450,53 @@ type Step = (fn(&RunOptions) -> SeedReport, fn(u64) -> bool);
 /// seed, the second of four; the search index (a tantivy writer with its
 /// threads, about a second a seed, the slowest) on every fourth, the first
 /// of four. `--workload search` or `interleave` runs one on every seed.
-pub fn full_run<E: Target>() -> [Step; 6] {
+pub fn full_run<E: Target>() -> [Step; 10] {
+    let [code_sous, universaldb, actor_kv, nokv, agent_memory] = schemas::<E>();
     [
-        (run_seed_on::<E>, |_| true),
-        (crate::store::run_store_seed_on::<E>, |_| true),
-        (crate::outbox::run_outbox_seed_on::<E>, |_| true),
-        (run_schemas::<E>, |_| true),
-        (crate::interleave::run_interleave_seed_on::<E>, |seed| {
-            seed % 4 == 2
-        }),
-        (crate::search::run_search_seed_on::<E>, |seed| {
+        ("engine", run_seed_on::<E>, |_| true),
+        ("store", crate::store::run_store_seed_on::<E>, |_| true),
+        ("outbox", crate::outbox::run_outbox_seed_on::<E>, |_| true),
+        code_sous,
+        universaldb,
+        actor_kv,
+        nokv,
+        agent_memory,
+        (
+            "interleave",
+            crate::interleave::run_interleave_seed_on::<E>,
+            |seed| seed % 4 == 2,
+        ),
+        ("search", crate::search::run_search_seed_on::<E>, |seed| {
             seed.is_multiple_of(4)
         }),
     ]
 }
 
-/// The schema workloads of one seed on engine `E`, stopping at the first
-/// violation.
-fn run_schemas<E: Target>(options: &RunOptions) -> SeedReport {
-    let mut all = crate::code_sous::run_code_sous_seed_on::<E>(options);
-    let rest: [fn(&RunOptions) -> SeedReport; 4] = [
-        crate::universaldb::run_universaldb_seed_on::<E>,
-        crate::actor_kv::run_actor_kv_seed_on::<E>,
-        crate::nokv::run_nokv_seed_on::<E>,
-        crate::agent_memory::run_agent_memory_seed_on::<E>,
-    ];
-    for run in rest {
-        if all.violation.is_some() {
-            break;
-        }
-        all = join(options, &all, run(options));
-    }
-    all
+/// The five reference systems' workloads (`--workload schemas`), in order.
+fn schemas<E: Target>() -> [Step; 5] {
+    [
+        (
+            "code-sous",
+            crate::code_sous::run_code_sous_seed_on::<E>,
+            |_| true,
+        ),
+        (
+            "universaldb",
+            crate::universaldb::run_universaldb_seed_on::<E>,
+            |_| true,
+        ),
+        (
+            "actor-kv",
+            crate::actor_kv::run_actor_kv_seed_on::<E>,
+            |_| true,
+        ),
+        ("nokv", crate::nokv::run_nokv_seed_on::<E>, |_| true),
+        (
+            "agent-memory",
+            crate::agent_memory::run_agent_memory_seed_on::<E>,
+            |_| true,
+        ),
+    ]
 }
 
 /// Two workloads' reports as one: the later one's tail and violation.
@@ -478,6 +511,7 @@ fn join(options: &RunOptions, a: &SeedReport, b: SeedReport) -> SeedReport {
         trace_hash: a.trace_hash.rotate_left(17) ^ b.trace_hash,
         trace_tail: b.trace_tail,
         violation: b.violation,
+        spent: a.spent.iter().copied().chain(b.spent).collect(),
     }
 }
 

@@ -20,8 +20,8 @@ fn a_seed_replays_the_same_trace() {
 #[test]
 fn the_reference_engine_passes_every_seed() {
     // Every workload, 10 seeds of 400 steps (`a_seed_replays_the_same_trace`
-    // runs seeds 0..20 of 300): `cargo xtask test`'s `sim` step runs 30
-    // more, seeds 20..50.
+    // runs seeds 0..20 of 300): `cargo xtask test`'s `sim` step runs 100
+    // more, seeds 20..120.
     for seed in 0..10 {
         let report = run_seed(&RunOptions::new(seed, 400));
         assert!(
