@@ -232,6 +232,16 @@ pub fn note(text: &str) {
     record(&format!("note\t{}\t{text}", current_section()));
 }
 
+/// A ratio against its target (at most `target`): noted with met or
+/// missed.
+#[allow(dead_code)] // only some benches have targets
+pub fn against(what: &str, ratio: f64, target: f64) {
+    let verdict = if ratio <= target { "met" } else { "missed" };
+    note(&format!(
+        "  {what}: {ratio:.2} (target <= {target}: {verdict})"
+    ));
+}
+
 /// Appends `line` to the file named by `STRATA_AB_OUT`, if set: how
 /// `cargo xtask bench` collects every bench's results.
 fn record(line: &str) {

@@ -112,6 +112,11 @@ impl<'e> Snapshot for PostgresSnapshot<'e> {
     where
         Self: 's;
 
+    type Cursor<'s>
+        = strata_engine::Lent<Self::Range<'s>>
+    where
+        Self: 's;
+
     fn version(&self) -> Result<u64, ReadError> {
         Ok(self.version)
     }
@@ -148,6 +153,10 @@ impl<'e> Snapshot for PostgresSnapshot<'e> {
             done: false,
             range,
         })
+    }
+
+    fn cursor(&self, ks: Keyspace, range: RangeSpec) -> Result<Self::Cursor<'_>, ReadError> {
+        self.range(ks, range).map(strata_engine::Lent::new)
     }
 }
 

@@ -11,8 +11,8 @@ use std::io::Write;
 use criterion::{Criterion, criterion_group};
 use redb::{Database, ReadableDatabase, TableDefinition};
 use strata_engine::{
-    Commit, Durability, Engine, Keyspace, KeyspaceSpec, Profile, RangeSpec, Rng, SeededRng,
-    Snapshot,
+    Commit, Durability, Engine, Keyspace, KeyspaceSpec, Profile, RangeSpec, Rng, RowCursor,
+    SeededRng, Snapshot,
 };
 use strata_engine_redb::{RedbEngine, RedbOptions};
 
@@ -128,6 +128,36 @@ fn raw_scan(s: &Setup, from: &[u8]) -> usize {
     n
 }
 
+/// redb's iterator, each row read in place from its guards (no copy).
+fn raw_scan_in_place(s: &Setup, from: &[u8]) -> usize {
+    let txn = s.raw.begin_read().unwrap();
+    let t = txn.open_table(RAW).unwrap();
+    let mut n = 0;
+    for row in t.range::<&[u8]>(from..).unwrap().take(1_000) {
+        let (k, v) = row.unwrap();
+        black_box((k.value(), v.value()));
+        n += 1;
+    }
+    n
+}
+
+/// The contract's lending cursor, each row read in place.
+fn lent_scan(s: &Setup, from: &[u8]) -> usize {
+    let snap = s.ours.snapshot().unwrap();
+    let range = RangeSpec {
+        start: std::ops::Bound::Included(from.to_vec()),
+        ..RangeSpec::all()
+    }
+    .limit(1_000);
+    let mut rows = snap.cursor(s.ks, range).unwrap();
+    let mut n = 0;
+    while let Some(row) = rows.next_row() {
+        black_box(row.unwrap());
+        n += 1;
+    }
+    n
+}
+
 fn ours_scan(s: &Setup, from: &[u8]) -> usize {
     let snap = s.ours.snapshot().unwrap();
     let range = RangeSpec {
@@ -209,6 +239,20 @@ fn ab_report(s: &Setup) {
             ours_scan(s, &from);
         },
     );
+    assert_eq!(raw_scan_in_place(s, &from), lent_scan(s, &from));
+    let lent = ab(
+        "scan 1,000, lent",
+        15,
+        50,
+        1_000,
+        || {
+            raw_scan_in_place(s, &from);
+        },
+        || {
+            lent_scan(s, &from);
+        },
+    );
+    ab::against("lending scan / native iterator", lent.ratio, 1.05);
 }
 
 fn criterion_benches(c: &mut Criterion) {
@@ -238,6 +282,8 @@ fn criterion_benches(c: &mut Criterion) {
     let mut g = c.benchmark_group("scan_1000");
     g.bench_function("raw", |b| b.iter(|| raw_scan(&s, &from)));
     g.bench_function("ours", |b| b.iter(|| ours_scan(&s, &from)));
+    g.bench_function("raw_in_place", |b| b.iter(|| raw_scan_in_place(&s, &from)));
+    g.bench_function("ours_lent", |b| b.iter(|| lent_scan(&s, &from)));
     g.finish();
 }
 

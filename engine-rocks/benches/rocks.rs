@@ -11,8 +11,8 @@ use std::io::Write;
 use criterion::{Criterion, criterion_group};
 use rocksdb::{DB, Options, ReadOptions, WriteBatch, WriteOptions};
 use strata_engine::{
-    Commit, Durability, Engine, Keyspace, KeyspaceSpec, Profile, RangeSpec, Rng, SeededRng,
-    Snapshot,
+    Commit, Durability, Engine, Keyspace, KeyspaceSpec, Profile, RangeSpec, Rng, RowCursor,
+    SeededRng, Snapshot,
 };
 use strata_engine_redb::{RedbEngine, RedbOptions};
 use strata_engine_rocks::{RocksEngine, RocksOptions};
@@ -101,7 +101,9 @@ fn get<E: Engine>(e: &E, ks: Keyspace, k: &[u8]) -> Option<Vec<u8>> {
     e.snapshot().unwrap().get(ks, k).unwrap()
 }
 
-fn raw_scan(s: &Setup, from: &[u8]) -> usize {
+/// The native iterator over the 1,000 rows from `from`, each given to
+/// `row` in place.
+fn raw_rows(s: &Setup, from: &[u8], mut row: impl FnMut(&[u8], &[u8])) -> usize {
     let snap = s.raw.snapshot();
     let mut ro = ReadOptions::default();
     ro.set_iterate_lower_bound(from.to_vec());
@@ -110,9 +112,40 @@ fn raw_scan(s: &Setup, from: &[u8]) -> usize {
     let mut n = 0;
     while it.valid() && n < 1_000 {
         let (k, v) = it.item().unwrap();
-        black_box((k.to_vec(), v.to_vec()));
+        row(k, v);
         n += 1;
         it.next();
+    }
+    n
+}
+
+/// The native iterator, each row copied out (as the owned range does).
+fn raw_scan(s: &Setup, from: &[u8]) -> usize {
+    raw_rows(s, from, |k, v| {
+        black_box((k.to_vec(), v.to_vec()));
+    })
+}
+
+/// The native iterator, each row read in place (no copy).
+fn raw_scan_in_place(s: &Setup, from: &[u8]) -> usize {
+    raw_rows(s, from, |k, v| {
+        black_box((k, v));
+    })
+}
+
+/// The contract's lending cursor, each row read in place.
+fn lent_scan<E: Engine>(e: &E, ks: Keyspace, from: &[u8]) -> usize {
+    let snap = e.snapshot().unwrap();
+    let range = RangeSpec {
+        start: std::ops::Bound::Included(from.to_vec()),
+        ..RangeSpec::all()
+    }
+    .limit(1_000);
+    let mut rows = snap.cursor(ks, range).unwrap();
+    let mut n = 0;
+    while let Some(row) = rows.next_row() {
+        black_box(row.unwrap());
+        n += 1;
     }
     n
 }
@@ -195,6 +228,20 @@ fn ab_report(s: &Setup) {
             scan(&s.ours, s.ks, &from);
         },
     );
+    assert_eq!(raw_scan_in_place(s, &from), lent_scan(&s.ours, s.ks, &from));
+    let lent = ab(
+        "scan 1,000, lent",
+        15,
+        50,
+        1_000,
+        || {
+            raw_scan_in_place(s, &from);
+        },
+        || {
+            lent_scan(&s.ours, s.ks, &from);
+        },
+    );
+    ab::against("lending scan / native iterator", lent.ratio, 1.05);
     ab::section("RocksEngine (raw column) vs RedbEngine (ours column)");
     ab(
         "commit, durable",
@@ -248,6 +295,8 @@ fn criterion_benches(c: &mut Criterion) {
     let mut g = c.benchmark_group("scan_1000");
     g.bench_function("raw", |b| b.iter(|| raw_scan(&s, &from)));
     g.bench_function("ours", |b| b.iter(|| scan(&s.ours, s.ks, &from)));
+    g.bench_function("raw_in_place", |b| b.iter(|| raw_scan_in_place(&s, &from)));
+    g.bench_function("ours_lent", |b| b.iter(|| lent_scan(&s.ours, s.ks, &from)));
     g.finish();
 }
 

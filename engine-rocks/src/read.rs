@@ -3,7 +3,7 @@
 use std::ops::Bound;
 
 use rocksdb::{ColumnFamily, DB, ReadOptions};
-use strata_engine::{Keyspace, RangeSpec, ReadError, Snapshot};
+use strata_engine::{Keyspace, RangeSpec, ReadError, RowCursor, Snapshot};
 
 #[allow(clippy::wildcard_imports)]
 use super::*;
@@ -60,6 +60,11 @@ impl Snapshot for RocksSnapshot<'_> {
     where
         Self: 's;
 
+    type Cursor<'s>
+        = RocksRange<'s>
+    where
+        Self: 's;
+
     fn version(&self) -> Result<u64, ReadError> {
         let meta = self.engine.meta().map_err(ReadError::Backend)?;
         Ok(self
@@ -96,6 +101,10 @@ impl Snapshot for RocksSnapshot<'_> {
             started: false,
         })
     }
+
+    fn cursor(&self, ks: Keyspace, range: RangeSpec) -> Result<RocksRange<'_>, ReadError> {
+        self.range(ks, range)
+    }
 }
 
 /// A streaming range over a raw RocksDB iterator with bounds.
@@ -106,11 +115,10 @@ pub struct RocksRange<'s> {
     pub(crate) started: bool,
 }
 
-impl Iterator for RocksRange<'_> {
-    type Item = Result<(Vec<u8>, Vec<u8>), ReadError>;
-
+impl RocksRange<'_> {
+    /// Moves to the next row: `Some(Ok(()))` when the iterator holds one.
     #[inline]
-    fn next(&mut self) -> Option<Self::Item> {
+    fn step(&mut self) -> Option<Result<(), ReadError>> {
         if self.remaining == 0 {
             return None;
         }
@@ -127,6 +135,29 @@ impl Iterator for RocksRange<'_> {
             return self.it.status().err().map(|e| Err(read_err(e)));
         }
         self.remaining -= 1;
+        Some(Ok(()))
+    }
+}
+
+impl Iterator for RocksRange<'_> {
+    type Item = Result<(Vec<u8>, Vec<u8>), ReadError>;
+
+    #[inline]
+    fn next(&mut self) -> Option<Self::Item> {
+        if let Err(e) = self.step()? {
+            return Some(Err(e));
+        }
         self.it.item().map(|(k, v)| Ok((k.to_vec(), v.to_vec())))
+    }
+}
+
+/// The rows lent from RocksDB's own iterator buffer.
+impl RowCursor for RocksRange<'_> {
+    #[inline]
+    fn next_row(&mut self) -> Option<strata_engine::LentRow<'_>> {
+        if let Err(e) = self.step()? {
+            return Some(Err(e));
+        }
+        self.it.item().map(Ok)
     }
 }

@@ -10,7 +10,7 @@ use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
 use strata_engine::{
     Commit, Durability, Engine, Keyspace, Keyspaces, Mutation, Predicate, RangeSpec, ReadError,
-    Snapshot, StampAt,
+    RowCursor, Snapshot, StampAt,
 };
 
 use crate::cases::specs;
@@ -162,6 +162,22 @@ pub fn model_check<H: Harness>(h: H) {
                             prop_assert!(r.validate().is_err(), "step {}", i);
                         }
                         Err(other) => prop_assert!(false, "step {}: {}", i, other),
+                    }
+                    // The lending cursor: the same rows, each copied out
+                    // before the next step.
+                    match snap.cursor(own(&e, ks), r.clone()) {
+                        Ok(mut rows) => {
+                            let mut got = Vec::new();
+                            while let Some(row) = rows.next_row() {
+                                let (k, v) = row.map_err(|e| TestCaseError::fail(e.to_string()))?;
+                                got.push((k.to_vec(), v.to_vec()));
+                            }
+                            prop_assert_eq!(got, model.range(ks.index(), r), "step {}: cursor", i);
+                        }
+                        Err(ReadError::InvalidRange) => {
+                            prop_assert!(r.validate().is_err(), "step {}: cursor", i);
+                        }
+                        Err(other) => prop_assert!(false, "step {}: cursor: {}", i, other),
                     }
                 }
                 Step::Reopen => {

@@ -358,6 +358,11 @@ pub trait Snapshot: Send + Sync {
     where
         Self: 's;
 
+    /// Lending cursor over a range ([`Snapshot::cursor`]).
+    type Cursor<'s>: RowCursor + 's
+    where
+        Self: 's;
+
     /// The commit version this view shows.
     ///
     /// # Errors
@@ -377,6 +382,76 @@ pub trait Snapshot: Send + Sync {
     /// [`ReadError::UnknownKeyspace`], [`ReadError::InvalidRange`]; a
     /// backend failure may also surface as an item of the iterator.
     fn range(&self, ks: Keyspace, range: RangeSpec) -> Result<Self::Range<'_>, ReadError>;
+
+    /// A cursor over the entries in `range` that lends each row: the same
+    /// rows in the same order as [`Snapshot::range`], each key and value
+    /// borrowed from the engine's own buffer until the next step, so a
+    /// reader that decodes in place pays no copy. An engine without such a
+    /// buffer lends an owned row ([`Lent`]).
+    ///
+    /// ```
+    /// use strata_engine::{Commit, Engine, KeyspaceSpec, MemEngine, Profile, RangeSpec, RowCursor, Snapshot};
+    ///
+    /// let engine = MemEngine::open(vec![KeyspaceSpec::new("data", Profile::PointLookup)])?;
+    /// let ks = engine.keyspace("data")?;
+    /// engine.commit(Commit::new().put(ks, b"a".to_vec(), b"1".to_vec()).put(ks, b"b".to_vec(), b"22".to_vec()))?;
+    /// let snap = engine.snapshot()?;
+    /// let mut rows = snap.cursor(ks, RangeSpec::all().reversed())?;
+    /// let mut seen = Vec::new();
+    /// while let Some(row) = rows.next_row() {
+    ///     let (key, value) = row?;
+    ///     seen.push((key[0], value.len()));
+    /// }
+    /// assert_eq!(seen, [(b'b', 2), (b'a', 1)]);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// # Errors
+    /// As [`Snapshot::range`].
+    fn cursor(&self, ks: Keyspace, range: RangeSpec) -> Result<Self::Cursor<'_>, ReadError>;
+}
+
+/// A lent row: its key and value, or a backend failure.
+pub type LentRow<'a> = Result<(&'a [u8], &'a [u8]), ReadError>;
+
+/// A range that lends its rows; see [`Snapshot::cursor`].
+pub trait RowCursor {
+    /// The next row: its key and value, valid until the next call. `None`
+    /// once the range is done; an error item is a backend failure.
+    fn next_row(&mut self) -> Option<LentRow<'_>>;
+}
+
+/// A [`RowCursor`] over an owned range: it keeps the last row and lends
+/// it (for engines whose rows are owned anyway, and for wrappers).
+#[derive(Debug)]
+pub struct Lent<I> {
+    rows: I,
+    row: (Vec<u8>, Vec<u8>),
+}
+
+impl<I> Lent<I> {
+    /// Lends the rows of `rows`.
+    pub fn new(rows: I) -> Self {
+        Self {
+            rows,
+            row: (Vec::new(), Vec::new()),
+        }
+    }
+}
+
+impl<I> RowCursor for Lent<I>
+where
+    I: Iterator<Item = Result<(Vec<u8>, Vec<u8>), ReadError>>,
+{
+    fn next_row(&mut self) -> Option<LentRow<'_>> {
+        match self.rows.next()? {
+            Ok(row) => {
+                self.row = row;
+                Some(Ok((&self.row.0, &self.row.1)))
+            }
+            Err(e) => Some(Err(e)),
+        }
+    }
 }
 
 /// An ordered key-value engine: bytes in, bytes out.

@@ -53,8 +53,8 @@ pub use crate::capability::{
     Statistics,
 };
 pub use crate::contract::{
-    Commit, CommitInfo, Durability, Engine, Mutation, Predicate, RangeSpec, Snapshot, StampAt,
-    strinc,
+    Commit, CommitInfo, Durability, Engine, Lent, LentRow, Mutation, Predicate, RangeSpec,
+    RowCursor, Snapshot, StampAt, strinc,
 };
 pub use crate::error::{
     BackendError, BackendPanic, CommitError, EngineError, Error, ErrorChain, MutationError,

@@ -637,6 +637,11 @@ impl Snapshot for MemSnapshot<'_> {
     where
         Self: 's;
 
+    type Cursor<'s>
+        = crate::Lent<Self::Range<'s>>
+    where
+        Self: 's;
+
     fn version(&self) -> Result<u64, ReadError> {
         Ok(self.version)
     }
@@ -671,6 +676,10 @@ impl Snapshot for MemSnapshot<'_> {
             buffer: std::collections::VecDeque::new(),
             exhausted: false,
         })
+    }
+
+    fn cursor(&self, ks: Keyspace, range: RangeSpec) -> Result<Self::Cursor<'_>, ReadError> {
+        self.range(ks, range).map(crate::Lent::new)
     }
 }
 

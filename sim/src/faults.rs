@@ -479,6 +479,11 @@ impl<'e, E: Engine + 'e> Snapshot for FaultySnapshot<'e, E> {
     where
         Self: 's;
 
+    type Cursor<'s>
+        = strata_engine::Lent<Self::Range<'s>>
+    where
+        Self: 's;
+
     fn version(&self) -> Result<u64, ReadError> {
         self.inner.version()
     }
@@ -499,6 +504,10 @@ impl<'e, E: Engine + 'e> Snapshot for FaultySnapshot<'e, E> {
             engine: self.engine,
             failed: false,
         })
+    }
+
+    fn cursor(&self, ks: Keyspace, range: RangeSpec) -> Result<Self::Cursor<'_>, ReadError> {
+        self.range(ks, range).map(strata_engine::Lent::new)
     }
 }
 

@@ -11,7 +11,7 @@ use std::ops::Bound;
 
 use criterion::{Criterion, criterion_group};
 use strata_codec::Limits;
-use strata_engine::{Commit, Durability, Engine, Keyspace, RangeSpec, Snapshot};
+use strata_engine::{Commit, Durability, Engine, Keyspace, RangeSpec, RowCursor, Snapshot};
 use strata_engine_redb::{RedbEngine, RedbOptions};
 use strata_engine_rocks::{RocksEngine, RocksOptions};
 use strata_keys::{Key, KeyRange, tuple, tuple_key};
@@ -69,6 +69,23 @@ fn raw_scan<E: Engine>(engine: &E, data: Keyspace, from: u64) -> usize {
     .limit(1_000);
     let mut n = 0;
     for row in snap.range(data, range).unwrap() {
+        black_box(row.unwrap());
+        n += 1;
+    }
+    n
+}
+
+/// The contract's lending cursor over the same rows, each read in place.
+fn lent_scan<E: Engine>(engine: &E, data: Keyspace, from: u64) -> usize {
+    let snap = engine.snapshot().unwrap();
+    let range = RangeSpec {
+        start: Bound::Included(raw_key(from)),
+        ..RangeSpec::all()
+    }
+    .limit(1_000);
+    let mut rows = snap.cursor(data, range).unwrap();
+    let mut n = 0;
+    while let Some(row) = rows.next_row() {
         black_box(row.unwrap());
         n += 1;
     }
@@ -180,6 +197,30 @@ fn report<E: Engine>(name: &str, engine: &E) {
             typed_scan(&unverified, N / 3);
         },
     );
+    // Issue 40 item 2: the typed scans against the lending raw scan.
+    assert_eq!(lent_scan(engine, data, N / 3), typed_scan(&store, N / 3));
+    for (what, view, target) in [
+        (
+            "typed scan, not verified / lent raw scan",
+            &unverified,
+            1.15,
+        ),
+        ("typed scan, verified / lent raw scan", &store, 1.4),
+    ] {
+        let r = ab(
+            what,
+            15,
+            50,
+            1_000,
+            || {
+                lent_scan(engine, data, N / 3);
+            },
+            || {
+                typed_scan(view, N / 3);
+            },
+        );
+        ab::against(what, r.ratio, target);
+    }
     ab(
         "get, checksum not verified",
         7,

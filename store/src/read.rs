@@ -1,13 +1,14 @@
 //! Typed reads: point reads and streaming scans over one snapshot.
 
+use std::borrow::Cow;
 use std::marker::PhantomData;
 use std::ops::Bound;
 
 use strata_codec::{
-    ChecksumCheck, ChunkLayout, DecodeOptions, Header, Value, decode_opened_owned, decode_with,
-    open, verify,
+    ChecksumCheck, ChunkLayout, DecodeOptions, Header, Value, decode_opened, decode_opened_owned,
+    decode_with, open, verify,
 };
-use strata_engine::{Engine, RangeSpec, Snapshot};
+use strata_engine::{Engine, RangeSpec, RowCursor, Snapshot};
 use strata_keys::{Key, KeyRange};
 
 use crate::{Store, StoreError};
@@ -259,7 +260,7 @@ impl<'s, E: Engine + 's> ReadView<'s, E> {
         K: Key,
         K::Value: Value,
     {
-        let rows = self.snap.range(self.store.data, scan.spec())?;
+        let rows = self.snap.cursor(self.store.data, scan.spec())?;
         Ok(ScanIter {
             view: self,
             rows,
@@ -296,7 +297,7 @@ impl<'s, E: Engine + 's> ReadView<'s, E> {
 /// A streaming typed scan; see [`ReadView::scan`].
 pub struct ScanIter<'v, 's, E: Engine, K> {
     view: &'v ReadView<'s, E>,
-    rows: <E::Snapshot<'s> as Snapshot>::Range<'v>,
+    rows: <E::Snapshot<'s> as Snapshot>::Cursor<'v>,
     left: usize,
     skip_other_types: bool,
     skipped: usize,
@@ -335,15 +336,14 @@ where
 
     fn next(&mut self) -> Option<Self::Item> {
         while !self.done {
-            let (key, meta) = match self.rows.next()? {
+            let (key, meta) = match self.rows.next_row()? {
                 Ok(row) => row,
                 Err(e) => return Some(Err(e.into())),
             };
             let store = self.view.store;
             if self.left == 0 {
                 // Is there one more live row of this type beyond the limit?
-                if !live(&meta, self.view.now)
-                    || (self.skip_other_types && K::unpack(&key).is_err())
+                if !live(meta, self.view.now) || (self.skip_other_types && K::unpack(key).is_err())
                 {
                     continue;
                 }
@@ -351,7 +351,7 @@ where
                 self.done = true;
                 return None;
             }
-            let typed = match K::unpack(&key) {
+            let typed = match K::unpack(key) {
                 Ok(k) => k,
                 Err(_) if self.skip_other_types => {
                     self.skipped += 1;
@@ -359,14 +359,18 @@ where
                 }
                 Err(e) => return Some(Err(StoreError::key::<K>(e))),
             };
-            match store.decode_row::<K, _>(&self.view.snap, &key, meta, self.view.now) {
+            match store.decode_row::<K, _>(&self.view.snap, key, Cow::Borrowed(meta), self.view.now)
+            {
                 Ok(None) => {}
                 Ok(Some(value)) => {
                     self.left -= 1;
                     let keep_first = strata_engine::fault_point!("cursor-after-first-row")
                         && self.last.is_some();
                     if !keep_first {
-                        self.last = Some(key);
+                        // The last key's buffer is reused row to row.
+                        let last = self.last.get_or_insert_with(Vec::new);
+                        last.clear();
+                        last.extend_from_slice(key);
                     }
                     return Some(Ok((typed, value)));
                 }
@@ -380,12 +384,13 @@ where
 impl<E: Engine> Store<E> {
     /// Decodes the data row `meta` stored at `key`, assembling chunks from
     /// `snap` when it is a chunk manifest; `None` when expired at `now`.
-    /// The row is taken by value: a raw value keeps its buffer.
+    /// A row taken by value keeps its buffer (a raw value); a lent row is
+    /// decoded in place.
     pub(crate) fn decode_row<K, S>(
         &self,
         snap: &S,
         key: &[u8],
-        meta: Vec<u8>,
+        meta: Cow<'_, [u8]>,
         now: u64,
     ) -> Result<Option<K::Value>, StoreError>
     where
@@ -414,7 +419,7 @@ impl<E: Engine> Store<E> {
         let bytes = key.pack().map_err(StoreError::key::<K>)?;
         match snap.get(self.data, &bytes)? {
             None => Ok(None),
-            Some(meta) => self.decode_row_expiring::<K, S>(snap, &bytes, meta, now),
+            Some(meta) => self.decode_row_expiring::<K, S>(snap, &bytes, Cow::Owned(meta), now),
         }
     }
 
@@ -426,7 +431,7 @@ impl<E: Engine> Store<E> {
         &self,
         snap: &S,
         key: &[u8],
-        meta: Vec<u8>,
+        meta: Cow<'_, [u8]>,
         now: impl Fn() -> u64,
     ) -> Result<Option<Expiring<K::Value>>, StoreError>
     where
@@ -445,7 +450,11 @@ impl<E: Engine> Store<E> {
         // manifest must carry a checksum as any envelope the store writes.)
         let (header, _) = open(key, &meta, options).map_err(decode_err)?;
         if !header.chunked {
-            let value = decode_opened_owned::<K::Value>(header, meta).map_err(decode_err)?;
+            let value = match meta {
+                Cow::Owned(bytes) => decode_opened_owned::<K::Value>(header, bytes),
+                Cow::Borrowed(bytes) => decode_opened::<K::Value>(header, &bytes[header.len..]),
+            }
+            .map_err(decode_err)?;
             return Ok((!expired(&header)).then_some(Expiring {
                 value,
                 expires_at: header.expires_at,

@@ -94,6 +94,11 @@ impl Snapshot for BrokenSnapshot<'_> {
     where
         Self: 's;
 
+    type Cursor<'s>
+        = strata_engine::Lent<Self::Range<'s>>
+    where
+        Self: 's;
+
     fn version(&self) -> Result<u64, ReadError> {
         self.own.version()
     }
@@ -124,6 +129,14 @@ impl Snapshot for BrokenSnapshot<'_> {
             self.own.range(ks, range)?.collect()
         };
         Ok(rows.into_iter())
+    }
+
+    fn cursor(
+        &self,
+        ks: strata_engine::Keyspace,
+        range: RangeSpec,
+    ) -> Result<Self::Cursor<'_>, ReadError> {
+        self.range(ks, range).map(strata_engine::Lent::new)
     }
 }
 

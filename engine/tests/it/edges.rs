@@ -292,3 +292,25 @@ fn error_chain_tells_each_cause_once() {
     assert_eq!(ErrorChain(&loud).to_string(), "loud: cause");
     assert_eq!(format!("{:?}", ErrorChain(&loud)), "loud: cause");
 }
+
+#[test]
+fn a_lent_cursor_lends_each_row_and_passes_errors_through() {
+    use strata_engine::{Lent, ReadError, RowCursor};
+    type Row = (Vec<u8>, Vec<u8>);
+    let rows: Vec<Result<Row, ReadError>> = vec![
+        Ok((b"a".to_vec(), b"1".to_vec())),
+        Err(ReadError::InvalidRange),
+        Ok((b"bb".to_vec(), Vec::new())),
+    ];
+    let mut cursor = Lent::new(rows.into_iter());
+    let first = cursor.next_row().unwrap().unwrap();
+    assert_eq!(first, (&b"a"[..], &b"1"[..]));
+    assert!(matches!(
+        cursor.next_row(),
+        Some(Err(ReadError::InvalidRange))
+    ));
+    let third = cursor.next_row().unwrap().unwrap();
+    assert_eq!(third, (&b"bb"[..], &b""[..]));
+    assert!(cursor.next_row().is_none());
+    assert!(cursor.next_row().is_none());
+}
