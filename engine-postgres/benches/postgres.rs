@@ -41,6 +41,7 @@ struct Setup {
     ks: Keyspace,
     keys: Vec<Vec<u8>>,
     value: Vec<u8>,
+    config: postgres::Config,
     // Last: the engine and clients close before the server stops.
     _server: TestServer,
 }
@@ -91,6 +92,16 @@ fn setup() -> Setup {
         }
         ours.commit(c).unwrap();
     }
+    durable
+        .batch_execute(
+            "CREATE TABLE raw_meta (id int PRIMARY KEY, value bigint NOT NULL); \
+             INSERT INTO raw_meta VALUES (1, 0); \
+             CREATE TABLE raw_tokens (token bytea PRIMARY KEY, version bigint, \
+             at timestamptz NOT NULL DEFAULT now()); \
+             CREATE INDEX ON raw_tokens (at); \
+             CREATE TABLE raw_flush (pid int PRIMARY KEY, n bigint NOT NULL)",
+        )
+        .unwrap();
     durable.batch_execute("VACUUM ANALYZE raw_kv").unwrap();
     strata_engine::Compact::compact(&ours).unwrap();
     let raw = Raw {
@@ -111,8 +122,18 @@ fn setup() -> Setup {
         ks,
         keys,
         value,
+        config,
         _server: server,
     }
+}
+
+/// Lower-case hex, for a `bytea` literal.
+fn hex(bytes: &[u8]) -> String {
+    use std::fmt::Write as _;
+    bytes.iter().fold(String::new(), |mut s, b| {
+        let _ = write!(s, "{b:02x}");
+        s
+    })
 }
 
 fn raw_put(s: &Setup, k: &[u8], durable: bool) {
@@ -183,12 +204,42 @@ fn ab_report(s: &Setup) {
         *i = (*i + 7_919) % N;
         s.keys[*i].clone()
     };
-    ab(
+    let durable = ab(
         "commit, durable",
         7,
         100,
         1,
         || raw_put(s, &next(&mut i), true),
+        || ours_put(s, &next(&mut j), true),
+    );
+    ab::against("durable one-put commit / raw upsert", durable.ratio, 1.3);
+    // The floor of the engine's design: the rows every durable commit
+    // writes (the version row, the data row, a commit token row, the
+    // session's flush row), sent by hand in one message as raw SQL.
+    let mut n = 0u64;
+    ab(
+        "commit, durable, vs the same rows by hand",
+        7,
+        100,
+        1,
+        || {
+            n += 1;
+            let k = next(&mut i);
+            let sql = format!(
+                "BEGIN; UPDATE raw_meta SET value = value + 1 WHERE id = 1 RETURNING value; \
+                 INSERT INTO raw_kv (key, value) VALUES ('\\x{}', '\\x{}') \
+                 ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value; \
+                 INSERT INTO raw_tokens (token, version) VALUES ('\\x{n:032x}', \
+                 (SELECT value FROM raw_meta WHERE id = 1)); \
+                 SET LOCAL synchronous_commit TO off; COMMIT; \
+                 BEGIN; SET LOCAL synchronous_commit TO on; \
+                 INSERT INTO raw_flush (pid, n) VALUES (pg_backend_pid(), 1) \
+                 ON CONFLICT (pid) DO UPDATE SET n = raw_flush.n + 1; COMMIT",
+                hex(&k),
+                hex(&s.value)
+            );
+            s.raw.borrow_mut().durable.simple_query(&sql).unwrap();
+        },
         || ours_put(s, &next(&mut j), true),
     );
     ab(
@@ -212,7 +263,7 @@ fn ab_report(s: &Setup) {
         },
     );
     let snap = s.ours.snapshot().unwrap();
-    ab(
+    let in_snapshot = ab(
         "get, in a snapshot",
         7,
         2_000,
@@ -225,6 +276,11 @@ fn ab_report(s: &Setup) {
         },
     );
     drop(snap);
+    ab::against(
+        "get in an open snapshot / raw select",
+        in_snapshot.ratio,
+        1.1,
+    );
     let from = s.keys[N / 3].clone();
     assert_eq!(raw_scan(s, &from), ours_scan(s, &from));
     ab(
@@ -301,6 +357,35 @@ fn writers<E: Engine + Sync>(name: &str, e: &E, ks: Keyspace) {
     }
 }
 
+/// `writers` raw clients (one connection each, from `clients`) each
+/// upserting `each` new keys (from `first` on, as `commit_in_parallel`
+/// numbers them) in autocommit with a synchronous commit.
+fn raw_writers(
+    clients: &[std::sync::Mutex<Client>],
+    writers: u64,
+    each: u64,
+    first: u64,
+    value: &[u8],
+) {
+    std::thread::scope(|scope| {
+        for (t, client) in clients
+            .iter()
+            .take(usize::try_from(writers).unwrap())
+            .enumerate()
+        {
+            scope.spawn(move || {
+                let mut client = client.lock().unwrap();
+                let upsert = client.prepare(UPSERT).unwrap();
+                let t = t as u64;
+                for i in 0..each {
+                    let key = (first + t * each + i).to_be_bytes();
+                    client.execute(&upsert, &[&key.as_slice(), &value]).unwrap();
+                }
+            });
+        }
+    });
+}
+
 fn main() {
     ab::run(
         || {
@@ -308,6 +393,22 @@ fn main() {
             ab_report(&s);
             ab::section("concurrent durable writers");
             writers("PostgreSQL", &s.ours, s.ks);
+            let clients: Vec<std::sync::Mutex<Client>> = (0..16)
+                .map(|_| std::sync::Mutex::new(s.config.connect(postgres::NoTls).unwrap()))
+                .collect();
+            let value = vec![0xCD; 100];
+            ab::writers_against(
+                "vs raw upserting clients (target: 16 writers <= 1.25, at least 0.8x their rate)",
+                1024,
+                |n, each, first| raw_writers(&clients, n, each, first, &value),
+                |n, each, first| {
+                    strata_engine_testkit::commit_in_parallel(
+                        &s.ours, s.ks, n, each, first, &value,
+                    );
+                },
+                || (0, 0),
+            );
+            drop(clients);
             let dir = ab::BenchDir::new("postgres-writers");
             let specs = vec![KeyspaceSpec::new("a", Profile::General)];
             let redb = strata_engine_redb::RedbEngine::open(

@@ -13,23 +13,6 @@ use crate::pool::Conn;
 use crate::write::backend;
 use crate::{PostgresEngine, ServerError, boxed};
 
-/// Reads for a commit that has none.
-pub(crate) struct NoReads;
-
-impl Reads for NoReads {
-    fn get(&mut self, _: Keyspace, _: &[u8]) -> Result<Option<Vec<u8>>, CommitError> {
-        Err(CommitError::Backend(boxed(ServerError::Unexpected(
-            "a read in a commit that reads nothing",
-        ))))
-    }
-
-    fn any_in(&mut self, _: Keyspace, _: &RangeSpec) -> Result<bool, CommitError> {
-        Err(CommitError::Backend(boxed(ServerError::Unexpected(
-            "a read in a commit that reads nothing",
-        ))))
-    }
-}
-
 /// The reads of a single commit, asked for in its first round trip: each
 /// statement's one row is tagged `p<i>` (a point read, the value) or
 /// `r<i>` (whether a range holds a key).

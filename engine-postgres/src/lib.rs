@@ -34,11 +34,14 @@
 //!   log. Predicates are checked and counters read inside the transaction,
 //!   under that lock, and the mutations applied with versionstamps filled
 //!   from the version. A failed predicate rolls the transaction back,
-//!   version included. A commit that reads (predicates, counters) takes the
-//!   lock in its first round trip and commits in its second; one that reads
-//!   nothing takes the lock only inside its second, where the server
-//!   computes its versionstamps, so the lock is never held across a round
-//!   trip.
+//!   version included. A single commit (up to 256 KiB of keys and values)
+//!   is **one message**: it takes the lock, checks its predicates and adds
+//!   its counters on the server (two functions the engine installs,
+//!   `strata_check_v1` and `strata_add_v1`), writes with the versionstamps
+//!   computed from the version it took, records its commit token and
+//!   commits, so the lock is held only while the server runs that message,
+//!   never across a round trip. A larger commit, and a group, take the lock
+//!   in a first round trip and commit in a second.
 //! - **Snapshots** are read-only `REPEATABLE READ` transactions whose first
 //!   statement reads the version, so [`Snapshot::version`](strata_engine::Snapshot::version) is exact. Ranges
 //!   stream in batches, each a keyset-paginated query inside the
@@ -80,14 +83,18 @@
 //! for a transaction still holding the commit's row, and that the commit,
 //! were its message still on its way, can no longer follow), then reads
 //! the row: applied, not applied, or else
-//! [`CommitError::OutcomeUnknown`]. It is never retried. Transaction ids are
+//! [`CommitError::OutcomeUnknown`]. An applied commit is never sent again;
+//! a single commit whose message found its connection dead and whose token
+//! is then claimed as not applied (it never can be now) is sent once more
+//! on a new connection, so a server restart between commits is invisible.
+//! Transaction ids are
 //! not used: after a crash the server hands out again an id that nothing
 //! durable recorded, so `txid_status` can answer for another transaction.
 //! Token rows are kept for [`PostgresOptions::token_retention`] (server
-//! time) and pruned by the engine every 4,096 commits. A failure before `COMMIT` was sent applies nothing (the
-//! server rolls back an unfinished transaction when its connection drops),
-//! so the engine retries it once on a new connection when the first
-//! statement on a pooled connection finds it dead (a server restart).
+//! time) and pruned by the engine every 4,096 commits. A group's or a
+//! large commit's first message applies nothing (the server rolls back an
+//! unfinished transaction when its connection drops), so it is sent once
+//! more on a new connection when it finds its pooled connection dead.
 //!
 //! # Limits
 //!
@@ -102,6 +109,7 @@
 mod commit_reads;
 mod conninfo;
 pub mod layout;
+mod one_trip;
 mod pool;
 mod read;
 #[cfg(all(feature = "test-server", unix))]
@@ -195,6 +203,8 @@ impl std::fmt::Display for CommitToken {
 pub(crate) struct LastMessageError {
     pub(crate) connection_lost: bool,
     pub(crate) message: String,
+    /// The server refused the commit by one of the engine's functions.
+    pub(crate) refusal: Option<one_trip::Refusal>,
 }
 
 /// A fault the tests put in the way of the next commit's last message (its
@@ -508,6 +518,7 @@ impl PostgresEngine {
             .map_err(|e| LastMessageError {
                 connection_lost: is_connection_error(&e),
                 message: describe(&e),
+                refusal: one_trip::Refusal::of(&e),
             });
         #[cfg(feature = "test-server")]
         if let Some(f) = fault
@@ -517,6 +528,7 @@ impl PostgresEngine {
             return Err(LastMessageError {
                 connection_lost: true,
                 message: "the commit's reply was lost (a fault of the tests)".into(),
+                refusal: None,
             });
         }
         answer
@@ -636,6 +648,15 @@ fn create(
         ))
         .map_err(boxed)?;
         tables.push(table);
+    }
+    // The functions a commit in one round trip calls; installed once (the
+    // role needs `CREATE` only then).
+    let installed: bool = txn
+        .query_one(one_trip::FUNCTIONS_PRESENT, &[])
+        .map_err(boxed)?
+        .get(0);
+    if !installed {
+        txn.batch_execute(one_trip::FUNCTIONS).map_err(boxed)?;
     }
     txn.commit().map_err(boxed)?;
     Ok(tables)

@@ -343,17 +343,7 @@ impl TestServer {
                 pids.push(entry.file_name().to_string_lossy().into_owned());
             }
         }
-        let status = Command::new("kill").arg("-KILL").args(&pids).status()?;
-        if !status.success() {
-            return Err(TestServerError::Command {
-                command: format!("kill -KILL {}", pids.join(" ")),
-                output: status.to_string(),
-            });
-        }
-        // Wait until every killed process is gone or a zombie (whoever
-        // adopted them may reap them late), then remove the pid file: a
-        // zombie still answers `kill -0`, which the next postmaster would
-        // take for a running server.
+        // Running: neither gone nor a zombie.
         let alive = |pid: &str| {
             std::fs::read_to_string(format!("/proc/{pid}/stat"))
                 .ok()
@@ -363,6 +353,31 @@ impl TestServer {
                         .is_some_and(|s| s != "Z")
                 })
         };
+        let status = Command::new("kill").arg("-KILL").args(&pids).status()?;
+        if !status.success() {
+            // A backend may have exited between the listing and the kill (a
+            // client had just closed its connection): only a process still
+            // there after a second kill of its own is an error.
+            for pid in &pids {
+                if alive(pid)
+                    && !Command::new("kill")
+                        .arg("-KILL")
+                        .arg(pid)
+                        .status()?
+                        .success()
+                    && alive(pid)
+                {
+                    return Err(TestServerError::Command {
+                        command: format!("kill -KILL {pid}"),
+                        output: status.to_string(),
+                    });
+                }
+            }
+        }
+        // Wait until every killed process is gone or a zombie (whoever
+        // adopted them may reap them late), then remove the pid file: a
+        // zombie still answers `kill -0`, which the next postmaster would
+        // take for a running server.
         for _ in 0..1_000 {
             if !pids.iter().any(|p| alive(p)) {
                 break;

@@ -9,7 +9,7 @@ use strata_engine::{
     Commit, CommitError, CommitInfo, Durability, Keyspace, Mutation, Predicate, StampAt,
 };
 
-use crate::commit_reads::{Answered, NoReads, Prefetch, TxReads};
+use crate::commit_reads::{Answered, Prefetch, TxReads};
 use crate::layout::{self, Condition};
 use crate::pool::{Conn, Pooled};
 use crate::read::first_value;
@@ -19,7 +19,7 @@ use crate::{LastMessageError, PostgresEngine, ServerError, boxed, is_connection_
 /// A single commit whose keys and values hold at most this many bytes
 /// sends them as text with its `COMMIT` (one round trip for the writes and
 /// the commit); a larger one sends them in binary, statement by statement.
-const LITERAL_BYTES: usize = 256 << 10;
+pub(crate) const LITERAL_BYTES: usize = 256 << 10;
 
 /// The first statement of every commit: takes the version row's lock (the
 /// commit lock of the whole database), and returns the next version.
@@ -29,7 +29,7 @@ const BEGIN: &str = "BEGIN ISOLATION LEVEL READ COMMITTED; \
 /// The statement, sent with a commit's `COMMIT`, that records its token
 /// (see [`crate::CommitToken`]) as applied at the version `version_sql`
 /// computes: the row is durable exactly when the commit's rows are.
-fn token_row(token: &crate::CommitToken, version_sql: &str) -> String {
+pub(crate) fn token_row(token: &crate::CommitToken, version_sql: &str) -> String {
     format!(
         "INSERT INTO strata_commits (token, applied, version) VALUES ({}, true, {version_sql}); ",
         layout::literal(token.as_bytes())
@@ -56,7 +56,7 @@ macro_rules! flush_sql {
 }
 
 /// [`flush_sql`] appended to a commit's statements.
-const FLUSH_AFTER: &str = concat!("; ", flush_sql!(""));
+pub(crate) const FLUSH_AFTER: &str = concat!("; ", flush_sql!(""));
 
 /// [`flush_sql`] reading the version: a sync.
 const SYNC: &str = flush_sql!("SELECT value FROM strata_meta WHERE id = 1; ");
@@ -86,20 +86,11 @@ pub(crate) fn backend(e: postgres::Error) -> CommitError {
 
 /// The version the current transaction took (after its update of the
 /// version row), as SQL.
-const VERSION: &str = "SELECT value FROM strata_meta WHERE id = 1";
-
-/// Whether a commit reads nothing: no predicate, no counter.
-fn is_blind(commit: &Commit) -> bool {
-    commit.predicates.is_empty()
-        && !commit
-            .mutations
-            .iter()
-            .any(|m| matches!(m, Mutation::Add { .. }))
-}
+pub(crate) const VERSION: &str = "SELECT value FROM strata_meta WHERE id = 1";
 
 /// What became of a transaction whose `COMMIT` reply was lost.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Fate {
+pub(crate) enum Fate {
     /// Its token row is there: applied, at this version (the last it took).
     Committed(Option<u64>),
     /// Its token was claimed as not applied: it never will be.
@@ -113,8 +104,7 @@ impl PostgresEngine {
     pub(crate) fn write_group(&self, commits: &[Commit]) -> Vec<Result<CommitInfo, CommitError>> {
         let n = commits.len();
         if let [commit] = commits
-            && is_blind(commit)
-            && let Some(result) = self.write_blind(commit)
+            && let Some(result) = self.write_one(commit)
         {
             return vec![result];
         }
@@ -206,84 +196,16 @@ impl PostgresEngine {
         )
     }
 
-    /// A commit that reads nothing (no predicate, no counter) and writes
-    /// at most [`LITERAL_BYTES`]: the first round trip begins the
-    /// transaction and learns its id, without any lock; the second takes
-    /// the version row's lock, writes (versionstamps computed by the server
-    /// from the version it just took) and commits. The lock is held only
-    /// while the server runs that second message, not across a round trip,
-    /// so concurrent blind commits queue on it briefly. `None` for a commit
-    /// too large to send as text (the caller goes the general way).
-    fn write_blind(&self, commit: &Commit) -> Option<Result<CommitInfo, CommitError>> {
-        // Validates every mutation (stamp offsets, ranges) before sending;
-        // with no counter there is nothing to read.
-        let ops = match implement::resolve(0, &commit.mutations, &mut NoReads) {
-            Ok(ops) => ops,
-            Err(e) => return Some(Err(e)),
-        };
-        if op_bytes(&ops) > LITERAL_BYTES {
-            return None;
-        }
-        let immediate = commit.durability == Durability::Immediate;
-        let token = self.mint_token();
-        let sql = format!(
-            "UPDATE strata_meta SET value = value + 1 WHERE id = 1 RETURNING value; \
-             {}{}SET LOCAL synchronous_commit TO off; COMMIT{}",
-            self.blind_writes(&commit.mutations, &ops),
-            token_row(&token, &format!("({VERSION})")),
-            if immediate { FLUSH_AFTER } else { "" }
-        );
-        let mut pooled = match self.begin_blind() {
-            Ok(begun) => begun,
-            Err(e) => return Some(Err(e)),
-        };
-        let e = match self.last_message(&mut pooled, &sql) {
-            Ok(answer) => {
-                let Some(version) = first_value(&answer).and_then(|v| v.parse().ok()) else {
-                    pooled.discard();
-                    return Some(Err(CommitError::OutcomeUnknown(boxed(
-                        ServerError::Unexpected("no version in a commit's answer"),
-                    ))));
-                };
-                if immediate {
-                    self.made_durable(version);
-                } else {
-                    self.seen(version);
-                }
-                return Some(Ok(CommitInfo {
-                    version,
-                    durable: immediate,
-                }));
-            }
-            Err(e) => e,
-        };
-        let (fate, msg) = self.after_failure(pooled, &e, &token);
-        Some(match fate {
-            Fate::Committed(Some(version)) => self
-                .settle(version, immediate, &msg)
-                .map(|durable| CommitInfo { version, durable }),
-            Fate::Committed(None) => Err(GroupFailed::unknown(&format!(
-                "{msg}; the commit was applied, its version is not known"
-            ))),
-            Fate::Aborted => Err(GroupFailed::not_applied(&msg)),
-            Fate::Unknown => Err(GroupFailed::unknown(&msg)),
-        })
-    }
-
-    /// Begins a blind commit's transaction on a pooled connection.
-    fn begin_blind(&self) -> Result<Pooled<'_>, CommitError> {
-        const BEGIN_BLIND: &str = "BEGIN ISOLATION LEVEL READ COMMITTED";
-        let (pooled, _) = self
-            .first_message(|p| p.conn().client.simple_query(BEGIN_BLIND))
-            .map_err(CommitError::Backend)?;
-        Ok(pooled)
-    }
-
     /// After a lost reply, for a commit known applied at `version`:
     /// whether it is durable as its durability asks (`Ok(false)` for a
     /// buffered one); an `Immediate` one that no sync can confirm is an
     /// unknown outcome.
-    fn settle(&self, version: u64, immediate: bool, msg: &str) -> Result<bool, CommitError> {
+    pub(crate) fn settle(
+        &self,
+        version: u64,
+        immediate: bool,
+        msg: &str,
+    ) -> Result<bool, CommitError> {
         if !immediate {
             self.seen(version);
             return Ok(false);
@@ -295,58 +217,6 @@ impl PostgresEngine {
         Err(GroupFailed::unknown(&format!(
             "{msg}; the commit was applied, but is not known durable"
         )))
-    }
-
-    /// A blind commit's writes as statements: plain puts, deletes and
-    /// range deletes as [`literal_writes`](Self::literal_writes) writes
-    /// them; each versionstamped put alone, its stamp computed from the
-    /// version the transaction took.
-    fn blind_writes(&self, mutations: &[Mutation], ops: &[Op]) -> String {
-        let mut sql = String::new();
-        let mut plain: Vec<Op> = Vec::new();
-        let mut order: u32 = 0;
-        for (m, op) in mutations.iter().zip(ops) {
-            let Mutation::PutVersionstamped { ks, key, value, at } = m else {
-                plain.push(op.clone());
-                continue;
-            };
-            sql.push_str(&self.literal_writes(&std::mem::take(&mut plain)));
-            let Some(table) = self.table(*ks) else {
-                continue;
-            };
-            let stamp = match at {
-                StampAt::KeyInverted(_) => format!(
-                    "(int8send(~({VERSION})) || substring(int4send(~{order}) from 3 for 2))"
-                ),
-                StampAt::Key(_) | StampAt::Value(_) => {
-                    format!("(int8send(({VERSION})) || substring(int4send({order}) from 3 for 2))")
-                }
-            };
-            order += 1;
-            let placed = |bytes: &[u8], offset: usize| {
-                format!(
-                    "overlay({} placing {stamp} from {} for 10)",
-                    layout::literal(bytes),
-                    offset + 1
-                )
-            };
-            let (k, v) = match at {
-                StampAt::Key(o) | StampAt::KeyInverted(o) => {
-                    (placed(key, *o), layout::literal(value))
-                }
-                StampAt::Value(o) => (layout::literal(key), placed(value, *o)),
-            };
-            let p = layout::INDEXED_PREFIX;
-            let _ = write!(
-                sql,
-                "INSERT INTO {table} (kp, kr, value) \
-                 SELECT substring(k from 1 for {p}), substring(k from {}), v FROM (SELECT {k} AS k, {v} AS v) s \
-                 ON CONFLICT (kp, kh) DO UPDATE SET value = EXCLUDED.value; ",
-                p + 1
-            );
-        }
-        sql.push_str(&self.literal_writes(&plain));
-        sql
     }
 
     /// Begins a commit's transaction on a pooled connection, reading
@@ -418,7 +288,7 @@ impl PostgresEngine {
     }
 
     /// Resolved changes as SQL statements with their bytes written in.
-    fn literal_writes(&self, ops: &[Op]) -> String {
+    pub(crate) fn literal_writes(&self, ops: &[Op]) -> String {
         let mut sql = String::new();
         let mut i = 0;
         while i < ops.len() {
@@ -556,7 +426,7 @@ impl PostgresEngine {
     /// failed is unknown, so whatever transaction is open is ended (or the
     /// connection dropped), then the fate of the commit with `token` is
     /// settled. Returns its fate and the error's text.
-    fn after_failure(
+    pub(crate) fn after_failure(
         &self,
         mut pooled: Pooled<'_>,
         e: &LastMessageError,
@@ -674,4 +544,42 @@ fn abandon(
     results.push(Err(error));
     results.extend((failed + 1..n).map(|_| Err(GroupFailed::not_applied(&msg))));
     results
+}
+
+/// The statement writing a versionstamped put into `table`: its stamp (the
+/// `order`th of its commit) computed on the server from the version the
+/// transaction took.
+pub(crate) fn stamped_put(
+    table: &str,
+    key: &[u8],
+    value: &[u8],
+    at: StampAt,
+    order: u32,
+) -> String {
+    let stamp = match at {
+        StampAt::KeyInverted(_) => {
+            format!("(int8send(~({VERSION})) || substring(int4send(~{order}) from 3 for 2))")
+        }
+        StampAt::Key(_) | StampAt::Value(_) => {
+            format!("(int8send(({VERSION})) || substring(int4send({order}) from 3 for 2))")
+        }
+    };
+    let placed = |bytes: &[u8], offset: usize| {
+        format!(
+            "overlay({} placing {stamp} from {} for 10)",
+            layout::literal(bytes),
+            offset + 1
+        )
+    };
+    let (k, v) = match at {
+        StampAt::Key(o) | StampAt::KeyInverted(o) => (placed(key, o), layout::literal(value)),
+        StampAt::Value(o) => (layout::literal(key), placed(value, o)),
+    };
+    let p = layout::INDEXED_PREFIX;
+    format!(
+        "INSERT INTO {table} (kp, kr, value) \
+         SELECT substring(k from 1 for {p}), substring(k from {}), v FROM (SELECT {k} AS k, {v} AS v) s \
+         ON CONFLICT (kp, kh) DO UPDATE SET value = EXCLUDED.value; ",
+        p + 1
+    )
 }

@@ -80,6 +80,12 @@ impl Drop for Stop<'_> {
 
 /// The rows present: id to version.
 fn present(e: &PostgresEngine) -> BTreeMap<u64, u64> {
+    rows(e).into_iter().collect()
+}
+
+/// Every row as (id, version), in key order: an id applied twice shows
+/// twice.
+fn rows(e: &PostgresEngine) -> Vec<(u64, u64)> {
     let s = e.snapshot().expect("snapshot");
     s.range(e.keyspace("log").unwrap(), RangeSpec::all())
         .unwrap()
@@ -91,6 +97,14 @@ fn present(e: &PostgresEngine) -> BTreeMap<u64, u64> {
             )
         })
         .collect()
+}
+
+/// Tokens the resolver claimed as not applied.
+fn claimed(config: &postgres::Config) -> i64 {
+    let mut c = config.connect(postgres::NoTls).expect("a connection");
+    c.query_one("SELECT count(*) FROM strata_commits WHERE NOT applied", &[])
+        .unwrap()
+        .get(0)
 }
 
 /// Commits transactions that write, one by one, on a new connection: each
@@ -111,8 +125,10 @@ fn burn_ids(config: &postgres::Config, n: usize) {
 /// crash lost (the lost commit's among them). A commit whose message was
 /// sent, its reply then lost to the same crash, was applied and durable.
 /// Each is settled as it really went, on every way a commit goes: the one
-/// never sent is reported not applied (not unknown, and never `Ok`, which a
-/// resolver by transaction id answers), the other applied at its version.
+/// never sent is known not applied (not unknown, and never `Ok` without its
+/// row, which a resolver by transaction id answers): a group reports it
+/// not applied, a single commit (one message) claims its token and sends
+/// it once more; the other is applied at its version, once.
 #[test]
 fn a_lost_reply_is_settled_by_the_commit_token_not_a_reused_transaction_id() {
     // The log writer is slowed so that the lost transaction's records are
@@ -150,7 +166,9 @@ fn a_lost_reply_is_settled_by_the_commit_token_not_a_reused_transaction_id() {
                     burn_ids(&c, 200);
                 }),
             });
+            let claims = claimed(&config);
             let results = commit(&e, way, Durability::Immediate, id + 2);
+            let all = rows(&e);
             let rows = present(&e);
             assert!(
                 rows.contains_key(&id),
@@ -158,17 +176,34 @@ fn a_lost_reply_is_settled_by_the_commit_token_not_a_reused_transaction_id() {
             );
             for (i, r) in results.iter().enumerate() {
                 let mine = id + 2 + i as u64;
-                match (applied, r) {
-                    (true, Ok(v)) => assert_eq!(
-                        rows.get(&mine),
-                        Some(v),
-                        "{way:?}: applied at {v}, its row is not there under that version"
+                let copies = all.iter().filter(|(id, _)| *id == mine).count();
+                match (applied, way, r) {
+                    (true, _, Ok(v)) => assert_eq!(
+                        (rows.get(&mine), copies),
+                        (Some(v), 1),
+                        "{way:?}: applied at {v}, its row is not there once under that version"
                     ),
-                    (false, Err(CommitError::Backend(_))) => assert!(
+                    // A group begins in a message of its own: its last
+                    // message lost, it is reported not applied.
+                    (false, Way::Group, Err(CommitError::Backend(_))) => assert!(
                         !rows.contains_key(&mine),
                         "{way:?}: reported not applied, but its row is there"
                     ),
-                    (applied, other) => {
+                    // A single commit is one message: never sent, its token
+                    // claimed as not applied, it is sent once more.
+                    (false, Way::Blind | Way::Checked, Ok(v)) => {
+                        assert_eq!(
+                            (rows.get(&mine), copies),
+                            (Some(v), 1),
+                            "{way:?}: retried at {v}, its row is not there once under that version"
+                        );
+                        assert_eq!(
+                            claimed(&config),
+                            claims + 1,
+                            "{way:?}: retried without claiming the lost message's token"
+                        );
+                    }
+                    (applied, _, other) => {
                         panic!("{way:?}, applied {applied}: settled as {other:?}; rows {rows:?}")
                     }
                 }

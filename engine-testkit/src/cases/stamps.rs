@@ -154,6 +154,25 @@ pub fn counters<H: Harness>(mut h: H) {
         Some(i64::MIN.to_le_bytes().to_vec()),
         "wraps"
     );
+    commit(&e, Commit::new().mutate(add(b"w", -1)));
+    assert_eq!(
+        get(&e, a, b"w"),
+        Some(i64::MAX.to_le_bytes().to_vec()),
+        "wraps below"
+    );
+    // Negative counters: every byte of the stored value counts.
+    commit(&e, Commit::new().mutate(add(b"neg", -300)).mutate(add(b"neg", 44)));
+    assert_eq!(
+        get(&e, a, b"neg"),
+        Some(vec![0, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF]),
+        "-256"
+    );
+    commit(&e, Commit::new().mutate(add(b"neg", 0x0102_0304_0506_0708 + 256)));
+    assert_eq!(
+        get(&e, a, b"neg"),
+        Some(vec![8, 7, 6, 5, 4, 3, 2, 1]),
+        "little-endian"
+    );
     commit(
         &e,
         Commit::new().delete(a, b"c".to_vec()).mutate(add(b"c", 7)),
