@@ -1,7 +1,8 @@
 //! The outbox against the raw engine contract, buffered, on redb and
 //! RocksDB: ingest of 1 KiB events each written with one outbox entry
 //! (about 64 bytes) in the same commit through the store, against the same
-//! events committed alone through the engine; then the drain throughput of
+//! events committed alone through the engine, and against the raw engine
+//! committing the same two rows (issue 40's target); then the drain throughput of
 //! one consumer and the lag a steady producer leaves. Interleaved A/B
 //! first, then criterion.
 
@@ -16,7 +17,9 @@ use std::sync::Arc;
 
 use criterion::{Criterion, criterion_group};
 use strata_codec::Limits;
-use strata_engine::{Commit, Durability, Engine, Keyspace, SeededRng, SystemClock};
+use strata_engine::{
+    Commit, Durability, Engine, Keyspace, Mutation, SeededRng, StampAt, SystemClock,
+};
 use strata_engine_redb::{RedbEngine, RedbOptions};
 use strata_engine_rocks::{RocksEngine, RocksOptions};
 use strata_keys::{tuple, tuple_key};
@@ -100,6 +103,50 @@ fn report<E: Engine>(name: &str, engine: &E) {
                 })
                 .unwrap();
         },
+    );
+    // Issue 40 item 1: the same two rows committed by the raw engine (the
+    // event, and a 64-byte row under a versionstamped key in the outbox's
+    // keyspace, as an entry is written).
+    let entries = engine.keyspace(strata_outbox::ENTRIES).unwrap();
+    let (mut i, mut j) = (1u64 << 43, (1u64 << 43) + 1);
+    let same_rows = ab(
+        "ingest: event + outbox entry (store) vs the same two rows (engine)",
+        15,
+        2_000,
+        1,
+        || {
+            i += 2;
+            let mut stamped = b"entry/".to_vec();
+            stamped.extend_from_slice(&[0; 10]);
+            engine
+                .commit(
+                    Commit::new()
+                        .put(data, ev(i), event.clone())
+                        .mutate(Mutation::PutVersionstamped {
+                            ks: entries,
+                            key: stamped,
+                            value: vec![0x11; 64],
+                            at: StampAt::Key(6),
+                        })
+                        .durability(Durability::Buffered),
+                )
+                .unwrap();
+        },
+        || {
+            j += 2;
+            store
+                .transact(|tx| {
+                    tx.put(&EventKey { id: j }, &event)?;
+                    ob.push(tx, &topic, &entry(j))?;
+                    Ok::<_, OutboxError>(())
+                })
+                .unwrap();
+        },
+    );
+    ab::against(
+        "event + outbox entry / the raw engine committing the same two rows",
+        same_rows.ratio,
+        1.10,
     );
     breakdown(engine, &store, &event);
     drain(name, &store, &ob, &topic);

@@ -142,7 +142,7 @@ fn report<E: Engine>(name: &str, engine: &E) {
     );
     // Longer and more rounds than the others: a RocksDB memtable flush
     // lands in one side's half of a short round.
-    ab(
+    let transact = ab(
         "transact of one put 256 bytes, buffered (target <= 1.05x the raw commit)",
         21,
         10_000,
@@ -153,6 +153,7 @@ fn report<E: Engine>(name: &str, engine: &E) {
             store.transact(|tx| tx.put(&Row { id }, &value)).unwrap();
         },
     );
+    ab::against("transact of one put / the raw commit", transact.ratio, 1.05);
     ab(
         "get",
         7,

@@ -161,13 +161,21 @@ pub fn counters<H: Harness>(mut h: H) {
         "wraps below"
     );
     // Negative counters: every byte of the stored value counts.
-    commit(&e, Commit::new().mutate(add(b"neg", -300)).mutate(add(b"neg", 44)));
+    commit(
+        &e,
+        Commit::new()
+            .mutate(add(b"neg", -300))
+            .mutate(add(b"neg", 44)),
+    );
     assert_eq!(
         get(&e, a, b"neg"),
         Some(vec![0, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF]),
         "-256"
     );
-    commit(&e, Commit::new().mutate(add(b"neg", 0x0102_0304_0506_0708 + 256)));
+    commit(
+        &e,
+        Commit::new().mutate(add(b"neg", 0x0102_0304_0506_0708 + 256)),
+    );
     assert_eq!(
         get(&e, a, b"neg"),
         Some(vec![8, 7, 6, 5, 4, 3, 2, 1]),
