@@ -142,17 +142,20 @@ pub fn writers(commit: impl Fn(u64, u64, u64), syncs: impl Fn() -> (u64, u64)) {
 /// from `first_key` on, new ones each time), three interleaved rounds.
 /// Recorded as comparisons of the time per commit (a ratio below 1: ours
 /// commits faster), with each side's commits per second and our commits
-/// per durable write (`syncs()`: durable writes, commits) as a note.
+/// per durable write (`syncs()`: durable writes, commits) as a note, and
+/// the verdict against `targets` (a time ratio, at 1, 4 and 16 writers;
+/// `None` where the issue sets none).
 #[allow(dead_code)] // only the engine benches run writers
 pub fn writers_against(
     what: &str,
     total: u64,
+    targets: [Option<f64>; 3],
     anchor: impl Fn(u64, u64, u64),
     ours: impl Fn(u64, u64, u64),
     syncs: impl Fn() -> (u64, u64),
 ) {
     let mut first = 1u64 << 41;
-    for n in [1u64, 4, 16] {
+    for (n, target) in [1u64, 4, 16].into_iter().zip(targets) {
         let each = total / n;
         let ops = f64::from(u32::try_from(n * each).unwrap_or(u32::MAX));
         let (mut a_ns, mut o_ns, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
@@ -211,6 +214,9 @@ pub fn writers_against(
                 format!(", {per_write:.1} of our commits per durable write")
             }
         ));
+        if let Some(target) = target {
+            against(&name, ratio, target);
+        }
     }
 }
 

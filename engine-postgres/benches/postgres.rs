@@ -400,6 +400,7 @@ fn main() {
             ab::writers_against(
                 "vs raw upserting clients (target: 16 writers <= 1.25, at least 0.8x their rate)",
                 1024,
+                [None, None, Some(1.25)],
                 |n, each, first| raw_writers(&clients, n, each, first, &value),
                 |n, each, first| {
                     strata_engine_testkit::commit_in_parallel(

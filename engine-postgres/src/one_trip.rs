@@ -14,7 +14,7 @@ use strata_engine::{
 
 use crate::layout::{self, Condition};
 use crate::read::first_value;
-use crate::write::{FLUSH_AFTER, Fate, LITERAL_BYTES, token_row};
+use crate::write::{FLUSH_AFTER, Fate, LITERAL_BYTES};
 use crate::write_rows::op_bytes;
 use crate::{PostgresEngine, ServerError, boxed};
 
@@ -185,11 +185,17 @@ impl PostgresEngine {
         );
         for attempt in 0..2 {
             let token = self.mint_token();
+            // The version row's update and the token's row in one
+            // statement (one plan fewer than two); the statements after it
+            // start after the lock is taken, so they see every earlier
+            // commit.
             let sql = format!(
                 "BEGIN ISOLATION LEVEL READ COMMITTED; \
-                 UPDATE strata_meta SET value = value + 1 WHERE id = 1 RETURNING value; \
-                 {body}{}SET LOCAL synchronous_commit TO off; COMMIT{}",
-                token_row(&token, &format!("({})", crate::write::VERSION)),
+                 WITH v AS (UPDATE strata_meta SET value = value + 1 WHERE id = 1 RETURNING value) \
+                 INSERT INTO strata_commits (token, applied, version) \
+                 SELECT {}, true, value FROM v RETURNING version; \
+                 {body}SET LOCAL synchronous_commit TO off; COMMIT{}",
+                layout::literal(token.as_bytes()),
                 if immediate { FLUSH_AFTER } else { "" }
             );
             let mut pooled = match self.pooled() {

@@ -29,7 +29,7 @@ const BEGIN: &str = "BEGIN ISOLATION LEVEL READ COMMITTED; \
 /// The statement, sent with a commit's `COMMIT`, that records its token
 /// (see [`crate::CommitToken`]) as applied at the version `version_sql`
 /// computes: the row is durable exactly when the commit's rows are.
-pub(crate) fn token_row(token: &crate::CommitToken, version_sql: &str) -> String {
+fn token_row(token: &crate::CommitToken, version_sql: &str) -> String {
     format!(
         "INSERT INTO strata_commits (token, applied, version) VALUES ({}, true, {version_sql}); ",
         layout::literal(token.as_bytes())

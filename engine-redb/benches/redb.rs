@@ -307,6 +307,7 @@ fn writers(engine: &RedbEngine, ks: Keyspace) {
     ab::writers_against(
         "vs one thread's commit_group of as many (target <= 1.25: 0.8 of its rate)",
         512,
+        [Some(1.25); 3],
         |n, each, first| grouped(engine, ks, n, each, first, &value),
         commit,
         || (g().syncs, g().commits),

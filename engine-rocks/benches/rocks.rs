@@ -320,6 +320,7 @@ fn writers(s: &Setup) {
     ab::writers_against(
         "vs native RocksDB's synced puts (target <= 1.0: at least its rate)",
         1024,
+        [Some(1.0); 3],
         |n, each, first| raw_writers(&s.raw, n, each, first, &value),
         commit,
         || (g().syncs, g().commits),

@@ -164,6 +164,67 @@ fn results_dir() -> PathBuf {
     target.join("strata-bench")
 }
 
+/// The simulation's package: `-p strata-sim` times `cargo xtask sim`.
+const SIM: &str = "strata-sim";
+
+/// The time of `cargo xtask sim` with its default seeds (every workload),
+/// built first so that only the run is timed; recorded as notes: the
+/// seconds against the 60 s target, and the simulation's own table of
+/// seeds per workload.
+#[allow(clippy::disallowed_methods)] // the wall time is the figure
+fn sim_figure() -> CrateResult {
+    const TARGET_SECS: f64 = 60.0;
+    let mut result = CrateResult {
+        package: SIM.to_owned(),
+        load_before: load_average(),
+        ..CrateResult::default()
+    };
+    let cargo = |args: &[&str]| {
+        let mut all = vec!["--locked", "--quiet", "-p", SIM];
+        all.splice(0..0, args.iter().copied());
+        let mut cmd = Command::new(crate::cargo());
+        cmd.args(all);
+        cmd
+    };
+    println!("$ cargo build --release --locked --quiet -p {SIM}");
+    match cargo(&["build", "--release"]).status() {
+        Ok(s) if s.success() => {}
+        Ok(s) => {
+            result.failed = Some(format!("its build exited with {s}"));
+            return result;
+        }
+        Err(e) => {
+            result.failed = Some(format!("could not start cargo: {e}"));
+            return result;
+        }
+    }
+    println!("$ cargo run --release --locked --quiet -p {SIM} (timed)");
+    let started = std::time::Instant::now();
+    let output = cargo(&["run", "--release"]).output();
+    let secs = started.elapsed().as_secs_f64();
+    result.load_after = load_average();
+    match output {
+        Ok(o) if o.status.success() => {
+            let verdict = if secs <= TARGET_SECS { "met" } else { "missed" };
+            result.notes.push(format!(
+                "`cargo xtask sim` (default seeds, every workload), once built: {secs:.1} s (target <= {TARGET_SECS} s: {verdict})"
+            ));
+            let text = String::from_utf8_lossy(&o.stdout);
+            // The table, through the summary line after it.
+            let mut table = text.lines().skip_while(|l| !l.contains("per workload"));
+            for l in table.by_ref() {
+                result.notes.push(format!("`{}`", l.trim_end()));
+                if l.starts_with("sim:") {
+                    break;
+                }
+            }
+        }
+        Ok(o) => result.failed = Some(format!("exited with {}", o.status)),
+        Err(e) => result.failed = Some(format!("could not start cargo: {e}")),
+    }
+    result
+}
+
 /// `cargo xtask bench [--full] [-p PACKAGE]...`.
 pub fn run(args: &[String]) -> Result<(), String> {
     let mut full = false;
@@ -182,7 +243,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
     }
     if let Some(unknown) = only
         .iter()
-        .find(|p| !BENCHES.iter().any(|(name, _)| name == p))
+        .find(|p| *p != SIM && !BENCHES.iter().any(|(name, _)| name == p))
     {
         return Err(format!(
             "no bench in package `{unknown}` (benches: {})",
@@ -240,6 +301,9 @@ pub fn run(args: &[String]) -> Result<(), String> {
         result.rows = rows;
         result.notes = notes;
         results.push(result);
+    }
+    if only.is_empty() || only.iter().any(|o| o == SIM) {
+        results.push(sim_figure());
     }
     let cores = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
     let report = render(&results, cores);
