@@ -213,12 +213,12 @@ fn ab_report(s: &Setup) {
         || ours_put(s, &next(&mut j), true),
     );
     ab::against("durable one-put commit / raw upsert", durable.ratio, 1.3);
-    // The floor of the engine's design: the rows every durable commit
-    // writes (the version row, the data row, a commit token row, the
-    // session's flush row), sent by hand in one message as raw SQL.
+    // The rows every durable commit writes (the version row, the data row,
+    // a commit token row, the session's flush row), sent by hand in one
+    // message as SQL text: what the engine sent before its prepared call.
     let mut n = 0u64;
     ab(
-        "commit, durable, vs the same rows by hand",
+        "commit, durable, vs the same rows as one SQL text message",
         7,
         100,
         1,

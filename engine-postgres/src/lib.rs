@@ -40,8 +40,12 @@
 //!   `strata_check_v1` and `strata_add_v1`), writes with the versionstamps
 //!   computed from the version it took, records its commit token and
 //!   commits, so the lock is held only while the server runs that message,
-//!   never across a round trip. A larger commit, and a group, take the lock
-//!   in a first round trip and commit in a second.
+//!   never across a round trip. The commonest commit, puts and deletes in
+//!   one keyspace, is not even parsed: it is one call of a prepared
+//!   statement, `CALL strata_ks_<id>_write_v1(...)`, a procedure per
+//!   keyspace table (installed at open) that does the same on the server
+//!   and keeps its plans. A larger commit, and a group, take the lock in a
+//!   first round trip and commit in a second.
 //! - **Snapshots** are read-only `REPEATABLE READ` transactions whose first
 //!   statement reads the version, so [`Snapshot::version`](strata_engine::Snapshot::version) is exact. Ranges
 //!   stream in batches, each a keyset-paginated query inside the
@@ -109,6 +113,7 @@
 mod commit_reads;
 mod conninfo;
 pub mod layout;
+mod one_call;
 mod one_trip;
 mod pool;
 mod read;
@@ -497,6 +502,16 @@ impl PostgresEngine {
         pooled: &mut Pooled<'_>,
         sql: &str,
     ) -> Result<Vec<postgres::SimpleQueryMessage>, LastMessageError> {
+        self.last_call(pooled, |conn| conn.client.simple_query(sql))
+    }
+
+    /// As [`last_message`](Self::last_message), for a commit sent by
+    /// `send` (a prepared call).
+    pub(crate) fn last_call<T>(
+        &self,
+        pooled: &mut Pooled<'_>,
+        send: impl FnOnce(&mut pool::Conn) -> Result<T, postgres::Error>,
+    ) -> Result<T, LastMessageError> {
         #[cfg(feature = "test-server")]
         let fault = self
             .reply_fault
@@ -511,15 +526,11 @@ impl PostgresEngine {
             }
             other => other,
         };
-        let answer = pooled
-            .conn()
-            .client
-            .simple_query(sql)
-            .map_err(|e| LastMessageError {
-                connection_lost: is_connection_error(&e),
-                message: describe(&e),
-                refusal: one_trip::Refusal::of(&e),
-            });
+        let answer = send(pooled.conn()).map_err(|e| LastMessageError {
+            connection_lost: is_connection_error(&e),
+            message: describe(&e),
+            refusal: one_trip::Refusal::of(&e),
+        });
         #[cfg(feature = "test-server")]
         if let Some(f) = fault
             && answer.is_ok()
@@ -657,6 +668,16 @@ fn create(
         .get(0);
     if !installed {
         txn.batch_execute(one_trip::FUNCTIONS).map_err(boxed)?;
+    }
+    for table in &tables {
+        let installed: bool = txn
+            .query_one(&one_call::present_sql(table), &[])
+            .map_err(boxed)?
+            .get(0);
+        if !installed {
+            txn.batch_execute(&one_call::create_sql(table))
+                .map_err(boxed)?;
+        }
     }
     txn.commit().map_err(boxed)?;
     Ok(tables)

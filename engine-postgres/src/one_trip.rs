@@ -14,7 +14,7 @@ use strata_engine::{
 
 use crate::layout::{self, Condition};
 use crate::read::first_value;
-use crate::write::{FLUSH_AFTER, Fate, LITERAL_BYTES};
+use crate::write::{FLUSH_AFTER, LITERAL_BYTES};
 use crate::write_rows::op_bytes;
 use crate::{PostgresEngine, ServerError, boxed};
 
@@ -105,7 +105,7 @@ impl Refusal {
     }
 
     /// The commit error it means for `commit`.
-    fn error(self, commit: &Commit) -> CommitError {
+    pub(crate) fn error(self, commit: &Commit) -> CommitError {
         match self {
             Self::Conflict(index) => match commit.predicates.get(index) {
                 Some(p) => CommitError::Conflict {
@@ -183,8 +183,7 @@ impl PostgresEngine {
             self.predicate_checks(&commit.predicates)?,
             self.ordered_writes(&commit.mutations, &ops)
         );
-        for attempt in 0..2 {
-            let token = self.mint_token();
+        Some(self.send_single(commit, |pooled, token| {
             // The version row's update and the token's row in one
             // statement (one plan fewer than two); the statements after it
             // start after the lock is taken, so they see every earlier
@@ -198,58 +197,9 @@ impl PostgresEngine {
                 layout::literal(token.as_bytes()),
                 if immediate { FLUSH_AFTER } else { "" }
             );
-            let mut pooled = match self.pooled() {
-                Ok(p) => p,
-                Err(e) => return Some(Err(CommitError::Backend(boxed(e)))),
-            };
-            let e = match self.last_message(&mut pooled, &sql) {
-                Ok(answer) => {
-                    let Some(version) = first_value(&answer).and_then(|v| v.parse().ok()) else {
-                        pooled.discard();
-                        return Some(Err(CommitError::OutcomeUnknown(boxed(
-                            ServerError::Unexpected("no version in a commit's answer"),
-                        ))));
-                    };
-                    if immediate {
-                        self.made_durable(version);
-                    } else {
-                        self.seen(version);
-                    }
-                    return Some(Ok(CommitInfo {
-                        version,
-                        durable: immediate,
-                    }));
-                }
-                Err(e) => e,
-            };
-            if let Some(refusal) = e.refusal {
-                // Refused before its `COMMIT`: the transaction is aborted,
-                // nothing of it applied.
-                if pooled.conn().client.batch_execute("ROLLBACK").is_err() {
-                    pooled.discard();
-                }
-                return Some(Err(refusal.error(commit)));
-            }
-            let lost = e.connection_lost;
-            let (fate, msg) = self.after_failure(pooled, &e, &token);
-            if fate == Fate::Aborted && lost && attempt == 0 {
-                // The other idle connections most likely went with the
-                // same server: the retry takes a new one.
-                self.reconnect();
-                continue;
-            }
-            return Some(match fate {
-                Fate::Committed(Some(version)) => self
-                    .settle(version, immediate, &msg)
-                    .map(|durable| CommitInfo { version, durable }),
-                Fate::Committed(None) => Err(implement::GroupFailed::unknown(&format!(
-                    "{msg}; the commit was applied, its version is not known"
-                ))),
-                Fate::Aborted => Err(implement::GroupFailed::not_applied(&msg)),
-                Fate::Unknown => Err(implement::GroupFailed::unknown(&msg)),
-            });
-        }
-        None
+            self.last_message(pooled, &sql)
+                .map(|answer| first_value(&answer).and_then(|v| v.parse().ok()))
+        }))
     }
 
     /// Each predicate as a statement that raises [`Refusal::Conflict`]

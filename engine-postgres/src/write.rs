@@ -90,7 +90,7 @@ pub(crate) const VERSION: &str = "SELECT value FROM strata_meta WHERE id = 1";
 
 /// What became of a transaction whose `COMMIT` reply was lost.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Fate {
+enum Fate {
     /// Its token row is there: applied, at this version (the last it took).
     Committed(Option<u64>),
     /// Its token was claimed as not applied: it never will be.
@@ -104,7 +104,7 @@ impl PostgresEngine {
     pub(crate) fn write_group(&self, commits: &[Commit]) -> Vec<Result<CommitInfo, CommitError>> {
         let n = commits.len();
         if let [commit] = commits
-            && let Some(result) = self.write_one(commit)
+            && let Some(result) = self.write_call(commit).or_else(|| self.write_one(commit))
         {
             return vec![result];
         }
@@ -196,16 +196,80 @@ impl PostgresEngine {
         )
     }
 
+    /// Sends a single commit by `send` (on a pooled connection, with a new
+    /// token; it answers the version the commit took, if its answer holds
+    /// one) and settles what came of it: acknowledged; refused by the
+    /// server's check (rolled back); or, after a failure, as its token
+    /// says. A commit whose connection was lost and whose token is then
+    /// claimed as not applied (it never can be now) is sent once more on a
+    /// new connection, so a server restart between commits is invisible.
+    pub(crate) fn send_single(
+        &self,
+        commit: &Commit,
+        send: impl Fn(&mut Pooled<'_>, &crate::CommitToken) -> Result<Option<u64>, LastMessageError>,
+    ) -> Result<CommitInfo, CommitError> {
+        let immediate = commit.durability == Durability::Immediate;
+        let mut resent = false;
+        loop {
+            let token = self.mint_token();
+            let mut pooled = self.pooled().map_err(|e| CommitError::Backend(boxed(e)))?;
+            let e = match send(&mut pooled, &token) {
+                Ok(Some(version)) => {
+                    if immediate {
+                        self.made_durable(version);
+                    } else {
+                        self.seen(version);
+                    }
+                    return Ok(CommitInfo {
+                        version,
+                        durable: immediate,
+                    });
+                }
+                Ok(None) => {
+                    pooled.discard();
+                    return Err(CommitError::OutcomeUnknown(boxed(ServerError::Unexpected(
+                        "no version in a commit's answer",
+                    ))));
+                }
+                Err(e) => e,
+            };
+            if let Some(refusal) = e.refusal {
+                // Refused before its `COMMIT`: the transaction is aborted,
+                // nothing of it applied.
+                if pooled.conn().client.batch_execute("ROLLBACK").is_err() {
+                    pooled.discard();
+                }
+                return Err(refusal.error(commit));
+            }
+            let (fate, msg) = self.after_failure(pooled, &e, &token);
+            match fate {
+                Fate::Aborted if e.connection_lost && !resent => {
+                    // The other idle connections most likely went with
+                    // the same server: the new send takes a new one.
+                    self.reconnect();
+                    resent = true;
+                }
+                Fate::Committed(Some(version)) => {
+                    return self
+                        .settle(version, immediate, &msg)
+                        .map(|durable| CommitInfo { version, durable });
+                }
+                Fate::Committed(None) => {
+                    return Err(GroupFailed::unknown(&format!(
+                        "{msg}; the commit was applied, its version is not known"
+                    )));
+                }
+                Fate::Aborted => return Err(GroupFailed::not_applied(&msg)),
+                Fate::Unknown => return Err(GroupFailed::unknown(&msg)),
+            }
+        }
+    }
+
     /// After a lost reply, for a commit known applied at `version`:
     /// whether it is durable as its durability asks (`Ok(false)` for a
     /// buffered one); an `Immediate` one that no sync can confirm is an
     /// unknown outcome.
-    pub(crate) fn settle(
-        &self,
-        version: u64,
-        immediate: bool,
-        msg: &str,
-    ) -> Result<bool, CommitError> {
+    fn settle(&self, version: u64, immediate: bool, msg: &str) -> Result<bool, CommitError> {
         if !immediate {
             self.seen(version);
             return Ok(false);
@@ -426,7 +490,7 @@ impl PostgresEngine {
     /// failed is unknown, so whatever transaction is open is ended (or the
     /// connection dropped), then the fate of the commit with `token` is
     /// settled. Returns its fate and the error's text.
-    pub(crate) fn after_failure(
+    fn after_failure(
         &self,
         mut pooled: Pooled<'_>,
         e: &LastMessageError,

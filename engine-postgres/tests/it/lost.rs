@@ -15,7 +15,10 @@ use strata_engine_postgres::testing::TestServer;
 use strata_engine_postgres::{PostgresEngine, PostgresOptions, ReplyFault};
 
 fn specs() -> Vec<KeyspaceSpec> {
-    vec![KeyspaceSpec::new("log", Profile::Queue)]
+    vec![
+        KeyspaceSpec::new("log", Profile::Queue),
+        KeyspaceSpec::new("plain", Profile::General),
+    ]
 }
 
 /// How a test commit is sent: blind (no read: the version is taken in the
@@ -120,6 +123,29 @@ fn burn_ids(config: &postgres::Config, n: usize) {
     }
 }
 
+/// What happens while a commit's reply is lost: the server is killed and
+/// restarted, then another process's three commits (ids `first..first +
+/// 3`) take the versions and transaction ids the crash forgot, and others
+/// take more.
+fn crash_and_reuse(
+    server: &Arc<TestServer>,
+    config: &postgres::Config,
+    first: u64,
+) -> Box<dyn FnOnce() + Send> {
+    let (s, c) = (Arc::clone(server), config.clone());
+    Box::new(move || {
+        s.kill().expect("kill the server");
+        s.restart().expect("restart the server");
+        let other = PostgresEngine::open(c.clone(), specs(), PostgresOptions::default())
+            .expect("another engine");
+        for n in 0..3 {
+            let r = commit(&other, Way::Blind, Durability::Immediate, first + n);
+            assert!(r.iter().all(Result::is_ok), "{r:?}");
+        }
+        burn_ids(&c, 200);
+    })
+}
+
 /// A commit's last message never reaches the server: it is killed first,
 /// restarted, and other transactions then reuse the transaction ids the
 /// crash lost (the lost commit's among them). A commit whose message was
@@ -148,23 +174,9 @@ fn a_lost_reply_is_settled_by_the_commit_token_not_a_reused_transaction_id() {
                     .iter()
                     .all(Result::is_ok)
             );
-            let (s, c) = (Arc::clone(&server), config.clone());
             e.inject_reply_fault(ReplyFault {
                 applied,
-                meanwhile: Box::new(move || {
-                    s.kill().expect("kill the server");
-                    s.restart().expect("restart the server");
-                    // Another process's commits take the versions and
-                    // transaction ids the crash forgot; others take more.
-                    let other =
-                        PostgresEngine::open(c.clone(), specs(), PostgresOptions::default())
-                            .expect("another engine");
-                    for n in 0..3 {
-                        let r = commit(&other, Way::Blind, Durability::Immediate, 1_000_000 + n);
-                        assert!(r.iter().all(Result::is_ok), "{r:?}");
-                    }
-                    burn_ids(&c, 200);
-                }),
+                meanwhile: crash_and_reuse(&server, &config, 1_000_000),
             });
             let claims = claimed(&config);
             let results = commit(&e, way, Durability::Immediate, id + 2);
@@ -212,6 +224,80 @@ fn a_lost_reply_is_settled_by_the_commit_token_not_a_reused_transaction_id() {
             let next = commit(&e, way, Durability::Immediate, id + 5);
             assert!(next.iter().all(Result::is_ok), "{way:?}: {next:?}");
         }
+    }
+}
+
+/// The commonest commit, puts and deletes in one keyspace, goes as one
+/// prepared call of its table's procedure: its lost reply is settled the
+/// same way. A call never sent (the server killed first) is claimed and
+/// sent once more, after the other engine's commits; a call whose reply
+/// was lost was applied, durable, before them. Either way the row is
+/// there, the reported version is where it really went, and a delete in
+/// the same commit took effect.
+#[test]
+fn a_lost_reply_of_a_one_call_commit_is_settled_as_it_went() {
+    let server = Arc::new(
+        TestServer::start_with(&["wal_writer_delay = 10000ms"]).expect("a private server"),
+    );
+    let config = server.database("one_call").unwrap();
+    let e = PostgresEngine::open(config.clone(), specs(), PostgresOptions::default()).unwrap();
+    let plain = e.keyspace("plain").unwrap();
+    for (round, applied) in [false, true].into_iter().enumerate() {
+        let id = 100 * (round as u64 + 1);
+        let before = commit(&e, Way::Blind, Durability::Immediate, id)[0]
+            .as_ref()
+            .copied()
+            .expect("a durable commit first");
+        e.commit(Commit::new().put(plain, b"gone".to_vec(), b"x".to_vec()))
+            .unwrap();
+        e.inject_reply_fault(ReplyFault {
+            applied,
+            meanwhile: crash_and_reuse(&server, &config, 1_000_000 + id),
+        });
+        let claims = claimed(&config);
+        let key = format!("p{id}").into_bytes();
+        let v = e
+            .commit(
+                Commit::new()
+                    .put(plain, key.clone(), id.to_be_bytes().to_vec())
+                    .delete(plain, b"gone".to_vec())
+                    .durability(Durability::Immediate),
+            )
+            .unwrap_or_else(|err| panic!("applied {applied}: not settled as applied: {err}"))
+            .version;
+        let others: Vec<u64> = rows(&e)
+            .into_iter()
+            .filter(|(i, _)| (1_000_000 + id..1_000_000 + id + 3).contains(i))
+            .map(|(_, version)| version)
+            .collect();
+        assert_eq!(others.len(), 3, "the other engine's commits are there");
+        let snap = e.snapshot().unwrap();
+        assert_eq!(
+            (
+                snap.get(plain, &key).unwrap(),
+                snap.get(plain, b"gone").unwrap()
+            ),
+            (Some(id.to_be_bytes().to_vec()), None),
+            "applied {applied}: the put and the delete"
+        );
+        if applied {
+            assert!(
+                v > before + 1 && others.iter().all(|o| *o > v),
+                "applied before the crash: {v} between {before} and {others:?}"
+            );
+            assert_eq!(claimed(&config), claims, "nothing to claim: it was applied");
+        } else {
+            assert!(
+                others.iter().all(|o| *o < v),
+                "sent again after the other commits: {v}, {others:?}"
+            );
+            assert_eq!(
+                claimed(&config),
+                claims + 1,
+                "sent again without claiming the lost call's token"
+            );
+        }
+        assert!(e.durable_version() >= v);
     }
 }
 
