@@ -76,6 +76,16 @@ fn report<E: Engine>(name: &str, engine: &E) {
     let topic: Topic<Vec<u8>> = Topic::new("events").unwrap();
     ob.register("events", "drain", Start::End).unwrap();
     let event = vec![0xAB; 1024];
+    // Ours: event `id` and its outbox entry, in one store transaction.
+    let ingest = |id: u64| {
+        store
+            .transact(|tx| {
+                tx.put(&EventKey { id }, &event)?;
+                ob.push(tx, &topic, &entry(id))?;
+                Ok::<_, OutboxError>(())
+            })
+            .unwrap();
+    };
     let (mut i, mut j) = (1u64 << 40, (1u64 << 40) + 1);
     ab::section(name);
     ab(
@@ -95,13 +105,7 @@ fn report<E: Engine>(name: &str, engine: &E) {
         },
         || {
             j += 2;
-            store
-                .transact(|tx| {
-                    tx.put(&EventKey { id: j }, &event)?;
-                    ob.push(tx, &topic, &entry(j))?;
-                    Ok::<_, OutboxError>(())
-                })
-                .unwrap();
+            ingest(j);
         },
     );
     // Issue 40 item 1: the same two rows committed by the raw engine (the
@@ -134,13 +138,7 @@ fn report<E: Engine>(name: &str, engine: &E) {
         },
         || {
             j += 2;
-            store
-                .transact(|tx| {
-                    tx.put(&EventKey { id: j }, &event)?;
-                    ob.push(tx, &topic, &entry(j))?;
-                    Ok::<_, OutboxError>(())
-                })
-                .unwrap();
+            ingest(j);
         },
     );
     ab::against(
