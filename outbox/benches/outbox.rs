@@ -148,6 +148,44 @@ fn report<E: Engine>(name: &str, engine: &E) {
     );
     breakdown(engine, &store, &event);
     drain(name, &store, &ob, &topic);
+    poll_rows(engine, &ob, &topic);
+}
+
+/// A poll's cost per entry: a consumer that has finished nothing polls the
+/// topic's first 256 entries (read-ahead, nothing acknowledged), against
+/// the raw engine lending the same 256 rows of the entries keyspace (a
+/// snapshot and a cursor, each row's length read).
+fn poll_rows<E: Engine>(engine: &E, ob: &Outbox<'_, &E>, topic: &Topic<Vec<u8>>) {
+    use strata_engine::{RangeSpec, RowCursor, Snapshot};
+    ob.register("events", "reader", Start::Beginning).unwrap();
+    let lease = ob.acquire("events", "reader", "bench").unwrap();
+    let entries = engine.keyspace(strata_outbox::ENTRIES).unwrap();
+    let first = ob
+        .poll_after(&lease, topic, strata_outbox::Position::START, 256)
+        .unwrap();
+    assert_eq!(first.len(), 256, "the drain left 256 entries to poll");
+    ab(
+        "poll: 256 entries (outbox) vs the same rows lent by the raw engine",
+        15,
+        200,
+        256,
+        || {
+            let snap = engine.snapshot().unwrap();
+            let mut rows = snap.cursor(entries, RangeSpec::all()).unwrap();
+            let mut bytes = 0;
+            for _ in 0..256 {
+                let (k, v) = rows.next_row().unwrap().unwrap();
+                bytes += k.len() + v.len();
+            }
+            black_box(bytes);
+        },
+        || {
+            let got = ob
+                .poll_after(&lease, topic, strata_outbox::Position::START, 256)
+                .unwrap();
+            black_box(got.len());
+        },
+    );
 }
 
 /// Where the ingest time goes: the store's cost for the event alone, and

@@ -5,6 +5,7 @@ use std::sync::PoisonError;
 
 use strata_codec::{Value, decode};
 use strata_engine::Engine;
+use strata_engine::RowCursor;
 use strata_keys::tuple;
 use strata_store::Tx;
 
@@ -229,68 +230,55 @@ impl<E: Engine> Outbox<'_, E> {
         if Position::end_of(durable) <= from {
             return Ok(Vec::new());
         }
-        let mut range = layout::entries_between(topic, from, Position::end_of(durable));
+        let range = layout::entries_between(topic, from, Position::end_of(durable));
         let mut held: BTreeSet<Option<Vec<u8>>> = BTreeSet::new();
         let mut out = Vec::new();
         let mut poison = Vec::new();
-        // In pages, until `max` deliveries or the end of the durable part.
-        // A page of `max` rows is all a poll needs unless entries are
-        // skipped (finished, held back, waiting for a retry); every row
-        // read beyond is copied out of the engine for nothing.
-        let page_size = max.clamp(16, 1024);
-        'pages: loop {
-            let page = tx.snapshot_scan_in(&self.entries, &range, Some(page_size), false)?;
-            for (k, v) in &page.rows {
-                if out.len() >= max {
-                    break 'pages;
-                }
-                let pos =
-                    layout::entry_position(k).ok_or_else(|| corrupt(OutboxRow::EntryKey, k))?;
-                if st.done.contains(&pos) {
-                    let skip = !strata_engine::fault_point!("finished-redelivered");
-                    if skip {
-                        continue;
-                    }
-                }
-                let (pushed_ms, ordering_key, envelope) =
-                    layout::read_entry_value(v).ok_or_else(|| corrupt(OutboxRow::EntryValue, k))?;
-                if held.contains(&ordering_key) {
+        // The entries lent one at a time, until `max` deliveries or the
+        // end of the durable part: nothing is copied out of the engine but
+        // what is delivered, and nothing is read beyond the last delivery.
+        let mut rows = tx.snapshot_cursor_in(&self.entries, &range, false)?;
+        while out.len() < max {
+            let Some(row) = rows.next_row() else { break };
+            let (k, v) = row.map_err(strata_store::StoreError::from)?;
+            let pos = layout::entry_position(k).ok_or_else(|| corrupt(OutboxRow::EntryKey, k))?;
+            if st.done.contains(&pos) {
+                let skip = !strata_engine::fault_point!("finished-redelivered");
+                if skip {
                     continue;
-                }
-                let tried = st.tries.get(&pos);
-                if tried.is_some_and(|t| t.next_ms > now) {
-                    if strata_engine::fault_point!("failed-holds-every-key") {
-                        break 'pages;
-                    }
-                    if strata_engine::fault_point!("failed-holds-nothing") {
-                        continue;
-                    }
-                    held.insert(ordering_key);
-                    continue;
-                }
-                match decode(envelope) {
-                    Ok(entry) => out.push(Delivery {
-                        position: pos,
-                        ordering_key,
-                        entry,
-                        attempt: tried.map_or(1, |t| t.attempts + 1),
-                        pushed_ms,
-                    }),
-                    Err(e) => {
-                        held.insert(ordering_key);
-                        poison.push((pos, e));
-                    }
                 }
             }
-            match page.rows.last() {
-                Some((k, _)) if page.more => {
-                    let mut next = k.clone();
-                    next.push(0);
-                    range.start = next;
+            let (pushed_ms, ordering_key, envelope) =
+                layout::read_entry_value(v).ok_or_else(|| corrupt(OutboxRow::EntryValue, k))?;
+            if held.contains(&ordering_key) {
+                continue;
+            }
+            let tried = st.tries.get(&pos);
+            if tried.is_some_and(|t| t.next_ms > now) {
+                if strata_engine::fault_point!("failed-holds-every-key") {
+                    break;
                 }
-                _ => break,
+                if strata_engine::fault_point!("failed-holds-nothing") {
+                    continue;
+                }
+                held.insert(ordering_key);
+                continue;
+            }
+            match decode(envelope) {
+                Ok(entry) => out.push(Delivery {
+                    position: pos,
+                    ordering_key,
+                    entry,
+                    attempt: tried.map_or(1, |t| t.attempts + 1),
+                    pushed_ms,
+                }),
+                Err(e) => {
+                    held.insert(ordering_key);
+                    poison.push((pos, e));
+                }
             }
         }
+        drop(rows);
         drop(tx);
         for (pos, why) in poison {
             tracing::warn!(%pos, topic, "an entry does not decode: dead-lettered");

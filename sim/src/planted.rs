@@ -55,7 +55,7 @@ pub const PLANTED: &[Planted] = &[
     p("trim-ignores-slowest", Workload::Outbox, 0),
     p("shared-holder-name", Workload::Outbox, 0),
     p("failed-holds-nothing", Workload::Outbox, 0),
-    p("failed-holds-every-key", Workload::Outbox, 0),
+    p("failed-holds-every-key", Workload::Outbox, 5),
     p("finished-redelivered", Workload::Outbox, 0),
     p("alias-unchecked", Workload::CodeSous, 0),
     p("second-ending-accepted", Workload::CodeSous, 0),

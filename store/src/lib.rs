@@ -91,7 +91,7 @@ pub use options::{RetryPolicy, ScopeFn, StoreOptions};
 pub use read::{Cursor, Expiring, Page, RawValue, ReadView, Scan, ScanIter};
 pub use space::{CatalogEntry, Space};
 pub use store::Store;
-pub use tx::{Expiry, RawPage, Tx};
+pub use tx::{Expiry, RawPage, SpaceCursor, Tx};
 pub use verify::{Problem, Verification};
 
 /// This crate's README example, compiled and run as a doctest.

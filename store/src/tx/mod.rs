@@ -209,5 +209,5 @@ mod space;
 mod write;
 
 pub(crate) use plan::counter_value;
-pub use space::RawPage;
+pub use space::{RawPage, SpaceCursor};
 pub use write::Expiry;

@@ -3,7 +3,9 @@
 
 use std::ops::Bound;
 
-use strata_engine::{Engine, Predicate, RangeSpec, Snapshot, StampAt};
+use strata_engine::{
+    Engine, Lent, LentRow, Predicate, RangeSpec, ReadError, RowCursor, Snapshot, StampAt,
+};
 use strata_keys::KeyRange;
 
 use super::{SpaceWrite, Stamped, Tx};
@@ -19,7 +21,119 @@ pub struct RawPage {
     pub more: bool,
 }
 
+/// A lending cursor over rows of a space, from [`Tx::snapshot_cursor_in`].
+#[allow(explicit_outlives_requirements)] // the where clause needs it first
+pub struct SpaceCursor<'a, 's, E: Engine + 's>
+where
+    E::Snapshot<'s>: 'a,
+{
+    rows: SpaceRows<'a, 's, E>,
+}
+
+/// Rows the transaction's own writes merged in, owned.
+type Merged = Lent<std::vec::IntoIter<Result<(Vec<u8>, Vec<u8>), ReadError>>>;
+
+enum SpaceRows<'a, 's, E: Engine + 's>
+where
+    E::Snapshot<'s>: 'a,
+{
+    /// The engine's own cursor: nothing of this transaction in the range.
+    Engine(<E::Snapshot<'s> as Snapshot>::Cursor<'a>),
+    /// The snapshot's rows with this transaction's writes, collected.
+    Merged(Merged),
+}
+
+impl<'a, 's, E: Engine + 's> RowCursor for SpaceCursor<'a, 's, E>
+where
+    E::Snapshot<'s>: 'a,
+{
+    fn next_row(&mut self) -> Option<LentRow<'_>> {
+        match &mut self.rows {
+            SpaceRows::Engine(rows) => rows.next_row(),
+            SpaceRows::Merged(rows) => rows.next_row(),
+        }
+    }
+}
+
 impl<'s, E: Engine + 's> Tx<'s, E> {
+    /// The rows of `space` in `range`, forward or `reverse`, seeing this
+    /// transaction's writes, lent one at a time (see
+    /// [`RowCursor`]): the rows of [`Tx::snapshot_scan_in`] without a
+    /// limit, not collected. Nothing is pinned. When the transaction has
+    /// no write in the range, each row is borrowed from the engine's own
+    /// buffer, so a reader that stops early reads no further and one that
+    /// decodes in place copies nothing; otherwise the merged rows are
+    /// collected first.
+    ///
+    /// ```
+    /// use strata_codec::Limits;
+    /// use strata_engine::{KeyspaceSpec, MemEngine, Profile, RowCursor};
+    /// use strata_keys::KeyRange;
+    /// use strata_store::{Space, Store, StoreOptions};
+    ///
+    /// let options = StoreOptions::new(Limits::FOUNDATIONDB)
+    ///     .keyspace(KeyspaceSpec::new("queue", Profile::General));
+    /// let engine = MemEngine::open(options.keyspace_specs())?;
+    /// let store = Store::open(&engine, options)?;
+    /// let queue = Space::new(&store, "queue", false)?;
+    /// store.transact(|tx| tx.put_in(&queue, b"a".to_vec(), b"1".to_vec()))?;
+    /// let mut tx = store.begin();
+    /// tx.put_in(&queue, b"b".to_vec(), b"2".to_vec())?;
+    /// let mut rows = tx.snapshot_cursor_in(&queue, &KeyRange::prefix(&[]), false)?;
+    /// let mut keys = Vec::new();
+    /// while let Some(row) = rows.next_row() {
+    ///     keys.push(row?.0.to_vec());
+    /// }
+    /// assert_eq!(keys, [b"a".to_vec(), b"b".to_vec()]);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// # Errors
+    /// As [`Tx::scan_in`]; an engine failure while reading is an error
+    /// item of the cursor.
+    pub fn snapshot_cursor_in<'a>(
+        &'a mut self,
+        space: &Space,
+        range: &KeyRange,
+        reverse: bool,
+    ) -> Result<SpaceCursor<'a, 's, E>, StoreError> {
+        let spec = RangeSpec {
+            reverse,
+            ..RangeSpec::from(range)
+        };
+        spec.validate()?;
+        if self.space_writes_in(space.ks, range).next().is_some() {
+            let page = self.scan_space(space, range, None, reverse, false)?;
+            let rows: Vec<_> = page.rows.into_iter().map(Ok).collect();
+            return Ok(SpaceCursor {
+                rows: SpaceRows::Merged(Lent::new(rows.into_iter())),
+            });
+        }
+        let rows = self.snap()?.cursor(space.ks, spec)?;
+        Ok(SpaceCursor {
+            rows: SpaceRows::Engine(rows),
+        })
+    }
+
+    /// This transaction's writes of keyspace `ks` in `range`, in key
+    /// order.
+    fn space_writes_in<'t>(
+        &'t self,
+        ks: strata_engine::Keyspace,
+        range: &KeyRange,
+    ) -> impl Iterator<Item = (&'t Vec<u8>, &'t SpaceWrite)> + 't {
+        self.space_writes
+            .range((
+                Bound::Included((ks, range.start.clone())),
+                range
+                    .end
+                    .clone()
+                    .map_or(Bound::Unbounded, |e| Bound::Excluded((ks, e))),
+            ))
+            .take_while(move |((k, _), _)| *k == ks)
+            .map(|((_, key), w)| (key, w))
+    }
+
     /// The row at `key` in `space`, seeing this transaction's writes. The
     /// commit fails with a conflict if the row changes before it.
     ///
@@ -147,16 +261,8 @@ impl<'s, E: Engine + 's> Tx<'s, E> {
         };
         spec.validate()?;
         let mut pending: Vec<(Vec<u8>, Option<Vec<u8>>)> = self
-            .space_writes
-            .range((
-                Bound::Included((ks, range.start.clone())),
-                range
-                    .end
-                    .clone()
-                    .map_or(Bound::Unbounded, |e| Bound::Excluded((ks, e))),
-            ))
-            .filter(|((k, _), _)| *k == ks)
-            .map(|((_, key), w)| (key.clone(), w.value.clone()))
+            .space_writes_in(ks, range)
+            .map(|(key, w)| (key.clone(), w.value.clone()))
             .collect();
         if reverse {
             pending.reverse();

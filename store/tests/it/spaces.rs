@@ -3,7 +3,7 @@
 //! catalog. On every engine.
 
 use strata_codec::Limits;
-use strata_engine::{CommitError, Engine, Profile, RangeSpec, Snapshot};
+use strata_engine::{CommitError, Engine, Profile, RangeSpec, RowCursor, Snapshot};
 use strata_keys::KeyRange;
 use strata_keys::tuple::{self, Versionstamp};
 use strata_store::{RowKind, StoreError, StoreOptions};
@@ -94,6 +94,112 @@ engine_tests! {
                     (b"a".to_vec(), b"1".to_vec()),
                     (b"b".to_vec(), b"2".to_vec())
                 ]
+            );
+        });
+    }
+}
+
+type Rows = Vec<(Vec<u8>, Vec<u8>)>;
+
+/// Every row `tx.snapshot_cursor_in` lends, copied.
+fn lent<E: Engine>(
+    tx: &mut strata_store::Tx<'_, E>,
+    q: &strata_store::Space,
+    range: &KeyRange,
+    reverse: bool,
+) -> Result<Rows, StoreError> {
+    let mut rows = tx.snapshot_cursor_in(q, range, reverse)?;
+    let mut out = Vec::new();
+    while let Some(row) = rows.next_row() {
+        let (k, v) = row?;
+        out.push((k.to_vec(), v.to_vec()));
+    }
+    Ok(out)
+}
+
+fn rows(list: &[(&str, &str)]) -> Rows {
+    list.iter()
+        .map(|(k, v)| (k.as_bytes().to_vec(), v.as_bytes().to_vec()))
+        .collect()
+}
+
+engine_tests! {
+    fn a_space_cursor_lends_the_rows_with_the_transactions_own_writes() {
+        on_every_engine!(options(), |store, _clock| {
+            let q = store.space("ext.queue").unwrap();
+            let charged = store.space("ext.charged").unwrap();
+            store
+                .transact(|tx| {
+                    for (k, v) in [("a", "1"), ("c", "3"), ("e", "5"), ("g", "7")] {
+                        tx.put_in(&q, k.into(), v.into())?;
+                    }
+                    Ok::<_, StoreError>(())
+                })
+                .unwrap();
+            // Rows of another space never show.
+            store
+                .transact(|tx| tx.put_in(&charged, b"b".to_vec(), b"other".to_vec()))
+                .unwrap();
+            let all = KeyRange::prefix(&[]);
+            let mut tx = store.begin();
+            // Nothing of the transaction's own: the stored rows, either way,
+            // and a bounded range.
+            assert_eq!(
+                lent(&mut tx, &q, &all, false).unwrap(),
+                rows(&[("a", "1"), ("c", "3"), ("e", "5"), ("g", "7")])
+            );
+            assert_eq!(
+                lent(&mut tx, &q, &all, true).unwrap(),
+                rows(&[("g", "7"), ("e", "5"), ("c", "3"), ("a", "1")])
+            );
+            let middle = KeyRange {
+                start: b"b".to_vec(),
+                end: Some(b"f".to_vec()),
+            };
+            assert_eq!(
+                lent(&mut tx, &q, &middle, false).unwrap(),
+                rows(&[("c", "3"), ("e", "5")])
+            );
+            // A write outside the range changes nothing in it.
+            tx.put_in(&q, b"h".to_vec(), b"8".to_vec()).unwrap();
+            assert_eq!(
+                lent(&mut tx, &q, &middle, true).unwrap(),
+                rows(&[("e", "5"), ("c", "3")])
+            );
+            // Own writes in the range: a new row, a replaced one, a deleted
+            // one.
+            tx.put_in(&q, b"d".to_vec(), b"4".to_vec()).unwrap();
+            tx.put_in(&q, b"e".to_vec(), b"55".to_vec()).unwrap();
+            tx.delete_in(&q, b"c".to_vec()).unwrap();
+            assert_eq!(
+                lent(&mut tx, &q, &middle, false).unwrap(),
+                rows(&[("d", "4"), ("e", "55")])
+            );
+            assert_eq!(
+                lent(&mut tx, &q, &all, true).unwrap(),
+                rows(&[("h", "8"), ("g", "7"), ("e", "55"), ("d", "4"), ("a", "1")])
+            );
+            // A reader that stops early: the first row only.
+            {
+                let mut cursor = tx.snapshot_cursor_in(&q, &all, false).unwrap();
+                let (k, v) = cursor.next_row().unwrap().unwrap();
+                assert_eq!((k, v), (&b"a"[..], &b"1"[..]));
+            }
+            // A range whose start is above its end is refused.
+            let inverted = KeyRange {
+                start: b"z".to_vec(),
+                end: Some(b"a".to_vec()),
+            };
+            assert!(tx.snapshot_cursor_in(&q, &inverted, false).is_err());
+            // Nothing read through the cursor is pinned: another
+            // transaction's write into the range does not fail this one.
+            store
+                .transact(|t| t.put_in(&q, b"b".to_vec(), b"2".to_vec()))
+                .unwrap();
+            tx.commit().unwrap();
+            assert_eq!(
+                raw(store.engine(), "ext.queue"),
+                rows(&[("a", "1"), ("b", "2"), ("d", "4"), ("e", "55"), ("g", "7"), ("h", "8")])
             );
         });
     }
