@@ -67,15 +67,14 @@ impl<'s, E: Engine + 's> Tx<'s, E> {
     ///
     /// ```
     /// use strata_codec::Limits;
-    /// use strata_engine::{KeyspaceSpec, MemEngine, Profile, RowCursor};
+    /// use strata_engine::{MemEngine, Profile, RowCursor};
     /// use strata_keys::KeyRange;
-    /// use strata_store::{Space, Store, StoreOptions};
+    /// use strata_store::{Store, StoreOptions};
     ///
-    /// let options = StoreOptions::new(Limits::FOUNDATIONDB)
-    ///     .keyspace(KeyspaceSpec::new("queue", Profile::General));
+    /// let options = StoreOptions::new(Limits::FOUNDATIONDB).space("queue", Profile::General);
     /// let engine = MemEngine::open(options.keyspace_specs())?;
     /// let store = Store::open(&engine, options)?;
-    /// let queue = Space::new(&store, "queue", false)?;
+    /// let queue = store.space("queue")?;
     /// store.transact(|tx| tx.put_in(&queue, b"a".to_vec(), b"1".to_vec()))?;
     /// let mut tx = store.begin();
     /// tx.put_in(&queue, b"b".to_vec(), b"2".to_vec())?;
