@@ -2,7 +2,7 @@
 
 use std::collections::BTreeSet;
 
-use strata_engine::Engine;
+use strata_engine::{Engine, RowCursor};
 use strata_store::Tx;
 
 #[allow(clippy::wildcard_imports)]
@@ -128,16 +128,16 @@ impl<E: Engine> Outbox<'_, E> {
         let durable = self.store.engine().durable_version();
         let range = layout::entries_between(topic, after, Position::end_of(durable));
         let mut lag = Lag::default();
-        for (k, v) in tx
-            .snapshot_scan_in(&self.entries, &range, None, false)?
-            .rows
-        {
-            let pos = layout::entry_position(&k).ok_or_else(|| corrupt(OutboxRow::EntryKey, &k))?;
+        // Streamed: a backlog of any size is counted in constant memory.
+        let mut rows = tx.snapshot_cursor_in(&self.entries, &range, false)?;
+        while let Some(row) = rows.next_row() {
+            let (k, v) = row.map_err(strata_store::StoreError::from)?;
+            let pos = layout::entry_position(k).ok_or_else(|| corrupt(OutboxRow::EntryKey, k))?;
             if done.contains(&pos) {
                 continue;
             }
             let (pushed_ms, _, _) =
-                layout::read_entry_value(&v).ok_or_else(|| corrupt(OutboxRow::EntryValue, &k))?;
+                layout::read_entry_value(v).ok_or_else(|| corrupt(OutboxRow::EntryValue, k))?;
             lag.entries += 1;
             lag.oldest_age_ms = lag.oldest_age_ms.max(now.saturating_sub(pushed_ms));
         }
