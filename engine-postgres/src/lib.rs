@@ -210,6 +210,9 @@ pub(crate) struct LastMessageError {
     pub(crate) message: String,
     /// The server refused the commit by one of the engine's functions.
     pub(crate) refusal: Option<one_trip::Refusal>,
+    /// The server found one of the engine's functions or procedures
+    /// missing (SQLSTATE `42883`): nothing of the commit ran.
+    pub(crate) missing_function: bool,
 }
 
 /// A fault the tests put in the way of the next commit's last message (its
@@ -530,6 +533,7 @@ impl PostgresEngine {
             connection_lost: is_connection_error(&e),
             message: describe(&e),
             refusal: one_trip::Refusal::of(&e),
+            missing_function: e.code() == Some(&postgres::error::SqlState::UNDEFINED_FUNCTION),
         });
         #[cfg(feature = "test-server")]
         if let Some(f) = fault
@@ -540,6 +544,7 @@ impl PostgresEngine {
                 connection_lost: true,
                 message: "the commit's reply was lost (a fault of the tests)".into(),
                 refusal: None,
+                missing_function: false,
             });
         }
         answer
@@ -592,6 +597,18 @@ impl PostgresEngine {
     /// A fresh connection outside the pool's count.
     pub(crate) fn fresh(&self) -> Result<pool::Conn, PoolError> {
         self.pool.connect()
+    }
+
+    /// Installs again what a commit found missing of the engine's
+    /// functions and procedures (dropped by hand since the open), on a new
+    /// connection. (A call prepared before the drop needs nothing more:
+    /// the server resolves the procedure's name again when it runs.)
+    pub(crate) fn reinstall(&self) -> Result<(), String> {
+        let mut conn = self.fresh().map_err(|e| e.to_string())?;
+        let mut txn = conn.client.transaction().map_err(|e| describe(&e))?;
+        install(&mut txn, &self.tables).map_err(|e| describe(&e))?;
+        txn.commit().map_err(|e| describe(&e))?;
+        Ok(())
     }
 
     pub(crate) fn seen(&self, version: u64) {
@@ -660,27 +677,26 @@ fn create(
         .map_err(boxed)?;
         tables.push(table);
     }
-    // The functions a commit in one round trip calls; installed once (the
-    // role needs `CREATE` only then).
-    let installed: bool = txn
-        .query_one(one_trip::FUNCTIONS_PRESENT, &[])
-        .map_err(boxed)?
-        .get(0);
-    if !installed {
-        txn.batch_execute(one_trip::FUNCTIONS).map_err(boxed)?;
-    }
-    for table in &tables {
-        let installed: bool = txn
-            .query_one(&one_call::present_sql(table), &[])
-            .map_err(boxed)?
-            .get(0);
-        if !installed {
-            txn.batch_execute(&one_call::create_sql(table))
-                .map_err(boxed)?;
-        }
-    }
+    install(&mut txn, &tables).map_err(boxed)?;
     txn.commit().map_err(boxed)?;
     Ok(tables)
+}
+
+/// Installs the functions a commit in one round trip calls and the
+/// procedure of each of `tables`, those missing only (the role needs
+/// `CREATE` only then).
+fn install(txn: &mut postgres::Transaction<'_>, tables: &[String]) -> Result<(), postgres::Error> {
+    let installed: bool = txn.query_one(one_trip::FUNCTIONS_PRESENT, &[])?.get(0);
+    if !installed {
+        txn.batch_execute(one_trip::FUNCTIONS)?;
+    }
+    for table in tables {
+        let installed: bool = txn.query_one(&one_call::present_sql(table), &[])?.get(0);
+        if !installed {
+            txn.batch_execute(&one_call::create_sql(table))?;
+        }
+    }
+    Ok(())
 }
 
 /// Refuses a commit that writes a key or value this engine cannot store,

@@ -209,7 +209,7 @@ impl PostgresEngine {
         send: impl Fn(&mut Pooled<'_>, &crate::CommitToken) -> Result<Option<u64>, LastMessageError>,
     ) -> Result<CommitInfo, CommitError> {
         let immediate = commit.durability == Durability::Immediate;
-        let mut resent = false;
+        let (mut resent, mut reinstalled) = (false, false);
         loop {
             let token = self.mint_token();
             let mut pooled = self.pooled().map_err(|e| CommitError::Backend(boxed(e)))?;
@@ -248,6 +248,18 @@ impl PostgresEngine {
                     // the same server: the new send takes a new one.
                     self.reconnect();
                     resent = true;
+                }
+                Fate::Aborted if e.missing_function && !reinstalled => {
+                    // A function or procedure of the engine's was dropped
+                    // since the open: installed again, the commit is sent
+                    // again (its first token is claimed, never applied).
+                    tracing::warn!(error = %msg, "a function of the engine's is missing: installing it again");
+                    if let Err(why) = self.reinstall() {
+                        return Err(GroupFailed::not_applied(&format!(
+                            "{msg}; installing the engine's functions again failed: {why}"
+                        )));
+                    }
+                    reinstalled = true;
                 }
                 Fate::Committed(Some(version)) => {
                     return self

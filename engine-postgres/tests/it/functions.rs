@@ -1,0 +1,110 @@
+//! The engine's server-side functions and procedure dropped by hand while
+//! an engine is open: the next commit that needs one installs it again and
+//! is applied once, under the next version, its first attempt claimed as
+//! never applied.
+
+use strata_engine::{
+    Commit, CommitError, Durability, Engine, KeyspaceSpec, Mutation, Predicate, Profile, Snapshot,
+};
+use strata_engine_postgres::PostgresOptions;
+
+fn one(c: &mut postgres::Client, sql: &str) -> i64 {
+    c.query_one(sql, &[]).unwrap().get(0)
+}
+
+/// Commit tokens claimed as never applied.
+const CLAIMED: &str = "SELECT count(*) FROM strata_commits WHERE NOT applied";
+
+#[test]
+fn dropped_functions_are_installed_again_and_the_commit_applied_once() {
+    let (_server, config, e) = super::open(
+        "dropped_functions",
+        vec![KeyspaceSpec::new("kv", Profile::General)],
+        PostgresOptions::default(),
+    );
+    let kv = e.keyspace("kv").unwrap();
+    let mut admin = config.connect(postgres::NoTls).unwrap();
+    // A first commit through the procedure: its call is prepared on the
+    // connection it took, which goes back to the pool.
+    let first = e
+        .commit(Commit::new().put(kv, b"a".to_vec(), b"1".to_vec()))
+        .unwrap()
+        .version;
+
+    // The procedure dropped: the next put finds it missing.
+    let procedure: String = admin
+        .query_one(
+            "SELECT proname::text FROM pg_proc WHERE proname LIKE 'strata_ks_%_write_v1'",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    admin
+        .batch_execute(&format!("DROP PROCEDURE {procedure}"))
+        .unwrap();
+    let claimed = one(&mut admin, CLAIMED);
+    let put = e
+        .commit(
+            Commit::new()
+                .put(kv, b"b".to_vec(), b"2".to_vec())
+                .delete(kv, b"a".to_vec())
+                .durability(Durability::Immediate),
+        )
+        .unwrap_or_else(|err| panic!("a commit after the procedure was dropped: {err}"));
+    assert_eq!(put.version, first + 1, "applied once, at the next version");
+    assert!(put.durable);
+    assert_eq!(
+        one(&mut admin, CLAIMED),
+        claimed + 1,
+        "the first try's token claimed"
+    );
+    let installed = format!("SELECT count(*) FROM pg_proc WHERE proname = '{procedure}'");
+    assert_eq!(one(&mut admin, &installed), 1, "the procedure is back");
+    let snap = e.snapshot().unwrap();
+    assert_eq!(snap.get(kv, b"a").unwrap(), None);
+    assert_eq!(snap.get(kv, b"b").unwrap(), Some(b"2".to_vec()));
+    drop(snap);
+
+    // The predicate and counter functions dropped: a commit with a
+    // predicate and a counter finds them missing.
+    admin
+        .batch_execute("DROP FUNCTION strata_check_v1; DROP FUNCTION strata_add_v1")
+        .unwrap();
+    let claimed = one(&mut admin, CLAIMED);
+    let checked = e
+        .commit(
+            Commit::new()
+                .require(Predicate::Absent {
+                    ks: kv,
+                    key: b"a".to_vec(),
+                })
+                .mutate(Mutation::Add {
+                    ks: kv,
+                    key: b"n".to_vec(),
+                    delta: 5,
+                }),
+        )
+        .unwrap_or_else(|err| panic!("a commit after the functions were dropped: {err}"));
+    assert_eq!(checked.version, put.version + 1);
+    assert_eq!(one(&mut admin, CLAIMED), claimed + 1);
+    // Installed again, they work: a predicate that fails is a conflict
+    // again, and the counter adds.
+    let failing = e.commit(Commit::new().require(Predicate::Absent {
+        ks: kv,
+        key: b"b".to_vec(),
+    }));
+    assert!(
+        matches!(failing, Err(CommitError::Conflict { index: 0, .. })),
+        "{failing:?}"
+    );
+    e.commit(Commit::new().mutate(Mutation::Add {
+        ks: kv,
+        key: b"n".to_vec(),
+        delta: -7,
+    }))
+    .unwrap();
+    assert_eq!(
+        e.snapshot().unwrap().get(kv, b"n").unwrap(),
+        Some((-2i64).to_le_bytes().to_vec())
+    );
+}
