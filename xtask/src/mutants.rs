@@ -181,6 +181,31 @@ fn target_dir() -> PathBuf {
     )
 }
 
+/// The working tree's changes since `rev` (a commit, a branch), as a diff
+/// of the Rust sources written under `reports`: cargo-mutants' `--in-diff`
+/// then mutates only the lines it touches.
+fn write_diff(rev: &str, reports: &Path) -> Result<PathBuf, String> {
+    let out = Command::new("git")
+        .args(["diff", "--no-color", "--no-ext-diff", rev, "--", "*.rs"])
+        .output()
+        .map_err(|e| format!("could not run git: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "git diff {rev} failed: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    std::fs::create_dir_all(reports).map_err(|e| format!("creating {}: {e}", reports.display()))?;
+    let path = reports.join("since.diff");
+    std::fs::write(&path, &out.stdout).map_err(|e| format!("writing {}: {e}", path.display()))?;
+    println!(
+        "xtask: only the lines changed since {rev} ({} bytes of diff in {})",
+        out.stdout.len(),
+        path.display()
+    );
+    Ok(path)
+}
+
 /// cargo-mutants, installed from crates.io when missing.
 fn ensure_cargo_mutants() -> Result<(), String> {
     let present = Command::new(crate::cargo())
@@ -216,6 +241,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
     let mut shard: Option<String> = None;
     // None: cargo-mutants' own, from the unmutated tests' time.
     let mut timeout: Option<String> = None;
+    let mut since: Option<String> = None;
     let mut it = args.iter();
     while let Some(a) = it.next() {
         let mut value = || it.next().cloned().ok_or(format!("{a} needs a value"));
@@ -223,6 +249,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
             "-p" | "--package" => crates.push(value()?),
             "--shard" => shard = Some(value()?),
             "--timeout" => timeout = Some(value()?),
+            "--since" => since = Some(value()?),
             other => return Err(format!("unknown argument {other:?}")),
         }
     }
@@ -236,6 +263,10 @@ pub fn run(args: &[String]) -> Result<(), String> {
     let target = target_dir();
     let reports = target.join("mutants-out");
     println!("xtask: mutants built in {}", target.display());
+    let diff = match &since {
+        Some(rev) => Some(write_diff(rev, &reports)?),
+        None => None,
+    };
     let mut outcomes = Vec::new();
     for krate in &crates {
         let name = match &shard {
@@ -264,6 +295,9 @@ pub fn run(args: &[String]) -> Result<(), String> {
         }
         if let Some(s) = &shard {
             cmd_args.extend(["--shard".to_owned(), s.clone()]);
+        }
+        if let Some(d) = &diff {
+            cmd_args.extend(["--in-diff".to_owned(), d.display().to_string()]);
         }
         if FILTERED.contains(&krate.as_str()) {
             cmd_args.extend([
