@@ -108,3 +108,57 @@ fn dropped_functions_are_installed_again_and_the_commit_applied_once() {
         Some((-2i64).to_le_bytes().to_vec())
     );
 }
+
+/// Not every failure is a missing function: a keyspace table dropped by
+/// hand fails the commit as not applied, with one token claimed (it is not
+/// sent again), and reopening creates the table again.
+#[test]
+fn a_dropped_table_fails_the_commit_once_and_reopening_creates_it() {
+    let specs = || vec![KeyspaceSpec::new("kv", Profile::General)];
+    let (_server, config, e) = super::open("dropped_table", specs(), PostgresOptions::default());
+    let kv = e.keyspace("kv").unwrap();
+    let mut admin = config.connect(postgres::NoTls).unwrap();
+    let first = e
+        .commit(Commit::new().put(kv, b"a".to_vec(), b"1".to_vec()))
+        .unwrap()
+        .version;
+    let table: String = admin
+        .query_one(
+            "SELECT relname::text FROM pg_class WHERE relname LIKE 'strata_ks_%' AND relkind = 'r'",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    admin.batch_execute(&format!("DROP TABLE {table}")).unwrap();
+    let claimed = one(&mut admin, CLAIMED);
+    let err = e
+        .commit(
+            Commit::new()
+                .put(kv, b"b".to_vec(), b"2".to_vec())
+                .durability(Durability::Immediate),
+        )
+        .unwrap_err();
+    assert!(matches!(err, CommitError::Backend(_)), "{err}");
+    assert_eq!(
+        one(&mut admin, CLAIMED),
+        claimed + 1,
+        "claimed once: a failure that is not a missing function is not sent again"
+    );
+    drop(e);
+    let e = strata_engine_postgres::PostgresEngine::open(
+        config.clone(),
+        specs(),
+        PostgresOptions::default(),
+    )
+    .unwrap();
+    let kv = e.keyspace("kv").unwrap();
+    let next = e
+        .commit(Commit::new().put(kv, b"c".to_vec(), b"3".to_vec()))
+        .unwrap();
+    assert_eq!(next.version, first + 1, "the failed commit took no version");
+    assert_eq!(
+        e.snapshot().unwrap().get(kv, b"c").unwrap(),
+        Some(b"3".to_vec())
+    );
+    assert_eq!(e.snapshot().unwrap().get(kv, b"b").unwrap(), None);
+}
