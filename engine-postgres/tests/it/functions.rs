@@ -162,3 +162,56 @@ fn a_dropped_table_fails_the_commit_once_and_reopening_creates_it() {
     );
     assert_eq!(e.snapshot().unwrap().get(kv, b"b").unwrap(), None);
 }
+
+/// A commit in one message that fails on the server with a statement
+/// error (its keyspace's table dropped by hand) leaves its session rolled
+/// back: the next commits on the engine, through the same pool, succeed.
+#[test]
+fn a_statement_error_leaves_the_session_usable() {
+    let (_server, config, e) = super::open(
+        "statement_error",
+        vec![
+            KeyspaceSpec::new("gone", Profile::General),
+            KeyspaceSpec::new("kept", Profile::General),
+        ],
+        PostgresOptions::default(),
+    );
+    let (gone, kept) = (e.keyspace("gone").unwrap(), e.keyspace("kept").unwrap());
+    let mut admin = config.connect(postgres::NoTls).unwrap();
+    let id: i32 = admin
+        .query_one(
+            "SELECT id FROM strata_keyspaces WHERE name = 'gone'::bytea",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    admin
+        .batch_execute(&format!("DROP TABLE strata_ks_{id}"))
+        .unwrap();
+    // With a predicate: the commit goes as one message of SQL, inside a
+    // transaction the server aborts at the missing table.
+    let absent = |ks| Predicate::Absent {
+        ks,
+        key: b"never".to_vec(),
+    };
+    let err = e
+        .commit(
+            Commit::new()
+                .require(absent(gone))
+                .put(gone, b"a".to_vec(), b"1".to_vec()),
+        )
+        .unwrap_err();
+    assert!(matches!(err, CommitError::Backend(_)), "{err}");
+    for i in 0..4u8 {
+        e.commit(
+            Commit::new()
+                .require(absent(kept))
+                .put(kept, vec![i], vec![i]),
+        )
+        .unwrap_or_else(|err| panic!("commit {i} after the statement error: {err}"));
+    }
+    assert_eq!(
+        e.snapshot().unwrap().get(kept, &[3]).unwrap(),
+        Some(vec![3])
+    );
+}
