@@ -43,6 +43,21 @@ where
     Merged(Merged),
 }
 
+impl<'a, 's, E: Engine + 's> std::fmt::Debug for SpaceCursor<'a, 's, E>
+where
+    E::Snapshot<'s>: 'a,
+{
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let lends = match self.rows {
+            SpaceRows::Engine(_) => "the engine's rows",
+            SpaceRows::Merged(_) => "rows merged with the transaction's writes",
+        };
+        f.debug_struct("SpaceCursor")
+            .field("lends", &lends)
+            .finish_non_exhaustive()
+    }
+}
+
 impl<'a, 's, E: Engine + 's> RowCursor for SpaceCursor<'a, 's, E>
 where
     E::Snapshot<'s>: 'a,

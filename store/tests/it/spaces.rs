@@ -160,8 +160,17 @@ engine_tests! {
                 lent(&mut tx, &q, &middle, false).unwrap(),
                 rows(&[("c", "3"), ("e", "5")])
             );
-            // A write outside the range changes nothing in it.
+            {
+                let cursor = tx.snapshot_cursor_in(&q, &middle, false).unwrap();
+                assert!(format!("{cursor:?}").contains("engine's rows"), "{cursor:?}");
+            }
+            // A write outside the range changes nothing in it (the
+            // engine's rows are still lent as they are).
             tx.put_in(&q, b"h".to_vec(), b"8".to_vec()).unwrap();
+            {
+                let cursor = tx.snapshot_cursor_in(&q, &middle, true).unwrap();
+                assert!(format!("{cursor:?}").contains("engine's rows"), "{cursor:?}");
+            }
             assert_eq!(
                 lent(&mut tx, &q, &middle, true).unwrap(),
                 rows(&[("e", "5"), ("c", "3")])
@@ -179,9 +188,11 @@ engine_tests! {
                 lent(&mut tx, &q, &all, true).unwrap(),
                 rows(&[("h", "8"), ("g", "7"), ("e", "55"), ("d", "4"), ("a", "1")])
             );
-            // A reader that stops early: the first row only.
+            // A reader that stops early: the first row only. (Its
+            // `Debug` says it merges: the transaction wrote in the range.)
             {
                 let mut cursor = tx.snapshot_cursor_in(&q, &all, false).unwrap();
+                assert!(format!("{cursor:?}").contains("merged"), "{cursor:?}");
                 let (k, v) = cursor.next_row().unwrap().unwrap();
                 assert_eq!((k, v), (&b"a"[..], &b"1"[..]));
             }
