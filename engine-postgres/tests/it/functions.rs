@@ -4,41 +4,60 @@
 //! never applied.
 
 use strata_engine::{
-    Commit, CommitError, Durability, Engine, KeyspaceSpec, Mutation, Predicate, Profile, Snapshot,
+    Commit, CommitError, Durability, Engine, Keyspace, KeyspaceSpec, Mutation, Predicate, Profile,
+    Snapshot,
 };
-use strata_engine_postgres::PostgresOptions;
+use strata_engine_postgres::{PostgresEngine, PostgresOptions};
 
 fn one(c: &mut postgres::Client, sql: &str) -> i64 {
+    c.query_one(sql, &[]).unwrap().get(0)
+}
+
+/// The text in the first column of the one row `sql` answers.
+fn text(c: &mut postgres::Client, sql: &str) -> String {
     c.query_one(sql, &[]).unwrap().get(0)
 }
 
 /// Commit tokens claimed as never applied.
 const CLAIMED: &str = "SELECT count(*) FROM strata_commits WHERE NOT applied";
 
-#[test]
-fn dropped_functions_are_installed_again_and_the_commit_applied_once() {
-    let (_server, config, e) = super::open(
-        "dropped_functions",
-        vec![KeyspaceSpec::new("kv", Profile::General)],
-        PostgresOptions::default(),
-    );
+fn one_keyspace() -> Vec<KeyspaceSpec> {
+    vec![KeyspaceSpec::new("kv", Profile::General)]
+}
+
+/// An engine with keyspace `kv` on a new database (and the server, kept
+/// running while held), an administrator's connection to it, and the
+/// version of a first put (through the procedure: its call is prepared on
+/// the connection it took, which goes back to the pool).
+fn with_a_first_put(
+    label: &str,
+) -> (
+    std::sync::Arc<strata_engine_postgres::testing::TestServer>,
+    postgres::Config,
+    PostgresEngine,
+    Keyspace,
+    postgres::Client,
+    u64,
+) {
+    let (server, config, e) = super::open(label, one_keyspace(), PostgresOptions::default());
     let kv = e.keyspace("kv").unwrap();
-    let mut admin = config.connect(postgres::NoTls).unwrap();
-    // A first commit through the procedure: its call is prepared on the
-    // connection it took, which goes back to the pool.
+    let admin = config.connect(postgres::NoTls).unwrap();
     let first = e
         .commit(Commit::new().put(kv, b"a".to_vec(), b"1".to_vec()))
         .unwrap()
         .version;
+    (server, config, e, kv, admin, first)
+}
+
+#[test]
+fn dropped_functions_are_installed_again_and_the_commit_applied_once() {
+    let (_server, _, e, kv, mut admin, first) = with_a_first_put("dropped_functions");
 
     // The procedure dropped: the next put finds it missing.
-    let procedure: String = admin
-        .query_one(
-            "SELECT proname::text FROM pg_proc WHERE proname LIKE 'strata_ks_%_write_v1'",
-            &[],
-        )
-        .unwrap()
-        .get(0);
+    let procedure = text(
+        &mut admin,
+        "SELECT proname::text FROM pg_proc WHERE proname LIKE 'strata_ks_%_write_v1'",
+    );
     admin
         .batch_execute(&format!("DROP PROCEDURE {procedure}"))
         .unwrap();
@@ -114,21 +133,11 @@ fn dropped_functions_are_installed_again_and_the_commit_applied_once() {
 /// sent again), and reopening creates the table again.
 #[test]
 fn a_dropped_table_fails_the_commit_once_and_reopening_creates_it() {
-    let specs = || vec![KeyspaceSpec::new("kv", Profile::General)];
-    let (_server, config, e) = super::open("dropped_table", specs(), PostgresOptions::default());
-    let kv = e.keyspace("kv").unwrap();
-    let mut admin = config.connect(postgres::NoTls).unwrap();
-    let first = e
-        .commit(Commit::new().put(kv, b"a".to_vec(), b"1".to_vec()))
-        .unwrap()
-        .version;
-    let table: String = admin
-        .query_one(
-            "SELECT relname::text FROM pg_class WHERE relname LIKE 'strata_ks_%' AND relkind = 'r'",
-            &[],
-        )
-        .unwrap()
-        .get(0);
+    let (_server, config, e, kv, mut admin, first) = with_a_first_put("dropped_table");
+    let table = text(
+        &mut admin,
+        "SELECT relname::text FROM pg_class WHERE relname LIKE 'strata_ks_%' AND relkind = 'r'",
+    );
     admin.batch_execute(&format!("DROP TABLE {table}")).unwrap();
     let claimed = one(&mut admin, CLAIMED);
     let err = e
@@ -145,12 +154,7 @@ fn a_dropped_table_fails_the_commit_once_and_reopening_creates_it() {
         "claimed once: a failure that is not a missing function is not sent again"
     );
     drop(e);
-    let e = strata_engine_postgres::PostgresEngine::open(
-        config.clone(),
-        specs(),
-        PostgresOptions::default(),
-    )
-    .unwrap();
+    let e = PostgresEngine::open(config, one_keyspace(), PostgresOptions::default()).unwrap();
     let kv = e.keyspace("kv").unwrap();
     let next = e
         .commit(Commit::new().put(kv, b"c".to_vec(), b"3".to_vec()))
