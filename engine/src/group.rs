@@ -425,7 +425,7 @@ const YIELDS: usize = 64;
 /// (a few hundred microseconds on a busy machine, less on an idle one),
 /// then a sleep, so a long sync costs no more processor than that. Issue
 /// 40's writers table, redb, 16 writers: 0.55–0.61 of the group-commit
-/// ceiling sleeping at once, 0.75–0.79 yielding first.
+/// ceiling sleeping at once, 0.72–0.76 yielding first.
 const WAIT_YIELDS: usize = 400;
 
 fn missing() -> CommitError {
