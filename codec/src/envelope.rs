@@ -757,8 +757,30 @@ pub fn decode_opened_owned<T: Value>(header: Header, bytes: Vec<u8>) -> Result<T
     T::decode_body_owned(header.version, bytes, header.len)
 }
 
-/// The checks of [`decode_opened`] before the body is read.
-fn check_opened<T: Value>(header: Header) -> Result<(), DecodeError> {
+/// The checks of [`decode_opened`] before the body is read: not chunked,
+/// `T`'s codec, a schema version `T` reads. For a reader that lends the
+/// body undecoded and must refuse what `T` could not decode.
+///
+/// ```
+/// use serde::{Deserialize, Serialize};
+/// use strata_codec::{check_opened, encode, open, value, DecodeError, DecodeOptions, EncodeOptions};
+///
+/// #[derive(Serialize, Deserialize)]
+/// struct Note { text: String }
+/// value!(Note: json, version = 1);
+///
+/// let mut bytes = Vec::new();
+/// encode(&b"raw".to_vec(), b"k", EncodeOptions::default(), &mut bytes).unwrap();
+/// let (header, body) = open(b"k", &bytes, DecodeOptions::default()).unwrap();
+/// check_opened::<Vec<u8>>(header).unwrap();
+/// assert_eq!(body, b"raw");
+/// assert!(matches!(check_opened::<Note>(header), Err(DecodeError::WrongCodec { .. })));
+/// ```
+///
+/// # Errors
+/// [`DecodeError::Chunked`], [`DecodeError::WrongCodec`],
+/// [`DecodeError::NewerVersion`].
+pub fn check_opened<T: Value>(header: Header) -> Result<(), DecodeError> {
     if header.chunked {
         return Err(DecodeError::Chunked);
     }

@@ -91,8 +91,8 @@ pub use chunk::{
 };
 pub use envelope::{
     ChecksumCheck, Codec, DecodeError, DecodeOptions, EncodeError, EncodeOptions, FLAG_KEYLESS,
-    FORMAT_V1, Header, Value, decode, decode_opened, decode_opened_owned, decode_with,
-    decode_with_header, encode, encode_keyless, open, verify,
+    FORMAT_V1, Header, Value, check_opened, decode, decode_opened, decode_opened_owned,
+    decode_with, decode_with_header, encode, encode_keyless, open, verify,
 };
 pub use limits::{BatchSize, Limit, LimitExceeded, Limits, RowSize, stored_size};
 

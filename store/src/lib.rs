@@ -88,7 +88,7 @@ pub use ops::{
     BulkCursor, BulkError, BulkNonAtomic, BulkReport, ScopeUsage, SweepCursor, SweepReport,
 };
 pub use options::{RetryPolicy, ScopeFn, StoreOptions};
-pub use read::{Cursor, Expiring, Page, RawValue, ReadView, Scan, ScanIter};
+pub use read::{Cursor, Expiring, LentValue, Page, RawValue, ReadView, Scan, ScanIter};
 pub use space::{CatalogEntry, Space};
 pub use store::Store;
 pub use tx::{Expiry, RawPage, SpaceCursor, Tx};

@@ -5,8 +5,8 @@ use std::marker::PhantomData;
 use std::ops::Bound;
 
 use strata_codec::{
-    ChecksumCheck, ChunkLayout, DecodeOptions, Header, Value, decode_opened, decode_opened_owned,
-    decode_with, open, verify,
+    ChecksumCheck, ChunkLayout, DecodeOptions, Header, Value, check_opened, decode_opened_owned,
+    open, verify,
 };
 use strata_engine::{Engine, RangeSpec, RowCursor, Snapshot};
 use strata_keys::{Key, KeyRange};
@@ -326,25 +326,78 @@ impl<E: Engine, K> ScanIter<'_, '_, E, K> {
     }
 }
 
-impl<E, K> Iterator for ScanIter<'_, '_, E, K>
+impl<E, K> ScanIter<'_, '_, E, K>
 where
     E: Engine,
     K: Key,
     K::Value: Value,
 {
-    type Item = Result<(K, K::Value), StoreError>;
+    /// Hands every remaining entry to `f` with its value lent, not
+    /// decoded: the body borrowed from the engine's buffer until `f`
+    /// returns (no copy, no allocation for a value stored in one row),
+    /// checked as [`ScanIter`]'s items are (the checksum, unless the store
+    /// skips it; the codec and schema version of `K::Value`). The rows,
+    /// the limit, [`ScanIter::more`], [`ScanIter::cursor`] and skipped
+    /// rows are those of the iterator, and the two can be mixed. `f`
+    /// stops the scan by returning an error of its own; the cursor is then
+    /// after the entry it was given.
+    ///
+    /// ```
+    /// use strata_codec::Limits;
+    /// use strata_engine::MemEngine;
+    /// use strata_keys::tuple_key;
+    /// use strata_store::{Scan, Store, StoreError, StoreOptions};
+    ///
+    /// #[derive(Debug, Clone, PartialEq)]
+    /// struct Blob { id: u64 }
+    /// tuple_key! { Blob -> Vec<u8> = ("blob", {id}); }
+    ///
+    /// let options = StoreOptions::new(Limits::FOUNDATIONDB);
+    /// let store = Store::open(MemEngine::open(options.keyspace_specs())?, options)?;
+    /// store.put(&Blob { id: 1 }, &b"first".to_vec())?;
+    /// store.put(&Blob { id: 2 }, &b"second".to_vec())?;
+    ///
+    /// let view = store.read()?;
+    /// let mut scan = view.scan::<Blob>(&Scan::prefix(b"").limit(10))?;
+    /// let mut total = 0;
+    /// scan.try_for_each_lent(|key, value| {
+    ///     // A raw value's body is the value itself: summed in place.
+    ///     total += key.id as usize * value.body().len();
+    ///     Ok::<_, StoreError>(())
+    /// })?;
+    /// assert_eq!(total, 5 + 2 * 6);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// # Errors
+    /// The first error of the scan (as the iterator's error items), or
+    /// the first `f` returns.
+    pub fn try_for_each_lent<Er, F>(&mut self, mut f: F) -> Result<(), Er>
+    where
+        Er: From<StoreError>,
+        F: FnMut(K, LentValue<'_, K::Value>) -> Result<(), Er>,
+    {
+        while let Some(entry) = self.next_with(&mut f) {
+            entry??;
+        }
+        Ok(())
+    }
 
-    fn next(&mut self) -> Option<Self::Item> {
+    /// The next entry, given to `f` with its value lent; what `f` returns.
+    fn next_with<R>(
+        &mut self,
+        f: impl FnOnce(K, LentValue<'_, K::Value>) -> R,
+    ) -> Option<Result<R, StoreError>> {
         while !self.done {
             let (key, meta) = match self.rows.next_row()? {
                 Ok(row) => row,
                 Err(e) => return Some(Err(e.into())),
             };
             let store = self.view.store;
+            let now = self.view.now;
             if self.left == 0 {
                 // Is there one more live row of this type beyond the limit?
-                if !live(meta, self.view.now) || (self.skip_other_types && K::unpack(key).is_err())
-                {
+                if !live(meta, now) || (self.skip_other_types && K::unpack(key).is_err()) {
                     continue;
                 }
                 self.more = true;
@@ -359,8 +412,7 @@ where
                 }
                 Err(e) => return Some(Err(StoreError::key::<K>(e))),
             };
-            match store.decode_row::<K, _>(&self.view.snap, key, Cow::Borrowed(meta), self.view.now)
-            {
+            match store.lend_row::<K, _>(&self.view.snap, key, meta, || now) {
                 Ok(None) => {}
                 Ok(Some(value)) => {
                     self.left -= 1;
@@ -372,7 +424,7 @@ where
                         last.clear();
                         last.extend_from_slice(key);
                     }
-                    return Some(Ok((typed, value)));
+                    return Some(Ok(f(typed, value)));
                 }
                 Err(e) => return Some(Err(e)),
             }
@@ -381,16 +433,100 @@ where
     }
 }
 
+impl<E, K> Iterator for ScanIter<'_, '_, E, K>
+where
+    E: Engine,
+    K: Key,
+    K::Value: Value,
+{
+    type Item = Result<(K, K::Value), StoreError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        self.next_with(|key, value| value.decode().map(|v| (key, v)))
+            .map(|entry| entry.and_then(|decoded| decoded))
+    }
+}
+
+/// A value lent by [`ScanIter::try_for_each_lent`]: its envelope,
+/// borrowed from the engine's buffer (a chunked value's assembled from its
+/// chunks), opened and checked but not decoded.
+pub struct LentValue<'a, V> {
+    /// The header of the envelope holding the body.
+    header: Header,
+    /// The value's expiry (a chunked value's, from its manifest).
+    expires_at: Option<u64>,
+    /// The whole envelope: header, then body.
+    envelope: Cow<'a, [u8]>,
+    /// The key type, for decode errors.
+    key_type: &'static str,
+    _value: PhantomData<fn() -> V>,
+}
+
+impl<V> LentValue<'_, V> {
+    /// The encoded body: for a raw value (`Vec<u8>`, `String`) the
+    /// value's own bytes; for a serde value its postcard or JSON bytes at
+    /// [`LentValue::version`], for a reader of its own (one that borrows
+    /// from them, say).
+    pub fn body(&self) -> &[u8] {
+        &self.envelope[self.header.len..]
+    }
+
+    /// The schema version the body was written at (at most the value
+    /// type's current one; an older body needs the type's migration,
+    /// which [`LentValue::decode`] applies).
+    pub fn version(&self) -> u16 {
+        self.header.version
+    }
+
+    /// When the value expires, in milliseconds since the epoch on the
+    /// store's clock; `None` when it never does.
+    pub fn expires_at(&self) -> Option<u64> {
+        self.expires_at
+    }
+}
+
+impl<V: Value> LentValue<'_, V> {
+    /// The value, decoded (and migrated from an older schema version), as
+    /// the scan's iterator returns it.
+    ///
+    /// # Errors
+    /// [`StoreError::Decode`]: the body does not decode as `V`.
+    pub fn decode(&self) -> Result<V, StoreError> {
+        V::decode_body(self.header.version, self.body()).map_err(|source| StoreError::Decode {
+            key_type: self.key_type,
+            source,
+        })
+    }
+}
+
+impl<V> std::fmt::Debug for LentValue<'_, V> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LentValue")
+            .field("key_type", &self.key_type)
+            .field("version", &self.header.version)
+            .field("expires_at", &self.expires_at)
+            .field("body_len", &self.body().len())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Whether the value whose envelope has `header` is expired at `now`
+/// (read only when it has an expiry).
+fn expired(header: &Header, now: impl FnOnce() -> u64) -> bool {
+    !strata_engine::fault_point!("expired-still-visible")
+        && header.expires_at.is_some()
+        && header.is_expired(now())
+}
+
 impl<E: Engine> Store<E> {
     /// Decodes the data row `meta` stored at `key`, assembling chunks from
     /// `snap` when it is a chunk manifest; `None` when expired at `now`.
-    /// A row taken by value keeps its buffer (a raw value); a lent row is
-    /// decoded in place.
+    /// The row's buffer is kept by a value that can (a raw value).
     pub(crate) fn decode_row<K, S>(
         &self,
         snap: &S,
         key: &[u8],
-        meta: Cow<'_, [u8]>,
+        meta: Vec<u8>,
         now: u64,
     ) -> Result<Option<K::Value>, StoreError>
     where
@@ -419,7 +555,7 @@ impl<E: Engine> Store<E> {
         let bytes = key.pack().map_err(StoreError::key::<K>)?;
         match snap.get(self.data, &bytes)? {
             None => Ok(None),
-            Some(meta) => self.decode_row_expiring::<K, S>(snap, &bytes, Cow::Owned(meta), now),
+            Some(meta) => self.decode_row_expiring::<K, S>(snap, &bytes, meta, now),
         }
     }
 
@@ -431,7 +567,7 @@ impl<E: Engine> Store<E> {
         &self,
         snap: &S,
         key: &[u8],
-        meta: Cow<'_, [u8]>,
+        meta: Vec<u8>,
         now: impl Fn() -> u64,
     ) -> Result<Option<Expiring<K::Value>>, StoreError>
     where
@@ -443,45 +579,84 @@ impl<E: Engine> Store<E> {
             key_type: K::NAME,
             source,
         };
+        // The header is parsed, and the checksum verified, once.
+        let (header, _) = open(key, &meta, self.options.decode_options()).map_err(decode_err)?;
+        if header.chunked {
+            return self
+                .lend_row::<K, S>(snap, key, &meta, now)?
+                .map(|lent| {
+                    lent.decode().map(|value| Expiring {
+                        value,
+                        expires_at: lent.expires_at,
+                    })
+                })
+                .transpose();
+        }
+        let value = decode_opened_owned::<K::Value>(header, meta).map_err(decode_err)?;
+        Ok((!expired(&header, now)).then_some(Expiring {
+            value,
+            expires_at: header.expires_at,
+        }))
+    }
+
+    /// The data row `meta` stored at `key`, opened and lent: the header
+    /// parsed and the checksum treated as the store's options say, the
+    /// codec and schema version checked against `K::Value`, the body
+    /// borrowed from `meta` (a chunk manifest's value assembled from
+    /// `snap`); `None` when expired at `now` (read only for a row that
+    /// has an expiry).
+    pub(crate) fn lend_row<'m, K, S>(
+        &self,
+        snap: &S,
+        key: &[u8],
+        meta: &'m [u8],
+        now: impl Fn() -> u64,
+    ) -> Result<Option<LentValue<'m, K::Value>>, StoreError>
+    where
+        K: Key,
+        K::Value: Value,
+        S: Snapshot,
+    {
+        let decode_err = |source| StoreError::Decode {
+            key_type: K::NAME,
+            source,
+        };
         let options = self.options.decode_options();
-        let visible_anyway = strata_engine::fault_point!("expired-still-visible");
-        let expired = |h: &Header| !visible_anyway && h.expires_at.is_some() && h.is_expired(now());
-        // The header is parsed, and the checksum verified, once. (A
-        // manifest must carry a checksum as any envelope the store writes.)
-        let (header, _) = open(key, &meta, options).map_err(decode_err)?;
+        let lent = |header: Header, expires_at, envelope| LentValue {
+            header,
+            expires_at,
+            envelope,
+            key_type: K::NAME,
+            _value: PhantomData,
+        };
+        // A manifest must carry a checksum as any envelope the store
+        // writes.
+        let (header, _) = open(key, meta, options).map_err(decode_err)?;
         if !header.chunked {
-            let value = match meta {
-                Cow::Owned(bytes) => decode_opened_owned::<K::Value>(header, bytes),
-                Cow::Borrowed(bytes) => decode_opened::<K::Value>(header, &bytes[header.len..]),
-            }
-            .map_err(decode_err)?;
-            return Ok((!expired(&header)).then_some(Expiring {
-                value,
-                expires_at: header.expires_at,
-            }));
+            check_opened::<K::Value>(header).map_err(decode_err)?;
+            return Ok((!expired(&header, now))
+                .then(|| lent(header, header.expires_at, Cow::Borrowed(meta))));
         }
         // A manifest's checksum is verified even when values' are not: it
         // says which chunk rows make the value.
         if options.checksum == ChecksumCheck::Skip {
-            verify(key, &meta).map_err(decode_err)?;
+            verify(key, meta).map_err(decode_err)?;
         }
-        if expired(&header) {
+        if expired(&header, now) {
             return Ok(None);
         }
         let rows = self.chunk_rows(snap, key)?;
-        let whole =
-            self.planner
-                .assemble(key, &meta, rows)
-                .map_err(|source| StoreError::Chunk {
-                    key_type: K::NAME,
-                    source,
-                })?;
-        let (value, _) =
-            decode_with::<K::Value>(key, &whole, DecodeOptions::default()).map_err(decode_err)?;
-        Ok(Some(Expiring {
-            value,
-            expires_at: header.expires_at,
-        }))
+        let whole = self
+            .planner
+            .assemble(key, meta, rows)
+            .map_err(|source| StoreError::Chunk {
+                key_type: K::NAME,
+                source,
+            })?;
+        // The whole value's own envelope, checksum verified.
+        let (inner, _) = open(key, &whole, DecodeOptions::default()).map_err(decode_err)?;
+        check_opened::<K::Value>(inner).map_err(decode_err)?;
+        Ok(Some(lent(inner, header.expires_at, whole)))
     }
 }
 

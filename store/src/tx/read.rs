@@ -1,6 +1,5 @@
 //! Reads: pinned by predicates, seeing the transaction's own writes.
 
-use std::borrow::Cow;
 use std::ops::Bound;
 
 use strata_codec::{Value, decode_with};
@@ -116,9 +115,7 @@ impl<'s, E: Engine + 's> Tx<'s, E> {
         };
         match meta {
             None => Ok(None),
-            Some(meta) => {
-                store.decode_row_expiring::<K, _>(self.snap()?, &bytes, Cow::Owned(meta), || now)
-            }
+            Some(meta) => store.decode_row_expiring::<K, _>(self.snap()?, &bytes, meta, || now),
         }
     }
 
@@ -233,7 +230,7 @@ impl<'s, E: Engine + 's> Tx<'s, E> {
                     }
                     Err(e) => return Err(StoreError::key::<K>(e)),
                 };
-                let value = store.decode_row::<K, _>(snap, &rk, Cow::Owned(meta), now)?;
+                let value = store.decode_row::<K, _>(snap, &rk, meta, now)?;
                 (rk, typed, value)
             };
             let Some(value) = value else { continue };

@@ -437,3 +437,206 @@ fn the_store_lends_its_clock_and_seeds_generators_from_its_own() {
     assert_eq!(a.last_version(), a.engine().last_version());
     assert!(a.last_version() > b.last_version());
 }
+
+fn blobs_of(actor: u64) -> Scan {
+    Scan::range_of(KeyRange::tuple_prefix(&tuple::pack(&(
+        ACTOR, actor, "blob",
+    ))))
+}
+
+/// The blob `id`: `len` bytes that differ from one blob to the next.
+fn blob(id: u64, len: usize) -> Vec<u8> {
+    (0..len)
+        .map(|i| u8::try_from((i as u64 * 31 + id * 7) % 256).unwrap())
+        .collect()
+}
+
+engine_tests! {
+    fn a_scan_lends_inline_and_chunked_values_and_pages_as_its_iterator() {
+        let limits = Limits {
+            max_value_bytes: 1_000,
+            ..Limits::FOUNDATIONDB
+        };
+        on_every_engine!(common::options(limits), |store, clock| {
+            // Blobs 0..6 of increasing size: 3 and 5 chunked; 4 expires.
+            let lens = [0, 10, 300, 2_500, 40, 5_500, 20];
+            for (id, len) in (0u64..6).zip(lens) {
+                let k = BlobKey { actor: 1, id };
+                if id == 4 {
+                    store.put_with_ttl(&k, &blob(id, len), 100).unwrap();
+                } else {
+                    store.put(&k, &blob(id, len)).unwrap();
+                }
+            }
+            store.put_with_ttl(&BlobKey { actor: 1, id: 6 }, &blob(6, 20), 10_000).unwrap();
+            store.put(&BlobKey { actor: 2, id: 0 }, &blob(99, 20)).unwrap();
+            clock.advance(100);
+            let expiry_of_6 = store
+                .get_with_expiry(&BlobKey { actor: 1, id: 6 })
+                .unwrap()
+                .unwrap()
+                .expires_at;
+            assert!(expiry_of_6.is_some());
+
+            for reverse in [false, true] {
+                let mut scan = blobs_of(1).limit(2);
+                if reverse {
+                    scan = scan.reverse();
+                }
+                let mut seen = Vec::new();
+                let mut pages = 0;
+                loop {
+                    let view = store.read().unwrap();
+                    let mut it = view.scan::<BlobKey>(&scan).unwrap();
+                    it.try_for_each_lent(|key, value| {
+                        let len = lens[usize::try_from(key.id).unwrap()];
+                        assert_eq!(value.body(), &blob(key.id, len)[..], "blob {}", key.id);
+                        assert_eq!(value.decode().unwrap(), value.body());
+                        assert_eq!(value.version(), 1);
+                        let want_expiry = if key.id == 6 { expiry_of_6 } else { None };
+                        assert_eq!(value.expires_at(), want_expiry, "blob {}", key.id);
+                        seen.push(key.id);
+                        Ok::<_, StoreError>(())
+                    })
+                    .unwrap();
+                    pages += 1;
+                    // The paging state is the iterator's: the same page
+                    // read by the iterator says the same.
+                    let page = store.scan::<BlobKey>(&scan).unwrap();
+                    assert_eq!(it.more(), page.more);
+                    assert_eq!(it.cursor(), page.cursor);
+                    if !it.more() {
+                        break;
+                    }
+                    scan = page.next(&scan).unwrap();
+                }
+                let mut want = vec![0, 1, 2, 3, 5, 6];
+                if reverse {
+                    want.reverse();
+                }
+                assert_eq!(seen, want, "reverse = {reverse}: blob 4 expired");
+                assert_eq!(pages, 3, "reverse = {reverse}");
+            }
+
+            // Lent and decoded entries mix in one scan.
+            let view = store.read().unwrap();
+            let mut it = view.scan::<BlobKey>(&blobs_of(1)).unwrap();
+            assert_eq!(it.next().unwrap().unwrap(), (BlobKey { actor: 1, id: 0 }, blob(0, 0)));
+            let mut lent = Vec::new();
+            let stopped = it.try_for_each_lent(|key, value| {
+                lent.push((key.id, value.body().len()));
+                if key.id == 3 { Err(Stop::Enough) } else { Ok(()) }
+            });
+            assert_eq!(stopped, Err(Stop::Enough));
+            assert_eq!(lent, vec![(1, 10), (2, 300), (3, 2_500)]);
+            assert_eq!(
+                it.cursor().unwrap().key_bytes(),
+                BlobKey { actor: 1, id: 3 }.pack().unwrap(),
+                "after the entry the callback stopped on"
+            );
+            assert_eq!(it.next().unwrap().unwrap(), (BlobKey { actor: 1, id: 5 }, blob(5, 5_500)));
+        });
+    }
+}
+
+/// How a test's callback stops a lending scan.
+#[derive(Debug, PartialEq)]
+enum Stop {
+    Enough,
+    Store(String),
+}
+
+impl From<StoreError> for Stop {
+    fn from(e: StoreError) -> Self {
+        Self::Store(e.to_string())
+    }
+}
+
+#[test]
+fn a_lending_scan_refuses_what_its_iterator_refuses_before_the_callback_sees_it() {
+    let (verified, _c) = common::mem(common::options(Limits::FOUNDATIONDB));
+    let (unverified, _c2) =
+        common::mem(common::options(Limits::FOUNDATIONDB).verify_checksums(false));
+    for store in [&verified, &unverified] {
+        let (data, _) = store.keyspaces();
+        store
+            .put(&BlobKey { actor: 1, id: 0 }, &blob(0, 8))
+            .unwrap();
+        let stored = |key: Vec<u8>| {
+            use strata_engine::Snapshot;
+            store
+                .engine()
+                .snapshot()
+                .unwrap()
+                .get(data, &key)
+                .unwrap()
+                .unwrap()
+        };
+        // Blob 1: a document's envelope (postcard, its checksum right)
+        // under a blob's key.
+        let mut doc_row = Vec::new();
+        strata_codec::encode(
+            &doc(1),
+            &BlobKey { actor: 1, id: 1 }.pack().unwrap(),
+            strata_codec::EncodeOptions::default(),
+            &mut doc_row,
+        )
+        .unwrap();
+        // Blob 2: blob 0's row copied under another key (the checksum
+        // covers the key).
+        let moved = stored(BlobKey { actor: 1, id: 0 }.pack().unwrap());
+        store
+            .engine()
+            .commit(
+                strata_engine::Commit::new()
+                    .put(data, BlobKey { actor: 1, id: 1 }.pack().unwrap(), doc_row)
+                    .put(data, BlobKey { actor: 1, id: 2 }.pack().unwrap(), moved),
+            )
+            .unwrap();
+    }
+    let lend = |store: &Store<strata_engine::MemEngine>, scan: &Scan| {
+        let view = store.read().unwrap();
+        let mut seen = Vec::new();
+        let result = view
+            .scan::<BlobKey>(scan)
+            .unwrap()
+            .try_for_each_lent(|key, value| {
+                seen.push((key.id, value.body().to_vec()));
+                Ok::<_, StoreError>(())
+            });
+        (seen, result)
+    };
+    for store in [&verified, &unverified] {
+        let (seen, result) = lend(store, &blobs_of(1));
+        assert_eq!(seen, vec![(0, blob(0, 8))]);
+        let err = result.unwrap_err();
+        assert!(
+            matches!(
+                err,
+                StoreError::Decode {
+                    key_type: "BlobKey",
+                    source: strata_codec::DecodeError::WrongCodec { .. }
+                }
+            ),
+            "{err:?}"
+        );
+    }
+    let after_the_doc = blobs_of(1).after(strata_store::Cursor::after(
+        BlobKey { actor: 1, id: 1 }.pack().unwrap(),
+    ));
+    let (seen, result) = lend(&verified, &after_the_doc);
+    assert!(seen.is_empty());
+    assert!(
+        matches!(
+            result,
+            Err(StoreError::Decode {
+                source: strata_codec::DecodeError::ChecksumMismatch { .. },
+                ..
+            })
+        ),
+        "{result:?}"
+    );
+    let (seen, result) = lend(&unverified, &after_the_doc);
+    result.unwrap();
+    assert_eq!(seen, vec![(2, blob(0, 8))], "unverified: lent as stored");
+}
