@@ -284,9 +284,13 @@ pub fn criterion_config(samples: usize) -> criterion::Criterion {
 }
 
 /// A bench's `main`: the interleaved A/B report, then criterion's
-/// `benches` unless `STRATA_AB_ONLY` is set (for a quick ratio check).
+/// `benches` unless `STRATA_AB_ONLY` is set (for a quick ratio check);
+/// `STRATA_CRITERION_ONLY` leaves the report out (to time or profile one
+/// criterion function alone).
 pub fn run(report: impl FnOnce(), benches: impl FnOnce()) {
-    report();
+    if std::env::var_os("STRATA_CRITERION_ONLY").is_none() {
+        report();
+    }
     if std::env::var_os("STRATA_AB_ONLY").is_some() {
         return;
     }

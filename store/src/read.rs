@@ -384,6 +384,7 @@ where
     }
 
     /// The next entry, given to `f` with its value lent; what `f` returns.
+    #[inline]
     fn next_with<R>(
         &mut self,
         f: impl FnOnce(K, LentValue<'_, K::Value>) -> R,
@@ -467,6 +468,7 @@ impl<V> LentValue<'_, V> {
     /// value's own bytes; for a serde value its postcard or JSON bytes at
     /// [`LentValue::version`], for a reader of its own (one that borrows
     /// from them, say).
+    #[inline]
     pub fn body(&self) -> &[u8] {
         &self.envelope[self.header.len..]
     }
@@ -491,6 +493,7 @@ impl<V: Value> LentValue<'_, V> {
     ///
     /// # Errors
     /// [`StoreError::Decode`]: the body does not decode as `V`.
+    #[inline]
     pub fn decode(&self) -> Result<V, StoreError> {
         V::decode_body(self.header.version, self.body()).map_err(|source| StoreError::Decode {
             key_type: self.key_type,
@@ -605,6 +608,7 @@ impl<E: Engine> Store<E> {
     /// borrowed from `meta` (a chunk manifest's value assembled from
     /// `snap`); `None` when expired at `now` (read only for a row that
     /// has an expiry).
+    #[inline]
     pub(crate) fn lend_row<'m, K, S>(
         &self,
         snap: &S,
