@@ -640,3 +640,138 @@ fn a_lending_scan_refuses_what_its_iterator_refuses_before_the_callback_sees_it(
     result.unwrap();
     assert_eq!(seen, vec![(2, blob(0, 8))], "unverified: lent as stored");
 }
+
+/// A label as first stored (schema version 1).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+struct LabelV1 {
+    text: String,
+}
+
+/// A label now (version 2): read from version 1 through `From`.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+struct Label {
+    text: String,
+    pinned: bool,
+}
+
+impl From<LabelV1> for Label {
+    fn from(old: LabelV1) -> Self {
+        Self {
+            text: old.text,
+            pinned: false,
+        }
+    }
+}
+
+strata_codec::value!(LabelV1: json, version = 1);
+strata_codec::value!(Label: json, version = 2, migrate { 1 => LabelV1 });
+
+#[derive(Debug, Clone, PartialEq)]
+struct LabelKey {
+    id: u64,
+}
+
+strata_keys::tuple_key! {
+    LabelKey -> Label = ("label", {id});
+}
+
+#[test]
+fn a_lent_value_says_its_schema_version_and_decodes_through_the_migration() {
+    let (store, _clock) = common::mem(common::options(Limits::FOUNDATIONDB));
+    let (data, _) = store.keyspaces();
+    let first = LabelKey { id: 1 }.pack().unwrap();
+    let mut old = Vec::new();
+    strata_codec::encode(
+        &LabelV1 { text: "old".into() },
+        &first,
+        strata_codec::EncodeOptions::default(),
+        &mut old,
+    )
+    .unwrap();
+    store
+        .engine()
+        .commit(strata_engine::Commit::new().put(data, first, old))
+        .unwrap();
+    let new = Label {
+        text: "new".into(),
+        pinned: true,
+    };
+    store.put(&LabelKey { id: 2 }, &new).unwrap();
+
+    let view = store.read().unwrap();
+    let mut seen = Vec::new();
+    let mut shown = Vec::new();
+    view.scan::<LabelKey>(&Scan::range_of(KeyRange::tuple_prefix(&tuple::pack(&(
+        "label",
+    )))))
+    .unwrap()
+    .try_for_each_lent(|key, value| {
+        shown.push(format!("{value:?}"));
+        let body = String::from_utf8(value.body().to_vec()).unwrap();
+        seen.push((key.id, value.version(), body, value.decode()?));
+        Ok::<_, StoreError>(())
+    })
+    .unwrap();
+    let migrated = Label {
+        text: "old".into(),
+        pinned: false,
+    };
+    assert_eq!(
+        seen,
+        vec![
+            (1, 1, r#"{"text":"old"}"#.to_owned(), migrated),
+            (2, 2, r#"{"text":"new","pinned":true}"#.to_owned(), new),
+        ]
+    );
+    assert_eq!(
+        shown[0],
+        r#"LentValue { key_type: "LabelKey", version: 1, expires_at: None, body_len: 14, .. }"#
+    );
+}
+
+#[test]
+fn a_chunk_manifest_under_another_key_is_refused_by_its_checksum_even_unverified() {
+    let limits = Limits {
+        max_value_bytes: 500,
+        ..Limits::FOUNDATIONDB
+    };
+    for verify in [true, false] {
+        let (store, _clock) = common::mem(common::options(limits).verify_checksums(verify));
+        let (data, _) = store.keyspaces();
+        let (one, two) = (BlobKey { actor: 1, id: 1 }, BlobKey { actor: 1, id: 2 });
+        store.put(&one, &blob(1, 2_000)).unwrap();
+        store.put(&two, &blob(2, 2_000)).unwrap();
+        let manifest = {
+            use strata_engine::Snapshot;
+            let snap = store.engine().snapshot().unwrap();
+            snap.get(data, &one.pack().unwrap()).unwrap().unwrap()
+        };
+        store
+            .engine()
+            .commit(strata_engine::Commit::new().put(data, two.pack().unwrap(), manifest))
+            .unwrap();
+        let is_checksum = |e: &StoreError| {
+            matches!(
+                e,
+                StoreError::Decode {
+                    source: strata_codec::DecodeError::ChecksumMismatch { .. },
+                    ..
+                }
+            )
+        };
+        let err = store.get(&two).unwrap_err();
+        assert!(is_checksum(&err), "verify = {verify}: {err:?}");
+        let view = store.read().unwrap();
+        let mut seen = Vec::new();
+        let err = view
+            .scan::<BlobKey>(&blobs_of(1))
+            .unwrap()
+            .try_for_each_lent(|key, value| {
+                seen.push((key.id, value.body().to_vec()));
+                Ok::<_, StoreError>(())
+            })
+            .unwrap_err();
+        assert!(is_checksum(&err), "verify = {verify}: {err:?}");
+        assert_eq!(seen, vec![(1, blob(1, 2_000))]);
+    }
+}
