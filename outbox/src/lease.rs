@@ -209,16 +209,18 @@ impl<E: Engine> Outbox<'_, E> {
                 .transpose()?;
             if let Some(held) = current
                 && held.is(lease)
-                && held.until > now
             {
-                // Ended a millisecond ago: free now, and not renewable by
-                // its holder, whose renewal accepts an end at `now` (a
-                // lease that ran out untaken).
-                let ended = now.saturating_sub(1);
+                // Ended a millisecond before now, or before its own end if
+                // it already ran out: free now, and not renewable by its
+                // holder, whose renewal accepts an end at `now` or at the
+                // lease's own end (a lease that ran out untaken). A lease
+                // run out is fenced too: left as it was, its holder could
+                // renew it after giving it up.
+                let end = held.until.min(now);
                 let ended = if strata_engine::fault_point!("release-renewable") {
-                    now
+                    end
                 } else {
-                    ended
+                    end.saturating_sub(1)
                 };
                 tx.put_in(
                     &self.state,

@@ -447,7 +447,8 @@ engine_tests! {
 engine_tests! {
     /// A released lease is given up for good: its holder cannot renew it back,
     /// in the millisecond it released it or later (the documented
-    /// `StaleLease` "released since"), and a lease that ran out untaken can.
+    /// `StaleLease` "released since"), and a lease that ran out untaken can,
+    /// unless its holder released it.
     fn a_released_lease_cannot_be_renewed() {
         on_every_engine!(Durability::Immediate, |store, outbox, clock| {
             outbox.register("orders", "c", Start::Beginning).unwrap();
@@ -475,6 +476,31 @@ engine_tests! {
             let renewed = outbox.renew(&next).unwrap();
             assert_eq!(renewed.token(), next.token());
             assert!(renewed.expires_ms() > clock.now_ms());
+            // Run out untaken and then released: given up for good too.
+            clock.advance(renewed.expires_ms() - clock.now_ms() + 10);
+            outbox.release(&renewed).unwrap();
+            assert!(matches!(
+                outbox.renew(&renewed),
+                Err(OutboxError::StaleLease { .. })
+            ));
+            // Released in the millisecond it ends.
+            let last = outbox.acquire("orders", "c", "w3").unwrap();
+            assert_eq!(last.token(), next.token() + 1);
+            clock.advance(last.expires_ms() - clock.now_ms());
+            outbox.release(&last).unwrap();
+            assert!(matches!(
+                outbox.renew(&last),
+                Err(OutboxError::StaleLease { .. })
+            ));
+            clock.advance(3);
+            assert!(matches!(
+                outbox.renew(&last),
+                Err(OutboxError::StaleLease { .. })
+            ));
+            assert_eq!(
+                outbox.acquire("orders", "c", "w4").unwrap().token(),
+                last.token() + 1
+            );
         });
     }
 }
