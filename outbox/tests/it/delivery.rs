@@ -734,3 +734,51 @@ engine_tests! {
         });
     }
 }
+
+/// A topic longer than one counting page (4,096 entries) is counted whole,
+/// and the topic after it is still found; the outbox and a topic describe
+/// themselves.
+#[test]
+fn a_topic_longer_than_a_page_is_counted_whole() {
+    let (store, clock, _dir) = crate::mem(crate::options(Durability::Buffered));
+    let outbox = crate::outbox(&store, &clock);
+    let big = Topic::<Event>::new("big").unwrap();
+    let after = Topic::<Event>::new("z").unwrap();
+    let mut first = None;
+    for chunk in 0..410u64 {
+        store
+            .transact(|tx| {
+                for id in chunk * 10..chunk * 10 + 10 {
+                    outbox.push(tx, &big, &event(id))?;
+                }
+                Ok::<_, OutboxError>(())
+            })
+            .unwrap();
+        first.get_or_insert(store.engine().last_version());
+    }
+    let last = store.engine().last_version();
+    store
+        .transact(|tx| outbox.push(tx, &after, &event(1)))
+        .unwrap();
+    let at = |version, order| Position { version, order };
+    let listed: Vec<(String, u64, Position, Position)> = outbox
+        .topics()
+        .unwrap()
+        .into_iter()
+        .map(|t| (t.topic, t.entries, t.first, t.last))
+        .collect();
+    assert_eq!(
+        listed,
+        [
+            ("big".to_owned(), 4_100, at(first.unwrap(), 0), at(last, 9)),
+            ("z".to_owned(), 1, at(last + 1, 0), at(last + 1, 0)),
+        ]
+    );
+    assert_eq!(format!("{big:?}"), r#"Topic { name: "big" }"#);
+    let shown = format!("{outbox:?}");
+    assert!(
+        shown.starts_with("Outbox { config: OutboxConfig {"),
+        "{shown}"
+    );
+    assert!(shown.contains("max_attempts: 3"), "{shown}");
+}

@@ -50,6 +50,7 @@ fn a_worker_handles_every_entry_once_with_its_writes_and_stops_cleanly() {
             Ok(())
         }),
     );
+    assert_eq!(format!("{worker:?}"), "Worker { stopping: false, .. }");
     // Producers commit after the worker started: it wakes on the commits.
     {
         let outbox = Outbox::new(&store, cfg, clock.clone(), Box::new(SeededRng::new(4))).unwrap();
