@@ -264,7 +264,13 @@ fn run<E: Engine, T: Value>(
                 store.wait_for_commit(seen, worker.idle_wait);
                 continue;
             }
-            Err(OutboxError::Store(e)) if e.is_conflict() => continue,
+            // Contention for the lease row (the store's own retries used
+            // up): try again; any other failure ends the worker.
+            Err(OutboxError::Store(e))
+                if e.is_conflict() || matches!(e, StoreError::RetriesExhausted { .. }) =>
+            {
+                continue;
+            }
             Err(e) => return Err(e),
         };
         let batch = match outbox.poll(&lease, topic, worker.batch.max(1)) {

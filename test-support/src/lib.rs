@@ -6,7 +6,9 @@
 //! - [`engine_tests!`]: one `#[test]` per engine for each test written
 //!   once, so a failure names its engine and the engines run in parallel;
 //!   inside it, a crate's own "on every engine" fixture macro runs only the
-//!   engine of the test ([`runs`]).
+//!   engine of the test ([`runs`]);
+//! - [`Refusing`]: an engine wrapper that refuses its next commits on
+//!   request (conflicts, or a failing backend).
 //!
 //! The property-test case counts and the metrics recorder
 //! (`proptest_cases.rs`, `metrics.rs` beside this folder) stay source files
@@ -15,8 +17,10 @@
 
 use std::cell::Cell;
 
+pub mod refusing;
 pub mod stores;
 
+pub use refusing::{Refusal, Refusing};
 pub use stores::{Dir, T0, mem, redb, rocks, store_on};
 
 #[cfg(feature = "postgres")]

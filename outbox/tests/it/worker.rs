@@ -7,6 +7,7 @@ use std::time::Duration;
 use strata_engine::{ManualClock, MemEngine, SeededRng};
 use strata_outbox::{Delivery, Outbox, OutboxError, Start, Worker, WorkerConfig};
 use strata_store::Store;
+use strata_test_support::{Refusal, Refusing};
 
 use crate::{Event, OrderKey, T0, config, event, options, topic};
 
@@ -63,18 +64,11 @@ fn a_worker_handles_every_entry_once_with_its_writes_and_stops_cleanly() {
                 .unwrap();
         }
     }
-    let mailed = || {
-        (1..=20)
-            .filter(|id| store.get(&OrderKey { id: 1_000 + id }).unwrap().is_some())
-            .count()
-    };
-    for _ in 0..500 {
-        if mailed() == 20 {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    assert_eq!(mailed(), 20, "every entry handled, with its write");
+    assert_eq!(
+        mailed_within_5_s(&store, 20),
+        20,
+        "every entry handled, with its write"
+    );
     let report = worker.shutdown().unwrap();
     assert_eq!(report.handled, 20);
     assert_eq!(report.failed, 1);
@@ -215,17 +209,122 @@ fn a_worker_trims_what_every_consumer_passed() {
 }
 
 /// A store on `MemEngine` with the outbox's spaces, shared with workers.
+/// How many of orders 1..=`n` a handler has mailed (its row written),
+/// once all are or after 5 seconds.
+fn mailed_within_5_s<E: strata_engine::Engine>(store: &Store<E>, n: u64) -> usize {
+    let mailed = || {
+        (1..=n)
+            .filter(|id| store.get(&OrderKey { id: 1_000 + id }).unwrap().is_some())
+            .count()
+    };
+    for _ in 0..500 {
+        if mailed() == usize::try_from(n).unwrap() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    mailed()
+}
+
 fn shared_store(clock: &Arc<ManualClock>) -> Arc<Store<MemEngine>> {
+    store_over(clock, |engine| engine)
+}
+
+/// A shared store on `wrap` of a `MemEngine`.
+fn store_over<E: strata_engine::Engine>(
+    clock: &Arc<ManualClock>,
+    wrap: impl FnOnce(MemEngine) -> E,
+) -> Arc<Store<E>> {
     let opts = options(strata_engine::Durability::Immediate);
     Arc::new(
         Store::open_with(
-            MemEngine::open(opts.keyspace_specs()).unwrap(),
+            wrap(MemEngine::open(opts.keyspace_specs()).unwrap()),
             opts,
             clock.clone(),
             Box::new(SeededRng::new(1)),
         )
         .unwrap(),
     )
+}
+
+/// A worker's lease taken through conflicts beyond the store's own
+/// retries: the worker keeps trying and handles every entry. A backend
+/// failure instead ends it with the error. (Found by the mutation run: the
+/// guard that tells the two apart, made `true` or `false`, passed every
+/// test; and it let contention end the worker, whose acquisition returns
+/// the store's `RetriesExhausted`, not a conflict.)
+#[test]
+fn a_worker_waits_out_conflicts_and_ends_with_a_failing_store() {
+    let clock = Arc::new(ManualClock::new(T0));
+    let store = store_over(&clock, Refusing::new);
+    let cfg = config();
+    {
+        let outbox = Outbox::new(&store, cfg, clock.clone(), Box::new(SeededRng::new(2))).unwrap();
+        outbox
+            .register("orders", "mailer", Start::Beginning)
+            .unwrap();
+        for id in 1..=3 {
+            store
+                .transact(|tx| outbox.push(tx, &topic(), &event(id)))
+                .map_err(|e: OutboxError| e)
+                .unwrap();
+        }
+    }
+    let spawn = |holder: &str| {
+        let mut wc = WorkerConfig::new(holder);
+        wc.outbox = cfg;
+        Worker::spawn(
+            store.clone(),
+            clock.clone(),
+            Box::new(SeededRng::new(3)),
+            topic(),
+            "mailer",
+            wc,
+            Box::new(|tx, d: &Delivery<Event>| {
+                tx.put(
+                    &OrderKey {
+                        id: 1_000 + d.entry.order,
+                    },
+                    &"mailed".to_owned(),
+                )?;
+                Ok(())
+            }),
+        )
+    };
+    // 25 conflicts: the store tries each transaction 10 times, so the
+    // worker's first two acquisitions fail with a conflict.
+    store.engine().refuse_next(25, Refusal::Conflict);
+    let worker = spawn("w1");
+    assert_eq!(
+        mailed_within_5_s(&store, 3),
+        3,
+        "every entry handled after the conflicts"
+    );
+    assert_eq!(store.engine().refusals_left(), 0);
+    assert_eq!(worker.shutdown().unwrap().handled, 3);
+
+    // The backend fails from now on: the worker's first acquisition ends
+    // it with the error, which its shutdown returns.
+    store.engine().refuse_next(u32::MAX, Refusal::Backend);
+    let worker = spawn("w2");
+    for _ in 0..500 {
+        if store.engine().refusals_left() < u32::MAX {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    std::thread::sleep(Duration::from_millis(100));
+    let err = worker.shutdown().unwrap_err();
+    assert!(
+        matches!(&err, OutboxError::Store(e) if !e.is_conflict()),
+        "{err:?}"
+    );
+    assert!(
+        strata_engine::ErrorChain(&err)
+            .to_string()
+            .contains("refused by the test"),
+        "{err:?}"
+    );
 }
 
 /// A handler that always fails, with one attempt allowed: every entry

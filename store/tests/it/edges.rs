@@ -7,6 +7,7 @@ use std::time::Duration;
 use strata_codec::{Limit, LimitExceeded, Limits};
 use strata_engine::{Clock, CommitError, Durability, Engine, Profile};
 use strata_store::{LimitedRow, RetryPolicy, RowKind, StoreError, StoreOptions};
+use strata_test_support::{Refusal, Refusing};
 
 use strata_keys::Key;
 
@@ -310,73 +311,15 @@ fn a_transaction_uses_the_store_clock_and_its_own_durability() {
     assert_eq!(view.version().unwrap(), info.version);
 }
 
-/// An engine that refuses its next `conflicts` commits with a conflict, as
-/// a concurrent writer would make them fail.
-struct Conflicting {
-    inner: strata_engine::MemEngine,
-    conflicts: std::sync::atomic::AtomicU32,
-}
-
-impl Conflicting {
-    fn conflict_next(&self, n: u32) {
-        self.conflicts.store(n, std::sync::atomic::Ordering::SeqCst);
-    }
-}
-
-impl Engine for Conflicting {
-    type Snapshot<'e> = strata_engine::MemSnapshot<'e>;
-
-    fn keyspaces(&self) -> &strata_engine::Keyspaces {
-        self.inner.keyspaces()
-    }
-
-    fn snapshot(&self) -> Result<Self::Snapshot<'_>, strata_engine::ReadError> {
-        self.inner.snapshot()
-    }
-
-    fn commit(
-        &self,
-        commit: strata_engine::Commit,
-    ) -> Result<strata_engine::CommitInfo, CommitError> {
-        use std::sync::atomic::Ordering;
-        let left = self.conflicts.load(Ordering::SeqCst);
-        if left > 0 {
-            self.conflicts.store(left - 1, Ordering::SeqCst);
-            let ks = self.inner.keyspaces().at(0).expect("a keyspace");
-            return Err(CommitError::Conflict {
-                index: 0,
-                predicate: strata_engine::Predicate::Absent {
-                    ks,
-                    key: Vec::new(),
-                },
-            });
-        }
-        self.inner.commit(commit)
-    }
-
-    fn sync(&self) -> Result<u64, strata_engine::EngineError> {
-        self.inner.sync()
-    }
-
-    fn durable_version(&self) -> u64 {
-        self.inner.durable_version()
-    }
-
-    fn last_version(&self) -> u64 {
-        self.inner.last_version()
-    }
-}
-
+/// A store whose engine refuses its next commits on request (conflicts,
+/// as a concurrent writer would make them fail).
 fn conflicting(
     options: StoreOptions,
 ) -> (
-    strata_store::Store<Conflicting>,
+    strata_store::Store<Refusing<strata_engine::MemEngine>>,
     std::sync::Arc<strata_engine::ManualClock>,
 ) {
-    let engine = Conflicting {
-        inner: strata_engine::MemEngine::open(options.keyspace_specs()).unwrap(),
-        conflicts: std::sync::atomic::AtomicU32::new(0),
-    };
+    let engine = Refusing::new(strata_engine::MemEngine::open(options.keyspace_specs()).unwrap());
     common::store_on(engine, options)
 }
 
@@ -396,7 +339,7 @@ fn the_bulk_writer_and_the_sweeper_retry_conflicts_then_give_up() {
             .unwrap();
     }
     // Two conflicts, then success: each retry waits 5 to 10 ms.
-    store.engine().conflict_next(2);
+    store.engine().refuse_next(2, Refusal::Conflict);
     let before = clock.now_ms();
     let report = bulk.apply().unwrap();
     assert_eq!((report.entries, report.commits), (3, 1));
@@ -405,7 +348,7 @@ fn the_bulk_writer_and_the_sweeper_retry_conflicts_then_give_up() {
     // Three conflicts: given up after the third attempt, nothing written.
     let mut more = store.bulk_non_atomic();
     more.put(&DocKey { actor: 1, id: 9 }, &doc(1)).unwrap();
-    store.engine().conflict_next(3);
+    store.engine().refuse_next(3, Refusal::Conflict);
     let err = more.apply().unwrap_err();
     assert_eq!(err.cursor.next, 0);
     assert!(
@@ -416,14 +359,14 @@ fn the_bulk_writer_and_the_sweeper_retry_conflicts_then_give_up() {
 
     // The sweeper likewise.
     clock.advance(1_000);
-    store.engine().conflict_next(2);
+    store.engine().refuse_next(2, Refusal::Conflict);
     let swept = store.sweep_expired(None).unwrap();
     assert_eq!((swept.removed, swept.stale, swept.commits), (3, 0, 1));
     store
         .put_with_ttl(&DocKey { actor: 1, id: 5 }, &doc(1), 1)
         .unwrap();
     clock.advance(10);
-    store.engine().conflict_next(3);
+    store.engine().refuse_next(3, Refusal::Conflict);
     assert!(matches!(
         store.sweep_expired(None),
         Err(StoreError::RetriesExhausted { attempts: 3, .. })
