@@ -92,12 +92,17 @@ fn lent_scan<E: Engine>(engine: &E, data: Keyspace, from: u64) -> usize {
     n
 }
 
-fn typed_scan<E: Engine>(store: &Store<E>, from: u64) -> usize {
-    let scan = Scan::range_of(KeyRange {
+/// The typed rows from `from` on, 1,000 at most.
+fn thousand_rows_from(from: u64) -> Scan {
+    Scan::range_of(KeyRange {
         start: Row { id: from }.pack().unwrap(),
         end: KeyRange::tuple_prefix(&tuple::pack(&("t",))).end,
     })
-    .limit(1_000);
+    .limit(1_000)
+}
+
+fn typed_scan<E: Engine>(store: &Store<E>, from: u64) -> usize {
+    let scan = thousand_rows_from(from);
     let view = store.read().unwrap();
     let mut n = 0;
     for row in view.scan::<Row>(&scan).unwrap() {
@@ -112,11 +117,7 @@ fn typed_scan<E: Engine>(store: &Store<E>, from: u64) -> usize {
 ///
 /// [`ScanIter::try_for_each_lent`]: strata_store::ScanIter::try_for_each_lent
 fn lent_typed_scan<E: Engine>(store: &Store<E>, from: u64) -> usize {
-    let scan = Scan::range_of(KeyRange {
-        start: Row { id: from }.pack().unwrap(),
-        end: KeyRange::tuple_prefix(&tuple::pack(&("t",))).end,
-    })
-    .limit(1_000);
+    let scan = thousand_rows_from(from);
     let view = store.read().unwrap();
     let mut n = 0;
     view.scan::<Row>(&scan)
