@@ -327,6 +327,9 @@ pub fn emit(text: &str) {
 
 fn main() -> ExitCode {
     secrets::learn(std::env::args());
+    // A damaged redb file can make redb panic; the engine catches it and
+    // this tool reports it as damage, so the panic itself prints nothing.
+    strata_engine::BackendPanic::quiet_caught();
     let cli = Cli::parse();
     open::set_repair(cli.repair);
     open::set_accept_loss(cli.accept_loss);

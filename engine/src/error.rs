@@ -277,6 +277,7 @@ impl BackendPanic {
     /// # Errors
     /// The panic, as a value.
     pub fn catch<T>(operation: &'static str, f: impl FnOnce() -> T) -> Result<T, Self> {
+        let _inside = Catching::enter();
         std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).map_err(|payload| {
             let message = payload
                 .downcast_ref::<&str>()
@@ -290,6 +291,65 @@ impl BackendPanic {
             );
             Self { operation, message }
         })
+    }
+
+    /// Whether this thread is inside [`BackendPanic::catch`] now: a panic
+    /// raised here will be caught and reported as damaged data.
+    pub fn catching() -> bool {
+        CATCHING.with(std::cell::Cell::get) > 0
+    }
+
+    /// Installs, once for the process, a panic hook that prints nothing
+    /// for the panics [`BackendPanic::catch`] catches (a backend's panic on
+    /// a damaged file, which the engine reports as an error and logs with
+    /// `tracing`), and hands every other panic to the hook that was
+    /// installed before. Rust's default hook prints each panic to stderr,
+    /// caught or not, so without this a tool reading a damaged file shows
+    /// a panic message and a backtrace above the clean error it returns.
+    /// For applications (the `strata` tool calls it first thing); a
+    /// library should leave the panic hook to its application.
+    ///
+    /// ```
+    /// use strata_engine::BackendPanic;
+    /// BackendPanic::quiet_caught();
+    /// // Caught, reported as an error, and nothing printed.
+    /// let caught = BackendPanic::catch("a read", || -> u32 { panic!("bad page") });
+    /// assert_eq!(caught.unwrap_err().message, "bad page");
+    /// assert!(!BackendPanic::catching());
+    /// ```
+    pub fn quiet_caught() {
+        static INSTALLED: std::sync::Once = std::sync::Once::new();
+        INSTALLED.call_once(|| {
+            let before = std::panic::take_hook();
+            std::panic::set_hook(Box::new(move |info| {
+                if !Self::catching() {
+                    before(info);
+                }
+            }));
+        });
+    }
+}
+
+// tidy: not a planted bug: the depth of `BackendPanic::catch`, for the panic hook
+thread_local! {
+    /// How many [`BackendPanic::catch`] calls this thread is inside.
+    static CATCHING: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+}
+
+/// This thread is inside [`BackendPanic::catch`] while it lives (through
+/// the panic hook's call, which runs before the unwinding drops it).
+struct Catching;
+
+impl Catching {
+    fn enter() -> Self {
+        CATCHING.with(|c| c.set(c.get().saturating_add(1)));
+        Self
+    }
+}
+
+impl Drop for Catching {
+    fn drop(&mut self) {
+        CATCHING.with(|c| c.set(c.get().saturating_sub(1)));
     }
 }
 

@@ -370,6 +370,31 @@ fn bench_engine<E: Engine>(c: &mut Criterion, name: &str, engine: &E) {
     g.bench_function("ours", |b| b.iter(|| typed_scan(&store, N / 3)));
     g.bench_function("ours_lent", |b| b.iter(|| lent_typed_scan(&store, N / 3)));
     g.finish();
+    // A one-put commit each side, over the loaded keys: the raw engine
+    // commit against `transact` (for profiling issue 40's first target).
+    let value = vec![0xAB; 256];
+    let mut g = c.benchmark_group(format!("{name}/transact_one_put"));
+    let mut i = 0u64;
+    g.bench_function("raw", |b| {
+        b.iter(|| {
+            i = (i + 7_919) % N;
+            engine
+                .commit(
+                    Commit::new()
+                        .put(data, raw_key(i), value.clone())
+                        .durability(Durability::Buffered),
+                )
+                .unwrap()
+        });
+    });
+    let mut j = 0u64;
+    g.bench_function("ours", |b| {
+        b.iter(|| {
+            j = (j + 7_919) % N;
+            store.transact(|tx| tx.put(&Row { id: j }, &value)).unwrap();
+        });
+    });
+    g.finish();
 }
 
 criterion_group! {

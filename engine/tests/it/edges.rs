@@ -314,3 +314,52 @@ fn a_lent_cursor_lends_each_row_and_passes_errors_through() {
     assert!(cursor.next_row().is_none());
     assert!(cursor.next_row().is_none());
 }
+
+/// `BackendPanic::quiet_caught` silences exactly the panics that
+/// `BackendPanic::catch` catches, nested ones too, and hands every other
+/// panic to the hook installed before it (here one that counts). The
+/// hook is the process's: this test runs in a process of its own under
+/// nextest.
+#[test]
+fn quiet_caught_silences_caught_backend_panics_only() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use strata_engine::BackendPanic;
+    let seen = Arc::new(AtomicUsize::new(0));
+    let counter = Arc::clone(&seen);
+    std::panic::set_hook(Box::new(move |_| {
+        counter.fetch_add(1, Ordering::SeqCst);
+    }));
+    // Before: the counting hook sees the caught panic.
+    assert!(BackendPanic::catch("a read", || panic!("first")).is_err());
+    assert_eq!(seen.load(Ordering::SeqCst), 1);
+    BackendPanic::quiet_caught();
+    BackendPanic::quiet_caught(); // once only: not a hook around a hook
+    assert!(!BackendPanic::catching());
+    let caught = BackendPanic::catch("a read", || -> u8 { panic!("bad page") });
+    assert_eq!(caught.unwrap_err().message, "bad page");
+    // Nested: the inner catch ends, the outer one still catches.
+    let outer = BackendPanic::catch("outer", || {
+        assert!(BackendPanic::catching());
+        let inner = BackendPanic::catch("inner", || -> u8 { panic!("inner page") });
+        assert!(inner.is_err());
+        assert!(BackendPanic::catching(), "still inside the outer catch");
+        // Another thread's panic, while this one catches, is not this
+        // catch's: it reaches the earlier hook.
+        let other = std::thread::spawn(|| panic!("a bug elsewhere")).join();
+        assert!(other.is_err());
+        panic!("outer page")
+    });
+    assert_eq!(outer.unwrap_err().message, "outer page");
+    assert_eq!(
+        seen.load(Ordering::SeqCst),
+        2,
+        "caught panics print nothing, the other thread's did"
+    );
+    assert!(!BackendPanic::catching());
+    // A panic caught some other way is not silenced either.
+    let plain = std::panic::catch_unwind(|| panic!("a bug"));
+    assert!(plain.is_err());
+    assert_eq!(seen.load(Ordering::SeqCst), 3);
+    let _ = std::panic::take_hook();
+}
