@@ -108,6 +108,14 @@ pub enum SearchError {
     /// tantivy failed (I/O in the index directory among others).
     #[error("tantivy failed")]
     Tantivy(#[from] tantivy::TantivyError),
+    /// The index's files are damaged: tantivy panicked reading them (it
+    /// does on some damaged segment files: a length read from the file
+    /// past its end, an assertion on an offset). The panic was caught;
+    /// the index is derived from the store, so rebuild it
+    /// ([`Indexer::open_rebuilt`](crate::Indexer::open_rebuilt), or
+    /// `strata search DB rebuild NAME`).
+    #[error("the index's files are damaged (rebuild the index from the store)")]
+    Damaged(#[source] strata_engine::BackendPanic),
     /// A file-system operation on the index directory failed.
     #[error("an operation on the index directory failed")]
     Io(#[from] std::io::Error),
@@ -235,6 +243,16 @@ impl SearchError {
         self.store_error()
             .is_some_and(StoreError::is_outcome_unknown)
     }
+}
+
+/// Runs `f`, which reads the index's files through tantivy, turning a
+/// panic of tantivy's on damaged files into [`SearchError::Damaged`]
+/// (`what` says what was being done).
+pub(crate) fn reading<T>(
+    what: &'static str,
+    f: impl FnOnce() -> Result<T, SearchError>,
+) -> Result<T, SearchError> {
+    strata_engine::BackendPanic::catch(what, f).map_err(SearchError::Damaged)?
 }
 
 #[cfg(test)]

@@ -128,8 +128,13 @@ impl IndexFiles {
     /// [`SearchError::Payload`] for a damaged checkpoint;
     /// [`SearchError::Schema`] for an index this crate did not make,
     /// [`SearchError::OlderFormat`] for one an older version made;
-    /// tantivy failures.
+    /// tantivy failures; [`SearchError::Damaged`] when tantivy panicked
+    /// on damaged files.
     pub fn open(root: &Path) -> Result<Self, SearchError> {
+        crate::reading("opening the index", || Self::open_unguarded(root))
+    }
+
+    fn open_unguarded(root: &Path) -> Result<Self, SearchError> {
         let current = std::fs::read_to_string(root.join(CURRENT))?;
         let generation: u64 = current
             .trim()
@@ -203,7 +208,8 @@ impl IndexFiles {
     /// comparison is by key and value hash, so its mapping is not run.
     ///
     /// # Errors
-    /// A store failure, a row that does not decode, tantivy failures.
+    /// A store failure, a row that does not decode, tantivy failures,
+    /// [`SearchError::Damaged`].
     pub fn compare<E, K>(
         &self,
         view: &ReadView<'_, E>,
@@ -219,27 +225,30 @@ impl IndexFiles {
             expected.insert(bytes, body_hash(&body));
             Ok(())
         })?;
-        let searcher = self.reader.searcher();
-        let mut indexed = std::collections::BTreeMap::new();
-        let mut duplicates = std::collections::BTreeSet::new();
-        for address in searcher.search(
-            &tantivy::query::AllQuery,
-            &tantivy::collector::DocSetCollector,
-        )? {
-            let doc: TantivyDocument = searcher.doc(address)?;
-            let key = doc
-                .get_first(self.key)
-                .and_then(|v| v.as_bytes())
-                .ok_or(SearchError::Document { field: "_key" })?
-                .to_vec();
-            let hash = doc
-                .get_first(self.hash)
-                .and_then(|v| v.as_u64())
-                .ok_or(SearchError::Document { field: HASH_FIELD })?;
-            if indexed.insert(key.clone(), hash).is_some() {
-                duplicates.insert(key);
+        let (indexed, duplicates) = crate::reading("reading the index's documents", || {
+            let searcher = self.reader.searcher();
+            let mut indexed = std::collections::BTreeMap::new();
+            let mut duplicates = std::collections::BTreeSet::new();
+            for address in searcher.search(
+                &tantivy::query::AllQuery,
+                &tantivy::collector::DocSetCollector,
+            )? {
+                let doc: TantivyDocument = searcher.doc(address)?;
+                let key = doc
+                    .get_first(self.key)
+                    .and_then(|v| v.as_bytes())
+                    .ok_or(SearchError::Document { field: "_key" })?
+                    .to_vec();
+                let hash = doc
+                    .get_first(self.hash)
+                    .and_then(|v| v.as_u64())
+                    .ok_or(SearchError::Document { field: HASH_FIELD })?;
+                if indexed.insert(key.clone(), hash).is_some() {
+                    duplicates.insert(key);
+                }
             }
-        }
+            Ok((indexed, duplicates))
+        })?;
         Ok(crate::indexer::differences(
             view.version()?,
             self.checkpoint,
@@ -253,8 +262,12 @@ impl IndexFiles {
     /// every text field, best first.
     ///
     /// # Errors
-    /// [`SearchError::Query`]; tantivy failures.
+    /// [`SearchError::Query`]; tantivy failures, [`SearchError::Damaged`].
     pub fn query(&self, text: &str, limit: usize) -> Result<Vec<RawHit>, SearchError> {
+        crate::reading("searching the index", || self.query_unguarded(text, limit))
+    }
+
+    fn query_unguarded(&self, text: &str, limit: usize) -> Result<Vec<RawHit>, SearchError> {
         if limit == 0 {
             return Ok(Vec::new());
         }

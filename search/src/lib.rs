@@ -46,6 +46,7 @@ use strata_store::Tx;
 pub use tantivy;
 
 pub use crate::change::Change;
+pub(crate) use crate::error::reading;
 pub use crate::error::{MappingError, QueryError, SearchError};
 pub use crate::indexer::{Indexer, IndexerConfig, Location, Merging, Step};
 pub use crate::runner::{IndexReport, IndexRunner};

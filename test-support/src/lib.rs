@@ -119,6 +119,22 @@ macro_rules! __engine_test {
     };
 }
 
+/// Copies the directory `from`, with everything under it, to `to`
+/// (created): to keep a clean copy of a database or an index before
+/// damaging it. Panics on any I/O failure (a test helper).
+pub fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), target).unwrap();
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -563,8 +563,12 @@ where
         return Ok(SearchOut::RebuildReport(out));
     }
     let mut ix = Indexer::open(outbox, spec, location, config, clock).map_err(fail)?;
-    let v = ix.verify().map_err(fail)?;
-    ix.close().map_err(fail)?;
+    // The lease goes back even when verify fails (a damaged index): else
+    // it would hold off `rebuild`, the remedy, until it expired.
+    let verified = ix.verify();
+    let closed = ix.close();
+    let v = verified.map_err(fail)?;
+    closed.map_err(fail)?;
     let keys = |ks: &[Vec<u8>]| ks.iter().map(|k| render_key(k)).collect::<Vec<_>>();
     Ok(SearchOut::Verified(Verified {
         ok: v.is_exact(),

@@ -513,3 +513,69 @@ fn an_index_of_an_unknown_mapping_is_not_verified() {
         "{err}"
     );
 }
+
+/// The agent-memory index's files, each flipped at every fifteenth of its
+/// length: `search list`, `query` and `verify` answer with a status of 0,
+/// 1 or 2 and never print a panic, though tantivy panics on some of them
+/// (reported as a damaged index); `rebuild` makes it whole again.
+#[test]
+fn a_damaged_index_is_reported_never_a_panic_and_rebuilt() {
+    let dir = Dir::new("search-damaged");
+    let db = agent_memory(&dir);
+    let db = p(&db);
+    let root = dir.0.join("index");
+    let generation = std::fs::read_to_string(root.join("CURRENT")).unwrap();
+    let generation = root.join(generation.trim());
+    let mut files: Vec<_> = std::fs::read_dir(&generation)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|f| !f.to_string_lossy().ends_with(".lock"))
+        .collect();
+    files.sort();
+    let mut damaged = 0;
+    for file in &files {
+        let clean = std::fs::read(file).unwrap();
+        for at in (0..clean.len()).step_by(clean.len() / 15 + 1) {
+            let mut bytes = clean.clone();
+            bytes[at] ^= 0xA5;
+            std::fs::write(file, &bytes).unwrap();
+            for args in [
+                vec!["search", db, "list"],
+                vec!["search", db, "query", "agent_memory", "migrations"],
+                vec!["search", db, "verify", "agent_memory"],
+            ] {
+                let out = strata()
+                    .args(&args)
+                    .env("RUST_BACKTRACE", "1")
+                    .output()
+                    .unwrap();
+                let err = String::from_utf8_lossy(&out.stderr);
+                let text = String::from_utf8_lossy(&out.stdout);
+                let code = out.status.code();
+                let at_file = format!("{} byte {at}, {args:?}", file.display());
+                assert!(matches!(code, Some(0..=2)), "{at_file}: {code:?} {err}");
+                assert!(
+                    !err.contains("panicked at") && !err.contains("backtrace"),
+                    "{at_file}: a panic printed: {err}"
+                );
+                if err.contains("files are damaged") || text.contains("files are damaged") {
+                    damaged += 1;
+                }
+            }
+        }
+        std::fs::write(file, &clean).unwrap();
+    }
+    assert!(damaged > 0, "no flipped byte made tantivy panic");
+    // Damaged again, then rebuilt from the store: whole.
+    let store_file = files
+        .iter()
+        .find(|f| f.extension().is_some_and(|e| e == "store"))
+        .unwrap();
+    std::fs::write(store_file, b"not a store file").unwrap();
+    let (code, _, err) = run(&["search", db, "rebuild", "agent_memory"]);
+    assert_eq!(code, 0, "{err}");
+    let hits = json(&["search", db, "query", "agent_memory", "migrations"]);
+    assert_eq!(hits["hits"].as_array().unwrap().len(), 1, "{hits}");
+    let v = json(&["search", db, "verify", "agent_memory"]);
+    assert_eq!(v["ok"], true, "{v}");
+}

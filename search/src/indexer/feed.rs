@@ -391,9 +391,13 @@ where
         if self.applied == self.checkpoint {
             return Ok(false);
         }
-        let mut prepared = self.writer.prepare_commit()?;
-        prepared.set_payload(&format!("{PAYLOAD}{}", self.applied));
-        prepared.commit()?;
+        let payload = format!("{PAYLOAD}{}", self.applied);
+        crate::reading("committing the index", || {
+            let mut prepared = self.writer.prepare_commit()?;
+            prepared.set_payload(&payload);
+            prepared.commit()?;
+            Ok(())
+        })?;
         self.index.directory().sync_directory()?;
         self.checkpoint = self.applied;
         crate::metrics::committed(

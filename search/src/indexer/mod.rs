@@ -163,8 +163,8 @@ where
     /// more than the index holds; [`SearchError::MappingChanged`] when the
     /// index was built with another mapping (both: open it with
     /// [`Indexer::open_rebuilt`]); [`SearchError::Payload`],
-    /// [`SearchError::Current`]; tantivy, I/O
-    /// and store failures.
+    /// [`SearchError::Current`]; [`SearchError::Damaged`] (rebuild it:
+    /// [`Indexer::open_rebuilt`]); tantivy, I/O and store failures.
     pub fn open(
         outbox: &'o Outbox<'s, E>,
         spec: IndexSpec<K>,
@@ -193,61 +193,20 @@ where
             Location::Memory => (None, None),
             Location::Shared(ram) => (Some(Box::new(ram.clone()) as Box<dyn Directory>), None),
         };
-        let existing = match existing {
-            Some(directory)
-                if Index::exists(&*directory).map_err(tantivy::TantivyError::from)? =>
-            {
-                let index = Index::open(directory)?;
-                if index.schema() != schema {
-                    return Err(SearchError::MappingChanged {
-                        index: spec.name.clone(),
-                    });
-                }
-                Some(index)
-            }
-            _ => None,
-        };
-        let checkpoint = match &existing {
-            Some(index) => match index.load_metas()?.payload {
-                None => Position::START,
-                Some(p) => parse_payload(&p)?,
-            },
-            None => Position::START,
-        };
-        if acknowledged > checkpoint {
-            return Err(SearchError::Behind {
-                index: checkpoint,
-                outbox: acknowledged,
-            });
-        }
-        let (index, generation) = match (existing, location) {
-            (Some(index), _) => (index, generation),
-            (None, Location::Dir(root)) => {
-                let g = current_generation(root)?;
-                let directory = generation_dir(root, g, false)?;
-                (
-                    Index::create(directory, schema, tantivy::IndexSettings::default())?,
-                    Some(g),
-                )
-            }
-            (None, Location::Memory) => (
-                Index::create(
-                    RamDirectory::create(),
+        // tantivy reads the index's files from here on: a panic of its on
+        // a damaged file is `SearchError::Damaged`.
+        let (index, generation, checkpoint, writer, reader) =
+            crate::reading("opening the index", || {
+                open_index(
+                    existing,
+                    generation,
                     schema,
-                    tantivy::IndexSettings::default(),
-                )?,
-                None,
-            ),
-            (None, Location::Shared(ram)) => (
-                Index::create(ram.clone(), schema, tantivy::IndexSettings::default())?,
-                None,
-            ),
-        };
-        let writer = writer(&index, &config)?;
-        let reader = index
-            .reader_builder()
-            .reload_policy(ReloadPolicy::Manual)
-            .try_into()?;
+                    &spec.name,
+                    acknowledged,
+                    location,
+                    &config,
+                )
+            })?;
         outbox.register(&source, &spec.name, Start::Beginning)?;
         record(outbox, &spec.name, &source, location)?;
         tracing::debug!(index = spec.name, %checkpoint, "search index opened");
@@ -300,4 +259,76 @@ where
     pub fn spec(&self) -> &IndexSpec<K> {
         &self.spec
     }
+}
+
+/// What an opened index is made of: the index, its generation, its
+/// checkpoint, its writer and its reader.
+type Opened = (Index, Option<u64>, Position, IndexWriter, IndexReader);
+
+/// The index in `existing` (or a new one at `location`), its checkpoint
+/// checked against the consumer's `acknowledged`, with its writer and
+/// reader: the part of [`Indexer::open`] that reads the index's files.
+fn open_index(
+    existing: Option<Box<dyn Directory>>,
+    generation: Option<u64>,
+    schema: tantivy::schema::Schema,
+    name: &str,
+    acknowledged: Position,
+    location: &Location,
+    config: &IndexerConfig,
+) -> Result<Opened, SearchError> {
+    let existing = match existing {
+        Some(directory) if Index::exists(&*directory).map_err(tantivy::TantivyError::from)? => {
+            let index = Index::open(directory)?;
+            if index.schema() != schema {
+                return Err(SearchError::MappingChanged {
+                    index: name.to_owned(),
+                });
+            }
+            Some(index)
+        }
+        _ => None,
+    };
+    let checkpoint = match &existing {
+        Some(index) => match index.load_metas()?.payload {
+            None => Position::START,
+            Some(p) => parse_payload(&p)?,
+        },
+        None => Position::START,
+    };
+    if acknowledged > checkpoint {
+        return Err(SearchError::Behind {
+            index: checkpoint,
+            outbox: acknowledged,
+        });
+    }
+    let (index, generation) = match (existing, location) {
+        (Some(index), _) => (index, generation),
+        (None, Location::Dir(root)) => {
+            let g = current_generation(root)?;
+            let directory = generation_dir(root, g, false)?;
+            (
+                Index::create(directory, schema, tantivy::IndexSettings::default())?,
+                Some(g),
+            )
+        }
+        (None, Location::Memory) => (
+            Index::create(
+                RamDirectory::create(),
+                schema,
+                tantivy::IndexSettings::default(),
+            )?,
+            None,
+        ),
+        (None, Location::Shared(ram)) => (
+            Index::create(ram.clone(), schema, tantivy::IndexSettings::default())?,
+            None,
+        ),
+    };
+    let writer = writer(&index, config)?;
+    let reader = index
+        .reader_builder()
+        .reload_policy(ReloadPolicy::Manual)
+        .try_into()?;
+    Ok((index, generation, checkpoint, writer, reader))
 }

@@ -28,8 +28,13 @@ where
     /// to report whether the document still matches it.
     ///
     /// # Errors
-    /// [`SearchError::Query`]; tantivy and store failures.
+    /// [`SearchError::Query`]; [`SearchError::Damaged`]; tantivy and store
+    /// failures.
     pub fn search(&self, query: &Query) -> Result<Results<K>, SearchError> {
+        crate::reading("searching the index", || self.search_unguarded(query))
+    }
+
+    fn search_unguarded(&self, query: &Query) -> Result<Results<K>, SearchError> {
         let searcher = self.searcher()?;
         if query.limit == 0 {
             return Ok(Results {
@@ -170,12 +175,14 @@ where
     /// A searcher of the last commit, reloading the reader first if a
     /// commit came since.
     pub(crate) fn searcher(&self) -> Result<tantivy::Searcher, SearchError> {
-        if self.reload_due.swap(false, Ordering::AcqRel)
-            && let Err(e) = self.reader.reload()
-        {
-            self.reload_due.store(true, Ordering::Release);
-            return Err(e.into());
-        }
-        Ok(self.reader.searcher())
+        crate::reading("reloading the index's reader", || {
+            if self.reload_due.swap(false, Ordering::AcqRel)
+                && let Err(e) = self.reader.reload()
+            {
+                self.reload_due.store(true, Ordering::Release);
+                return Err(e.into());
+            }
+            Ok(self.reader.searcher())
+        })
     }
 }

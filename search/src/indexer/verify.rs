@@ -103,16 +103,19 @@ where
                 expected.insert(bytes, body_hash(&body));
                 Ok(())
             })?;
-            let searcher = self.searcher()?;
-            let mut indexed: BTreeMap<Vec<u8>, u64> = BTreeMap::new();
-            let mut duplicates = BTreeSet::new();
-            for address in searcher.search(&AllQuery, &DocSetCollector)? {
-                let doc: TantivyDocument = searcher.doc(address)?;
-                let (key, hash, _) = self.identity(&doc)?;
-                if indexed.insert(key.clone(), hash).is_some() {
-                    duplicates.insert(key);
+            let (indexed, duplicates) = crate::reading("reading the index's documents", || {
+                let searcher = self.searcher()?;
+                let mut indexed: BTreeMap<Vec<u8>, u64> = BTreeMap::new();
+                let mut duplicates = BTreeSet::new();
+                for address in searcher.search(&AllQuery, &DocSetCollector)? {
+                    let doc: TantivyDocument = searcher.doc(address)?;
+                    let (key, hash, _) = self.identity(&doc)?;
+                    if indexed.insert(key.clone(), hash).is_some() {
+                        duplicates.insert(key);
+                    }
                 }
-            }
+                Ok((indexed, duplicates))
+            })?;
             return Ok(differences(
                 version,
                 self.checkpoint,

@@ -14,6 +14,7 @@ use strata_search::{Document, IndexSpec, Indexer, IndexerConfig, Location};
 use strata_store::{Store, StoreOptions};
 
 mod crash;
+mod damage;
 mod fed;
 mod index;
 mod kill;

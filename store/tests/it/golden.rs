@@ -95,18 +95,7 @@ fn hex(bytes: &[u8]) -> String {
     })
 }
 
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), target).unwrap();
-        }
-    }
-}
+use strata_test_support::copy_dir;
 
 /// The typed reads every version must answer the same.
 fn check_typed<E: Engine>(store: &Store<E>) {
