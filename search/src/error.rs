@@ -116,6 +116,19 @@ pub enum SearchError {
     /// `strata search DB rebuild NAME`).
     #[error("the index's files are damaged (rebuild the index from the store)")]
     Damaged(#[source] strata_engine::BackendPanic),
+    /// Files of the index fail their checksums (tantivy's CRC-32 in each
+    /// file's footer), checked when it is opened (see
+    /// [`IndexerConfig::verify_at_open`](crate::IndexerConfig::verify_at_open)):
+    /// damaged. Rebuild the index from the store
+    /// ([`Indexer::open_rebuilt`](crate::Indexer::open_rebuilt), or
+    /// `strata search DB rebuild NAME`).
+    #[error(
+        "the index's files {files:?} fail their checksums (damaged: rebuild the index from the store)"
+    )]
+    Checksum {
+        /// The damaged files, relative to the generation's directory.
+        files: Vec<std::path::PathBuf>,
+    },
     /// A file-system operation on the index directory failed.
     #[error("an operation on the index directory failed")]
     Io(#[from] std::io::Error),
@@ -243,6 +256,41 @@ impl SearchError {
         self.store_error()
             .is_some_and(StoreError::is_outcome_unknown)
     }
+}
+
+/// Checks every file of `index` against its checksum:
+/// [`SearchError::Checksum`] names the damaged ones.
+pub(crate) fn check_files(index: &tantivy::Index) -> Result<(), SearchError> {
+    use tantivy::directory::error::OpenReadError;
+    let directory = index.directory();
+    // The files of the committed segments (named after the segment's id),
+    // each with its footer: not `meta.json` (JSON, written whole), nor a
+    // file a killed writer left half written for a segment never
+    // committed. A footer that does not read is damage too; a file listed
+    // but gone (a segment deleted since) is not.
+    let segments: Vec<String> = index
+        .searchable_segment_metas()?
+        .iter()
+        .map(|m| m.id().uuid_string())
+        .collect();
+    let mut files: Vec<_> = directory
+        .list_managed_files()
+        .into_iter()
+        .filter(|path| {
+            let name = path.to_string_lossy();
+            segments.iter().any(|id| name.starts_with(id.as_str()))
+        })
+        .filter(|path| match directory.validate_checksum(path) {
+            Ok(intact) => !intact,
+            Err(OpenReadError::FileDoesNotExist(_)) => false,
+            Err(_) => true,
+        })
+        .collect();
+    if files.is_empty() {
+        return Ok(());
+    }
+    files.sort();
+    Err(SearchError::Checksum { files })
 }
 
 /// Runs `f`, which reads the index's files through tantivy, turning a

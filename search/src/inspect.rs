@@ -128,8 +128,9 @@ impl IndexFiles {
     /// [`SearchError::Payload`] for a damaged checkpoint;
     /// [`SearchError::Schema`] for an index this crate did not make,
     /// [`SearchError::OlderFormat`] for one an older version made;
-    /// tantivy failures; [`SearchError::Damaged`] when tantivy panicked
-    /// on damaged files.
+    /// tantivy failures; [`SearchError::Checksum`] for files that fail
+    /// their checksums (every file is read and checked first),
+    /// [`SearchError::Damaged`] when tantivy panicked on damaged files.
     pub fn open(root: &Path) -> Result<Self, SearchError> {
         crate::reading("opening the index", || Self::open_unguarded(root))
     }
@@ -146,6 +147,7 @@ impl IndexFiles {
         let dir = MmapDirectory::open(root.join(generation_name(generation)))
             .map_err(|e| SearchError::Tantivy(tantivy::TantivyError::from(e)))?;
         let index = Index::open(dir)?;
+        crate::check_files(&index)?;
         let checkpoint = match index.load_metas()?.payload {
             None => Position::START,
             Some(p) => parse_payload(&p)?,

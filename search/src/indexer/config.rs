@@ -50,6 +50,18 @@ pub struct IndexerConfig {
     pub memory_bytes: usize,
     /// How segments are merged (default [`Merging::Log`]).
     pub merging: Merging,
+    /// Check every file of the committed segments of an existing index
+    /// against its checksum (the CRC-32 tantivy writes in each file's
+    /// footer) when the index is opened: a damaged file is refused with
+    /// [`SearchError::Checksum`] before tantivy reads it. Unchecked,
+    /// tantivy reading damaged bytes panics (caught:
+    /// [`SearchError::Damaged`]) or aborts the process, which nothing
+    /// catches: a panic in its writer's delete pass, which runs on a rayon
+    /// pool, or an allocation of a length read from the damage in a
+    /// release build. Costs one read of the whole index per open. Default
+    /// `true`; turn it off only for an index too large to read at each
+    /// open, on storage you trust.
+    pub verify_at_open: bool,
 }
 
 /// How tantivy merges the segments its commits write.
@@ -80,6 +92,7 @@ impl IndexerConfig {
             threads,
             memory_bytes: threads * (24 << 20),
             merging: Merging::Log,
+            verify_at_open: true,
         }
     }
 }

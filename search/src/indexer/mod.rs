@@ -163,7 +163,8 @@ where
     /// more than the index holds; [`SearchError::MappingChanged`] when the
     /// index was built with another mapping (both: open it with
     /// [`Indexer::open_rebuilt`]); [`SearchError::Payload`],
-    /// [`SearchError::Current`]; [`SearchError::Damaged`] (rebuild it:
+    /// [`SearchError::Current`]; [`SearchError::Checksum`] and
+    /// [`SearchError::Damaged`] for damaged files (rebuild it:
     /// [`Indexer::open_rebuilt`]); tantivy, I/O and store failures.
     pub fn open(
         outbox: &'o Outbox<'s, E>,
@@ -284,6 +285,9 @@ fn open_index(
                 return Err(SearchError::MappingChanged {
                     index: name.to_owned(),
                 });
+            }
+            if config.verify_at_open {
+                crate::check_files(&index)?;
             }
             Some(index)
         }
