@@ -16,6 +16,7 @@ use strata_store::{Store, StoreOptions};
 mod crash;
 mod damage;
 mod fed;
+mod full;
 mod index;
 mod kill;
 mod runner;
