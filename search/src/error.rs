@@ -262,30 +262,35 @@ impl SearchError {
 /// [`SearchError::Checksum`] names the damaged ones.
 pub(crate) fn check_files(index: &tantivy::Index) -> Result<(), SearchError> {
     use tantivy::directory::error::OpenReadError;
+    use tantivy::index::SegmentComponent as C;
     let directory = index.directory();
-    // The files of the committed segments (named after the segment's id),
-    // each with its footer: not `meta.json` (JSON, written whole), nor a
-    // file a killed writer left half written for a segment never
-    // committed. A footer that does not read is damage too; a file listed
-    // but gone (a segment deleted since) is not.
-    let segments: Vec<String> = index
-        .searchable_segment_metas()?
-        .iter()
-        .map(|m| m.id().uuid_string())
-        .collect();
-    let mut files: Vec<_> = directory
-        .list_managed_files()
-        .into_iter()
-        .filter(|path| {
-            let name = path.to_string_lossy();
-            segments.iter().any(|id| name.starts_with(id.as_str()))
-        })
-        .filter(|path| match directory.validate_checksum(path) {
-            Ok(intact) => !intact,
-            Err(OpenReadError::FileDoesNotExist(_)) => false,
-            Err(_) => true,
-        })
-        .collect();
+    // The files the last commit names (a segment's components, its
+    // current delete file): not `meta.json` (JSON, written whole), nor a
+    // file a killed writer left half written for a commit that never
+    // happened. A footer that does not read is damage too; a component a
+    // segment does not have (no deletes, no positions) is not.
+    let components = [
+        C::Postings,
+        C::Positions,
+        C::Terms,
+        C::Store,
+        C::FastFields,
+        C::FieldNorms,
+        C::Delete,
+    ];
+    let mut files = Vec::new();
+    for segment in index.searchable_segment_metas()? {
+        for component in &components {
+            if *component == C::Delete && segment.delete_opstamp().is_none() {
+                continue;
+            }
+            let path = segment.relative_path(component.clone());
+            match directory.validate_checksum(&path) {
+                Ok(true) | Err(OpenReadError::FileDoesNotExist(_)) => {}
+                Ok(false) | Err(_) => files.push(path),
+            }
+        }
+    }
     if files.is_empty() {
         return Ok(());
     }

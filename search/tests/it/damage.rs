@@ -141,6 +141,43 @@ fn a_damaged_index_is_an_error_never_a_panic_and_rebuilds_from_the_store() {
         "no flipped byte made tantivy panic: the sweep tests nothing of the guard"
     );
 
+    // What a killed writer leaves (files of a commit that never happened:
+    // a half-written delete file of a committed segment, a segment never
+    // committed) is no damage: only the files the last commit names are
+    // checked.
+    std::fs::remove_dir_all(&root).unwrap();
+    copy_dir(&clean, &root);
+    let generation = root.join(
+        std::fs::read_to_string(root.join("CURRENT"))
+            .unwrap()
+            .trim(),
+    );
+    let segment = index_files(&root)
+        .iter()
+        .find_map(|f| {
+            f.to_string_lossy()
+                .strip_suffix(".store")
+                .map(str::to_owned)
+        })
+        .unwrap();
+    std::fs::write(format!("{segment}.999999.del"), b"half writ").unwrap();
+    std::fs::write(
+        generation.join("0123456789abcdef0123456789abcdef.store"),
+        b"half",
+    )
+    .unwrap();
+    assert_eq!(IndexFiles::open(&root).unwrap().documents(), 40);
+    let ix = Indexer::open(
+        &ob,
+        spec(),
+        &Location::Dir(root.clone()),
+        indexer_config(),
+        clock.clone(),
+    )
+    .unwrap();
+    assert_eq!(rust_notes(&ix), expected);
+    ix.close().unwrap();
+
     // Rebuilt from the store over a damaged index: whole again.
     let store_file = index_files(&clean)
         .into_iter()
