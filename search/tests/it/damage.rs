@@ -80,11 +80,32 @@ fn a_damaged_index_is_an_error_never_a_panic_and_rebuilds_from_the_store() {
     let root = dir.0.join("index");
     let mut ix = indexer_at(&ob, &clock, &root);
     ix.catch_up().unwrap();
+    // Five notes written again, in a later commit of the index: their old
+    // documents deleted, so the first segment has a delete file too.
+    for id in (0..15).step_by(3) {
+        store
+            .transact(|tx| {
+                spec().put(
+                    &ob,
+                    tx,
+                    &NoteKey { id },
+                    &note("rust borrow", "again", "info", id),
+                )
+            })
+            .unwrap();
+    }
+    ix.catch_up().unwrap();
     let expected = rust_notes(&ix);
     assert_eq!(expected, (0..40).step_by(3).collect());
     ix.close().unwrap();
     let clean = dir.0.join("clean");
     copy_dir(&root, &clean);
+    assert!(
+        index_files(&clean)
+            .iter()
+            .any(|f| f.extension().is_some_and(|e| e == "del")),
+        "no delete file to damage"
+    );
 
     let mut damaged = 0;
     for file in index_files(&clean) {
