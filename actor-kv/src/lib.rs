@@ -648,7 +648,10 @@ impl LogicalKey {
 }
 
 fn unpack_elements(rest: &[u8]) -> Result<Vec<Element<'static>>, ActorKvError> {
-    let element: Element<'_> = tuple::unpack(rest).map_err(|_| not_a_key(KeyProblem::NotATuple))?;
+    // Bounded: a damaged key of thousands of nested tuples would overflow
+    // the stack unpacking.
+    let element: Element<'_> =
+        tuple::unpack_bounded(rest).map_err(|_| not_a_key(KeyProblem::NotATuple))?;
     match element.into_owned() {
         Element::Tuple(items) => Ok(items),
         one => Ok(vec![one]),

@@ -29,6 +29,7 @@ pub fn parse_key(text: &str) -> Result<Vec<u8>, String> {
         let mut p = Parser {
             s: t.as_bytes(),
             i: 0,
+            depth: 0,
         };
         let elements = p.tuple()?;
         p.skip_ws();
@@ -42,6 +43,7 @@ pub fn parse_key(text: &str) -> Result<Vec<u8>, String> {
         let mut p = Parser {
             s: t.as_bytes(),
             i: 1,
+            depth: 0,
         };
         let b = p.quoted(true)?;
         if p.i != p.s.len() {
@@ -70,7 +72,13 @@ fn parse_hex(h: &str) -> Result<Vec<u8>, String> {
 struct Parser<'a> {
     s: &'a [u8],
     i: usize,
+    /// Tuples open around the position (each a level of recursion).
+    depth: usize,
 }
+
+/// The deepest tuple notation the parser reads: it recurses once per
+/// level, and a line of thousands of `(` would overflow its stack.
+const MAX_DEPTH: usize = 64;
 
 impl Parser<'_> {
     fn error(&self, what: &str) -> String {
@@ -117,7 +125,13 @@ impl Parser<'_> {
         self.skip_ws();
         let rest = &self.s[self.i..];
         if rest.starts_with(b"(") {
-            return Ok(Element::Tuple(self.tuple()?));
+            if self.depth >= MAX_DEPTH {
+                return Err(self.error(&format!("tuples nested deeper than {MAX_DEPTH}")));
+            }
+            self.depth += 1;
+            let inner = self.tuple();
+            self.depth -= 1;
+            return Ok(Element::Tuple(inner?));
         }
         if rest.starts_with(b"b\"") {
             self.i += 1;

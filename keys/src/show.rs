@@ -50,7 +50,9 @@ fn as_tuple(key: &[u8]) -> Option<String> {
     if key.is_empty() {
         return None;
     }
-    let elements = tuple::unpack::<Vec<Element<'_>>>(key).ok()?;
+    // Bounded: a key of thousands of nested tuples would overflow the
+    // stack unpacking; it is shown as bytes.
+    let elements = tuple::unpack_bounded::<Vec<Element<'_>>>(key).ok()?;
     if tuple::pack(&elements) != key {
         return None;
     }

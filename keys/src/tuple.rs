@@ -40,6 +40,51 @@
 
 pub use foundationdb_tuple::*;
 
+/// The most nested-tuple codes (`0x05`, which opens every nested tuple)
+/// that [`unpack_bounded`] accepts. Unpacking [`Element`]s recurses once
+/// per nested tuple, so a key of thousands of levels (10,000 bytes hold
+/// 5,000: a damaged key, or one made to crash a reader) overflows the
+/// stack and aborts the process; the count bounds the depth from above in
+/// one pass. A shallow tuple with more `0x05` bytes than this inside its
+/// strings or integers is refused too (a reader then shows it as bytes).
+pub const MAX_NESTED_CODES: usize = 512;
+
+/// `bytes` unpacked as `T` (as [`unpack`]), unless they hold more than
+/// [`MAX_NESTED_CODES`] nested-tuple codes: for types made of [`Element`]s
+/// (`Element`, `Vec<Element>`), whose unpacking recurses once per nested
+/// tuple, on bytes read from storage.
+///
+/// ```
+/// use strata_keys::tuple::{self, Element, unpack_bounded, MAX_NESTED_CODES};
+///
+/// let shallow = tuple::pack(&("doc", (1, (2,))));
+/// assert!(unpack_bounded::<Vec<Element<'_>>>(&shallow).is_ok());
+/// // 5,000 tuples in one another: refused, not a stack overflow.
+/// let deep = [vec![0x05; 5_000], vec![0x00; 5_000]].concat();
+/// assert!(unpack_bounded::<Vec<Element<'_>>>(&deep).is_err());
+/// # assert!(MAX_NESTED_CODES < 5_000);
+/// ```
+///
+/// # Errors
+/// [`PackError::Message`] for bytes over the bound; the unpacking's errors.
+pub fn unpack_bounded<'de, T: TupleUnpack<'de>>(bytes: &'de [u8]) -> PackResult<T> {
+    let mut nested = 0usize;
+    for &b in bytes {
+        if b == 0x05 {
+            nested += 1;
+            if nested > MAX_NESTED_CODES {
+                return Err(PackError::Message(
+                    format!(
+                        "more than {MAX_NESTED_CODES} nested-tuple codes: not unpacked (its depth could overflow the stack)"
+                    )
+                    .into(),
+                ));
+            }
+        }
+    }
+    unpack(bytes)
+}
+
 /// Implements [`Key`](crate::Key) for a struct as a FoundationDB tuple;
 /// see the [module docs](crate::tuple) for the layout syntax. The struct is
 /// yours (its derives, visibility and docs); every field must appear in the

@@ -415,3 +415,29 @@ fn a_flipped_byte_in_a_redb_file_is_never_a_printed_panic() {
         "no flipped byte made redb panic: the sweep tests nothing of the hook"
     );
 }
+
+/// A key typed thousands of tuples deep is refused with a message, and a
+/// stored key of 50,000 nested tuples (damage) is shown as bytes: neither
+/// overflows the tool's stack.
+#[test]
+fn deeply_nested_keys_are_errors_or_bytes_never_a_stack_overflow() {
+    let dir = Dir::new("nested");
+    let db = create(Which::Redb, &dir);
+    let typed = "(".repeat(5_000);
+    let (code, _, err) = run(&["get", p(&db), "data", &typed]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("nested deeper than 64"), "{err}");
+    let deep = [vec![0x05u8; 50_000], vec![0x00; 50_000]].concat();
+    match open_engine(Which::Redb, &db)() {
+        Either::Redb(e) => {
+            let data = e.keyspace("data").unwrap();
+            e.commit(Commit::new().put(data, deep, b"x".to_vec()))
+                .unwrap();
+        }
+        Either::Rocks(_) => unreachable!(),
+    }
+    let (code, text, err) = run(&["scan", p(&db), "data"]);
+    assert!(matches!(code, 0..=2), "{code} {err}");
+    assert!(!err.contains("overflowed"), "{err}");
+    assert!(text.contains(r#"b"\x05\x05\x05"#), "{err}");
+}

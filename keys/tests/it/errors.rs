@@ -345,3 +345,32 @@ fn chunked_is_declared_with_the_key() {
         SmallR { id: 3 }.pack().unwrap()[1..]
     );
 }
+
+/// A key of tuples nested thousands deep (damaged, or made to crash a
+/// reader) is shown as bytes and refused by `unpack_bounded`, on a thread
+/// with a 256 KiB stack where unpacking it would overflow; at the bound
+/// it still unpacks and shows as a tuple.
+#[test]
+fn deeply_nested_keys_are_bounded_not_a_stack_overflow() {
+    use strata_keys::show::show_key;
+    use strata_keys::tuple::{Element, MAX_NESTED_CODES, unpack_bounded};
+    let nested = |n: usize| [vec![0x05; n], vec![0x00; n]].concat();
+    std::thread::Builder::new()
+        .stack_size(256 << 10)
+        .spawn(move || {
+            let deep = nested(50_000);
+            assert!(unpack_bounded::<Vec<Element<'_>>>(&deep).is_err());
+            let shown = show_key(&deep);
+            assert!(shown.starts_with(r#"b"\x05\x05"#), "{}", &shown[..20]);
+            // Just past the bound: refused, though it would unpack.
+            assert!(unpack_bounded::<Vec<Element<'_>>>(&nested(MAX_NESTED_CODES + 1)).is_err());
+        })
+        .unwrap()
+        .join()
+        .unwrap();
+    // At the bound: a tuple (on a stack of the usual size).
+    let at = nested(MAX_NESTED_CODES);
+    assert!(unpack_bounded::<Vec<Element<'_>>>(&at).is_ok());
+    let shown = show_key(&at);
+    assert!(shown.starts_with("((("), "{}", &shown[..20]);
+}

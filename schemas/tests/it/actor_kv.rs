@@ -128,6 +128,10 @@ fn bytes_of_no_key_are_typed_errors() {
         problem(&[7, 0x05], Layout::Unversioned),
         KeyProblem::NotATuple
     );
+    // A workflow key of 50,000 tuples in one another (damaged): refused as
+    // no tuple, not unpacked into a stack overflow.
+    let deep = [vec![7u8], vec![0x05; 50_000], vec![0x00; 50_000]].concat();
+    assert_eq!(problem(&deep, Layout::Unversioned), KeyProblem::NotATuple);
     // A trace chunk's numbers are unsigned: (1, -1, 0) is refused.
     assert_eq!(
         problem(&[8, 0x15, 1, 0x13, 0xFE, 0x14], Layout::Unversioned),
