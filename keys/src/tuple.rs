@@ -40,49 +40,94 @@
 
 pub use foundationdb_tuple::*;
 
-/// The most nested-tuple codes (`0x05`, which opens every nested tuple)
-/// that [`unpack_bounded`] accepts. Unpacking [`Element`]s recurses once
-/// per nested tuple, so a key of thousands of levels (10,000 bytes hold
-/// 5,000: a damaged key, or one made to crash a reader) overflows the
-/// stack and aborts the process; the count bounds the depth from above in
-/// one pass. A shallow tuple with more `0x05` bytes than this inside its
-/// strings or integers is refused too (a reader then shows it as bytes).
-pub const MAX_NESTED_CODES: usize = 512;
+/// The deepest nesting of tuples that [`unpack_bounded`] unpacks.
+/// Unpacking [`Element`]s recurses once per nested tuple, so a key of
+/// thousands of levels (10,000 bytes hold 5,000: a damaged key, or one
+/// made to crash a reader) overflows the stack and aborts the process.
+pub const MAX_TUPLE_DEPTH: usize = 512;
 
-/// `bytes` unpacked as `T` (as [`unpack`]), unless they hold more than
-/// [`MAX_NESTED_CODES`] nested-tuple codes: for types made of [`Element`]s
-/// (`Element`, `Vec<Element>`), whose unpacking recurses once per nested
-/// tuple, on bytes read from storage.
+/// `bytes` unpacked as `T` (as [`unpack`]), unless its tuples nest deeper
+/// than [`MAX_TUPLE_DEPTH`]: for types made of [`Element`]s (`Element`,
+/// `Vec<Element>`), whose unpacking recurses once per nested tuple, on
+/// bytes read from storage. The depth is found first in one pass over the
+/// bytes, without recursion, reading each element's extent as the tuple
+/// layer does (a string or an integer holding `0x05` bytes is no nesting).
 ///
 /// ```
-/// use strata_keys::tuple::{self, Element, unpack_bounded, MAX_NESTED_CODES};
+/// use strata_keys::tuple::{self, Bytes, Element, unpack_bounded, MAX_TUPLE_DEPTH};
 ///
-/// let shallow = tuple::pack(&("doc", (1, (2,))));
+/// let shallow = tuple::pack(&("doc", (1, (2,)), Bytes::from(vec![0x05; 2_000])));
 /// assert!(unpack_bounded::<Vec<Element<'_>>>(&shallow).is_ok());
 /// // 5,000 tuples in one another: refused, not a stack overflow.
 /// let deep = [vec![0x05; 5_000], vec![0x00; 5_000]].concat();
 /// assert!(unpack_bounded::<Vec<Element<'_>>>(&deep).is_err());
-/// # assert!(MAX_NESTED_CODES < 5_000);
+/// # assert!(MAX_TUPLE_DEPTH < 5_000);
 /// ```
 ///
 /// # Errors
-/// [`PackError::Message`] for bytes over the bound; the unpacking's errors.
+/// [`PackError::Message`] for bytes nested too deep; the unpacking's
+/// errors.
 pub fn unpack_bounded<'de, T: TupleUnpack<'de>>(bytes: &'de [u8]) -> PackResult<T> {
-    let mut nested = 0usize;
-    for &b in bytes {
-        if b == 0x05 {
-            nested += 1;
-            if nested > MAX_NESTED_CODES {
-                return Err(PackError::Message(
-                    format!(
-                        "more than {MAX_NESTED_CODES} nested-tuple codes: not unpacked (its depth could overflow the stack)"
-                    )
-                    .into(),
-                ));
-            }
-        }
+    if nests_deeper_than(bytes, MAX_TUPLE_DEPTH) {
+        return Err(PackError::Message(
+            format!("tuples nested deeper than {MAX_TUPLE_DEPTH}: not unpacked (the depth could overflow the stack)")
+                .into(),
+        ));
     }
     unpack(bytes)
+}
+
+/// Whether the tuple encoding in `bytes` opens more than `limit` nested
+/// tuples at some point, read element by element as the tuple layer
+/// unpacks them. Stops (answering no) where the bytes stop being a tuple:
+/// the unpacking then fails at that same point, no deeper.
+fn nests_deeper_than(bytes: &[u8], limit: usize) -> bool {
+    let mut depth = 0usize;
+    let mut i = 0usize;
+    while let Some(&code) = bytes.get(i) {
+        i += 1;
+        match code {
+            // Inside a nested tuple: `00 FF` is a nil, `00` its end.
+            0x00 if depth > 0 => {
+                if bytes.get(i) == Some(&0xFF) {
+                    i += 1;
+                } else {
+                    depth -= 1;
+                }
+            }
+            0x00 | 0x26 | 0x27 | 0x14 => {}
+            // Bytes and strings end at a `00` not followed by `FF`.
+            0x01 | 0x02 => loop {
+                match bytes.get(i) {
+                    None => return false,
+                    Some(0x00) if bytes.get(i + 1) == Some(&0xFF) => i += 2,
+                    Some(0x00) => {
+                        i += 1;
+                        break;
+                    }
+                    Some(_) => i += 1,
+                }
+            },
+            0x05 => {
+                depth += 1;
+                if depth > limit {
+                    return true;
+                }
+            }
+            0x0C..=0x13 => i += usize::from(0x14 - code),
+            0x15..=0x1C => i += usize::from(code - 0x14),
+            0x0B | 0x1D => {
+                let Some(&n) = bytes.get(i) else { return false };
+                i += 1 + usize::from(if code == 0x0B { n ^ 0xFF } else { n });
+            }
+            0x20 => i += 4,
+            0x21 => i += 8,
+            0x30 => i += 16,
+            0x33 => i += 12,
+            _ => return false,
+        }
+    }
+    false
 }
 
 /// Implements [`Key`](crate::Key) for a struct as a FoundationDB tuple;

@@ -221,6 +221,39 @@ pub enum QueryError {
     /// A time range on an index without a time.
     #[error("this index has no time")]
     NoTime,
+    /// Parentheses nested deeper than [`MAX_QUERY_NESTING`]: tantivy's
+    /// parser recurses once per level, and a query of thousands would
+    /// overflow the stack and abort the process.
+    #[error("query nests parentheses {depth} deep, more than {MAX_QUERY_NESTING}")]
+    TooDeep {
+        /// How deep the text nests (counted up to one past the bound).
+        depth: usize,
+    },
+}
+
+/// The deepest nesting of parentheses a query's text may have (see
+/// [`QueryError::TooDeep`]).
+pub const MAX_QUERY_NESTING: usize = 64;
+
+/// Refuses query text nested deeper than [`MAX_QUERY_NESTING`], before
+/// tantivy's recursive parser sees it. Counts every `(` not yet closed,
+/// inside quotes too (so a phrase of many `(` may be refused: cheap, and
+/// never too lenient).
+pub(crate) fn check_nesting(text: &str) -> Result<(), QueryError> {
+    let mut depth = 0usize;
+    for b in text.bytes() {
+        match b {
+            b'(' => {
+                depth += 1;
+                if depth > MAX_QUERY_NESTING {
+                    return Err(QueryError::TooDeep { depth });
+                }
+            }
+            b')' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    Ok(())
 }
 
 impl SearchError {

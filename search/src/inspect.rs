@@ -273,6 +273,7 @@ impl IndexFiles {
         if limit == 0 {
             return Ok(Vec::new());
         }
+        crate::check_nesting(text)?;
         let searcher = self.reader.searcher();
         let parser = QueryParser::for_index(&self.index, self.text.clone());
         let query = parser

@@ -46,8 +46,8 @@ use strata_store::Tx;
 pub use tantivy;
 
 pub use crate::change::Change;
-pub use crate::error::{MappingError, QueryError, SearchError};
-pub(crate) use crate::error::{check_files, reading};
+pub use crate::error::{MAX_QUERY_NESTING, MappingError, QueryError, SearchError};
+pub(crate) use crate::error::{check_files, check_nesting, reading};
 pub use crate::indexer::{Indexer, IndexerConfig, Location, Merging, Step};
 pub use crate::runner::{IndexReport, IndexRunner};
 pub use crate::spec::{Document, IndexSpec};

@@ -14,7 +14,10 @@ pub type ScopeFn = Arc<dyn Fn(&[u8]) -> Option<Vec<u8>> + Send + Sync>;
 /// The packed bytes of the first `elements` tuple elements of `key`, when
 /// it is a tuple of at least that many.
 fn tuple_prefix(key: &[u8], elements: usize) -> Option<Vec<u8>> {
-    let all = strata_keys::tuple::unpack::<Vec<strata_keys::tuple::Element<'_>>>(key).ok()?;
+    // Bounded: a key of thousands of nested tuples would overflow the
+    // stack unpacking (it is charged to no scope).
+    let all =
+        strata_keys::tuple::unpack_bounded::<Vec<strata_keys::tuple::Element<'_>>>(key).ok()?;
     if all.len() < elements {
         return None;
     }

@@ -580,3 +580,18 @@ fn a_damaged_index_is_reported_never_a_panic_and_rebuilt() {
     let v = json(&["search", db, "verify", "agent_memory"]);
     assert_eq!(v["ok"], true, "{v}");
 }
+
+/// A query of 10,000 nested parentheses: a message and exit status 2
+/// (tantivy's parser overflowed the tool's stack on it).
+#[test]
+fn a_deeply_nested_query_is_a_message_not_a_stack_overflow() {
+    let dir = Dir::new("search-nested");
+    let db = agent_memory(&dir);
+    let text = format!("{}migrations{}", "(".repeat(10_000), ")".repeat(10_000));
+    let (code, _, err) = run(&["search", p(&db), "query", "agent_memory", &text]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("nests parentheses") && !err.contains("overflow"),
+        "{err}"
+    );
+}

@@ -353,7 +353,7 @@ fn chunked_is_declared_with_the_key() {
 #[test]
 fn deeply_nested_keys_are_bounded_not_a_stack_overflow() {
     use strata_keys::show::show_key;
-    use strata_keys::tuple::{Element, MAX_NESTED_CODES, unpack_bounded};
+    use strata_keys::tuple::{Element, MAX_TUPLE_DEPTH, unpack_bounded};
     let nested = |n: usize| [vec![0x05; n], vec![0x00; n]].concat();
     std::thread::Builder::new()
         .stack_size(256 << 10)
@@ -363,13 +363,51 @@ fn deeply_nested_keys_are_bounded_not_a_stack_overflow() {
             let shown = show_key(&deep);
             assert!(shown.starts_with(r#"b"\x05\x05"#), "{}", &shown[..20]);
             // Just past the bound: refused, though it would unpack.
-            assert!(unpack_bounded::<Vec<Element<'_>>>(&nested(MAX_NESTED_CODES + 1)).is_err());
+            assert!(unpack_bounded::<Vec<Element<'_>>>(&nested(MAX_TUPLE_DEPTH + 1)).is_err());
         })
         .unwrap()
         .join()
         .unwrap();
+    // The depth is read as the tuple layer reads elements: `0x05` and
+    // `0x00` bytes inside strings, bytes and integers, nils inside nested
+    // tuples (`00 FF`), floats, UUIDs and long integers are no nesting.
+    let payload = [0x05u8, 0x00, 0x05, 0xFF, 0x05];
+    let shallow = strata_keys::tuple::pack(&(
+        "doc\u{5}\u{0}",
+        strata_keys::tuple::Bytes::from(payload.repeat(400)),
+        (
+            Option::<i64>::None,
+            5i64,
+            -5i64,
+            0x0505_0505_0505i64,
+            -0x0505_0505_0505i64,
+        ),
+        ((
+            1.5f32,
+            2.5f64,
+            true,
+            strata_keys::tuple::Uuid::from_bytes([5; 16]),
+        ),),
+        u64::MAX,
+    ));
+    assert_eq!(
+        unpack_bounded::<Vec<Element<'_>>>(&shallow).unwrap(),
+        strata_keys::tuple::unpack::<Vec<Element<'_>>>(&shallow).unwrap()
+    );
+    // The same elements (two levels deep themselves) inside tuples nested
+    // to one past the bound: refused; one level less: unpacked.
+    let mut deep = vec![0x05u8; MAX_TUPLE_DEPTH - 1];
+    deep.extend_from_slice(&shallow);
+    deep.extend(vec![0x00u8; MAX_TUPLE_DEPTH - 1]);
+    assert!(unpack_bounded::<Vec<Element<'_>>>(&deep).is_err());
+    deep.remove(0);
+    deep.pop();
+    assert!(
+        unpack_bounded::<Vec<Element<'_>>>(&deep).is_ok(),
+        "at the bound"
+    );
     // At the bound: a tuple (on a stack of the usual size).
-    let at = nested(MAX_NESTED_CODES);
+    let at = nested(MAX_TUPLE_DEPTH);
     assert!(unpack_bounded::<Vec<Element<'_>>>(&at).is_ok());
     let shown = show_key(&at);
     assert!(shown.starts_with("((("), "{}", &shown[..20]);

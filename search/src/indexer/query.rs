@@ -45,6 +45,7 @@ where
         let mut parts: Vec<(Occur, Box<dyn tantivy::query::Query>)> = Vec::new();
         let text_fields: Vec<_> = self.fields.text.iter().map(|(f, _)| *f).collect();
         if !query.text.trim().is_empty() {
+            crate::check_nesting(&query.text)?;
             let mut parser = QueryParser::for_index(&self.index, text_fields.clone());
             for (field, boost) in &self.fields.text {
                 parser.set_field_boost(*field, *boost);

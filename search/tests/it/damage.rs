@@ -325,3 +325,64 @@ fn kind(e: &SearchError) -> &'static str {
         _ => "another error",
     }
 }
+
+/// A query of parentheses nested thousands deep (tantivy's parser recurses
+/// once per level: it overflowed the stack and aborted the process) is a
+/// typed error, through `Indexer::search` and `IndexFiles::query`, on a
+/// thread with a 512 KiB stack; at the bound it still parses and finds.
+#[test]
+fn a_deeply_nested_query_is_refused_not_a_stack_overflow() {
+    use strata_search::{MAX_QUERY_NESTING, QueryError};
+    let (store, clock, dir) = mem(options(Durability::Immediate));
+    let store: &Store<_> = &store;
+    let ob = outbox(store, &clock, outbox_config());
+    store
+        .transact(|tx| {
+            spec().put(
+                &ob,
+                tx,
+                &NoteKey { id: 1 },
+                &note("rust", "borrow", "info", 1),
+            )
+        })
+        .unwrap();
+    let root = dir.0.join("index");
+    let mut ix = indexer_at(&ob, &clock, &root);
+    ix.catch_up().unwrap();
+    let nested = |n: usize| format!("{}rust{}", "(".repeat(n), ")".repeat(n));
+    std::thread::scope(|s| {
+        std::thread::Builder::new()
+            .stack_size(512 << 10)
+            .spawn_scoped(s, || {
+                for text in [nested(20_000), format!("x -{}", "-(".repeat(20_000))] {
+                    let refused = ix.search(&Query::new(&text));
+                    assert!(
+                        matches!(
+                            refused,
+                            Err(SearchError::Query(QueryError::TooDeep { depth })) if depth == MAX_QUERY_NESTING + 1
+                        ),
+                        "{refused:?}"
+                    );
+                }
+                let files = IndexFiles::open(&root).unwrap();
+                assert!(matches!(
+                    files.query(&nested(20_000), 10),
+                    Err(SearchError::Query(QueryError::TooDeep { .. }))
+                ));
+            })
+            .unwrap()
+            .join()
+            .unwrap();
+    });
+    let at = nested(MAX_QUERY_NESTING);
+    assert_eq!(ix.search(&Query::new(&at)).unwrap().hits.len(), 1);
+    let closed_between = format!("{}rust", "(a) ".repeat(1_000));
+    assert!(
+        ix.search(&Query::new(&closed_between)).is_ok(),
+        "depth 1, many groups"
+    );
+    assert!(matches!(
+        ix.search(&Query::new(nested(MAX_QUERY_NESTING + 1))),
+        Err(SearchError::Query(QueryError::TooDeep { .. }))
+    ));
+}

@@ -158,6 +158,51 @@ fn a_flipped_value_byte_is_a_value_problem() {
     );
 }
 
+/// A data row whose key is 50,000 tuples in one another (damage): the
+/// quota rule (the key's first two tuple elements) and the problem's
+/// message unpack it bounded, so `verify` names it instead of overflowing
+/// the stack.
+#[test]
+fn a_key_nested_fifty_thousand_deep_is_a_problem_not_a_stack_overflow() {
+    let e = engine();
+    let store = filled(&e);
+    let data = e.keyspace("data").unwrap();
+    let key = [vec![0x05u8; 50_000], vec![0x00; 50_000]].concat();
+    raw(
+        &e,
+        Mutation::Put {
+            ks: data,
+            key: key.clone(),
+            value: b"x".to_vec(),
+        },
+    );
+    let v = std::thread::scope(|s| {
+        std::thread::Builder::new()
+            .stack_size(1 << 20)
+            .spawn_scoped(s, || {
+                let v = store.verify().unwrap();
+                // Each problem reads as a line, its key shown bounded.
+                let lines: Vec<String> = v.problems.iter().map(ToString::to_string).collect();
+                (v, lines)
+            })
+            .unwrap()
+            .join()
+            .unwrap()
+    });
+    let (v, lines) = v;
+    assert!(
+        lines.iter().any(|l| l.contains(r#"b"\x05\x05"#)),
+        "{lines:?}"
+    );
+    assert!(
+        v.problems
+            .iter()
+            .any(|p| matches!(p, Problem::Value { key: k, .. } if *k == key)),
+        "{:?}",
+        v.problems.len()
+    );
+}
+
 #[test]
 fn a_deleted_chunk_row_is_a_chunk_problem_and_quota_drifts() {
     let e = engine();
