@@ -406,6 +406,35 @@ fn deeply_nested_keys_are_bounded_not_a_stack_overflow() {
         unpack_bounded::<Vec<Element<'_>>>(&deep).is_ok(),
         "at the bound"
     );
+    // After an element of every kind, nesting past the bound is still
+    // found: the depth is read through each element, not stopped at it.
+    let past = nested(MAX_TUPLE_DEPTH + 1);
+    let heads: Vec<Vec<u8>> = vec![
+        vec![0x00],
+        vec![0x26],
+        vec![0x27],
+        vec![0x14],
+        strata_keys::tuple::pack(&(1.5f32,)),
+        strata_keys::tuple::pack(&(2.5f64,)),
+        strata_keys::tuple::pack(&(strata_keys::tuple::Uuid::from_bytes([5; 16]),)),
+        strata_keys::tuple::pack(&(strata_keys::tuple::Versionstamp::complete([5; 10], 5),)),
+        vec![0x1D, 0x02, 0x05, 0x05],
+        vec![0x0B, 0xFD, 0x05, 0x05],
+        strata_keys::tuple::pack(&(5i64, -5i64)),
+        strata_keys::tuple::pack(&("s\u{5}\u{0}",)),
+        vec![0x05, 0x00, 0xFF, 0x05, 0x00, 0x00],
+    ];
+    for head in heads {
+        let bytes = [head.clone(), past.clone()].concat();
+        assert!(
+            strata_keys::tuple::unpack::<Vec<Element<'_>>>(&bytes).is_ok(),
+            "{head:02x?} is a tuple"
+        );
+        assert!(
+            unpack_bounded::<Vec<Element<'_>>>(&bytes).is_err(),
+            "{head:02x?} then nesting past the bound"
+        );
+    }
     // At the bound: a tuple (on a stack of the usual size).
     let at = nested(MAX_TUPLE_DEPTH);
     assert!(unpack_bounded::<Vec<Element<'_>>>(&at).is_ok());
