@@ -414,13 +414,17 @@ fn deeply_nested_keys_are_bounded_not_a_stack_overflow() {
         vec![0x26],
         vec![0x27],
         vec![0x14],
-        strata_keys::tuple::pack(&(1.5f32,)),
-        strata_keys::tuple::pack(&(2.5f64,)),
+        // Floats, and the integers below, whose last byte is no type code:
+        // read through whole, not from inside.
+        strata_keys::tuple::pack(&(f32::from_bits(0x3F80_0040),)),
+        strata_keys::tuple::pack(&(f64::from_bits(0x3FF0_0000_0000_0040),)),
         strata_keys::tuple::pack(&(strata_keys::tuple::Uuid::from_bytes([5; 16]),)),
         strata_keys::tuple::pack(&(strata_keys::tuple::Versionstamp::complete([5; 10], 5),)),
-        vec![0x1D, 0x02, 0x05, 0x05],
-        vec![0x0B, 0xFD, 0x05, 0x05],
+        vec![0x1D, 0x02, 0x05, 0x40],
+        vec![0x0B, 0xFD, 0x05, 0x40],
         strata_keys::tuple::pack(&(5i64, -5i64)),
+        strata_keys::tuple::pack(&(0x01FF_FFFF_FFFF_FFFFu64,)),
+        strata_keys::tuple::pack(&(-0x0101_0101_0101_01BFi64,)),
         strata_keys::tuple::pack(&("s\u{5}\u{0}",)),
         vec![0x05, 0x00, 0xFF, 0x05, 0x00, 0x00],
     ];
