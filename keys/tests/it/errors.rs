@@ -418,8 +418,10 @@ fn deeply_nested_keys_are_bounded_not_a_stack_overflow() {
         // read through whole, not from inside.
         strata_keys::tuple::pack(&(f32::from_bits(0x3F80_0040),)),
         strata_keys::tuple::pack(&(f64::from_bits(0x3FF0_0000_0000_0040),)),
-        strata_keys::tuple::pack(&(strata_keys::tuple::Uuid::from_bytes([5; 16]),)),
-        strata_keys::tuple::pack(&(strata_keys::tuple::Versionstamp::complete([5; 10], 5),)),
+        strata_keys::tuple::pack(&(strata_keys::tuple::Uuid::from_bytes([
+            5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 0x40,
+        ]),)),
+        strata_keys::tuple::pack(&(strata_keys::tuple::Versionstamp::complete([5; 10], 0x40),)),
         vec![0x1D, 0x02, 0x05, 0x40],
         vec![0x0B, 0xFD, 0x05, 0x40],
         strata_keys::tuple::pack(&(5i64, -5i64)),
