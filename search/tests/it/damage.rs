@@ -11,6 +11,7 @@ use strata_search::{Indexer, Location, Query, SearchError};
 use strata_store::Store;
 use strata_test_support::copy_dir;
 
+use crate::index::put;
 use crate::{NoteKey, indexer_at, indexer_config, mem, note, options, outbox, outbox_config, spec};
 
 /// The ids of the notes a search for "rust" finds.
@@ -66,16 +67,12 @@ fn a_damaged_index_is_an_error_never_a_panic_and_rebuilds_from_the_store() {
         } else {
             "garden beans"
         };
-        store
-            .transact(|tx| {
-                spec().put(
-                    &ob,
-                    tx,
-                    &NoteKey { id },
-                    &note(topic, &format!("note {id} about {topic}"), "info", id),
-                )
-            })
-            .unwrap();
+        put(
+            store,
+            &ob,
+            id,
+            &note(topic, &format!("note {id} about {topic}"), "info", id),
+        );
     }
     let root = dir.0.join("index");
     let mut ix = indexer_at(&ob, &clock, &root);
@@ -83,16 +80,7 @@ fn a_damaged_index_is_an_error_never_a_panic_and_rebuilds_from_the_store() {
     // Five notes written again, in a later commit of the index: their old
     // documents deleted, so the first segment has a delete file too.
     for id in (0..15).step_by(3) {
-        store
-            .transact(|tx| {
-                spec().put(
-                    &ob,
-                    tx,
-                    &NoteKey { id },
-                    &note("rust borrow", "again", "info", id),
-                )
-            })
-            .unwrap();
+        put(store, &ob, id, &note("rust borrow", "again", "info", id));
     }
     ix.catch_up().unwrap();
     let expected = rust_notes(&ix);
@@ -188,14 +176,7 @@ fn a_damaged_index_is_an_error_never_a_panic_and_rebuilds_from_the_store() {
     )
     .unwrap();
     assert_eq!(IndexFiles::open(&root).unwrap().documents(), 40);
-    let ix = Indexer::open(
-        &ob,
-        spec(),
-        &Location::Dir(root.clone()),
-        indexer_config(),
-        clock.clone(),
-    )
-    .unwrap();
+    let ix = indexer_at(&ob, &clock, &root);
     assert_eq!(rust_notes(&ix), expected);
     ix.close().unwrap();
 
@@ -233,14 +214,12 @@ fn catching_up_on_a_damaged_index_ends_and_a_rebuild_makes_it_whole() {
     let (store, clock, dir) = mem(options(Durability::Immediate));
     let store: &Store<_> = &store;
     let ob = outbox(store, &clock, outbox_config());
-    let put = |id: u64, topic: &str| {
-        store
-            .transact(|tx| spec().put(&ob, tx, &NoteKey { id }, &note(topic, topic, "info", id)))
-            .unwrap();
+    let put_topic = |id: u64, topic: &str| {
+        put(store, &ob, id, &note(topic, topic, "info", id));
     };
     let mut rusty = BTreeSet::new();
     for id in 0..30u64 {
-        put(
+        put_topic(
             id,
             if id % 3 == 0 {
                 "rust borrow"
@@ -276,8 +255,8 @@ fn catching_up_on_a_damaged_index_ends_and_a_rebuild_makes_it_whole() {
             let generation = std::fs::read_to_string(root.join("CURRENT")).unwrap();
             std::fs::write(root.join(generation.trim()).join(&name), &flipped).unwrap();
             // Updates of old notes (deletes in tantivy) and new ones.
-            put(next % 30, "rust update");
-            put(next, "rust new");
+            put_topic(next % 30, "rust update");
+            put_topic(next, "rust new");
             rusty.extend([next % 30, next]);
             next += 1;
             let opened = Indexer::open(
@@ -336,16 +315,7 @@ fn a_deeply_nested_query_is_refused_not_a_stack_overflow() {
     let (store, clock, dir) = mem(options(Durability::Immediate));
     let store: &Store<_> = &store;
     let ob = outbox(store, &clock, outbox_config());
-    store
-        .transact(|tx| {
-            spec().put(
-                &ob,
-                tx,
-                &NoteKey { id: 1 },
-                &note("rust", "borrow", "info", 1),
-            )
-        })
-        .unwrap();
+    put(store, &ob, 1, &note("rust", "borrow", "info", 1));
     let root = dir.0.join("index");
     let mut ix = indexer_at(&ob, &clock, &root);
     ix.catch_up().unwrap();

@@ -44,14 +44,7 @@ fn a_full_disk_under_the_index_is_an_error_and_space_back_lets_it_catch_up() {
     let store: &Store<_> = &store;
     let ob = outbox(store, &clock, outbox_config());
     let root = root_dir.join("index");
-    let mut ix = Indexer::open(
-        &ob,
-        spec(),
-        &Location::Dir(root.clone()),
-        indexer_config(),
-        clock.clone(),
-    )
-    .unwrap();
+    let mut ix = crate::indexer_at(&ob, &clock, &root);
     let body = |id: u64| format!("note {id} {}", "lorem ipsum dolor sit amet ".repeat(100));
     let mut failed = None;
     let mut written = 0u64;

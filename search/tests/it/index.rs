@@ -16,7 +16,9 @@ fn keys(hits: &strata_search::Results<NoteKey>) -> BTreeSet<u64> {
     hits.hits.iter().map(|h| h.key.id).collect()
 }
 
-fn put<E: Engine>(
+/// Puts note `id` through the spec (its outbox entry in the same
+/// commit); returns the commit's version.
+pub(crate) fn put<E: Engine>(
     store: &Store<E>,
     ob: &strata_outbox::Outbox<'_, E>,
     id: u64,
