@@ -79,55 +79,115 @@ pub fn unpack_bounded<'de, T: TupleUnpack<'de>>(bytes: &'de [u8]) -> PackResult<
 
 /// Whether the tuple encoding in `bytes` opens more than `limit` nested
 /// tuples at some point, read element by element as the tuple layer
-/// unpacks them. Stops (answering no) where the bytes stop being a tuple:
-/// the unpacking then fails at that same point, no deeper.
-fn nests_deeper_than(bytes: &[u8], limit: usize) -> bool {
-    let mut depth = 0usize;
-    let mut i = 0usize;
-    while let Some(&code) = bytes.get(i) {
-        i += 1;
-        match code {
-            // Inside a nested tuple: `00 FF` is a nil, `00` its end.
-            0x00 if depth > 0 => {
-                if bytes.get(i) == Some(&0xFF) {
-                    i += 1;
-                } else {
-                    depth -= 1;
-                }
-            }
-            0x00 | 0x26 | 0x27 | 0x14 => {}
-            // Bytes and strings end at a `00` not followed by `FF`.
-            0x01 | 0x02 => loop {
-                match bytes.get(i) {
-                    None => return false,
-                    Some(0x00) if bytes.get(i + 1) == Some(&0xFF) => i += 2,
-                    Some(0x00) => {
-                        i += 1;
-                        break;
-                    }
-                    Some(_) => i += 1,
-                }
-            },
-            0x05 => {
-                depth += 1;
-                if depth > limit {
-                    return true;
-                }
-            }
-            0x0C..=0x13 => i += usize::from(0x14 - code),
-            0x15..=0x1C => i += usize::from(code - 0x14),
-            0x0B | 0x1D => {
-                let Some(&n) = bytes.get(i) else { return false };
-                i += 1 + usize::from(if code == 0x0B { n ^ 0xFF } else { n });
-            }
-            0x20 => i += 4,
-            0x21 => i += 8,
-            0x30 => i += 16,
-            0x33 => i += 12,
-            _ => return false,
+/// unpacks them, without recursion. Stops (answering no) where the bytes
+/// stop being a tuple: unpacking them fails at that same point, no deeper.
+///
+/// ```
+/// use strata_keys::tuple::{self, nests_deeper_than};
+///
+/// let two = tuple::pack(&(1, (2, (3,))));
+/// assert!(nests_deeper_than(&two, 1));
+/// assert!(!nests_deeper_than(&two, 2));
+/// // A `0x05` inside a string is a byte, not a tuple.
+/// assert!(!nests_deeper_than(&tuple::pack(&("\u{5}\u{5}",)), 0));
+/// ```
+pub fn nests_deeper_than(bytes: &[u8], limit: usize) -> bool {
+    let (mut i, mut depth) = (0usize, 0usize);
+    while i < bytes.len() {
+        let Some((next, deeper)) = step(bytes, i, depth) else {
+            return false;
+        };
+        if deeper > limit {
+            return true;
         }
+        (i, depth) = (next, deeper);
     }
     false
+}
+
+/// `bytes` split after its first `elements` top-level tuple elements, if
+/// the whole of `bytes` reads as a sequence of tuple elements (by their
+/// extents, as the tuple layer reads them: codes, lengths, terminators,
+/// nesting; without recursion, so at any depth) of at least `elements`.
+/// It does not unpack them: a string of invalid UTF-8 still has an extent.
+/// For finding the first elements of a key nested too deep to unpack (see
+/// [`unpack_bounded`]).
+///
+/// ```
+/// use strata_keys::tuple::{self, split_prefix};
+///
+/// let key = tuple::pack(&("actor", 7, (1, (2,)), "name"));
+/// let (head, rest) = split_prefix(&key, 2).unwrap();
+/// assert_eq!(head, tuple::pack(&("actor", 7)));
+/// assert_eq!(rest, tuple::pack(&((1, (2,)), "name")));
+/// // Fewer elements, or bytes that end inside one: none.
+/// assert!(split_prefix(&key, 5).is_none());
+/// assert!(split_prefix(&key[..key.len() - 1], 1).is_none());
+/// ```
+pub fn split_prefix(bytes: &[u8], elements: usize) -> Option<(&[u8], &[u8])> {
+    let (mut i, mut depth, mut seen) = (0usize, 0usize, 0usize);
+    let mut split = (elements == 0).then_some(0);
+    while i < bytes.len() {
+        let (next, deeper) = step(bytes, i, depth)?;
+        (i, depth) = (next, deeper);
+        if depth == 0 {
+            seen += 1;
+            if seen == elements {
+                split = Some(i);
+            }
+        }
+    }
+    // Every element ended, none past the bytes.
+    let at = split.filter(|_| i == bytes.len() && depth == 0)?;
+    Some(bytes.split_at(at))
+}
+
+/// One step of reading a tuple's bytes by their extents: the code at `i`
+/// with what it spans (a nested tuple's opening and its end are steps of
+/// their own), at nesting `depth`. The position after it and the depth
+/// there (the position may lie past the bytes when they end early);
+/// `None` for a code that starts no element, or a length or terminator
+/// the bytes end before.
+fn step(bytes: &[u8], i: usize, depth: usize) -> Option<(usize, usize)> {
+    let code = *bytes.get(i)?;
+    let i = i + 1;
+    Some(match code {
+        // Inside a nested tuple: `00 FF` is a nil, `00` its end.
+        0x00 if depth > 0 => {
+            if bytes.get(i) == Some(&0xFF) {
+                (i + 1, depth)
+            } else {
+                (i, depth - 1)
+            }
+        }
+        0x00 | 0x26 | 0x27 | 0x14 => (i, depth),
+        // Bytes and strings end at a `00` not followed by `FF`.
+        0x01 | 0x02 => {
+            let mut j = i;
+            loop {
+                match bytes.get(j)? {
+                    0x00 if bytes.get(j + 1) == Some(&0xFF) => j += 2,
+                    0x00 => break (j + 1, depth),
+                    _ => j += 1,
+                }
+            }
+        }
+        0x05 => (i, depth + 1),
+        0x0C..=0x13 => (i + usize::from(0x14 - code), depth),
+        0x15..=0x1C => (i + usize::from(code - 0x14), depth),
+        0x0B | 0x1D => {
+            let n = *bytes.get(i)?;
+            (
+                i + 1 + usize::from(if code == 0x0B { n ^ 0xFF } else { n }),
+                depth,
+            )
+        }
+        0x20 => (i + 4, depth),
+        0x21 => (i + 8, depth),
+        0x30 => (i + 16, depth),
+        0x33 => (i + 12, depth),
+        _ => return None,
+    })
 }
 
 /// Implements [`Key`](crate::Key) for a struct as a FoundationDB tuple;

@@ -14,14 +14,23 @@ pub type ScopeFn = Arc<dyn Fn(&[u8]) -> Option<Vec<u8>> + Send + Sync>;
 /// The packed bytes of the first `elements` tuple elements of `key`, when
 /// it is a tuple of at least that many.
 fn tuple_prefix(key: &[u8], elements: usize) -> Option<Vec<u8>> {
-    // Bounded: a key of thousands of nested tuples would overflow the
-    // stack unpacking (it is charged to no scope).
-    let all =
-        strata_keys::tuple::unpack_bounded::<Vec<strata_keys::tuple::Element<'_>>>(key).ok()?;
+    use strata_keys::tuple::{self, Element, MAX_TUPLE_DEPTH};
+    let canonical = |head: &[u8]| {
+        let elements = tuple::unpack_bounded::<Vec<Element<'_>>>(head).ok()?;
+        (tuple::pack(&elements) == head).then(|| head.to_vec())
+    };
+    if tuple::nests_deeper_than(key, MAX_TUPLE_DEPTH) {
+        // Too deep to unpack whole (the stack), yet charged like any other
+        // key, or nesting would be a way past the quota: its first elements
+        // are found by their extents, and unpacked alone.
+        let (head, _) = tuple::split_prefix(key, elements)?;
+        return canonical(head);
+    }
+    let all = tuple::unpack::<Vec<Element<'_>>>(key).ok()?;
     if all.len() < elements {
         return None;
     }
-    let prefix = strata_keys::tuple::pack(&all[..elements].to_vec());
+    let prefix = tuple::pack(&all[..elements].to_vec());
     key.starts_with(&prefix).then_some(prefix)
 }
 
@@ -183,7 +192,10 @@ impl StoreOptions {
 
     /// Charges every data key of at least `elements` FoundationDB tuple
     /// elements to the quota scope of its first `elements` elements (their
-    /// packed bytes); other keys are not charged. Unlike a scope function,
+    /// packed bytes); other keys are not charged. A key whose tuples nest
+    /// deeper than [`MAX_TUPLE_DEPTH`](strata_keys::tuple::MAX_TUPLE_DEPTH)
+    /// (too deep to unpack) is charged all the same, its first elements
+    /// read without unpacking the rest. Unlike a scope function,
     /// this rule is recorded in the catalog by
     /// [`Store::publish_catalog`](crate::Store::publish_catalog), so a tool
     /// (`strata verify`) can recount the quota without the application's

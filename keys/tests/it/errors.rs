@@ -447,3 +447,65 @@ fn deeply_nested_keys_are_bounded_not_a_stack_overflow() {
     let shown = show_key(&at);
     assert!(shown.starts_with("((("), "{}", &shown[..20]);
 }
+
+/// `split_prefix` finds the first elements of a key by their extents, at
+/// any depth: the split falls where the tuple layer's own packing of the
+/// elements one by one says it does, and bytes that end inside an element
+/// (or hold fewer elements) give none.
+#[test]
+fn split_prefix_splits_where_the_elements_were_packed() {
+    use strata_keys::tuple::{self, Bytes, Uuid, Versionstamp, nests_deeper_than, split_prefix};
+    let nested = |n: usize| [vec![0x05; n], vec![0x00; n]].concat();
+    // Each element packed on its own by the tuple layer.
+    let elements: Vec<Vec<u8>> = vec![
+        tuple::pack(&("actor",)),
+        tuple::pack(&(7i64,)),
+        tuple::pack(&(-0x0505_0505i64,)),
+        tuple::pack(&(u64::MAX,)),
+        tuple::pack(&(Bytes::from(vec![5u8, 1, 2]),)),
+        tuple::pack(&((1i64, (2i64, "x")),)),
+        tuple::pack(&(1.5f64,)),
+        tuple::pack(&(2.5f32,)),
+        tuple::pack(&(true,)),
+        tuple::pack(&(Uuid::from_bytes([5; 16]),)),
+        tuple::pack(&(Versionstamp::complete([5; 10], 3),)),
+        nested(3),
+    ];
+    let key = elements.concat();
+    let mut boundary = 0;
+    for (n, element) in elements.iter().enumerate() {
+        let (head, rest) = split_prefix(&key, n).unwrap();
+        assert_eq!(
+            (head.len(), rest.len()),
+            (boundary, key.len() - boundary),
+            "{n}"
+        );
+        assert_eq!(head, &key[..boundary]);
+        // Cut anywhere inside this element: bytes that end inside one
+        // element are no tuple (no element here holds a `00` that could
+        // end it early).
+        for cut in boundary + 1..boundary + element.len() {
+            assert_eq!(split_prefix(&key[..cut], 0), None, "cut at {cut}");
+        }
+        boundary += element.len();
+    }
+    assert_eq!(
+        split_prefix(&key, elements.len()),
+        Some((&key[..], &[][..]))
+    );
+    assert_eq!(split_prefix(&key, elements.len() + 1), None);
+    // A code that starts no element.
+    assert_eq!(split_prefix(&[key.clone(), vec![0x99]].concat(), 1), None);
+    // Nested far past what can be unpacked: the head is still found.
+    let head = tuple::pack(&("actor", 7i64));
+    let deep = [head.clone(), nested(5_000), tuple::pack(&("name",))].concat();
+    assert!(nests_deeper_than(&deep, 4_999) && !nests_deeper_than(&deep, 5_000));
+    assert_eq!(split_prefix(&deep, 2).unwrap().0, &head[..]);
+    assert_eq!(
+        split_prefix(&deep, 3).unwrap().1,
+        &tuple::pack(&("name",))[..]
+    );
+    assert_eq!(split_prefix(&deep, 5), None);
+    // A tuple left open is no tuple, however deep.
+    assert_eq!(split_prefix(&deep[..deep.len() - 7], 1), None);
+}

@@ -386,3 +386,109 @@ fn filled_with(engine: &MemEngine, options: StoreOptions) -> Store<&MemEngine> {
     store.put(&DocKey { actor: 2, id: 1 }, &doc).unwrap();
     store
 }
+
+/// A key of `ACTOR, actor` followed by tuples nested `depth` deep, too
+/// deep to unpack: a key whose structure its user chose.
+#[derive(Debug, Clone, PartialEq)]
+struct DeepKey {
+    actor: u64,
+    depth: usize,
+}
+
+impl strata_keys::Key for DeepKey {
+    type Value = Vec<u8>;
+    const NAME: &'static str = "DeepKey";
+
+    fn pack_into(&self, out: &mut Vec<u8>) -> Result<(), strata_keys::KeyError> {
+        out.extend(tuple::pack(&(crate::common::ACTOR, self.actor)));
+        out.extend(std::iter::repeat_n(0x05, self.depth));
+        out.extend(std::iter::repeat_n(0x00, self.depth));
+        Ok(())
+    }
+
+    fn unpack(bytes: &[u8]) -> Result<Self, strata_keys::KeyError> {
+        let bad = || strata_keys::KeyError::PrefixMismatch { prefix_len: 4 };
+        let (head, rest) = tuple::split_prefix(bytes, 2).ok_or_else(bad)?;
+        let (_, actor): (i64, u64) = tuple::unpack(head).map_err(|_| bad())?;
+        Ok(Self {
+            actor,
+            depth: rest.len() / 2,
+        })
+    }
+}
+
+/// A key of any bytes.
+#[derive(Debug, Clone, PartialEq)]
+struct RawRow(Vec<u8>);
+
+impl strata_keys::Key for RawRow {
+    type Value = Vec<u8>;
+    const NAME: &'static str = "RawRow";
+
+    fn pack_into(&self, out: &mut Vec<u8>) -> Result<(), strata_keys::KeyError> {
+        out.extend_from_slice(&self.0);
+        Ok(())
+    }
+
+    fn unpack(bytes: &[u8]) -> Result<Self, strata_keys::KeyError> {
+        Ok(Self(bytes.to_vec()))
+    }
+}
+
+/// Under the tuple-prefix quota rule a key nested past what can be
+/// unpacked is charged to the scope of its first elements like any other
+/// (it was charged to none: nesting was a way past the quota): the charge
+/// equals that of a shallow key of the same length, the quota refuses the
+/// next one, a delete frees it, and `verify` recounts the same.
+#[test]
+fn a_key_nested_too_deep_to_unpack_is_charged_to_its_scope() {
+    let e = engine();
+    let store = Store::open(&e, options()).unwrap();
+    let deep = DeepKey {
+        actor: 1,
+        depth: 600,
+    };
+    let value = vec![1u8; 50];
+    store.put(&deep, &value).unwrap();
+    let scope = tuple::pack(&(crate::common::ACTOR, 1u64));
+    let charged = store.quota_usage(&scope).unwrap();
+    // A shallow key of the same length (4 bytes of prefix, a byte string
+    // of 1,198 bytes and its two marks) under actor 2.
+    let shallow = tuple::pack(&(
+        crate::common::ACTOR,
+        2u64,
+        tuple::Bytes::from(vec![9u8; 1_198]),
+    ));
+    assert_eq!(shallow.len(), strata_keys::Key::pack(&deep).unwrap().len());
+    store.put(&RawRow(shallow), &value).unwrap();
+    assert_eq!(
+        store
+            .quota_usage(&tuple::pack(&(crate::common::ACTOR, 2u64)))
+            .unwrap(),
+        charged
+    );
+    assert!(charged > 1_204 + 50, "{charged}");
+    assert!(store.verify().unwrap().problems.is_empty());
+    // With room for exactly one such key, a second is refused.
+    let mut tight = options();
+    tight.limits = tight.limits.with_quota(charged);
+    let tight = Store::open(&e, tight).unwrap();
+    let err = tight
+        .put(
+            &DeepKey {
+                actor: 1,
+                depth: 601,
+            },
+            &value,
+        )
+        .unwrap_err();
+    assert!(
+        matches!(&err, strata_store::StoreError::Quota { scope: s, .. } if *s == scope),
+        "{err:?}"
+    );
+    tight.delete(&deep).unwrap();
+    assert_eq!(tight.quota_usage(&scope).unwrap(), 0);
+    // Freed exactly: the same key fits again.
+    tight.put(&deep, &value).unwrap();
+    assert_eq!(tight.quota_usage(&scope).unwrap(), charged);
+}
