@@ -88,6 +88,8 @@ fn indexer_config() -> IndexerConfig {
     c.commit_docs = 3;
     c.commit_bytes = usize::MAX;
     c.commit_interval_ms = 100;
+    // A dropped indexer is a crashed one: its lease is waited out.
+    c.release_on_drop = false;
     c
 }
 

@@ -62,6 +62,13 @@ pub struct IndexerConfig {
     /// `true`; turn it off only for an index too large to read at each
     /// open, on storage you trust.
     pub verify_at_open: bool,
+    /// Give the outbox lease back when the indexer is dropped, as
+    /// [`Indexer::close`](crate::Indexer::close) does: one store commit
+    /// in the drop, whose failure is only logged (the lease then expires
+    /// on its own). Off, a dropped indexer keeps the index's lease until it
+    /// expires, as a crashed process does (for simulating one). Default
+    /// `true`.
+    pub release_on_drop: bool,
 }
 
 /// How tantivy merges the segments its commits write.
@@ -93,6 +100,7 @@ impl IndexerConfig {
             memory_bytes: threads * (24 << 20),
             merging: Merging::Log,
             verify_at_open: true,
+            release_on_drop: true,
         }
     }
 }

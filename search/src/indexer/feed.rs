@@ -77,7 +77,7 @@ where
 {
     pub(crate) fn lease(&mut self) -> Result<Lease, SearchError> {
         let now = self.clock.now_ms();
-        match &self.lease {
+        match &self.lease.current {
             // Renewed with a margin: an expired lease is refused at the
             // acknowledgement, after the index committed.
             Some(l) if l.expires_ms() > now.saturating_add(1_000) => Ok(l.clone()),
@@ -100,7 +100,7 @@ where
                             .acquire(&self.source, &self.spec.name, &self.config.holder)?
                     }
                 };
-                self.lease = Some(l.clone());
+                self.lease.current = Some(l.clone());
                 Ok(l)
             }
         }

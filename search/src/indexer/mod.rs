@@ -86,7 +86,8 @@ pub struct Indexer<'o, 's, E: Engine, K: Key> {
     /// it (a reload per commit would cost every batch, searched or not).
     reload_due: AtomicBool,
     fields: Fields,
-    lease: Option<Lease>,
+    /// The outbox lease, given back when the indexer is dropped.
+    lease: Held<'o, 's, E>,
     /// The position committed in the index.
     checkpoint: Position,
     /// The last position applied to the writer (at or after `checkpoint`).
@@ -107,6 +108,49 @@ impl<E: Engine, K: Key> std::fmt::Debug for Indexer<'_, '_, E, K> {
             .field("checkpoint", &self.checkpoint)
             .field("applied", &self.applied)
             .finish_non_exhaustive()
+    }
+}
+
+/// An indexer's outbox lease, given back when dropped (unless
+/// [`IndexerConfig::release_on_drop`] is off): an indexer dropped on an
+/// error path, a `?` after [`Indexer::open`] included, lets the next one
+/// take the index over at once instead of after the lease expires. Its own
+/// type, so the indexer's fields can still move (a rebuild moves them into
+/// the new indexer, the lease with them).
+pub(crate) struct Held<'o, 's, E: Engine> {
+    outbox: &'o Outbox<'s, E>,
+    current: Option<Lease>,
+    release_on_drop: bool,
+}
+
+impl<'o, 's, E: Engine> Held<'o, 's, E> {
+    fn new(outbox: &'o Outbox<'s, E>, current: Option<Lease>, config: &IndexerConfig) -> Self {
+        Self {
+            outbox,
+            current,
+            release_on_drop: config.release_on_drop,
+        }
+    }
+}
+
+impl<E: Engine> Drop for Held<'_, '_, E> {
+    fn drop(&mut self) {
+        if !self.release_on_drop {
+            return;
+        }
+        if let Some(lease) = self.current.take() {
+            match self.outbox.release(&lease) {
+                Ok(()) => tracing::debug!(
+                    consumer = lease.consumer(),
+                    "a dropped indexer gave its lease back"
+                ),
+                Err(e) => tracing::warn!(
+                    consumer = lease.consumer(),
+                    error = %strata_engine::ErrorChain(&e),
+                    "a dropped indexer's lease was not given back; it expires on its own"
+                ),
+            }
+        }
     }
 }
 
@@ -211,6 +255,7 @@ where
         outbox.register(&source, &spec.name, Start::Beginning)?;
         record(outbox, &spec.name, &source, location)?;
         tracing::debug!(index = spec.name, %checkpoint, "search index opened");
+        let lease = Held::new(outbox, None, &config);
         Ok(Self {
             outbox,
             spec,
@@ -223,7 +268,7 @@ where
             reader,
             reload_due: AtomicBool::new(false),
             fields,
-            lease: None,
+            lease,
             checkpoint,
             applied: checkpoint,
             pending_docs: 0,
@@ -237,14 +282,15 @@ where
     /// Stops this indexer cleanly: gives up its outbox lease (see
     /// [`Outbox::release`]), so another process (`strata search verify`,
     /// a new service instance) can take the index over at once instead of
-    /// after the lease expires. Uncommitted changes are dropped, as when
-    /// the indexer is simply dropped; they are applied again by the next
-    /// indexer.
+    /// after the lease expires. Uncommitted changes are dropped; they are
+    /// applied again by the next indexer. Dropping the indexer does the
+    /// same ([`IndexerConfig::release_on_drop`]) but can only log a
+    /// failure; `close` returns it.
     ///
     /// # Errors
     /// A store failure (the lease then expires on its own).
     pub fn close(mut self) -> Result<(), SearchError> {
-        if let Some(lease) = self.lease.take() {
+        if let Some(lease) = self.lease.current.take() {
             self.outbox.release(&lease)?;
         }
         Ok(())

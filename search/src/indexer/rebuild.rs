@@ -6,7 +6,7 @@ use std::sync::atomic::AtomicBool;
 use strata_codec::Value;
 use strata_engine::{Clock, Engine};
 use strata_keys::Key;
-use strata_outbox::{Lease, Outbox, Position, Start};
+use strata_outbox::{Outbox, Position, Start};
 use tantivy::directory::{Directory, RamDirectory};
 use tantivy::{Index, IndexReader, IndexWriter, ReloadPolicy};
 
@@ -72,7 +72,7 @@ where
             self.location,
             self.generation,
             Some(old),
-            self.lease,
+            Some(self.lease),
         )
     }
 
@@ -122,9 +122,11 @@ where
         location: Location,
         generation: Option<u64>,
         old: Option<(IndexWriter, IndexReader, Index)>,
-        lease: Option<Lease>,
+        lease: Option<Held<'o, 's, E>>,
     ) -> Result<(Self, Rebuilt), SearchError> {
         let topic = spec.topic();
+        // Held from here: a failed rebuild gives it back as it drops.
+        let lease = lease.unwrap_or_else(|| Held::new(outbox, None, &config));
         let started = clock.now_ms();
         let store = outbox.store();
         // The snapshot first, then a sync: everything it holds is durable.

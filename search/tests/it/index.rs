@@ -802,3 +802,69 @@ engine_tests! {
         });
     }
 }
+
+engine_tests! {
+    fn a_dropped_indexer_gives_its_lease_back_unless_told_not_to() {
+        on_every_engine!(Durability::Buffered, |store, clock, dir| {
+            let ob = outbox(&store, &clock, outbox_config());
+            let root = dir.0.join("index");
+            let location = Location::Dir(root.clone());
+            put(&store, &ob, 1, &note("first", "one", "info", T0));
+            store.engine().sync().unwrap();
+            // Who holds the index's lease, as the outbox reads it.
+            let holder = || {
+                ob.status("search.notes", "notes")
+                    .unwrap()
+                    .lease
+                    .map(|l| l.holder)
+            };
+            let as_holder = |name: &str| {
+                let mut config = indexer_config();
+                config.holder = name.into();
+                config
+            };
+            // Dropped without `close` (as on a `?`): given back, and the
+            // next indexer takes the index over at once, the clock unmoved.
+            let mut ix = Indexer::open(&ob, spec(), &location, as_holder("first"), clock.clone())
+                .unwrap();
+            ix.catch_up().unwrap();
+            assert_eq!(holder().as_deref(), Some("first"));
+            drop(ix);
+            assert_eq!(holder(), None);
+            let mut next =
+                Indexer::open(&ob, spec(), &location, as_holder("second"), clock.clone()).unwrap();
+            next.catch_up().unwrap();
+            assert_eq!(holder().as_deref(), Some("second"));
+            // A rebuilt indexer holds the lease it took over, and gives it
+            // back dropped.
+            let (rebuilt, _) = next.rebuild().unwrap();
+            assert_eq!(holder().as_deref(), Some("second"));
+            drop(rebuilt);
+            assert_eq!(holder(), None);
+            // Told not to, a dropped indexer keeps it until it expires, as
+            // a crashed process does.
+            let mut config = as_holder("crashed");
+            config.release_on_drop = false;
+            let mut crashed = Indexer::open(&ob, spec(), &location, config, clock.clone()).unwrap();
+            put(&store, &ob, 2, &note("second", "two", "info", T0));
+            store.engine().sync().unwrap();
+            crashed.catch_up().unwrap();
+            drop(crashed);
+            assert_eq!(holder().as_deref(), Some("crashed"));
+            let mut next =
+                Indexer::open(&ob, spec(), &location, as_holder("third"), clock.clone()).unwrap();
+            assert!(
+                matches!(
+                    next.catch_up(),
+                    Err(SearchError::Outbox(strata_outbox::OutboxError::LeaseHeld { .. }))
+                ),
+                "the lease outlives the dropped indexer"
+            );
+            clock.advance(outbox_config().lease_ms + 1);
+            next.catch_up().unwrap();
+            assert_eq!(next.documents().unwrap(), 2);
+            next.close().unwrap();
+            assert_eq!(holder(), None);
+        });
+    }
+}
