@@ -93,10 +93,7 @@ pub fn unpack_bounded<'de, T: TupleUnpack<'de>>(bytes: &'de [u8]) -> PackResult<
 /// ```
 pub fn nests_deeper_than(bytes: &[u8], limit: usize) -> bool {
     let (mut i, mut depth) = (0usize, 0usize);
-    while i < bytes.len() {
-        let Some((next, deeper)) = step(bytes, i, depth) else {
-            return false;
-        };
+    while let Some((next, deeper)) = step(bytes, i, depth) {
         if deeper > limit {
             return true;
         }

@@ -355,4 +355,14 @@ fn a_deeply_nested_query_is_refused_not_a_stack_overflow() {
         ix.search(&Query::new(nested(MAX_QUERY_NESTING + 1))),
         Err(SearchError::Query(QueryError::TooDeep { .. }))
     ));
+    // A stray `)` first closes nothing: the depth after it counts from
+    // zero (a syntax error of tantivy's, or an answer; never `TooDeep`).
+    let stray = format!(")) {}", nested(MAX_QUERY_NESTING));
+    assert!(
+        !matches!(
+            ix.search(&Query::new(&stray)),
+            Err(SearchError::Query(QueryError::TooDeep { .. }))
+        ),
+        "a stray `)` is no nesting"
+    );
 }
