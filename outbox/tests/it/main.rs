@@ -14,6 +14,7 @@ use strata_store::{Store, StoreOptions};
 
 mod delivery;
 mod failures;
+mod kill;
 mod metrics;
 mod worker;
 
