@@ -129,6 +129,22 @@ pub enum SearchError {
         /// The damaged files, relative to the generation's directory.
         files: Vec<std::path::PathBuf>,
     },
+    /// The index's `meta.json` (which carries no checksum) gives a segment
+    /// a document count its own files do not hold: damaged. Rebuild the
+    /// index from the store ([`Indexer::open_rebuilt`](crate::Indexer::open_rebuilt)).
+    #[error(
+        "the index's meta.json gives segment {segment} {said} {what}, its files hold {found} (damaged: rebuild the index from the store)"
+    )]
+    Counts {
+        /// The segment's id.
+        segment: String,
+        /// Which count: `"documents"` or `"live documents"`.
+        what: &'static str,
+        /// The count `meta.json` gives.
+        said: u64,
+        /// The count the segment's files hold.
+        found: u64,
+    },
     /// A file-system operation on the index directory failed.
     #[error("an operation on the index directory failed")]
     Io(#[from] std::io::Error),
@@ -324,11 +340,49 @@ pub(crate) fn check_files(index: &tantivy::Index) -> Result<(), SearchError> {
             }
         }
     }
-    if files.is_empty() {
-        return Ok(());
+    if !files.is_empty() {
+        files.sort();
+        return Err(SearchError::Checksum { files });
     }
-    files.sort();
-    Err(SearchError::Checksum { files })
+    check_counts(index)
+}
+
+/// Checks the document counts `meta.json` gives each segment against the
+/// segment's own files, whose checksums passed: its fast-field file
+/// records how many documents it has, its delete file which are deleted.
+/// `meta.json` carries no checksum: a count changed in it would otherwise
+/// be read as written (a wrong size, searches past a segment's end).
+fn check_counts(index: &tantivy::Index) -> Result<(), SearchError> {
+    use tantivy::Directory as _;
+    use tantivy::index::SegmentComponent as C;
+    let directory = index.directory();
+    let open = |path: std::path::PathBuf| {
+        directory
+            .open_read(&path)
+            .map_err(|e| SearchError::Tantivy(e.into()))
+    };
+    for segment in index.searchable_segment_metas()? {
+        let mismatch = |what, said: u32, found: u32| SearchError::Counts {
+            segment: segment.id().uuid_string(),
+            what,
+            said: u64::from(said),
+            found: u64::from(found),
+        };
+        let fast = open(segment.relative_path(C::FastFields))?;
+        let documents = tantivy::columnar::ColumnarReader::open(fast)?.num_docs();
+        if documents != segment.max_doc() {
+            return Err(mismatch("documents", segment.max_doc(), documents));
+        }
+        if segment.delete_opstamp().is_some() {
+            let bytes = open(segment.relative_path(C::Delete))?.read_bytes()?;
+            let alive = tantivy::fastfield::AliveBitSet::open(bytes).num_alive_docs();
+            let alive = u32::try_from(alive).unwrap_or(u32::MAX);
+            if alive != segment.num_docs() {
+                return Err(mismatch("live documents", segment.num_docs(), alive));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Runs `f`, which reads the index's files through tantivy, turning a

@@ -366,3 +366,105 @@ fn a_deeply_nested_query_is_refused_not_a_stack_overflow() {
         "a stray `)` is no nesting"
     );
 }
+
+/// `meta.json` has no checksum: a document count changed in it (a digit
+/// damaged into another digit) is refused at open, named with both
+/// counts, by `Indexer::open` and `IndexFiles::open`, instead of being
+/// read as written (before, `IndexFiles` reported the changed count and
+/// searches ran with it; a count too small made tantivy panic).
+#[test]
+fn a_changed_count_in_meta_json_is_refused_at_open() {
+    let (store, clock, dir) = mem(options(Durability::Immediate));
+    let store: &Store<_> = &store;
+    let ob = outbox(store, &clock, outbox_config());
+    for id in 0..40u64 {
+        put(store, &ob, id, &note("rust borrow", "first", "info", id));
+    }
+    let root = dir.0.join("index");
+    let mut ix = indexer_at(&ob, &clock, &root);
+    ix.catch_up().unwrap();
+    // Five written again in a second commit: the first segment keeps 40
+    // documents, 5 of them deleted; the second has 5.
+    for id in (0..15).step_by(3) {
+        put(store, &ob, id, &note("rust borrow", "again", "info", id));
+    }
+    ix.catch_up().unwrap();
+    ix.close().unwrap();
+    let clean = dir.0.join("clean");
+    copy_dir(&root, &clean);
+    let meta = index_files(&clean)
+        .into_iter()
+        .find(|f| f.file_name().is_some_and(|n| n == "meta.json"))
+        .unwrap();
+    let text = std::fs::read_to_string(&meta).unwrap();
+    // The counts as this test wrote them, in tantivy's own spelling.
+    for count in [
+        r#""max_doc": 40"#,
+        r#""max_doc": 5"#,
+        r#""num_deleted_docs": 5"#,
+    ] {
+        assert_eq!(text.matches(count).count(), 1, "{count} in {text}");
+    }
+    let cases = [
+        (r#""max_doc": 40"#, r#""max_doc": 41"#, "documents", 41, 40),
+        (r#""max_doc": 40"#, r#""max_doc": 39"#, "documents", 39, 40),
+        (r#""max_doc": 5"#, r#""max_doc": 2"#, "documents", 2, 5),
+        (r#""max_doc": 5"#, r#""max_doc": 50"#, "documents", 50, 5),
+        (
+            r#""num_deleted_docs": 5"#,
+            r#""num_deleted_docs": 4"#,
+            "live documents",
+            36,
+            35,
+        ),
+        (
+            r#""num_deleted_docs": 5"#,
+            r#""num_deleted_docs": 9"#,
+            "live documents",
+            31,
+            35,
+        ),
+    ];
+    let generation = std::fs::read_to_string(root.join("CURRENT")).unwrap();
+    for (from, to, what, said, found) in cases {
+        std::fs::remove_dir_all(&root).unwrap();
+        copy_dir(&clean, &root);
+        std::fs::write(
+            root.join(generation.trim()).join("meta.json"),
+            text.replace(from, to),
+        )
+        .unwrap();
+        let inspected = IndexFiles::open(&root).map(|_| ());
+        let opened = Indexer::open(
+            &ob,
+            spec(),
+            &Location::Dir(root.clone()),
+            indexer_config(),
+            clock.clone(),
+        )
+        .map(|ix| ix.close().unwrap());
+        for refused in [inspected, opened] {
+            assert!(
+                matches!(
+                    &refused,
+                    Err(SearchError::Counts { what: w, said: s, found: f, .. })
+                        if *w == what && *s == said && *f == found
+                ),
+                "{to}: {refused:?}"
+            );
+        }
+    }
+    // The clean copy opens, and a rebuild makes a damaged one whole.
+    std::fs::remove_dir_all(&root).unwrap();
+    copy_dir(&clean, &root);
+    assert_eq!(IndexFiles::open(&root).unwrap().documents(), 40);
+    std::fs::write(
+        root.join(generation.trim()).join("meta.json"),
+        text.replace(r#""max_doc": 5"#, r#""max_doc": 6"#),
+    )
+    .unwrap();
+    let (ix, report) = rebuilt(&ob, &clock, &root);
+    assert_eq!(report.documents, 40);
+    assert_eq!(rust_notes(&ix), (0..40).collect());
+    ix.close().unwrap();
+}
