@@ -139,15 +139,26 @@ impl TestServer {
         Self::start_inner(settings, true)
     }
 
-    /// A server handle on a new, empty temporary directory (owned by the
-    /// server's user), nothing started yet.
+    /// Starts a new server in a new directory under `parent` (instead of
+    /// the temporary directory): on a file system of its own, such as a
+    /// small tmpfs a test fills.
+    ///
+    /// # Errors
+    /// As [`TestServer::start`].
+    pub fn start_under(parent: &Path, settings: &[&str]) -> Result<Self, TestServerError> {
+        Self::start_inner_under(parent, settings, false)
+    }
+
+    /// A server handle on a new, empty directory under `parent` (owned by
+    /// the server's user), nothing started yet.
     fn in_new_dir(
+        parent: &Path,
         bin: PathBuf,
         as_nobody: bool,
         port: u16,
         tcp: bool,
     ) -> Result<Self, TestServerError> {
-        let dir = std::env::temp_dir().join(format!(
+        let dir = parent.join(format!(
             "strata-pg-{}-{}",
             std::process::id(),
             NEXT.fetch_add(1, Ordering::Relaxed)
@@ -168,6 +179,14 @@ impl TestServer {
     }
 
     fn start_inner(settings: &[&str], tcp: bool) -> Result<Self, TestServerError> {
+        Self::start_inner_under(&std::env::temp_dir(), settings, tcp)
+    }
+
+    fn start_inner_under(
+        parent: &Path,
+        settings: &[&str],
+        tcp: bool,
+    ) -> Result<Self, TestServerError> {
         let bin = find_bin()?;
         let port = if tcp {
             std::net::TcpListener::bind(("127.0.0.1", 0))?
@@ -176,7 +195,7 @@ impl TestServer {
         } else {
             PORT
         };
-        let server = Self::in_new_dir(bin, is_root(), port, tcp)?;
+        let server = Self::in_new_dir(parent, bin, is_root(), port, tcp)?;
         server.run(
             "initdb",
             &[
@@ -405,7 +424,13 @@ impl TestServer {
     /// # Errors
     /// As [`TestServer::start`].
     pub fn start_standby(&self) -> Result<Self, TestServerError> {
-        let standby = Self::in_new_dir(self.bin.clone(), self.as_nobody, PORT, false)?;
+        let standby = Self::in_new_dir(
+            &std::env::temp_dir(),
+            self.bin.clone(),
+            self.as_nobody,
+            PORT,
+            false,
+        )?;
         standby.run(
             "pg_basebackup",
             &[

@@ -51,11 +51,18 @@ pub fn may_mount_tmpfs() -> bool {
         .is_some_and(|caps| caps >> CAP_SYS_ADMIN & 1 == 1)
 }
 
-/// A small tmpfs mounted for the test, unmounted on drop.
-struct Mount(PathBuf);
+/// A small tmpfs mounted for a test (which needs root: see
+/// [`may_mount_tmpfs`]), unmounted and removed on drop: a file system a
+/// test can fill ([`fill`]).
+#[derive(Debug)]
+pub struct Mount(PathBuf);
 
 impl Mount {
-    fn new(name: &str, mib: u64) -> Result<Self, String> {
+    /// Mounts a tmpfs of `mib` MiB on a new directory named after `name`.
+    ///
+    /// # Errors
+    /// `mount` missing or refusing (its message).
+    pub fn new(name: &str, mib: u64) -> Result<Self, String> {
         let dir = std::env::temp_dir().join(format!("strata-full-{}-{name}", std::process::id()));
         std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
         let out = Command::new("mount")
@@ -71,6 +78,14 @@ impl Mount {
     }
 }
 
+impl Mount {
+    /// Where it is mounted.
+    #[must_use]
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
 impl Drop for Mount {
     fn drop(&mut self) {
         let _ = Command::new("umount").arg(&self.0).status();
@@ -78,9 +93,12 @@ impl Drop for Mount {
     }
 }
 
-/// Fills the rest of the file system with `path`, then gives back
-/// `spare` bytes.
-fn fill(path: &Path, spare: u64) -> std::io::Result<()> {
+/// Fills the rest of the file system with a new file at `path`, then
+/// gives back `spare` bytes of it (remove the file to give back the rest).
+///
+/// # Errors
+/// The file not created, cut or synced.
+pub fn fill(path: &Path, spare: u64) -> std::io::Result<()> {
     let mut f = std::fs::File::create(path)?;
     let block = vec![0x5A; 1 << 16];
     let mut written = 0u64;

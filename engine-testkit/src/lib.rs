@@ -26,7 +26,7 @@ mod model_check;
 
 use strata_engine::{Commit, Engine, KeyspaceSpec, Keyspaces, Mutation, Predicate, Rng};
 
-pub use crate::disk_full::{DiskFullReport, disk_full, may_mount_tmpfs};
+pub use crate::disk_full::{DiskFullReport, Mount, disk_full, fill, may_mount_tmpfs};
 pub use crate::kill::{KillReport, sigkill_rounds, sigkill_rounds_losing_unsynced};
 pub use crate::model::{Model, ModelError};
 

@@ -13,6 +13,7 @@ use strata_engine_postgres::{PostgresEngine, PostgresOptions};
 use strata_engine_testkit::Harness;
 
 mod crash;
+mod full;
 mod functions;
 mod keys;
 mod lost;
