@@ -93,7 +93,10 @@ impl<E: Engine> Outbox<'_, E> {
     }
 
     /// How far `consumer` is behind on `topic`: durable entries not finished,
-    /// and the age of the oldest.
+    /// and the age of the oldest. Durable as a poll reads it: when entries
+    /// wait beyond what this engine has seen durable (its own buffered
+    /// commits, or another process's on a shared server), the engine is
+    /// synced first, at most once per [`OutboxConfig::sync_interval_ms`](crate::OutboxConfig::sync_interval_ms).
     ///
     /// # Errors
     /// [`OutboxError::UnknownConsumer`]; a store failure.
@@ -125,9 +128,17 @@ impl<E: Engine> Outbox<'_, E> {
         done: &BTreeSet<Position>,
     ) -> Result<Lag, OutboxError> {
         let now = self.clock.now_ms();
-        let durable = self.store.engine().durable_version();
-        let range = layout::entries_between(topic, after, Position::end_of(durable));
+        // As a poll reads: up to the durable version, after a sync when
+        // entries wait beyond it. Another process (on a shared server) may
+        // have committed and finished entries past what this engine has
+        // seen durable: the sync covers its commits, and a consumer ahead
+        // of even that has nothing this outbox knows to be owed.
+        let durable = self.durable_for(tx, topic, after, now)?;
         let mut lag = Lag::default();
+        if Position::end_of(durable) <= after {
+            return Ok(lag);
+        }
+        let range = layout::entries_between(topic, after, Position::end_of(durable));
         // Streamed: a backlog of any size is counted in constant memory.
         let mut rows = tx.snapshot_cursor_in(&self.entries, &range, false)?;
         while let Some(row) = rows.next_row() {

@@ -16,6 +16,7 @@ mod delivery;
 mod failures;
 mod kill;
 mod metrics;
+mod processes;
 mod worker;
 
 /// An order event.
