@@ -26,12 +26,10 @@ use strata_codec::Limits;
 use strata_engine::{Durability, Engine, ManualClock, MemEngine, Rng, SeededRng};
 use strata_engine_redb::{RedbEngine, RedbOptions};
 use strata_engine_rocks::{RocksEngine, RocksOptions};
-use strata_keys::KeyRange;
-use strata_keys::tuple;
 use strata_outbox::{Delivery, Outbox, OutboxError, Start, Worker, WorkerConfig};
-use strata_store::{Scan, Store, StoreOptions};
+use strata_store::{Store, StoreOptions};
 
-use crate::{Event, T0, config, event, topic};
+use crate::{Event, T0, config, count_handling, event, handled_once, topic};
 
 /// Set in the child: the directory of its database.
 const CHILD: &str = "STRATA_OUTBOX_KILL_DIR";
@@ -51,18 +49,12 @@ struct PlacedKey {
 }
 
 #[derive(Debug, Clone, PartialEq)]
-struct HandledKey {
-    order: u64,
-}
-
-#[derive(Debug, Clone, PartialEq)]
 struct TallyKey {
     name: String,
 }
 
 strata_keys::tuple_key! {
     PlacedKey -> chunked Vec<u8> = ("placed", {account}, {row});
-    HandledKey -> String = ("handled", {order});
     TallyKey -> i64 = ("tally", {name});
 }
 
@@ -154,14 +146,7 @@ fn worker<E: Engine + Send + Sync + 'static>(
         topic(),
         CONSUMER,
         wc,
-        Box::new(|tx, d: &Delivery<Event>| {
-            let key = HandledKey {
-                order: d.entry.order,
-            };
-            let times: u32 = tx.get(&key)?.map_or(Ok(0), |t| t.parse())?;
-            tx.put(&key, &(times + 1).to_string())?;
-            Ok(())
-        }),
+        Box::new(|tx, d: &Delivery<Event>| count_handling(tx, d)),
     )
 }
 
@@ -235,21 +220,9 @@ fn check<E: Engine>(store: &Store<E>, acked: Option<u64>, round: u64) -> (u64, V
         }
     }
     // No event handled twice, none that was not committed.
-    let view = store.read().unwrap();
-    let mut handled = Vec::new();
-    let prefix = tuple::pack(&("handled",));
-    for row in view
-        .scan::<HandledKey>(&Scan::range_of(KeyRange::tuple_prefix(&prefix)))
-        .unwrap()
-    {
-        let (key, times) = row.unwrap();
-        assert_eq!(
-            times, "1",
-            "round {round}: order {} handled {times} times",
-            key.order
-        );
-        assert!(key.order < placed, "round {round}: {key:?} never placed");
-        handled.push(key.order);
+    let handled = handled_once(store, &format!("round {round}"));
+    if let Some(last) = handled.last() {
+        assert!(*last < placed, "round {round}: order {last} never placed");
     }
     (placed, handled)
 }

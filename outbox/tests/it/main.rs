@@ -118,6 +118,52 @@ pub(crate) fn event(order: u64) -> Event {
     }
 }
 
+/// How many times an event was handled: `("handled", order)`, for the
+/// tests that kill processes (its count as text).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct HandledKey {
+    pub(crate) order: u64,
+}
+tuple_key! {
+    HandledKey -> String = ("handled", {order});
+}
+
+/// A worker's handler: one more handling of the event, counted in its row
+/// in the acknowledging transaction.
+pub(crate) fn count_handling<E: Engine>(
+    tx: &mut strata_store::Tx<'_, E>,
+    d: &Delivery<Event>,
+) -> Result<(), strata_outbox::HandlerError> {
+    let key = HandledKey {
+        order: d.entry.order,
+    };
+    let times: u32 = tx.get(&key)?.map_or(Ok(0), |t| t.parse())?;
+    tx.put(&key, &(times + 1).to_string())?;
+    Ok(())
+}
+
+/// The orders handled, in order, each checked to have been handled once
+/// (`context` names the moment in a failure).
+pub(crate) fn handled_once<E: Engine>(store: &Store<E>, context: &str) -> Vec<u64> {
+    let view = store.read().unwrap();
+    let prefix = strata_keys::tuple::pack(&("handled",));
+    let range = strata_keys::KeyRange::tuple_prefix(&prefix);
+    let mut handled = Vec::new();
+    for row in view
+        .scan::<HandledKey>(&strata_store::Scan::range_of(range))
+        .unwrap()
+    {
+        let (key, times) = row.unwrap();
+        assert_eq!(
+            times, "1",
+            "{context}: order {} handled {times} times",
+            key.order
+        );
+        handled.push(key.order);
+    }
+    handled
+}
+
 /// Writes order `id` and pushes its event in one transaction.
 pub(crate) fn place<E: Engine>(outbox: &Outbox<'_, E>, id: u64, key: Option<&[u8]>) {
     let store = outbox.store();

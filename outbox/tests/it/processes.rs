@@ -21,12 +21,10 @@ use std::time::Duration;
 use strata_engine::{Durability, Rng, SeededRng, SystemClock, SystemRng};
 use strata_engine_postgres::testing::{TestServer, USER};
 use strata_engine_postgres::{PostgresEngine, PostgresOptions};
-use strata_keys::KeyRange;
-use strata_keys::tuple;
 use strata_outbox::{Delivery, Outbox, OutboxConfig, OutboxError, Start, Worker, WorkerConfig};
-use strata_store::{Scan, Store};
+use strata_store::Store;
 
-use crate::{Event, config, event, options, topic};
+use crate::{Event, config, count_handling, event, handled_once, options, topic};
 
 /// Set in a child: `producer N` or `consumer N`, then the server's socket
 /// directory, port and database, separated by `|`.
@@ -38,18 +36,23 @@ const PRODUCERS: u64 = 3;
 const BLOCK: u64 = 1_000_000;
 
 #[derive(Debug, Clone, PartialEq)]
-struct HandledKey {
-    order: u64,
-}
-
-#[derive(Debug, Clone, PartialEq)]
 struct TallyKey {
     producer: u64,
 }
 
 strata_keys::tuple_key! {
-    HandledKey -> String = ("handled", {order});
     TallyKey -> i64 = ("tally", {producer});
+}
+
+/// An outbox on `store` with the system's clock and randomness.
+fn outbox_on(store: &Store<PostgresEngine>) -> Outbox<'_, PostgresEngine> {
+    Outbox::new(
+        store,
+        outbox_config(),
+        Arc::new(SystemClock),
+        Box::new(SystemRng::new()),
+    )
+    .unwrap()
 }
 
 /// Leases of 300 ms: a killed holder's is taken over quickly.
@@ -86,13 +89,7 @@ fn child(spec: &str) {
     let (kind, n) = role.split_once(' ').unwrap();
     let n: u64 = n.parse().unwrap();
     if kind == "producer" {
-        let outbox = Outbox::new(
-            &store,
-            outbox_config(),
-            Arc::new(SystemClock),
-            Box::new(SystemRng::new()),
-        )
-        .unwrap();
+        let outbox = outbox_on(&store);
         let tally = TallyKey { producer: n };
         loop {
             let order = store
@@ -116,14 +113,7 @@ fn child(spec: &str) {
         topic(),
         CONSUMER,
         wc,
-        Box::new(|tx, d: &Delivery<Event>| {
-            let key = HandledKey {
-                order: d.entry.order,
-            };
-            let times: u32 = tx.get(&key)?.map_or(Ok(0), |t| t.parse())?;
-            tx.put(&key, &(times + 1).to_string())?;
-            Ok(())
-        }),
+        Box::new(|tx, d: &Delivery<Event>| count_handling(tx, d)),
     );
     // Until killed.
     let _worker = worker;
@@ -168,13 +158,7 @@ fn producers_and_consumers_in_processes_handle_each_event_once() {
         server.port(),
         &dbname,
     );
-    let outbox = Outbox::new(
-        &store,
-        outbox_config(),
-        Arc::new(SystemClock),
-        Box::new(SystemRng::new()),
-    )
-    .unwrap();
+    let outbox = outbox_on(&store);
     outbox
         .register(topic().name(), CONSUMER, Start::Beginning)
         .unwrap();
@@ -215,17 +199,7 @@ fn producers_and_consumers_in_processes_handle_each_event_once() {
         assert!(placed > 0, "producer {p} committed nothing");
         want.extend((0..placed).map(|k| p * BLOCK + k));
     }
-    let view = store.read().unwrap();
-    let prefix = tuple::pack(&("handled",));
-    let mut handled = Vec::new();
-    for row in view
-        .scan::<HandledKey>(&Scan::range_of(KeyRange::tuple_prefix(&prefix)))
-        .unwrap()
-    {
-        let (key, times) = row.unwrap();
-        assert_eq!(times, "1", "order {} handled {times} times", key.order);
-        handled.push(key.order);
-    }
+    let handled = handled_once(&store, "after the drain");
     assert_eq!(
         handled.len(),
         want.len(),
@@ -255,16 +229,7 @@ fn lag_through_another_engine_on_the_same_database() {
         open(&dir, server.port(), &dbname),
         open(&dir, server.port(), &dbname),
     );
-    let outbox = |store| {
-        Outbox::new(
-            store,
-            outbox_config(),
-            Arc::new(SystemClock),
-            Box::new(SystemRng::new()),
-        )
-        .unwrap()
-    };
-    let (a, b) = (outbox(&first), outbox(&second));
+    let (a, b) = (outbox_on(&first), outbox_on(&second));
     a.register(topic().name(), CONSUMER, Start::Beginning)
         .unwrap();
     let push = |n: u64| {

@@ -52,6 +52,41 @@ fn index_files(root: &Path) -> Vec<std::path::PathBuf> {
     files
 }
 
+/// Forty notes (every third about rust) indexed at `root`, then five of
+/// them written again in a later commit of the index, their old documents
+/// deleted: the first segment keeps 40 documents, 5 of them deleted (a
+/// delete file), the second has 5. Returns what a search for "rust" finds.
+fn forty_notes_five_written_again<E: strata_engine::Engine>(
+    store: &Store<E>,
+    ob: &strata_outbox::Outbox<'_, E>,
+    clock: &std::sync::Arc<strata_engine::ManualClock>,
+    root: &Path,
+) -> BTreeSet<u64> {
+    for id in 0..40u64 {
+        let topic = if id % 3 == 0 {
+            "rust borrow"
+        } else {
+            "garden beans"
+        };
+        put(
+            store,
+            ob,
+            id,
+            &note(topic, &format!("note {id} about {topic}"), "info", id),
+        );
+    }
+    let mut ix = indexer_at(ob, clock, root);
+    ix.catch_up().unwrap();
+    for id in (0..15).step_by(3) {
+        put(store, ob, id, &note("rust borrow", "again", "info", id));
+    }
+    ix.catch_up().unwrap();
+    let found = rust_notes(&ix);
+    assert_eq!(found, (0..40).step_by(3).collect());
+    ix.close().unwrap();
+    found
+}
+
 /// Each file of an index flipped at every twentieth of its length: every
 /// open, search and count through `IndexFiles` and `Indexer` returns (a
 /// panic would fail the test), some of them `Damaged` (tantivy panicked
@@ -61,31 +96,8 @@ fn a_damaged_index_is_an_error_never_a_panic_and_rebuilds_from_the_store() {
     let (store, clock, dir) = mem(options(Durability::Immediate));
     let store: &Store<_> = &store;
     let ob = outbox(store, &clock, outbox_config());
-    for id in 0..40u64 {
-        let topic = if id % 3 == 0 {
-            "rust borrow"
-        } else {
-            "garden beans"
-        };
-        put(
-            store,
-            &ob,
-            id,
-            &note(topic, &format!("note {id} about {topic}"), "info", id),
-        );
-    }
     let root = dir.0.join("index");
-    let mut ix = indexer_at(&ob, &clock, &root);
-    ix.catch_up().unwrap();
-    // Five notes written again, in a later commit of the index: their old
-    // documents deleted, so the first segment has a delete file too.
-    for id in (0..15).step_by(3) {
-        put(store, &ob, id, &note("rust borrow", "again", "info", id));
-    }
-    ix.catch_up().unwrap();
-    let expected = rust_notes(&ix);
-    assert_eq!(expected, (0..40).step_by(3).collect());
-    ix.close().unwrap();
+    let expected = forty_notes_five_written_again(store, &ob, &clock, &root);
     let clean = dir.0.join("clean");
     copy_dir(&root, &clean);
     assert!(
@@ -377,19 +389,8 @@ fn a_changed_count_in_meta_json_is_refused_at_open() {
     let (store, clock, dir) = mem(options(Durability::Immediate));
     let store: &Store<_> = &store;
     let ob = outbox(store, &clock, outbox_config());
-    for id in 0..40u64 {
-        put(store, &ob, id, &note("rust borrow", "first", "info", id));
-    }
     let root = dir.0.join("index");
-    let mut ix = indexer_at(&ob, &clock, &root);
-    ix.catch_up().unwrap();
-    // Five written again in a second commit: the first segment keeps 40
-    // documents, 5 of them deleted; the second has 5.
-    for id in (0..15).step_by(3) {
-        put(store, &ob, id, &note("rust borrow", "again", "info", id));
-    }
-    ix.catch_up().unwrap();
-    ix.close().unwrap();
+    let expected = forty_notes_five_written_again(store, &ob, &clock, &root);
     let clean = dir.0.join("clean");
     copy_dir(&root, &clean);
     let meta = index_files(&clean)
@@ -465,6 +466,6 @@ fn a_changed_count_in_meta_json_is_refused_at_open() {
     .unwrap();
     let (ix, report) = rebuilt(&ob, &clock, &root);
     assert_eq!(report.documents, 40);
-    assert_eq!(rust_notes(&ix), (0..40).collect());
+    assert_eq!(rust_notes(&ix), expected);
     ix.close().unwrap();
 }
