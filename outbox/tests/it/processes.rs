@@ -150,7 +150,9 @@ fn producers_and_consumers_in_processes_handle_each_event_once() {
         child(&spec);
         return;
     }
-    let server = TestServer::shared().expect("a PostgreSQL server");
+    // A server of the test's own: other tests' load on the shared one
+    // would be its own source of failures.
+    let server = TestServer::start().expect("a PostgreSQL server");
     let config = server.database("processes").unwrap();
     let dbname = config.get_dbname().unwrap().to_owned();
     let store = open(

@@ -7,6 +7,7 @@ mod families;
 mod golden;
 mod limits;
 mod metrics;
+mod processes;
 mod reads;
 mod spaces;
 mod ttl;
