@@ -8,7 +8,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use strata_codec::Value;
-use strata_engine::{Clock, Engine, Rng};
+use strata_engine::{Clock, CommitError, Engine, EngineError, ReadError, Rng};
 use strata_store::{Store, StoreError, Tx};
 
 use crate::{Delivery, Failed, Outbox, OutboxConfig, OutboxError, Topic};
@@ -36,6 +36,18 @@ pub struct WorkerConfig {
     pub retention_ms: Option<u64>,
     /// Least time between two trims, in clock milliseconds (default 60 s).
     pub trim_every_ms: u64,
+    /// Store failures in a row that the worker waits out before it ends
+    /// with the last one (`None`, the default: it never ends on them). A
+    /// store that cannot reach its engine (a server restarting or failing
+    /// over, a connection reset, a commit whose outcome a lost reply left
+    /// unknown) is tried again after `idle_wait`, the wait doubling with
+    /// each failure in a row up to 32 times that, each failure logged; an
+    /// entry acknowledged by a commit that did apply is then finished
+    /// already, and the handler's writes of its second run roll back.
+    /// Damage, an unknown consumer and an engine that must be reopened
+    /// ([`ReopenRequired`](strata_engine::ReopenRequired)) end the worker
+    /// at once.
+    pub max_store_failures: Option<u32>,
 }
 
 impl WorkerConfig {
@@ -48,6 +60,7 @@ impl WorkerConfig {
             outbox: OutboxConfig::default(),
             retention_ms: Some(7 * 24 * 3_600_000),
             trim_every_ms: 60_000,
+            max_store_failures: None,
         }
     }
 }
@@ -211,6 +224,87 @@ impl Drop for Worker {
     }
 }
 
+/// Retention: one bounded trim commit now and then (a failure is retried
+/// at the next turn; the entries are only kept longer). `trimmed_at` is
+/// when the last trim ran (`None`: more to trim, at once).
+fn retain<E: Engine>(
+    outbox: &Outbox<'_, E>,
+    topic: &str,
+    worker: &WorkerConfig,
+    clock: &dyn Clock,
+    trimmed_at: &mut Option<u64>,
+    report: &mut WorkerReport,
+) {
+    let Some(keep) = worker.retention_ms else {
+        return;
+    };
+    let now = clock.now_ms();
+    if trimmed_at.is_some_and(|t| now.saturating_sub(t) < worker.trim_every_ms) {
+        return;
+    }
+    *trimmed_at = Some(now);
+    match outbox.trim(topic, keep, Some(1)) {
+        Ok(t) => {
+            report.trimmed += t.entries;
+            // More to trim: another commit at the next turn.
+            if t.more {
+                *trimmed_at = None;
+            }
+        }
+        Err(e) => tracing::warn!(error = %e, "the worker's trim failed"),
+    }
+}
+
+/// The store failures in a row a worker is waiting out.
+struct Outage<'a, E: Engine> {
+    store: &'a Store<E>,
+    worker: &'a WorkerConfig,
+    failures: u32,
+}
+
+impl<E: Engine> Outage<'_, E> {
+    /// Whether `e` is waited out (the wait then made): a store failing to
+    /// reach its engine, within [`WorkerConfig::max_store_failures`].
+    fn wait_out(&mut self, e: &OutboxError) -> bool {
+        let OutboxError::Store(s) = e else {
+            return false;
+        };
+        let passing = matches!(
+            s,
+            StoreError::Read(ReadError::Backend(_))
+                | StoreError::Commit(CommitError::Backend(_) | CommitError::OutcomeUnknown(_))
+                | StoreError::Engine(EngineError::Backend(_))
+        ) && !strata_engine::ReopenRequired::in_chain(s);
+        if !passing
+            || self
+                .worker
+                .max_store_failures
+                .is_some_and(|most| self.failures >= most)
+        {
+            return false;
+        }
+        self.failures += 1;
+        let wait = self
+            .worker
+            .idle_wait
+            .saturating_mul(1 << (self.failures - 1).min(5));
+        tracing::warn!(
+            error = %strata_engine::ErrorChain(e),
+            failures = self.failures,
+            wait_ms = wait.as_millis(),
+            "the worker's store failed; it tries again"
+        );
+        self.store
+            .wait_for_commit(self.store.last_commit_seen(), wait);
+        true
+    }
+
+    /// The store answered: the failures in a row are over.
+    fn over(&mut self) {
+        self.failures = 0;
+    }
+}
+
 #[allow(clippy::too_many_arguments)]
 fn run<E: Engine, T: Value>(
     outbox: &Outbox<'_, E>,
@@ -225,25 +319,20 @@ fn run<E: Engine, T: Value>(
     let mut report = WorkerReport::default();
     let mut held = None;
     let mut trimmed_at: Option<u64> = None;
+    let mut outage = Outage {
+        store,
+        worker,
+        failures: 0,
+    };
     while !stop.load(Ordering::SeqCst) {
-        // Retention: one bounded trim commit now and then (a failure is
-        // retried at the next turn; the entries are only kept longer).
-        if let Some(keep) = worker.retention_ms {
-            let now = clock.now_ms();
-            if trimmed_at.is_none_or(|t| now.saturating_sub(t) >= worker.trim_every_ms) {
-                trimmed_at = Some(now);
-                match outbox.trim(topic.name(), keep, Some(1)) {
-                    Ok(t) => {
-                        report.trimmed += t.entries;
-                        // More to trim: another commit at the next turn.
-                        if t.more {
-                            trimmed_at = None;
-                        }
-                    }
-                    Err(e) => tracing::warn!(error = %e, "the worker's trim failed"),
-                }
-            }
-        }
+        retain(
+            outbox,
+            topic.name(),
+            worker,
+            clock,
+            &mut trimmed_at,
+            &mut report,
+        );
         let seen = store.last_commit_seen();
         // The lease this worker took is renewed; another's (whatever its
         // holder name) is waited for.
@@ -271,13 +360,16 @@ fn run<E: Engine, T: Value>(
             {
                 continue;
             }
+            Err(e) if outage.wait_out(&e) => continue,
             Err(e) => return Err(e),
         };
         let batch = match outbox.poll(&lease, topic, worker.batch.max(1)) {
             Ok(b) => b,
             Err(OutboxError::StaleLease { .. }) => continue,
+            Err(e) if outage.wait_out(&e) => continue,
             Err(e) => return Err(e),
         };
+        outage.over();
         if batch.is_empty() {
             // Entries may be waiting for a retry time: wake up by then at
             // the latest.
@@ -304,8 +396,12 @@ fn run<E: Engine, T: Value>(
                     report.failed += 1;
                     failed_keys.insert(d.ordering_key.clone());
                     tracing::debug!(position = %d.position, %why, "handler failed");
-                    if outbox.fail(&lease, d.position, &why)? == Failed::DeadLettered {
-                        report.dead_lettered += 1;
+                    match outbox.fail(&lease, d.position, &why) {
+                        Ok(Failed::DeadLettered) => report.dead_lettered += 1,
+                        Ok(_) => {}
+                        // Not recorded: delivered again after the wait.
+                        Err(e) if outage.wait_out(&e) => break,
+                        Err(e) => return Err(e),
                     }
                 }
                 // Finished already (a lost reply that applied, retried):
@@ -315,6 +411,8 @@ fn run<E: Engine, T: Value>(
                     held = None;
                     break;
                 }
+                // Polled again after the wait, from the checkpoint.
+                Err(Attempt::Outbox(e)) if outage.wait_out(&e) => break,
                 Err(Attempt::Outbox(e)) => return Err(e),
             }
         }

@@ -17,6 +17,10 @@ pub enum Refusal {
     Conflict,
     /// `CommitError::Backend`: the engine failed and wrote nothing.
     Backend,
+    /// `CommitError::Backend` whose source is a
+    /// [`ReopenRequired`](strata_engine::ReopenRequired): an engine that
+    /// takes no more writes until it is reopened (after a full disk).
+    Reopen,
 }
 
 /// `inner`, with its next commits refused as [`Refusing::refuse_next`]
@@ -98,6 +102,12 @@ impl<E: Engine> Engine for Refusing<E> {
             }
             Some(Refusal::Backend) => Err(CommitError::Backend(BackendError::from(
                 "refused by the test (Refusing::refuse_next)",
+            ))),
+            Some(Refusal::Reopen) => Err(CommitError::Backend(BackendError::from(
+                strata_engine::ReopenRequired::new(
+                    "Refusing",
+                    "refused by the test (Refusing::refuse_next)",
+                ),
             ))),
         }
     }

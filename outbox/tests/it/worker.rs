@@ -248,13 +248,16 @@ fn store_over<E: strata_engine::Engine>(
 }
 
 /// A worker's lease taken through conflicts beyond the store's own
-/// retries: the worker keeps trying and handles every entry. A backend
-/// failure instead ends it with the error. (Found by the mutation run: the
-/// guard that tells the two apart, made `true` or `false`, passed every
-/// test; and it let contention end the worker, whose acquisition returns
-/// the store's `RetriesExhausted`, not a conflict.)
+/// retries: the worker keeps trying and handles every entry. Backend
+/// failures are waited out too, up to `max_store_failures` in a row: a
+/// few of them (a server restarting), and the worker goes on and handles
+/// every entry; past the limit it ends with the error. (Found by the
+/// mutation run: the guard that tells conflicts from failures, made
+/// `true` or `false`, passed every test; and it let contention end the
+/// worker, whose acquisition returns the store's `RetriesExhausted`, not
+/// a conflict.)
 #[test]
-fn a_worker_waits_out_conflicts_and_ends_with_a_failing_store() {
+fn a_worker_waits_out_conflicts_and_store_failures_and_ends_past_the_limit() {
     let clock = Arc::new(ManualClock::new(T0));
     let store = store_over(&clock, Refusing::new);
     let cfg = config();
@@ -270,9 +273,11 @@ fn a_worker_waits_out_conflicts_and_ends_with_a_failing_store() {
                 .unwrap();
         }
     }
-    let spawn = |holder: &str| {
+    let spawn = |holder: &str, max_store_failures: Option<u32>| {
         let mut wc = WorkerConfig::new(holder);
         wc.outbox = cfg;
+        wc.idle_wait = Duration::from_millis(2);
+        wc.max_store_failures = max_store_failures;
         Worker::spawn(
             store.clone(),
             clock.clone(),
@@ -294,7 +299,7 @@ fn a_worker_waits_out_conflicts_and_ends_with_a_failing_store() {
     // 25 conflicts: the store tries each transaction 10 times, so the
     // worker's first two acquisitions fail with a conflict.
     store.engine().refuse_next(25, Refusal::Conflict);
-    let worker = spawn("w1");
+    let worker = spawn("w1", Some(0));
     assert_eq!(
         mailed_within_5_s(&store, 3),
         3,
@@ -303,10 +308,31 @@ fn a_worker_waits_out_conflicts_and_ends_with_a_failing_store() {
     assert_eq!(store.engine().refusals_left(), 0);
     assert_eq!(worker.shutdown().unwrap().handled, 3);
 
-    // The backend fails from now on: the worker's first acquisition ends
-    // it with the error, which its shutdown returns.
+    // Six failing commits (the acquisition, then an acknowledgement):
+    // waited out by default, and three more entries handled.
+    {
+        let outbox = Outbox::new(&store, cfg, clock.clone(), Box::new(SeededRng::new(4))).unwrap();
+        for id in 4..=6 {
+            store
+                .transact(|tx| outbox.push(tx, &topic(), &event(id)))
+                .map_err(|e: OutboxError| e)
+                .unwrap();
+        }
+    }
+    store.engine().refuse_next(6, Refusal::Backend);
+    let worker = spawn("w2", None);
+    assert_eq!(
+        mailed_within_5_s(&store, 6),
+        6,
+        "every entry handled after the failures"
+    );
+    assert_eq!(store.engine().refusals_left(), 0);
+    assert_eq!(worker.shutdown().unwrap().handled, 3);
+
+    // The backend fails from now on: after two failures waited out, the
+    // third ends the worker with the error, which its shutdown returns.
     store.engine().refuse_next(u32::MAX, Refusal::Backend);
-    let worker = spawn("w2");
+    let worker = spawn("w3", Some(2));
     for _ in 0..500 {
         if store.engine().refusals_left() < u32::MAX {
             break;
@@ -314,6 +340,11 @@ fn a_worker_waits_out_conflicts_and_ends_with_a_failing_store() {
         std::thread::sleep(Duration::from_millis(10));
     }
     std::thread::sleep(Duration::from_millis(100));
+    assert_eq!(
+        store.engine().refusals_left(),
+        u32::MAX - 3,
+        "three commits tried: two failures waited out, the third ended it"
+    );
     let err = worker.shutdown().unwrap_err();
     assert!(
         matches!(&err, OutboxError::Store(e) if !e.is_conflict()),
@@ -323,6 +354,28 @@ fn a_worker_waits_out_conflicts_and_ends_with_a_failing_store() {
         strata_engine::ErrorChain(&err)
             .to_string()
             .contains("refused by the test"),
+        "{err:?}"
+    );
+
+    // An engine that must be reopened is no failure to wait out: the
+    // first ends the worker, whatever the limit.
+    store.engine().refuse_next(u32::MAX, Refusal::Reopen);
+    let worker = spawn("w4", None);
+    for _ in 0..500 {
+        if store.engine().refusals_left() < u32::MAX {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    std::thread::sleep(Duration::from_millis(100));
+    assert_eq!(
+        store.engine().refusals_left(),
+        u32::MAX - 1,
+        "one commit tried"
+    );
+    let err = worker.shutdown().unwrap_err();
+    assert!(
+        matches!(&err, OutboxError::Store(e) if strata_engine::ReopenRequired::in_chain(e)),
         "{err:?}"
     );
 }
