@@ -331,21 +331,26 @@ fn a_worker_waits_out_conflicts_and_store_failures_and_ends_past_the_limit() {
 
     // The backend fails from now on: after two failures waited out, the
     // third ends the worker with the error, which its shutdown returns.
-    store.engine().refuse_next(u32::MAX, Refusal::Backend);
-    let worker = spawn("w3", Some(2));
-    for _ in 0..500 {
-        if store.engine().refusals_left() < u32::MAX {
-            break;
+    // Every commit refused as `how` for a worker allowed `most` failures
+    // in a row: the commits it tried once it stopped, and its error.
+    let refused = |how: Refusal, holder: &str, most: Option<u32>| {
+        store.engine().refuse_next(u32::MAX, how);
+        let worker = spawn(holder, most);
+        for _ in 0..500 {
+            if store.engine().refusals_left() < u32::MAX {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
         }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    std::thread::sleep(Duration::from_millis(100));
+        std::thread::sleep(Duration::from_millis(100));
+        let tried = u32::MAX - store.engine().refusals_left();
+        (tried, worker.shutdown().unwrap_err())
+    };
+    let (tried, err) = refused(Refusal::Backend, "w3", Some(2));
     assert_eq!(
-        store.engine().refusals_left(),
-        u32::MAX - 3,
+        tried, 3,
         "three commits tried: two failures waited out, the third ended it"
     );
-    let err = worker.shutdown().unwrap_err();
     assert!(
         matches!(&err, OutboxError::Store(e) if !e.is_conflict()),
         "{err:?}"
@@ -359,21 +364,8 @@ fn a_worker_waits_out_conflicts_and_store_failures_and_ends_past_the_limit() {
 
     // An engine that must be reopened is no failure to wait out: the
     // first ends the worker, whatever the limit.
-    store.engine().refuse_next(u32::MAX, Refusal::Reopen);
-    let worker = spawn("w4", None);
-    for _ in 0..500 {
-        if store.engine().refusals_left() < u32::MAX {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    std::thread::sleep(Duration::from_millis(100));
-    assert_eq!(
-        store.engine().refusals_left(),
-        u32::MAX - 1,
-        "one commit tried"
-    );
-    let err = worker.shutdown().unwrap_err();
+    let (tried, err) = refused(Refusal::Reopen, "w4", None);
+    assert_eq!(tried, 1, "one commit tried");
     assert!(
         matches!(&err, OutboxError::Store(e) if strata_engine::ReopenRequired::in_chain(e)),
         "{err:?}"
