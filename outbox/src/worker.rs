@@ -3,7 +3,7 @@
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -97,6 +97,8 @@ pub type HandlerError = Box<dyn std::error::Error + Send + Sync>;
 /// A running worker. [`Worker::shutdown`] stops it after the entry in hand.
 pub struct Worker {
     stop: Arc<AtomicBool>,
+    /// The store failures in a row the worker is waiting out.
+    failing: Arc<AtomicU32>,
     wake: Box<dyn Fn() + Send + Sync>,
     thread: Option<JoinHandle<Result<WorkerReport, OutboxError>>>,
 }
@@ -174,6 +176,8 @@ impl Worker {
         let waker_store = store.clone();
         let wake = Box::new(move || waker_store.wake_all());
         let stopping = stop.clone();
+        let failing = Arc::new(AtomicU32::new(0));
+        let failures = failing.clone();
         #[cfg(feature = "planted-bugs")]
         let planting = strata_engine::faults::Planting::here();
         let thread = std::thread::spawn(move || {
@@ -188,15 +192,31 @@ impl Worker {
                 &consumer,
                 &worker,
                 &stopping,
+                &failures,
                 &mut *handler,
                 &*clock,
             )
         });
         Self {
             stop,
+            failing,
             wake,
             thread: Some(thread),
         }
+    }
+
+    /// Whether the worker's thread has ended: after an error that stopped
+    /// it, a panic of its handler, or (in its last moment) a shutdown.
+    /// [`Worker::shutdown`] returns why. For a health check.
+    pub fn is_finished(&self) -> bool {
+        self.thread.as_ref().is_none_or(JoinHandle::is_finished)
+    }
+
+    /// The store failures in a row the worker is waiting out now (see
+    /// [`WorkerConfig::max_store_failures`]): 0 while the store answers.
+    /// For a health check: a number that keeps growing is an outage.
+    pub fn store_failures(&self) -> u32 {
+        self.failing.load(Ordering::SeqCst)
     }
 
     /// Stops the worker after the entry in hand and waits for it.
@@ -260,6 +280,8 @@ struct Outage<'a, E: Engine> {
     store: &'a Store<E>,
     worker: &'a WorkerConfig,
     failures: u32,
+    /// Where the worker's handle reads `failures`.
+    shown: &'a AtomicU32,
 }
 
 impl<E: Engine> Outage<'_, E> {
@@ -284,6 +306,7 @@ impl<E: Engine> Outage<'_, E> {
             return false;
         }
         self.failures += 1;
+        self.shown.store(self.failures, Ordering::SeqCst);
         let wait = self
             .worker
             .idle_wait
@@ -302,6 +325,7 @@ impl<E: Engine> Outage<'_, E> {
     /// The store answered: the failures in a row are over.
     fn over(&mut self) {
         self.failures = 0;
+        self.shown.store(0, Ordering::SeqCst);
     }
 }
 
@@ -313,6 +337,7 @@ fn run<E: Engine, T: Value>(
     consumer: &str,
     worker: &WorkerConfig,
     stop: &AtomicBool,
+    failing: &AtomicU32,
     handler: &mut Handler<E, T>,
     clock: &dyn Clock,
 ) -> Result<WorkerReport, OutboxError> {
@@ -323,6 +348,7 @@ fn run<E: Engine, T: Value>(
         store,
         worker,
         failures: 0,
+        shown: failing,
     };
     while !stop.load(Ordering::SeqCst) {
         retain(

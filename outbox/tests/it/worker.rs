@@ -308,6 +308,27 @@ fn a_worker_waits_out_conflicts_and_store_failures_and_ends_past_the_limit() {
     assert_eq!(store.engine().refusals_left(), 0);
     assert_eq!(worker.shutdown().unwrap().handled, 3);
 
+    // Failing for good, unbounded: the worker runs on, counting the
+    // failures in a row; once the store answers, the count is 0 again.
+    store.engine().refuse_next(u32::MAX, Refusal::Backend);
+    let waiting = spawn("w-waiting", None);
+    for _ in 0..500 {
+        if waiting.store_failures() >= 3 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(waiting.store_failures() >= 3 && !waiting.is_finished());
+    store.engine().refuse_next(0, Refusal::Backend);
+    for _ in 0..500 {
+        if waiting.store_failures() == 0 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(waiting.store_failures(), 0, "the outage is over");
+    assert_eq!(waiting.shutdown().unwrap().handled, 0);
+
     // Six failing commits (the acquisition, then an acknowledgement):
     // waited out by default, and three more entries handled.
     {
@@ -344,6 +365,8 @@ fn a_worker_waits_out_conflicts_and_store_failures_and_ends_past_the_limit() {
         }
         std::thread::sleep(Duration::from_millis(100));
         let tried = u32::MAX - store.engine().refusals_left();
+        // Ended: a health check sees it before `shutdown` says why.
+        assert!(worker.is_finished(), "{holder} still runs");
         (tried, worker.shutdown().unwrap_err())
     };
     let (tried, err) = refused(Refusal::Backend, "w3", Some(2));
