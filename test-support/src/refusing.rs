@@ -1,6 +1,6 @@
-//! An engine that refuses its next commits on request: a concurrent
-//! writer's conflicts, or a backend that fails (a full disk, a lost
-//! server), for tests of what the layers above do with them.
+//! An engine that refuses its next commits (or snapshots) on request: a
+//! concurrent writer's conflicts, or a backend that fails (a full disk, a
+//! lost server), for tests of what the layers above do with them.
 
 use std::sync::Mutex;
 
@@ -24,11 +24,14 @@ pub enum Refusal {
 }
 
 /// `inner`, with its next commits refused as [`Refusing::refuse_next`]
-/// says; reads and everything else pass through.
+/// says and snapshots as [`Refusing::refuse_reads_after`] says; everything
+/// else passes through.
 #[derive(Debug)]
 pub struct Refusing<E> {
     inner: E,
     next: Mutex<(u32, Refusal)>,
+    /// Snapshots to let through, then snapshots to refuse.
+    reads: Mutex<(u32, u32)>,
 }
 
 impl<E> Refusing<E> {
@@ -37,6 +40,7 @@ impl<E> Refusing<E> {
         Self {
             inner,
             next: Mutex::new((0, Refusal::Conflict)),
+            reads: Mutex::new((0, 0)),
         }
     }
 
@@ -47,6 +51,24 @@ impl<E> Refusing<E> {
             .next
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner) = (n, how);
+    }
+
+    /// Lets the next `pass` snapshots through, then refuses `n` with
+    /// `ReadError::Backend` (a server that cannot be reached), then lets
+    /// every one through again.
+    pub fn refuse_reads_after(&self, pass: u32, n: u32) {
+        *self
+            .reads
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = (pass, n);
+    }
+
+    /// How many of the snapshots asked to be refused are still to come.
+    pub fn read_refusals_left(&self) -> u32 {
+        self.reads
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .1
     }
 
     /// How many of the commits asked to be refused are still to come.
@@ -74,6 +96,26 @@ impl<E: Engine> Engine for Refusing<E> {
     }
 
     fn snapshot(&self) -> Result<Self::Snapshot<'_>, ReadError> {
+        let refused = {
+            let mut reads = self
+                .reads
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            if reads.0 > 0 {
+                reads.0 -= 1;
+                false
+            } else if reads.1 > 0 {
+                reads.1 -= 1;
+                true
+            } else {
+                false
+            }
+        };
+        if refused {
+            return Err(ReadError::Backend(BackendError::from(
+                "read refused by the test (Refusing::refuse_reads_after)",
+            )));
+        }
         self.inner.snapshot()
     }
 

@@ -152,12 +152,14 @@ fn two_workers_with_one_holder_name_apply_each_entry_once() {
     }
 }
 
-/// A worker trims its topic under its retention: entries every consumer
-/// passed go, a consumer's unfinished ones stay.
-#[test]
-fn a_worker_trims_what_every_consumer_passed() {
-    let clock = Arc::new(ManualClock::new(T0));
-    let store = shared_store(&clock);
+/// Ten entries of `orders`, pushed at `T0`, handled by a worker that keeps
+/// them one second and trims at most every `trim_every_ms`: the store and
+/// the worker, once every entry is handled.
+fn ten_handled_with_retention(
+    clock: &Arc<ManualClock>,
+    trim_every_ms: u64,
+) -> (Arc<Store<MemEngine>>, Worker) {
+    let store = shared_store(clock);
     let cfg = config();
     let outbox = Outbox::new(&store, cfg, clock.clone(), Box::new(SeededRng::new(2))).unwrap();
     outbox
@@ -170,9 +172,9 @@ fn a_worker_trims_what_every_consumer_passed() {
     }
     let mut wc = WorkerConfig::new("w");
     wc.outbox = cfg;
-    wc.idle_wait = Duration::from_millis(10);
+    wc.idle_wait = Duration::from_millis(5);
     wc.retention_ms = Some(1_000);
-    wc.trim_every_ms = 0;
+    wc.trim_every_ms = trim_every_ms;
     let worker = Worker::spawn(
         store.clone(),
         clock.clone(),
@@ -182,6 +184,20 @@ fn a_worker_trims_what_every_consumer_passed() {
         wc,
         Box::new(|_tx, _d: &Delivery<Event>| Ok(())),
     );
+    for _ in 0..500 {
+        if outbox.lag("orders", "mailer").unwrap().entries == 0 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    drop(outbox);
+    (store, worker)
+}
+
+/// The entries of `orders` still there, once they are `want` (or after
+/// 2.5 s of waiting for it).
+fn entries_left(store: &Store<MemEngine>, clock: &Arc<ManualClock>, want: u64) -> u64 {
+    let outbox = Outbox::new(store, config(), clock.clone(), Box::new(SeededRng::new(5))).unwrap();
     let left = || {
         outbox
             .lag_after("orders", strata_outbox::Position::START)
@@ -189,23 +205,59 @@ fn a_worker_trims_what_every_consumer_passed() {
             .entries
     };
     for _ in 0..500 {
-        if outbox.lag("orders", "mailer").unwrap().entries == 0 {
+        if left() == want {
             break;
         }
         std::thread::sleep(Duration::from_millis(5));
     }
+    left()
+}
+
+/// A worker trims its topic under its retention: entries every consumer
+/// passed go, a consumer's unfinished ones stay.
+#[test]
+fn a_worker_trims_what_every_consumer_passed() {
+    let clock = Arc::new(ManualClock::new(T0));
+    let (store, worker) = ten_handled_with_retention(&clock, 0);
     std::thread::sleep(Duration::from_millis(50));
-    assert_eq!(left(), 10, "younger than the retention: kept");
+    assert_eq!(
+        entries_left(&store, &clock, 10),
+        10,
+        "younger than the retention: kept"
+    );
     clock.advance(1_000);
-    for _ in 0..500 {
-        if left() == 0 {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    assert_eq!(left(), 0, "every entry passed and old enough: trimmed");
+    assert_eq!(
+        entries_left(&store, &clock, 0),
+        0,
+        "every entry passed and old enough: trimmed"
+    );
     let report = worker.shutdown().unwrap();
     assert_eq!((report.handled, report.trimmed), (10, 10));
+}
+
+/// Trims come at most every `trim_every_ms`: entries old enough wait for
+/// the next one, which comes exactly that long after the last.
+#[test]
+fn a_worker_trims_at_its_cadence() {
+    let clock = Arc::new(ManualClock::new(T0));
+    let (store, worker) = ten_handled_with_retention(&clock, 60_000);
+    // The first turn's trim found nothing old enough. Old enough now, but
+    // a minute has not passed since: kept, however many turns go by.
+    clock.advance(1_000);
+    std::thread::sleep(Duration::from_millis(100));
+    assert_eq!(
+        entries_left(&store, &clock, 10),
+        10,
+        "trimmed before its time"
+    );
+    // A minute to the millisecond after the last trim: the next one.
+    clock.advance(59_000);
+    assert_eq!(
+        entries_left(&store, &clock, 0),
+        0,
+        "not trimmed at its time"
+    );
+    assert_eq!(worker.shutdown().unwrap().trimmed, 10);
 }
 
 /// A store on `MemEngine` with the outbox's spaces, shared with workers.
@@ -393,6 +445,95 @@ fn a_worker_waits_out_conflicts_and_store_failures_and_ends_past_the_limit() {
         matches!(&err, OutboxError::Store(e) if strata_engine::ReopenRequired::in_chain(e)),
         "{err:?}"
     );
+}
+
+/// One read refused at each point of a worker's turns in turn (its
+/// lease's, its poll's, a failure's record, its acknowledgement's, an idle
+/// poll's): waited out
+/// by default, the worker handles every entry and runs on; allowed no
+/// failure, it ends with the error wherever the read fell. (The guards of
+/// the poll's and the acknowledgement's errors, made `true` or `false`,
+/// passed every other test: those paths read, and only commits were
+/// refused; so did the failure record's.)
+#[test]
+fn a_worker_waits_out_a_failed_read_wherever_it_falls() {
+    for pass in 0..10 {
+        for most in [None, Some(0)] {
+            let clock = Arc::new(ManualClock::new(T0));
+            let store = store_over(&clock, Refusing::new);
+            let mut cfg = config();
+            // A failed entry is retried at once: the clock does not move.
+            cfg.base_backoff_ms = 0;
+            cfg.max_backoff_ms = 0;
+            let outbox =
+                Outbox::new(&store, cfg, clock.clone(), Box::new(SeededRng::new(2))).unwrap();
+            outbox
+                .register("orders", "mailer", Start::Beginning)
+                .unwrap();
+            for id in 1..=3 {
+                store
+                    .transact(|tx| outbox.push(tx, &topic(), &event(id)))
+                    .map_err(|e: OutboxError| e)
+                    .unwrap();
+            }
+            let mut wc = WorkerConfig::new("reader");
+            wc.outbox = cfg;
+            wc.idle_wait = Duration::from_millis(2);
+            wc.max_store_failures = most;
+            // No trims: every read the worker makes is one whose failure
+            // counts.
+            wc.retention_ms = None;
+            store.engine().refuse_reads_after(pass, 1);
+            let worker = Worker::spawn(
+                store.clone(),
+                clock.clone(),
+                Box::new(SeededRng::new(3)),
+                topic(),
+                "mailer",
+                wc,
+                // Each entry fails its first delivery: its failure is
+                // recorded (a read and a commit of their own) before it is
+                // handled.
+                Box::new(move |tx, d: &Delivery<Event>| {
+                    if d.attempt == 1 {
+                        return Err("first delivery".into());
+                    }
+                    tx.put(
+                        &OrderKey {
+                            id: 1_000 + d.entry.order,
+                        },
+                        &"mailed".to_owned(),
+                    )?;
+                    Ok(())
+                }),
+            );
+            // The worker reads on (an idle one polls every 2 ms) until the
+            // refusal is spent; the test reads nothing before.
+            for _ in 0..500 {
+                if store.engine().read_refusals_left() == 0 {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            assert_eq!(store.engine().read_refusals_left(), 0, "pass {pass}");
+            std::thread::sleep(Duration::from_millis(50));
+            if most.is_some() {
+                assert!(worker.is_finished(), "pass {pass}: still runs");
+                let err = worker.shutdown().unwrap_err();
+                assert!(
+                    strata_engine::ErrorChain(&err)
+                        .to_string()
+                        .contains("read refused by the test"),
+                    "pass {pass}: {err:?}"
+                );
+            } else {
+                assert_eq!(mailed_within_5_s(&store, 3), 3, "pass {pass}");
+                assert!(!worker.is_finished(), "pass {pass}: ended");
+                assert_eq!(worker.store_failures(), 0, "pass {pass}");
+                assert_eq!(worker.shutdown().unwrap().handled, 3, "pass {pass}");
+            }
+        }
+    }
 }
 
 /// A handler that always fails, with one attempt allowed: every entry
