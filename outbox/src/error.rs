@@ -154,6 +154,12 @@ impl OutboxError {
         self.store_error()
             .is_some_and(StoreError::is_outcome_unknown)
     }
+
+    /// [`StoreError::is_transient`] of the store's error inside: a failure
+    /// to reach the engine that a later try may not meet.
+    pub fn is_transient(&self) -> bool {
+        self.store_error().is_some_and(StoreError::is_transient)
+    }
 }
 
 #[cfg(test)]

@@ -8,7 +8,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use strata_codec::Value;
-use strata_engine::{Clock, CommitError, Engine, EngineError, ReadError, Rng};
+use strata_engine::{Clock, Engine, Rng};
 use strata_store::{Store, StoreError, Tx};
 
 use crate::{Delivery, Failed, Outbox, OutboxConfig, OutboxError, Topic};
@@ -288,16 +288,7 @@ impl<E: Engine> Outage<'_, E> {
     /// Whether `e` is waited out (the wait then made): a store failing to
     /// reach its engine, within [`WorkerConfig::max_store_failures`].
     fn wait_out(&mut self, e: &OutboxError) -> bool {
-        let OutboxError::Store(s) = e else {
-            return false;
-        };
-        let passing = matches!(
-            s,
-            StoreError::Read(ReadError::Backend(_))
-                | StoreError::Commit(CommitError::Backend(_) | CommitError::OutcomeUnknown(_))
-                | StoreError::Engine(EngineError::Backend(_))
-        ) && !strata_engine::ReopenRequired::in_chain(s);
-        if !passing
+        if !e.is_transient()
             || self
                 .worker
                 .max_store_failures

@@ -305,6 +305,13 @@ impl SearchError {
         self.store_error()
             .is_some_and(StoreError::is_outcome_unknown)
     }
+
+    /// [`StoreError::is_transient`] of the store's error inside, directly
+    /// or through the outbox: a failure to reach the engine that a later
+    /// try may not meet.
+    pub fn is_transient(&self) -> bool {
+        self.store_error().is_some_and(StoreError::is_transient)
+    }
 }
 
 /// Checks every file of `index` against its checksum:

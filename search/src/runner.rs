@@ -20,7 +20,9 @@ use crate::{IndexSpec, Indexer, IndexerConfig, Location, Query, Results, SearchE
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub struct IndexReport {
-    /// Outbox entries applied to the index.
+    /// Outbox entries applied to the index by steps that completed (a
+    /// step that failed after applying some, a store failure waited out,
+    /// leaves them in the index uncounted).
     pub received: u64,
     /// Commits of the index (each with its checkpoint and acknowledgement).
     pub commits: u64,
@@ -68,7 +70,10 @@ where
     /// # Errors
     /// [`IndexRunner::shutdown`] (or a search) reports an error that stopped
     /// it: the open refused ([`SearchError::Behind`],
-    /// [`SearchError::MappingChanged`]), the store failing for good.
+    /// [`SearchError::MappingChanged`]), damage, an engine that must be
+    /// reopened. A store failing to reach its engine
+    /// ([`SearchError::is_transient`]) is waited out, logged, however long
+    /// it lasts.
     pub fn start<E>(
         store: Arc<Store<E>>,
         spec: IndexSpec<K>,
@@ -160,6 +165,8 @@ where
     K::Value: Value,
 {
     let mut report = IndexReport::default();
+    // Store failures in a row, waited out.
+    let mut failures = 0u32;
     while !halt.load(Ordering::SeqCst) {
         while let Ok((query, answer)) = asks.try_recv() {
             report.searches += 1;
@@ -168,6 +175,7 @@ where
         let seen = store.last_commit_seen();
         match ix.step() {
             Ok(step) => {
+                failures = 0;
                 report.received += step.received as u64;
                 report.commits += u64::from(step.committed);
                 if step.received == 0 {
@@ -180,6 +188,21 @@ where
                 store.wait_for_commit(seen, idle);
             }
             Err(SearchError::Outbox(OutboxError::Store(e))) if e.is_conflict() => {}
+            // The store failing to reach its engine (a server restarting, a
+            // connection reset, a lost reply): waited out, the wait doubling
+            // up to 32 times `idle`. The next step picks up where this one
+            // stopped, acknowledging what a failed step committed.
+            Err(e) if e.is_transient() => {
+                failures += 1;
+                let wait = idle.saturating_mul(1 << (failures - 1).min(5));
+                tracing::warn!(
+                    error = %strata_engine::ErrorChain(&e),
+                    failures,
+                    wait_ms = wait.as_millis(),
+                    "the index runner's store failed; it tries again"
+                );
+                store.wait_for_commit(store.last_commit_seen(), wait);
+            }
             Err(e) => return Err(e),
         }
     }

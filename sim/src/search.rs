@@ -2,6 +2,9 @@
 //! store together with their index changes, an indexer stepping, crashing
 //! (its uncommitted documents lost, its committed index kept in a shared
 //! in-memory directory) and reopening, through engine crashes and faults.
+//! A step that meets a fault either crashes the indexer or, half the
+//! time, leaves it to go on at its next step, as an `IndexRunner` waiting
+//! out a store failure does.
 //!
 //! Now and then the indexer rebuilds the index from a snapshot, or catches
 //! up, and (on seeds whose faults include crashes) the engine crashes
@@ -205,18 +208,25 @@ fn open_indexer<'o, 's, E: Engine>(
 }
 
 /// What an indexer's failure means for the run: a fault stops the indexer
-/// as a crash would (what it had not committed is gone); a lease a crashed
-/// indexer still holds is waited out; anything else is a violation.
+/// as a crash would (what it had not committed is gone), unless `keep`:
+/// then the same indexer goes on at its next step, as an `IndexRunner`
+/// waiting out a store failure does; a lease a crashed indexer still holds
+/// is waited out; anything else is a violation.
 fn index_error<I>(
     e: SearchError,
     ix: &mut Option<I>,
+    keep: bool,
     trace: &mut Trace,
     step: usize,
     what: &str,
 ) -> Result<(), Violation> {
     match e {
         e if faulted(&e) => {
-            *ix = None;
+            if keep {
+                trace.event(step, format!("{what} failed, the indexer goes on: {e}"));
+            } else {
+                *ix = None;
+            }
             Ok(())
         }
         SearchError::Outbox(e @ OutboxError::LeaseHeld { .. }) => {
@@ -283,7 +293,15 @@ pub fn run_search_seed_on<E: Target>(options: &RunOptions) -> SeedReport {
                     0..=44 => run.write(&outbox, step),
                     45..=79 => match ix.as_mut().map(Indexer::step) {
                         Some(Err(e)) => {
-                            index_error(e, &mut ix, &mut run.frame.trace, step, "an index step")
+                            let keep = run.frame.rng.chance(0.5);
+                            index_error(
+                                e,
+                                &mut ix,
+                                keep,
+                                &mut run.frame.trace,
+                                step,
+                                "an index step",
+                            )
                         }
                         _ => Ok(()),
                     },
@@ -322,6 +340,7 @@ pub fn run_search_seed_on<E: Target>(options: &RunOptions) -> SeedReport {
                             Err(e) => index_error(
                                 e,
                                 &mut ix,
+                                false,
                                 &mut run.frame.trace,
                                 step,
                                 if rebuild { "a rebuild" } else { "a catch-up" },

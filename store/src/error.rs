@@ -247,6 +247,36 @@ impl StoreError {
         matches!(self, Self::Commit(CommitError::OutcomeUnknown(_)))
     }
 
+    /// Whether the engine failed in a way a later try may not meet: a
+    /// read or a commit that could not reach it (a server restarting or
+    /// failing over, a connection reset), or a commit whose reply was lost
+    /// (its outcome unknown: read to find out, or retry only what is safe
+    /// twice). Not damage, and not an engine that takes no more writes until
+    /// it is reopened ([`ReopenRequired`](strata_engine::ReopenRequired),
+    /// after a full disk). What a long-running consumer waits out.
+    ///
+    /// ```
+    /// use strata_engine::{BackendError, CommitError, ReadError, ReopenRequired};
+    /// use strata_store::StoreError;
+    ///
+    /// let reset = StoreError::Read(ReadError::Backend(BackendError::from("connection reset")));
+    /// assert!(reset.is_transient());
+    /// let full = StoreError::Commit(CommitError::Backend(BackendError::from(
+    ///     ReopenRequired::new("RedbEngine", "no space left on device"),
+    /// )));
+    /// assert!(!full.is_transient());
+    /// let damaged = StoreError::Read(ReadError::Corrupt(BackendError::from("bad page")));
+    /// assert!(!damaged.is_transient());
+    /// ```
+    pub fn is_transient(&self) -> bool {
+        matches!(
+            self,
+            Self::Read(ReadError::Backend(_))
+                | Self::Commit(CommitError::Backend(_) | CommitError::OutcomeUnknown(_))
+                | Self::Engine(EngineError::Backend(_))
+        ) && !strata_engine::ReopenRequired::in_chain(self)
+    }
+
     /// A per-row limit broken by `kind` of the write of `key_type` at `key`.
     pub(crate) fn row_limit(
         source: LimitExceeded,

@@ -72,3 +72,69 @@ fn a_runner_keeps_the_index_caught_up_and_stops_cleanly() {
     assert!(ob.acquire("search.notes", "notes", "next").is_ok());
     drop(clock);
 }
+
+/// A store that cannot reach its engine for a while (three reads
+/// refused, as while a server restarts, at each point of the runner's
+/// steps in turn, while it idles and while it indexes): the runner waits
+/// it out, and every note written before, during and after is indexed.
+/// (Before, the first failure ended the runner for good.)
+#[test]
+fn a_runner_waits_out_store_failures() {
+    use strata_test_support::Refusing;
+    for pass in 0..8 {
+        let options = crate::options(Durability::Immediate);
+        let engine =
+            Refusing::new(strata_engine::MemEngine::open(options.keyspace_specs()).unwrap());
+        let (store, _clock) = strata_test_support::store_on(engine, options);
+        let store = Arc::new(store);
+        let ob = Outbox::open(&store, outbox_config()).unwrap();
+        let s = spec();
+        // The test's own writes meet the refusals too: tried again.
+        let put = |id: u64| {
+            for _ in 0..10 {
+                match store
+                    .transact(|tx| s.put(&ob, tx, &NoteKey { id }, &note("kept", "x", "info", T0)))
+                {
+                    Ok(()) => return,
+                    Err(e) if e.is_transient() => {}
+                    Err(e) => panic!("{e}"),
+                }
+            }
+            panic!("note {id} not written");
+        };
+        put(1);
+        let mut config = indexer_config();
+        config.commit_docs = 1;
+        let runner = IndexRunner::start(
+            store.clone(),
+            spec(),
+            Location::Memory,
+            config,
+            outbox_config(),
+            Duration::from_millis(2),
+        );
+        assert_eq!(hits(&runner, "kept", 1), 1, "pass {pass}");
+        store.engine().refuse_reads_after(pass, 3);
+        put(2);
+        put(3);
+        for _ in 0..500 {
+            if store.engine().read_refusals_left() == 0 {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        assert_eq!(store.engine().read_refusals_left(), 0, "pass {pass}");
+        assert_eq!(
+            hits(&runner, "kept", 3),
+            3,
+            "pass {pass}: the runner went on"
+        );
+        // Entries a failed step applied are in the index but not in the
+        // report's count.
+        let report = runner.shutdown().unwrap();
+        assert!(
+            (1..=3).contains(&report.received),
+            "pass {pass}: {report:?}"
+        );
+    }
+}
