@@ -3,7 +3,7 @@
 //! store wakes it, answers searches, and stops cleanly.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::mpsc::{Receiver, Sender, channel};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -42,6 +42,8 @@ type Ask<K> = (Query, Sender<Result<Results<K>, SearchError>>);
 /// name) the runner waits for it to be released or to expire.
 pub struct IndexRunner<K: Key> {
     stop: Arc<AtomicBool>,
+    /// The store failures in a row the runner is waiting out.
+    failing: Arc<AtomicU32>,
     wake: Box<dyn Fn() + Send + Sync>,
     asks: Sender<Ask<K>>,
     thread: Option<JoinHandle<Result<IndexReport, SearchError>>>,
@@ -90,6 +92,8 @@ where
         let wake = Box::new(move || waker.wake_all());
         let (asks, answers) = channel();
         let stopping = stop.clone();
+        let failing = Arc::new(AtomicU32::new(0));
+        let failures = failing.clone();
         #[cfg(feature = "planted-bugs")]
         let planting = strata_engine::faults::Planting::here();
         let thread = std::thread::spawn(move || {
@@ -98,7 +102,7 @@ where
             planting.enter();
             let ob = Outbox::open(&store, outbox)?;
             let mut ix = Indexer::open(&ob, spec, &location, config, store.clock())?;
-            let report = run(&store, &mut ix, &stopping, &answers, idle);
+            let report = run(&store, &mut ix, &stopping, &failures, &answers, idle);
             // Closed either way: the lease is given up at once.
             let closed = ix.close();
             let report = report?;
@@ -106,10 +110,25 @@ where
         });
         Self {
             stop,
+            failing,
             wake,
             asks,
             thread: Some(thread),
         }
+    }
+
+    /// Whether the runner's thread has ended: its open refused, an error
+    /// that stopped it, or (in its last moment) a shutdown.
+    /// [`IndexRunner::shutdown`] returns why. For a health check.
+    pub fn is_finished(&self) -> bool {
+        self.thread.as_ref().is_none_or(JoinHandle::is_finished)
+    }
+
+    /// The store failures in a row the runner is waiting out now: 0 while
+    /// the store answers. For a health check: a number that keeps growing
+    /// is an outage.
+    pub fn store_failures(&self) -> u32 {
+        self.failing.load(Ordering::SeqCst)
     }
 
     /// The best hits for `query` over what the index has committed (the
@@ -156,6 +175,7 @@ fn run<E, K>(
     store: &Store<E>,
     ix: &mut Indexer<'_, '_, E, K>,
     halt: &AtomicBool,
+    failing: &AtomicU32,
     asks: &Receiver<Ask<K>>,
     idle: Duration,
 ) -> Result<IndexReport, SearchError>
@@ -176,6 +196,7 @@ where
         match ix.step() {
             Ok(step) => {
                 failures = 0;
+                failing.store(0, Ordering::SeqCst);
                 report.received += step.received as u64;
                 report.commits += u64::from(step.committed);
                 if step.received == 0 {
@@ -194,6 +215,7 @@ where
             // stopped, acknowledging what a failed step committed.
             Err(e) if e.is_transient() => {
                 failures += 1;
+                failing.store(failures, Ordering::SeqCst);
                 let wait = idle.saturating_mul(1 << (failures - 1).min(5));
                 tracing::warn!(
                     error = %strata_engine::ErrorChain(&e),

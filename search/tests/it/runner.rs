@@ -129,6 +129,19 @@ fn a_runner_waits_out_store_failures() {
             3,
             "pass {pass}: the runner went on"
         );
+        assert!(!runner.is_finished(), "pass {pass}");
+        // Its next step after the last wait answers: the count is 0.
+        for _ in 0..500 {
+            if runner.store_failures() == 0 {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        assert_eq!(
+            runner.store_failures(),
+            0,
+            "pass {pass}: the outage is over"
+        );
         // Entries a failed step applied are in the index but not in the
         // report's count.
         let report = runner.shutdown().unwrap();
@@ -137,4 +150,33 @@ fn a_runner_waits_out_store_failures() {
             "pass {pass}: {report:?}"
         );
     }
+}
+
+/// A runner whose index does not open ends at once: a health check sees
+/// it, and `shutdown` says why.
+#[test]
+fn a_runner_that_cannot_open_is_finished() {
+    let (store, _clock, dir) = crate::mem(crate::options(Durability::Immediate));
+    let root = dir.0.join("index");
+    std::fs::create_dir_all(&root).unwrap();
+    std::fs::write(root.join("CURRENT"), "not a generation").unwrap();
+    let runner = IndexRunner::start(
+        Arc::new(store),
+        spec(),
+        Location::Dir(root),
+        indexer_config(),
+        outbox_config(),
+        Duration::from_millis(2),
+    );
+    for _ in 0..500 {
+        if runner.is_finished() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    assert!(runner.is_finished());
+    assert!(matches!(
+        runner.shutdown(),
+        Err(strata_search::SearchError::Current { .. })
+    ));
 }
