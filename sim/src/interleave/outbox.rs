@@ -180,8 +180,12 @@ impl Model {
                 _ => "stale".to_owned(),
             },
             Op::Release { token, .. } => {
-                if self.running(token, now).is_some()
-                    && let Some(h) = &mut self.lease
+                // Fenced while it is still this token's lease, running or
+                // run out: a holder may not renew a lease it gave up (a
+                // release that ran out untaken fenced nothing before
+                // 2026-11-29, and the model kept that).
+                if let Some(h) = &mut self.lease
+                    && h.token == token
                 {
                     h.released = true;
                 }
