@@ -295,6 +295,17 @@ impl TestServer {
         c
     }
 
+    /// The connection string (libpq's `key=value` form) of database
+    /// `dbname` on this server: for a child process, which parses it back
+    /// (`postgres::Config`'s `FromStr`) to reach the same database.
+    pub fn conninfo(&self, dbname: &str) -> String {
+        format!(
+            "host={} port={} user={USER} dbname={dbname}",
+            self.dir.display(),
+            self.port
+        )
+    }
+
     /// A new, empty database with a name unique to this process, and a
     /// configuration that connects to it.
     ///

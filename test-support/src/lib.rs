@@ -119,6 +119,31 @@ macro_rules! __engine_test {
     };
 }
 
+/// This test binary started again as a child that runs only the test
+/// `test` (its full path, as `--exact` takes it), with the environment
+/// variables `env` set (how the test tells it is the child, and what to
+/// do), its standard output as `stdout` (piped to read what it
+/// acknowledges, or null) and its errors silenced: for tests that kill
+/// real processes.
+///
+/// # Panics
+/// When the child cannot be started (a test helper).
+pub fn spawn_self(
+    test: &str,
+    env: &[(&str, &str)],
+    stdout: std::process::Stdio,
+) -> std::process::Child {
+    let mut command = std::process::Command::new(std::env::current_exe().unwrap());
+    command
+        .args(["--exact", test, "--nocapture"])
+        .stdout(stdout)
+        .stderr(std::process::Stdio::null());
+    for (name, value) in env {
+        command.env(name, value);
+    }
+    command.spawn().expect("spawn a child")
+}
+
 /// Copies the directory `from`, with everything under it, to `to`
 /// (created): to keep a clean copy of a database or an index before
 /// damaging it. Panics on any I/O failure (a test helper).

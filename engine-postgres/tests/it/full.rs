@@ -88,6 +88,8 @@ impl Full {
             if result.is_ok() {
                 break;
             }
+            // Refused while the server runs (it restarted by itself):
+            // the next attempt is what is checked.
             let _ = self.server.restart();
             std::thread::sleep(Duration::from_millis(500));
             result = attempt();

@@ -18,7 +18,7 @@
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -246,14 +246,13 @@ fn kill_rounds<E: Engine + Send + Sync + 'static>(test: &str, open_engine: fn(&P
     let (mut pending_at_kill, mut handled_at_kill) = (0, 0);
     for round in 0..rounds {
         let wanted = 1 + rng.below(80);
-        let mut child = Command::new(std::env::current_exe().unwrap())
-            .args(["--exact", test, "--nocapture"])
-            .env(CHILD, &dir)
-            .env(CHILD_CLOCK, (T0 + 2 * round * LEASE_GAP).to_string())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn the child");
+        let clock = (T0 + 2 * round * LEASE_GAP).to_string();
+        let dir_text = dir.to_string_lossy();
+        let mut child = strata_test_support::spawn_self(
+            test,
+            &[(CHILD, &dir_text), (CHILD_CLOCK, &clock)],
+            Stdio::piped(),
+        );
         let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
         let mut acked = None;
         let mut count = 0;

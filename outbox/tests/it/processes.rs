@@ -14,20 +14,20 @@
 
 #![cfg(unix)]
 
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
 use strata_engine::{Durability, Rng, SeededRng, SystemClock, SystemRng};
-use strata_engine_postgres::testing::{TestServer, USER};
+use strata_engine_postgres::testing::TestServer;
 use strata_engine_postgres::{PostgresEngine, PostgresOptions};
 use strata_outbox::{Delivery, Outbox, OutboxConfig, OutboxError, Start, Worker, WorkerConfig};
 use strata_store::Store;
 
 use crate::{Event, config, count_handling, event, handled_once, options, topic};
 
-/// Set in a child: `producer N` or `consumer N`, then the server's socket
-/// directory, port and database, separated by `|`.
+/// Set in a child: `producer N` or `consumer N`, then `|` and the
+/// connection string of the test's database.
 const CHILD: &str = "STRATA_OUTBOX_PG_CHILD";
 const TEST: &str = "processes::producers_and_consumers_in_processes_handle_each_event_once";
 const CONSUMER: &str = "billing";
@@ -64,12 +64,8 @@ fn outbox_config() -> OutboxConfig {
     c
 }
 
-fn open(socket_dir: &str, port: u16, dbname: &str) -> Arc<Store<PostgresEngine>> {
-    let mut pg = strata_engine_postgres::postgres::Config::new();
-    pg.host_path(socket_dir)
-        .port(port)
-        .user(USER)
-        .dbname(dbname);
+fn open(conninfo: &str) -> Arc<Store<PostgresEngine>> {
+    let pg = conninfo.parse().expect("the parent's connection string");
     let o = options(Durability::Immediate);
     let engine = PostgresEngine::open(pg, o.keyspace_specs(), PostgresOptions::default())
         .expect("the child's engine");
@@ -81,11 +77,8 @@ fn open(socket_dir: &str, port: u16, dbname: &str) -> Arc<Store<PostgresEngine>>
 
 /// A child's life: produce events, or consume them, until killed.
 fn child(spec: &str) {
-    let parts: Vec<&str> = spec.split('|').collect();
-    let [role, socket_dir, port, dbname] = parts[..] else {
-        panic!("bad child spec {spec:?}");
-    };
-    let store = open(socket_dir, port.parse().unwrap(), dbname);
+    let (role, conninfo) = spec.split_once('|').expect("a child's spec");
+    let store = open(conninfo);
     let (kind, n) = role.split_once(' ').unwrap();
     let n: u64 = n.parse().unwrap();
     if kind == "producer" {
@@ -123,20 +116,8 @@ fn child(spec: &str) {
 }
 
 fn spawn(role: &str, server: &TestServer, dbname: &str) -> Child {
-    Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", TEST, "--nocapture"])
-        .env(
-            CHILD,
-            format!(
-                "{role}|{}|{}|{dbname}",
-                server.socket_dir().display(),
-                server.port()
-            ),
-        )
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn a child")
+    let spec = format!("{role}|{}", server.conninfo(dbname));
+    strata_test_support::spawn_self(TEST, &[(CHILD, &spec)], Stdio::null())
 }
 
 fn kill(mut child: Child) {
@@ -155,11 +136,7 @@ fn producers_and_consumers_in_processes_handle_each_event_once() {
     let server = TestServer::start().expect("a PostgreSQL server");
     let config = server.database("processes").unwrap();
     let dbname = config.get_dbname().unwrap().to_owned();
-    let store = open(
-        &server.socket_dir().display().to_string(),
-        server.port(),
-        &dbname,
-    );
+    let store = open(&server.conninfo(&dbname));
     let outbox = outbox_on(&store);
     outbox
         .register(topic().name(), CONSUMER, Start::Beginning)
@@ -226,11 +203,8 @@ fn lag_through_another_engine_on_the_same_database() {
     let server = TestServer::shared().expect("a PostgreSQL server");
     let config = server.database("lag").unwrap();
     let dbname = config.get_dbname().unwrap().to_owned();
-    let dir = server.socket_dir().display().to_string();
-    let (first, second) = (
-        open(&dir, server.port(), &dbname),
-        open(&dir, server.port(), &dbname),
-    );
+    let conninfo = server.conninfo(&dbname);
+    let (first, second) = (open(&conninfo), open(&conninfo));
     let (a, b) = (outbox_on(&first), outbox_on(&second));
     a.register(topic().name(), CONSUMER, Start::Beginning)
         .unwrap();

@@ -9,7 +9,7 @@
 #![cfg(unix)]
 
 use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::sync::Arc;
 
 use strata_engine::{Durability, Engine, ManualClock, Rng, SeededRng};
@@ -112,14 +112,13 @@ fn the_indexer_survives_kills_at_random_moments() {
     let mut checked = 0;
     for round in 0..rounds {
         let wanted = 1 + rng.below(60);
-        let mut child = Command::new(std::env::current_exe().unwrap())
-            .args(["--exact", TEST, "--nocapture"])
-            .env(CHILD, &dir.0)
-            .env(CHILD_CLOCK, (T0 + 2 * round * LEASE_GAP).to_string())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn the child");
+        let clock = (T0 + 2 * round * LEASE_GAP).to_string();
+        let dir_text = dir.0.to_string_lossy();
+        let mut child = strata_test_support::spawn_self(
+            TEST,
+            &[(CHILD, &dir_text), (CHILD_CLOCK, &clock)],
+            Stdio::piped(),
+        );
         let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
         let mut acked = 0;
         while acked < wanted {

@@ -12,21 +12,21 @@
 
 #![cfg(unix)]
 
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
 use strata_codec::Limits;
 use strata_engine::{Rng, SeededRng, SystemClock, SystemRng};
-use strata_engine_postgres::testing::{TestServer, USER};
+use strata_engine_postgres::testing::TestServer;
 use strata_engine_postgres::{PostgresEngine, PostgresOptions};
 use strata_keys::KeyRange;
 use strata_store::{Scan, Store, StoreError, StoreOptions};
 
 use crate::common::{self, BlobKey};
 
-/// Set in a child: `writer N` or `sweeper`, then the server's socket
-/// directory, port and database, separated by `|`.
+/// Set in a child: `writer N` or `sweeper`, then `|` and the connection
+/// string of the test's database.
 const CHILD: &str = "STRATA_STORE_PG_CHILD";
 const TEST: &str = "processes::writers_and_a_sweeper_in_processes_keep_the_store_whole";
 
@@ -57,12 +57,8 @@ fn whole(v: &[u8]) -> bool {
     }
 }
 
-fn open(socket_dir: &str, port: u16, dbname: &str) -> Store<PostgresEngine> {
-    let mut pg = strata_engine_postgres::postgres::Config::new();
-    pg.host_path(socket_dir)
-        .port(port)
-        .user(USER)
-        .dbname(dbname);
+fn open(conninfo: &str) -> Store<PostgresEngine> {
+    let pg = conninfo.parse().expect("the parent's connection string");
     let o = options();
     let engine = PostgresEngine::open(pg, o.keyspace_specs(), PostgresOptions::default())
         .expect("an engine on the test database");
@@ -72,11 +68,8 @@ fn open(socket_dir: &str, port: u16, dbname: &str) -> Store<PostgresEngine> {
 
 /// A child's life: write, or sweep, until killed.
 fn child(spec: &str) {
-    let parts: Vec<&str> = spec.split('|').collect();
-    let [role, socket_dir, port, dbname] = parts[..] else {
-        panic!("bad child spec {spec:?}");
-    };
-    let store = open(socket_dir, port.parse().unwrap(), dbname);
+    let (role, conninfo) = spec.split_once('|').expect("a child's spec");
+    let store = open(conninfo);
     if role == "sweeper" {
         loop {
             settle(role, || store.sweep_expired(Some(4)).map(|_| ()));
@@ -126,20 +119,8 @@ fn settle(role: &str, mut op: impl FnMut() -> Result<(), StoreError>) {
 }
 
 fn spawn(role: &str, server: &TestServer, dbname: &str) -> Child {
-    Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", TEST, "--nocapture"])
-        .env(
-            CHILD,
-            format!(
-                "{role}|{}|{}|{dbname}",
-                server.socket_dir().display(),
-                server.port()
-            ),
-        )
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn a child")
+    let spec = format!("{role}|{}", server.conninfo(dbname));
+    strata_test_support::spawn_self(TEST, &[(CHILD, &spec)], Stdio::null())
 }
 
 /// Kills `child`, which must still be running (one that ended by itself
@@ -162,8 +143,7 @@ fn writers_and_a_sweeper_in_processes_keep_the_store_whole() {
     let server = TestServer::start().expect("a PostgreSQL server");
     let config = server.database("processes").unwrap();
     let dbname = config.get_dbname().unwrap().to_owned();
-    let socket_dir = server.socket_dir().display().to_string();
-    let store = open(&socket_dir, server.port(), &dbname);
+    let store = open(&server.conninfo(&dbname));
     let roles = ["writer 0", "writer 1", "writer 2", "sweeper"];
     let mut children: Vec<Child> = roles.iter().map(|r| spawn(r, &server, &dbname)).collect();
     let mut rng = SeededRng::new(0x5705_E000);
