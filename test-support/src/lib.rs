@@ -7,8 +7,10 @@
 //!   once, so a failure names its engine and the engines run in parallel;
 //!   inside it, a crate's own "on every engine" fixture macro runs only the
 //!   engine of the test ([`runs`]);
-//! - [`Refusing`]: an engine wrapper that refuses its next commits on
-//!   request (conflicts, or a failing backend).
+//! - [`Refusing`]: an engine wrapper that refuses its next commits or
+//!   snapshots on request (conflicts, or a failing backend);
+//! - [`spawn_self`]: this test binary again as a child, for tests that kill
+//!   real processes; [`copy_dir`]: a clean copy before damage.
 //!
 //! The property-test case counts and the metrics recorder
 //! (`proptest_cases.rs`, `metrics.rs` beside this folder) stay source files
