@@ -320,7 +320,7 @@ fn log() -> Vec<Event> {
 /// The segmenter of the test: one segment per run from `segments`, a grip
 /// per pair of turns, the segment's id and the grips' from its first
 /// event; returns (segment id, its events' indexes).
-fn segment_into<E: Engine>(
+pub(crate) fn segment_into<E: Engine>(
     mem: &AgentMemory<'_, E>,
     tx: &mut strata_store::Tx<'_, E>,
     events: &[Event],

@@ -7,6 +7,7 @@ mod actor_kv;
 mod actor_kv_client;
 mod actor_kv_store;
 mod agent_memory;
+mod agent_memory_kill;
 mod agent_memory_resend;
 mod agent_memory_scale;
 mod agent_memory_verify;
