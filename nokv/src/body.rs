@@ -13,7 +13,9 @@ use super::*;
 impl<E: Engine> Nokv<E> {
     /// Replaces file `inode`'s body with `bytes`: chunks stored in the
     /// object store first, then one command writing the new manifest
-    /// generation and the size, and queueing the old blocks for GC.
+    /// generation and the size, and queueing the old blocks for GC. A
+    /// request id already executed returns its first outcome and stores
+    /// nothing.
     ///
     /// # Errors
     /// [`NokvError::NotFound`], [`NokvError::IsADirectory`],
@@ -25,9 +27,16 @@ impl<E: Engine> Nokv<E> {
         inode: InodeId,
         bytes: &[u8],
     ) -> Result<Executed, NokvError> {
+        // A replay writes no objects: the first execution's may have been
+        // replaced and collected since, and would be stored again with
+        // nothing naming them.
+        if let Some(outcome) = self.replayed(mount, request_id)? {
+            return Ok(Executed::Replayed(outcome));
+        }
         let size = self.config.chunk_bytes.max(1);
-        // Objects are named by request, so a replay or re-plan rewrites the
-        // same names and a failed command leaves at most one set behind.
+        // Objects are named by request, so a re-plan, or a retry of a
+        // command that did not commit, rewrites the same names and a
+        // failed command leaves at most one set behind.
         let objects: Vec<(String, &[u8])> = bytes
             .chunks(size)
             .enumerate()

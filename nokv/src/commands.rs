@@ -299,6 +299,22 @@ impl<E: Engine> Nokv<E> {
 
     /// Plans with `plan` at a fresh snapshot and executes, re-planning when
     /// a predicate failed because something changed in between.
+    /// The first outcome of `request_id` when it was executed (within the
+    /// dedupe retention).
+    pub(crate) fn replayed(
+        &self,
+        mount: MountId,
+        request_id: &str,
+    ) -> Result<Option<Outcome>, NokvError> {
+        Ok(self
+            .store
+            .get(&DedupeKey {
+                mount,
+                request: request_id.to_owned(),
+            })?
+            .map(|d| d.outcome))
+    }
+
     pub(crate) fn replanned(
         &self,
         mount: MountId,
@@ -311,11 +327,8 @@ impl<E: Engine> Nokv<E> {
             // A replay returns the first outcome before anything is
             // planned: its plan may no longer make sense (the name it
             // created exists now).
-            if let Some(d) = self.store.get(&DedupeKey {
-                mount,
-                request: request_id.to_owned(),
-            })? {
-                return Ok(Executed::Replayed(d.outcome));
+            if let Some(outcome) = self.replayed(mount, request_id)? {
+                return Ok(Executed::Replayed(outcome));
             }
             let mut tx = self.store.begin();
             let cmd = plan(&mut tx)?;
@@ -346,6 +359,24 @@ impl<E: Engine> Nokv<E> {
         ));
         cmd.mutations.push(MetaMutation::PutInode(inode, next));
         cmd.outcome.inode = Some(inode);
+        Ok(())
+    }
+
+    /// Directory `dir` (read as `attr`) has an entry added or removed:
+    /// its generation and mtime move on ([`touched`]) and its dentry's
+    /// projection follows, so that its parent's `readdirplus` shows what
+    /// `getattr` does.
+    pub(crate) fn touch_dir(
+        tx: &mut Tx<'_, E>,
+        mount: MountId,
+        dir: InodeId,
+        attr: InodeAttr,
+        now: u64,
+        cmd: &mut MetadataCommand,
+    ) -> Result<(), NokvError> {
+        let next = touched(attr, now);
+        Self::reproject_except(tx, mount, dir, &next, cmd)?;
+        cmd.mutations.push(MetaMutation::PutInode(dir, next));
         Ok(())
     }
 
@@ -420,6 +451,19 @@ impl<E: Engine> Nokv<E> {
         next: &InodeAttr,
         cmd: &mut MetadataCommand,
     ) -> Result<(), NokvError> {
+        Self::reproject_skipping(tx, mount, inode, next, cmd, &[])
+    }
+
+    /// As [`Nokv::reproject`], for the links the command does not delete
+    /// and not those in `skip`.
+    pub(crate) fn reproject_skipping(
+        tx: &mut Tx<'_, E>,
+        mount: MountId,
+        inode: InodeId,
+        next: &InodeAttr,
+        cmd: &mut MetadataCommand,
+        skip: &[(InodeId, String)],
+    ) -> Result<(), NokvError> {
         let deleted: Vec<(InodeId, String)> = cmd
             .mutations
             .iter()
@@ -427,6 +471,7 @@ impl<E: Engine> Nokv<E> {
                 MetaMutation::DeleteDentry(p, n) => Some((*p, n.clone())),
                 _ => None,
             })
+            .chain(skip.iter().cloned())
             .collect();
         let mut extra = MetadataCommand {
             mutations: Vec::new(),

@@ -72,7 +72,6 @@ mod paths;
 mod pins;
 mod watch;
 
-pub(crate) use self::commands::touched;
 pub(crate) use self::watch::{history_prefix, stamp_version};
 
 /// The raw space of history rows.

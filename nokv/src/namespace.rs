@@ -155,7 +155,6 @@ impl<E: Engine> Nokv<E> {
                     ..m
                 }),
                 MetaMutation::PutInode(inode, attr),
-                MetaMutation::PutInode(parent, touched(dir, now)),
                 MetaMutation::PutDentry(parent, name.to_owned(), dentry),
                 MetaMutation::PutParent(
                     inode,
@@ -166,6 +165,7 @@ impl<E: Engine> Nokv<E> {
                     },
                 ),
             ];
+            Self::touch_dir(tx, mount, parent, dir, now, &mut cmd)?;
             cmd.watch = vec![(
                 parent,
                 WatchEvent::Bound {
@@ -262,7 +262,6 @@ impl<E: Engine> Nokv<E> {
             Self::reproject(tx, mount, inode, &next, &mut cmd)?;
             cmd.mutations.extend([
                 MetaMutation::PutInode(inode, next.clone()),
-                MetaMutation::PutInode(parent, touched(dir, now)),
                 MetaMutation::PutDentry(
                     parent,
                     name.to_owned(),
@@ -282,6 +281,7 @@ impl<E: Engine> Nokv<E> {
                     },
                 ),
             ]);
+            Self::touch_dir(tx, mount, parent, dir, now, &mut cmd)?;
             cmd.watch.push((
                 parent,
                 WatchEvent::Bound {
@@ -322,10 +322,10 @@ impl<E: Engine> Nokv<E> {
                 MetaPredicate::Dentry(parent, name.to_owned(), Some((d.child, d.generation))),
             ];
             cmd.mutations.extend([
-                MetaMutation::PutInode(parent, touched(dir, now)),
                 MetaMutation::DeleteDentry(parent, name.to_owned()),
                 MetaMutation::DeleteParent(d.child, parent, name.to_owned()),
             ]);
+            Self::touch_dir(tx, mount, parent, dir, now, &mut cmd)?;
             cmd.watch.push((
                 parent,
                 WatchEvent::Unbound {
@@ -475,6 +475,9 @@ impl<E: Engine> Nokv<E> {
                 next_inode: m.next_inode + 1,
                 ..m
             }));
+            // What the moved name shows: the file's attributes, which
+            // change only when the target was another name of it.
+            let mut projection = src.projection.clone();
             if let Some(d) = &dst {
                 cmd.mutations
                     .push(MetaMutation::DeleteParent(d.child, to, to_name.to_owned()));
@@ -492,6 +495,12 @@ impl<E: Engine> Nokv<E> {
                         generation: attr.generation + 1,
                         ..attr
                     };
+                    // Its other names show the new link count (not these
+                    // two: the source goes, the target is rewritten below
+                    // with it).
+                    let skip = [(from, name.to_owned()), (to, to_name.to_owned())];
+                    Self::reproject_skipping(tx, mount, d.child, &next, &mut cmd, &skip)?;
+                    projection = Projection::of(&next);
                     cmd.mutations.push(MetaMutation::PutInode(d.child, next));
                 } else {
                     cmd.outcome.released = Self::drop_link(tx, mount, d.child, &mut cmd)?;
@@ -499,6 +508,7 @@ impl<E: Engine> Nokv<E> {
             }
             let moved = Dentry {
                 generation,
+                projection,
                 ..src.clone()
             };
             cmd.mutations.extend([
@@ -513,11 +523,10 @@ impl<E: Engine> Nokv<E> {
                         dentry_generation: generation,
                     },
                 ),
-                MetaMutation::PutInode(from, touched(src_dir.clone(), now)),
             ]);
+            Self::touch_dir(tx, mount, from, src_dir, now, &mut cmd)?;
             if to != from {
-                cmd.mutations
-                    .push(MetaMutation::PutInode(to, touched(dst_dir, now)));
+                Self::touch_dir(tx, mount, to, dst_dir, now, &mut cmd)?;
             }
             cmd.watch.extend([
                 (

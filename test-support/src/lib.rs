@@ -10,7 +10,9 @@
 //! - [`Refusing`]: an engine wrapper that refuses its next commits or
 //!   snapshots on request (conflicts, or a failing backend);
 //! - [`spawn_self`]: this test binary again as a child, for tests that kill
-//!   real processes; [`copy_dir`]: a clean copy before damage.
+//!   real processes ([`kill_child_after`] kills one once it has
+//!   acknowledged enough, [`run_child`] runs one to its end);
+//!   [`copy_dir`]: a clean copy before damage.
 //!
 //! The property-test case counts and the metrics recorder
 //! (`proptest_cases.rs`, `metrics.rs` beside this folder) stay source files
@@ -144,6 +146,69 @@ pub fn spawn_self(
         command.env(name, value);
     }
     command.spawn().expect("spawn a child")
+}
+
+/// Runs this test binary's `test` as a child with `env` (see
+/// [`spawn_self`]) that prints `ack N` for each step it has done, reads
+/// its acknowledgements until `enough(N)` says so, waits `pause` and kills
+/// it with SIGKILL. Returns the last step acknowledged, those printed
+/// before the kill took effect included (`None`: none).
+///
+/// # Panics
+/// When the child ends by itself, or cannot be started or reaped.
+pub fn kill_child_after(
+    test: &str,
+    env: &[(&str, &str)],
+    mut enough: impl FnMut(u64) -> bool,
+    pause: std::time::Duration,
+) -> Option<u64> {
+    use std::io::BufRead;
+    let mut child = spawn_self(test, env, std::process::Stdio::piped());
+    let out = child.stdout.take().expect("piped");
+    let mut acks = std::io::BufReader::new(out)
+        .lines()
+        .map_while(Result::ok)
+        .filter_map(|line| {
+            line.strip_prefix("ack ")
+                .and_then(|n| n.parse::<u64>().ok())
+        });
+    let mut acked = None;
+    for n in acks.by_ref() {
+        acked = Some(n);
+        if enough(n) {
+            break;
+        }
+    }
+    std::thread::sleep(pause);
+    child.kill().expect("SIGKILL");
+    let status = child.wait().expect("reap the child");
+    assert!(!status.success(), "the child ended by itself");
+    acks.last().or(acked)
+}
+
+/// Runs this test binary's `test` as a child with `env` (see
+/// [`spawn_self`]) to its end: it must exit successfully after printing
+/// `done`. Returns the last step it acknowledged (`ack N`).
+///
+/// # Panics
+/// When the child fails or ends without `done`.
+pub fn run_child(test: &str, env: &[(&str, &str)]) -> Option<u64> {
+    use std::io::BufRead;
+    let mut child = spawn_self(test, env, std::process::Stdio::piped());
+    let out = child.stdout.take().expect("piped");
+    let (mut acked, mut done) = (None, false);
+    for line in std::io::BufReader::new(out).lines().map_while(Result::ok) {
+        if let Some(n) = line.strip_prefix("ack ").and_then(|n| n.parse().ok()) {
+            acked = Some(n);
+        }
+        done |= line == "done";
+    }
+    let status = child.wait().expect("reap the child");
+    assert!(
+        status.success() && done,
+        "the child did not finish: {status}"
+    );
+    acked
 }
 
 /// Copies the directory `from`, with everything under it, to `to`

@@ -16,9 +16,7 @@
 
 #![cfg(unix)]
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -248,33 +246,18 @@ fn kill_rounds<E: Engine + Send + Sync + 'static>(test: &str, open_engine: fn(&P
         let wanted = 1 + rng.below(80);
         let clock = (T0 + 2 * round * LEASE_GAP).to_string();
         let dir_text = dir.to_string_lossy();
-        let mut child = strata_test_support::spawn_self(
-            test,
-            &[(CHILD, &dir_text), (CHILD_CLOCK, &clock)],
-            Stdio::piped(),
-        );
-        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-        let mut acked = None;
+        let env = [(CHILD, &*dir_text), (CHILD_CLOCK, &*clock)];
         let mut count = 0;
-        while count < wanted {
-            let Some(Ok(line)) = lines.next() else { break };
-            if let Some(n) = line.strip_prefix("ack ").and_then(|n| n.parse().ok()) {
-                acked = Some(n);
+        let pause = Duration::from_micros(rng.below(4_000));
+        let acked = strata_test_support::kill_child_after(
+            test,
+            &env,
+            |_| {
                 count += 1;
-            }
-        }
-        std::thread::sleep(Duration::from_micros(rng.below(4_000)));
-        child.kill().expect("SIGKILL");
-        let status = child.wait().expect("reap the child");
-        assert!(
-            !status.success(),
-            "round {round}: the child ended by itself"
+                count >= wanted
+            },
+            pause,
         );
-        for line in lines.map_while(Result::ok) {
-            if let Some(n) = line.strip_prefix("ack ").and_then(|n| n.parse().ok()) {
-                acked = Some(n);
-            }
-        }
         assert!(
             acked.is_some(),
             "round {round}: the child acknowledged nothing"

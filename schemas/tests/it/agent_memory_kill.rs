@@ -22,15 +22,13 @@
 #![cfg(unix)]
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
 
 use strata_engine::{Durability, Engine, ManualClock, Rng, SeededRng};
-use strata_engine_redb::{RedbEngine, RedbOptions};
-use strata_engine_rocks::{RocksEngine, RocksOptions};
+use strata_engine_redb::RedbEngine;
+use strata_engine_rocks::RocksEngine;
 use strata_outbox::{Outbox, OutboxConfig};
 use strata_schemas::agent_memory::{
     AgentMemory, EVENT_TOPIC, Event, EventType, Level, MemoryError, SegmentRule, search_spec,
@@ -101,21 +99,11 @@ fn options() -> StoreOptions {
 }
 
 fn open_redb(dir: &Path) -> RedbEngine {
-    RedbEngine::open(
-        dir.join("db.redb"),
-        options().keyspace_specs(),
-        RedbOptions::default(),
-    )
-    .unwrap()
+    crate::redb_in(options().keyspace_specs(), dir)
 }
 
 fn open_rocks(dir: &Path) -> RocksEngine {
-    RocksEngine::open(
-        dir.join("rocks"),
-        options().keyspace_specs(),
-        RocksOptions::default(),
-    )
-    .unwrap()
+    crate::rocks_in(options().keyspace_specs(), dir)
 }
 
 fn open_store<E: Engine>(engine: E, clock: &Arc<ManualClock>, seed: u64) -> Store<E> {
@@ -369,36 +357,16 @@ fn kill_rounds<E: Engine>(test: &str, open_engine: fn(&Path) -> E) {
         if finish {
             env.push((CHILD_FINISH, "1"));
         }
-        let mut child = strata_test_support::spawn_self(test, &env, Stdio::piped());
-        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
         // Kill once the child has gone some way past what is stored.
         let wanted = stored + 1 + usize::try_from(rng.below((EVENTS / rounds) as u64 * 2)).unwrap();
-        let mut acked = None;
-        let mut done = false;
-        while finish || acked.is_none_or(|a| a < wanted.min(EVENTS - 1)) {
-            let Some(Ok(line)) = lines.next() else { break };
-            if let Some(n) = line.strip_prefix("ack ").and_then(|n| n.parse().ok()) {
-                acked = Some(n);
-            }
-            done |= line == "done";
-        }
-        if finish {
-            let status = child.wait().expect("reap the child");
-            assert!(status.success() && done, "the last child did not finish");
+        let wanted = u64::try_from(wanted.min(EVENTS - 1)).unwrap();
+        let acked = if finish {
+            strata_test_support::run_child(test, &env)
         } else {
-            std::thread::sleep(Duration::from_micros(rng.below(6_000)));
-            child.kill().expect("SIGKILL");
-            let status = child.wait().expect("reap the child");
-            assert!(
-                !status.success(),
-                "round {round}: the child ended by itself"
-            );
-            for line in lines.map_while(Result::ok) {
-                if let Some(n) = line.strip_prefix("ack ").and_then(|n| n.parse().ok()) {
-                    acked = Some(n);
-                }
-            }
-        }
+            let pause = Duration::from_micros(rng.below(6_000));
+            strata_test_support::kill_child_after(test, &env, |n| n >= wanted, pause)
+        };
+        let acked = acked.map(|n| usize::try_from(n).unwrap());
         assert!(
             acked.is_some(),
             "round {round}: the child acknowledged nothing"

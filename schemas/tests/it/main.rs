@@ -13,6 +13,7 @@ mod agent_memory_scale;
 mod agent_memory_verify;
 mod code_sous;
 mod nokv;
+mod nokv_kill;
 mod universaldb;
 mod universaldb_rivet;
 
@@ -64,11 +65,22 @@ pub fn mem(specs: Vec<KeyspaceSpec>, _dir: &TempDir) -> MemEngine {
 }
 
 pub fn redb(specs: Vec<KeyspaceSpec>, dir: &TempDir) -> RedbEngine {
-    RedbEngine::open(dir.0.join("db.redb"), specs, RedbOptions::default()).unwrap()
+    redb_in(specs, &dir.0)
 }
 
 pub fn rocks(specs: Vec<KeyspaceSpec>, dir: &TempDir) -> RocksEngine {
-    RocksEngine::open(dir.0.join("rocks"), specs, RocksOptions::default()).unwrap()
+    rocks_in(specs, &dir.0)
+}
+
+/// A redb engine on the file `db.redb` of `dir` (opened again by the
+/// process-kill tests).
+pub fn redb_in(specs: Vec<KeyspaceSpec>, dir: &std::path::Path) -> RedbEngine {
+    RedbEngine::open(dir.join("db.redb"), specs, RedbOptions::default()).unwrap()
+}
+
+/// A RocksDB engine in the directory `rocks` of `dir`.
+pub fn rocks_in(specs: Vec<KeyspaceSpec>, dir: &std::path::Path) -> RocksEngine {
+    RocksEngine::open(dir.join("rocks"), specs, RocksOptions::default()).unwrap()
 }
 
 /// The test run's PostgreSQL server (the one `cargo xtask test` shares, or

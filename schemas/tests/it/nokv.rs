@@ -706,8 +706,76 @@ fn generations_and_manifests<E: Engine>(engine: E) {
     assert_eq!(fs.lookup_path(M, "ws", "/e/h").unwrap(), PathHit::Index(f));
 }
 
+/// `readdirplus` shows what `getattr` does: a directory's dentry follows
+/// its mtime when its entries change (a create, link, unlink and rename
+/// in it), and a rename over another name of the same file leaves the
+/// name that stays with the new link count. A resent write whose body was
+/// replaced and collected since stores no objects again.
+fn projections_follow_and_replays_store_nothing<E: Engine>(engine: E) {
+    let Fs {
+        nokv: fs,
+        blobs,
+        clock,
+    } = open(engine);
+    let mtime = |inode: u64| fs.getattr(M, inode).unwrap().unwrap().mtime_ms;
+    let shown = |parent: u64, name: &str| fs.lookup(M, parent, name).unwrap().unwrap().projection;
+    let a = created(&fs.mkdir(M, "m1", ROOT, "a", 0o755).unwrap());
+    let c = created(&fs.mkdir(M, "m2", a, "c", 0o755).unwrap());
+    assert_eq!(shown(ROOT, "a").mtime_ms, START_MS);
+    // Each change of a's (or c's) entries, a second later than the last.
+    let f = {
+        clock.advance(1_000);
+        created(&fs.create(M, "c1", a, "f", 0o644).unwrap())
+    };
+    clock.advance(1_000);
+    fs.link(M, "l1", f, c, "g").unwrap();
+    clock.advance(1_000);
+    fs.rename(M, "r1", a, "f", c, "h").unwrap();
+    assert_eq!(mtime(a), START_MS + 3_000);
+    assert_eq!(mtime(c), START_MS + 3_000);
+    assert_eq!(
+        shown(ROOT, "a").mtime_ms,
+        START_MS + 3_000,
+        "a's dentry follows"
+    );
+    assert_eq!(
+        shown(a, "c").mtime_ms,
+        START_MS + 3_000,
+        "c's dentry follows"
+    );
+    // Two names of one file in c: renaming one over the other keeps one.
+    assert_eq!((shown(c, "g").link_count, shown(c, "h").link_count), (2, 2));
+    clock.advance(1_000);
+    fs.rename(M, "r2", c, "g", c, "h").unwrap();
+    assert_eq!(names(&fs, c), ["h"]);
+    assert_eq!(fs.getattr(M, f).unwrap().unwrap().link_count, 1);
+    assert_eq!(shown(c, "h").link_count, 1, "the name that stays follows");
+    clock.advance(1_000);
+    fs.unlink(M, "u1", c, "h").unwrap();
+    assert_eq!(shown(a, "c").mtime_ms, START_MS + 5_000);
+    assert_eq!(
+        shown(a, "c"),
+        strata_schemas::nokv::Projection::of(&fs.getattr(M, c).unwrap().unwrap())
+    );
+    // A body written, replaced, its old blocks collected; the first write
+    // resent: replayed, and no object comes back.
+    let w = created(&fs.create(M, "c2", ROOT, "w", 0o644).unwrap());
+    fs.write(M, "w1", w, b"first body").unwrap();
+    fs.write(M, "w2", w, b"second").unwrap();
+    while fs.drain_gc(M, 10).unwrap() > 0 {}
+    let kept = blobs.keys();
+    assert_eq!(kept.len(), 2, "two 4-byte chunks of the second body");
+    assert!(matches!(
+        fs.write(M, "w1", w, b"first body").unwrap(),
+        Executed::Replayed(_)
+    ));
+    assert_eq!(blobs.keys(), kept, "the replay stored nothing");
+    assert_eq!(fs.read(M, w).unwrap(), b"second");
+}
+
 crate::on_each_engine!(
     generations_and_manifests,
+    projections_follow_and_replays_store_nothing,
     namespace_basics,
     commands_dedupe_and_fence,
     links_projections_and_gc,
