@@ -127,8 +127,9 @@ macro_rules! __engine_test {
 /// `test` (its full path, as `--exact` takes it), with the environment
 /// variables `env` set (how the test tells it is the child, and what to
 /// do), its standard output as `stdout` (piped to read what it
-/// acknowledges, or null) and its errors silenced: for tests that kill
-/// real processes.
+/// acknowledges, or null) and its errors silenced (shown when the
+/// environment variable `STRATA_CHILD_STDERR` is set): for tests that
+/// kill real processes.
 ///
 /// # Panics
 /// When the child cannot be started (a test helper).
@@ -141,7 +142,11 @@ pub fn spawn_self(
     command
         .args(["--exact", test, "--nocapture"])
         .stdout(stdout)
-        .stderr(std::process::Stdio::null());
+        .stderr(if std::env::var_os("STRATA_CHILD_STDERR").is_some() {
+            std::process::Stdio::inherit()
+        } else {
+            std::process::Stdio::null()
+        });
     for (name, value) in env {
         command.env(name, value);
     }
@@ -155,7 +160,8 @@ pub fn spawn_self(
 /// before the kill took effect included (`None`: none).
 ///
 /// # Panics
-/// When the child ends by itself, or cannot be started or reaped.
+/// When the child stops before acknowledging enough, ends by itself, or
+/// cannot be started or reaped.
 pub fn kill_child_after(
     test: &str,
     env: &[(&str, &str)],
@@ -173,12 +179,18 @@ pub fn kill_child_after(
                 .and_then(|n| n.parse::<u64>().ok())
         });
     let mut acked = None;
+    let mut reached = false;
     for n in acks.by_ref() {
         acked = Some(n);
         if enough(n) {
+            reached = true;
             break;
         }
     }
+    assert!(
+        reached,
+        "the child stopped after acknowledging {acked:?} (set STRATA_CHILD_STDERR to see why)"
+    );
     std::thread::sleep(pause);
     child.kill().expect("SIGKILL");
     let status = child.wait().expect("reap the child");

@@ -79,6 +79,8 @@ impl<E: Engine> ActorKv<E> {
     /// throughout: each key is read in the layout its position says.
     ///
     /// # Errors
+    /// [`ActorKvError::MigrationInProgress`] when a migration to the other
+    /// layout is under way (finish it first: migrate to its target);
     /// [`ActorKvError::Corrupt`] for an entry that does not read in its
     /// layout (nothing of the step is written); a store error.
     pub fn migrate(

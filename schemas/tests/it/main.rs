@@ -5,6 +5,7 @@
 
 mod actor_kv;
 mod actor_kv_client;
+mod actor_kv_kill;
 mod actor_kv_store;
 mod agent_memory;
 mod agent_memory_kill;
