@@ -169,17 +169,17 @@ pub struct LogIndexKey {
 text_key! {
     FunctionKey -> FunctionMeta = ("cs:fn:", {tenant}, ":", {namespace}, ":", {function}, ":meta");
     VersionSeqKey -> i64 = ("cs:fn:", {tenant}, ":", {namespace}, ":", {function}, ":version_seq");
-    DraftKey -> DraftRecord = ("cs:fn:", {tenant}, ":", {namespace}, ":", {function}, ":draft:", {draft_id});
-    VersionKey -> VersionMeta = ("cs:fn:", {tenant}, ":", {namespace}, ":", {function}, ":ver:", {version}, ":meta");
+    DraftKey -> chunked DraftRecord = ("cs:fn:", {tenant}, ":", {namespace}, ":", {function}, ":draft:", {draft_id});
+    VersionKey -> chunked VersionMeta = ("cs:fn:", {tenant}, ":", {namespace}, ":", {function}, ":ver:", {version}, ":meta");
     BundleKey -> chunked Vec<u8> = ("cs:fn:", {tenant}, ":", {namespace}, ":", {function}, ":ver:", {version}, ":bundle");
     AliasKey -> AliasRecord = ("cs:fn:", {tenant}, ":", {namespace}, ":", {function}, ":alias:", {alias});
-    ScheduleKey -> ScheduleRecord = ("cs:schedule:", {tenant}, ":", {namespace}, ":", {schedule}, ":meta");
-    ScheduleIndexKey -> NameSet = ("cs:schedule:", {tenant}, ":", {namespace}, ":index");
-    WorkerKey -> WorkerRecord = ("cs:cadence:", {tenant}, ":", {namespace}, ":worker:", {name}, ":meta");
-    WorkerIndexKey -> NameSet = ("cs:cadence:", {tenant}, ":", {namespace}, ":workers:index");
-    ActivationKey -> ActivationRecord = ("cs:act:", {tenant}, ":", {activation_id}, ":meta");
-    LogChunkKey -> String = ("cs:log:", {tenant}, ":", {activation_id}, ":", {chunk});
-    LogIndexKey -> ChunkSet = ("cs:log:", {tenant}, ":", {activation_id}, ":chunks");
+    ScheduleKey -> chunked ScheduleRecord = ("cs:schedule:", {tenant}, ":", {namespace}, ":", {schedule}, ":meta");
+    ScheduleIndexKey -> chunked NameSet = ("cs:schedule:", {tenant}, ":", {namespace}, ":index");
+    WorkerKey -> chunked WorkerRecord = ("cs:cadence:", {tenant}, ":", {namespace}, ":worker:", {name}, ":meta");
+    WorkerIndexKey -> chunked NameSet = ("cs:cadence:", {tenant}, ":", {namespace}, ":workers:index");
+    ActivationKey -> chunked ActivationRecord = ("cs:act:", {tenant}, ":", {activation_id}, ":meta");
+    LogChunkKey -> chunked String = ("cs:log:", {tenant}, ":", {activation_id}, ":", {chunk});
+    LogIndexKey -> chunked ChunkSet = ("cs:log:", {tenant}, ":", {activation_id}, ":chunks");
 }
 
 use super::records::ChunkSet;
