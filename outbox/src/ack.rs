@@ -240,10 +240,17 @@ impl<E: Engine> Outbox<'_, E> {
                 .min(self.config.max_backoff_ms);
             let wait = ceiling / 2 + jitter % (ceiling - ceiling / 2 + 1);
             let at_ms = now.saturating_add(wait);
+            let room = layout::error_room(self.store.options().limits.max_value_bytes);
             tx.put_in(
                 &self.state,
                 key,
-                tuple::pack(&(attempts, first_ms, now, at_ms, error)),
+                tuple::pack(&(
+                    attempts,
+                    first_ms,
+                    now,
+                    at_ms,
+                    &*layout::fit_error(error, room),
+                )),
             )?;
             Ok(Failed::Retry { at_ms, attempts })
         })

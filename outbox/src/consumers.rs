@@ -96,6 +96,7 @@ impl<E: Engine> Outbox<'_, E> {
                     (&self.state, layout::done_rows(topic, consumer)),
                     (&self.state, layout::try_rows(topic, consumer)),
                     (&self.dead, layout::dead_rows(topic, consumer)),
+                    (&self.dead, layout::dead_note_rows(topic, consumer)),
                 ] {
                     let page = tx.scan_in(space, &range, Some(left), false)?;
                     for (k, _) in page.rows {

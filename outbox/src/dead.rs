@@ -26,16 +26,27 @@ pub struct DeadLetter {
     pub last_failure_ms: u64,
 }
 
+/// A dead letter from its entry row (`key`, `value`) and its note row:
+/// the note's `(error, attempts, first_ms, last_ms)`, or, for a dead
+/// letter written before notes had their own row, all of it in `value`.
 pub(crate) fn read_dead(
     key: &[u8],
     value: &[u8],
+    note: Option<&[u8]>,
     prefix: usize,
 ) -> Result<DeadLetter, OutboxError> {
     let position = layout::trailing_position(key, prefix)
         .ok_or_else(|| corrupt(OutboxRow::DeadLetter, key))?;
-    let (entry, error, attempts, first_failure_ms, last_failure_ms) =
-        tuple::unpack::<(Vec<u8>, String, u32, u64, u64)>(value)
+    let (entry, (error, attempts, first_failure_ms, last_failure_ms)) = if let Some(note) = note {
+        let note = tuple::unpack::<(String, u32, u64, u64)>(note)
             .map_err(|e| corrupt_by(OutboxRow::DeadLetter, key, e))?;
+        (std::borrow::Cow::Borrowed(value), note)
+    } else {
+        let (entry, error, attempts, first, last) =
+            tuple::unpack::<(Vec<u8>, String, u32, u64, u64)>(value)
+                .map_err(|e| corrupt_by(OutboxRow::DeadLetter, key, e))?;
+        (entry.into(), (error, attempts, first, last))
+    };
     let (_, ordering_key, envelope) =
         layout::read_entry_value(&entry).ok_or_else(|| corrupt(OutboxRow::DeadLetter, key))?;
     Ok(DeadLetter {
@@ -97,10 +108,19 @@ impl<E: Engine> Outbox<'_, E> {
         let entry = tx
             .get_in(&self.entries, &layout::entry_key(topic, position))?
             .ok_or(OutboxError::NoEntry(position))?;
+        // The entry row as it was (it fit in its space, so it fits here),
+        // and why, its text cut to fit: both always within the limit.
+        let room = layout::error_room(self.store.options().limits.max_value_bytes);
+        let error = layout::fit_error(error, room);
         tx.put_in(
             &self.dead,
             layout::dead_key(topic, consumer, position),
-            tuple::pack(&(entry.as_slice(), error, attempts, first_ms, now)),
+            entry,
+        )?;
+        tx.put_in(
+            &self.dead,
+            layout::dead_note_key(topic, consumer, position),
+            tuple::pack(&(&*error, attempts, first_ms, now)),
         )?;
         tx.delete_in(&self.state, layout::try_key(topic, consumer, position))?;
         self.finish(tx, topic, consumer, position)
@@ -117,10 +137,27 @@ impl<E: Engine> Outbox<'_, E> {
     ) -> Result<Vec<DeadLetter>, OutboxError> {
         let prefix = tuple::pack(&("x", topic, consumer)).len();
         self.store.transact(|tx| {
-            tx.snapshot_scan_in(&self.dead, &layout::dead_rows(topic, consumer), None, false)?
+            let entries =
+                tx.snapshot_scan_in(&self.dead, &layout::dead_rows(topic, consumer), None, false)?;
+            let notes = tx.snapshot_scan_in(
+                &self.dead,
+                &layout::dead_note_rows(topic, consumer),
+                None,
+                false,
+            )?;
+            // Notes by position (their keys' tails are the entries').
+            let notes: std::collections::BTreeMap<&[u8], &[u8]> = notes
                 .rows
                 .iter()
-                .map(|(k, v)| read_dead(k, v, prefix))
+                .map(|(k, v)| (&k[prefix.min(k.len())..], v.as_slice()))
+                .collect();
+            entries
+                .rows
+                .iter()
+                .map(|(k, v)| {
+                    let note = notes.get(&k[prefix.min(k.len())..]).copied();
+                    read_dead(k, v, note, prefix)
+                })
                 .collect()
         })
     }
@@ -142,14 +179,17 @@ impl<E: Engine> Outbox<'_, E> {
         let now = self.clock.now_ms();
         self.store.transact(|tx| {
             let key = layout::dead_key(topic, consumer, position);
+            let note_key = layout::dead_note_key(topic, consumer, position);
             let row = tx
                 .get_in(&self.dead, &key)?
                 .ok_or(OutboxError::NoEntry(position))?;
-            let dead = read_dead(&key, &row, prefix)?;
+            let note = tx.get_in(&self.dead, &note_key)?;
+            let dead = read_dead(&key, &row, note.as_deref(), prefix)?;
             let (entry_key, offset) = layout::new_entry_key(topic);
             let value = layout::entry_value(now, dead.ordering_key.as_deref(), &dead.envelope);
             tx.put_versionstamped_in(&self.entries, entry_key, offset, value)?;
             tx.delete_in(&self.dead, key)?;
+            tx.delete_in(&self.dead, note_key)?;
             Ok(())
         })
     }
@@ -166,6 +206,7 @@ impl<E: Engine> Outbox<'_, E> {
     ) -> Result<(), OutboxError> {
         self.store.transact(|tx| {
             tx.delete_in(&self.dead, layout::dead_key(topic, consumer, position))?;
+            tx.delete_in(&self.dead, layout::dead_note_key(topic, consumer, position))?;
             Ok(())
         })
     }

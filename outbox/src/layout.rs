@@ -8,7 +8,14 @@
 //! | state | an entry finished above it | `("d", topic, consumer, version, order)` | empty |
 //! | state | a failed entry's attempts | `("t", topic, consumer, version, order)` | `(attempts, first_ms, last_ms, next_ms, error)` |
 //! | state | the consumer's lease | `("l", topic, consumer)` | `(token, holder, expires_ms)` |
-//! | dead letters | a dead letter | `("x", topic, consumer, version, order)` | `(entry row value, error, attempts, first_ms, last_ms)` |
+//! | dead letters | a dead letter's entry | `("x", topic, consumer, version, order)` | the entry row's value, as it was |
+//! | dead letters | why it was given up on | `("y", topic, consumer, version, order)` | `(error, attempts, first_ms, last_ms)` |
+//!
+//! A recorded failure's text is cut to fit the value limit
+//! ([`fit_error`]); a dead letter's entry keeps a row of its own, so an
+//! entry at the limit can be given up on too. (Dead letters written before
+//! the note had its own row, `("x", ...)` holding `(entry row value,
+//! error, attempts, first_ms, last_ms)`, are still read.)
 //!
 //! `stamp` is a tuple versionstamp: the commit's version (8 bytes) and the
 //! entry's order in the commit (2 bytes), written by the engine at commit,
@@ -114,6 +121,35 @@ pub(crate) fn dead_key(topic: &str, consumer: &str, pos: Position) -> Vec<u8> {
 
 pub(crate) fn dead_rows(topic: &str, consumer: &str) -> KeyRange {
     KeyRange::tuple_prefix(&tuple::pack(&("x", topic, consumer)))
+}
+
+pub(crate) fn dead_note_key(topic: &str, consumer: &str, pos: Position) -> Vec<u8> {
+    tuple::pack(&("y", topic, consumer, pos.version, pos.order))
+}
+
+pub(crate) fn dead_note_rows(topic: &str, consumer: &str) -> KeyRange {
+    KeyRange::tuple_prefix(&tuple::pack(&("y", topic, consumer)))
+}
+
+/// What a failure's text is cut to when recorded, at most: a row holding
+/// it (escaped by the tuple layer, a byte doubling at worst) and a few
+/// numbers stays within `max_value_bytes`.
+pub(crate) fn error_room(max_value_bytes: usize) -> usize {
+    (max_value_bytes.saturating_sub(64) / 2).min(8 * 1024)
+}
+
+/// `error` cut at a character boundary to at most `room` bytes, ending
+/// with ` (cut)` when it was cut.
+pub(crate) fn fit_error(error: &str, room: usize) -> std::borrow::Cow<'_, str> {
+    const MARK: &str = " (cut)";
+    if error.len() <= room {
+        return error.into();
+    }
+    let mut end = room.saturating_sub(MARK.len());
+    while !error.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}{MARK}", &error[..end]).into()
 }
 
 /// The position in the last two tuple elements of a state key.

@@ -392,3 +392,130 @@ engine_tests! {
         });
     }
 }
+
+engine_tests! {
+    /// An entry whose row is at the value limit (its bytes escaped in the
+    /// row, zeros doubled), and a failure whose text is longer than the
+    /// limit, are still recorded: the dead letter keeps the entry's row as
+    /// it was, in a row of its own, and the failure's text cut to fit, so
+    /// a consumer is never stuck on an entry it can neither handle nor
+    /// give up on. Re-driven, the entry is delivered whole.
+    fn an_entry_at_the_limit_with_a_long_failure_is_given_up_on_and_redriven() {
+        on_every_engine!(Durability::Immediate, |store, outbox, _clock| {
+            outbox.register("orders", "c", Start::Beginning).unwrap();
+            // The longest note of zeros and letters that pushes.
+            let note = |n: usize| -> String {
+                (0..n).map(|i| if i % 2 == 0 { '\0' } else { 'z' }).collect()
+            };
+            let mut n = 600;
+            let big = loop {
+                let e = Event { order: 7, note: note(n) };
+                if store.transact(|tx| outbox.push(tx, &topic(), &e)).is_ok() {
+                    break e;
+                }
+                n -= 1;
+            };
+            assert!(n > 250, "the note's row fills the limit ({n})");
+            let lease = outbox.acquire("orders", "c", "w").unwrap();
+            let got = outbox.poll(&lease, &topic(), 10).unwrap();
+            assert_eq!(got.len(), 1);
+            let long = format!("the handler failed: {}", "e".repeat(2_000));
+            let Failed::Retry { attempts, .. } = outbox.fail(&lease, got[0].position, &long).unwrap()
+            else {
+                panic!("the first failure retries");
+            };
+            assert_eq!(attempts, 1);
+            outbox.dead_letter(&lease, got[0].position, &long).unwrap();
+            let dead = outbox.dead_letters("orders", "c").unwrap();
+            assert_eq!(dead.len(), 1);
+            let entry: Event = strata_codec::decode(&[], &dead[0].envelope).unwrap();
+            assert_eq!(entry, big);
+            assert_eq!(dead[0].attempts, 1);
+            assert!(dead[0].error.starts_with("the handler failed: eee"), "{}", dead[0].error);
+            assert!(dead[0].error.ends_with("(cut)"), "{}", dead[0].error);
+            assert!(dead[0].error.len() < 512);
+            // The checkpoint passed it; re-driven, it comes back whole.
+            assert!(outbox.poll(&lease, &topic(), 10).unwrap().is_empty());
+            outbox.redrive("orders", "c", dead[0].position).unwrap();
+            assert!(outbox.dead_letters("orders", "c").unwrap().is_empty());
+            let again = outbox.poll(&lease, &topic(), 10).unwrap();
+            assert_eq!(again.len(), 1);
+            assert_eq!(again[0].entry, big);
+            // Given up on again, then purged: nothing of it is left.
+            outbox.dead_letter(&lease, again[0].position, "no").unwrap();
+            let dead = outbox.dead_letters("orders", "c").unwrap();
+            assert_eq!(dead[0].error, "no");
+            outbox.purge("orders", "c", dead[0].position).unwrap();
+            assert!(outbox.dead_letters("orders", "c").unwrap().is_empty());
+            let report = store.verify().unwrap();
+            assert!(report.problems.is_empty(), "{:?}", report.problems);
+        });
+    }
+}
+
+/// A dead letter written in the layout before its note had a row of its
+/// own (`("x", topic, consumer, version, order)` holding the entry row,
+/// the error, attempts and times, packed here by hand) is still listed,
+/// re-driven and purged.
+#[test]
+fn a_dead_letter_of_the_earlier_layout_is_still_read() {
+    use strata_keys::tuple;
+    let opts = crate::options(Durability::Immediate);
+    let clock = std::sync::Arc::new(strata_engine::ManualClock::new(T0));
+    let store = strata_store::Store::open_with(
+        strata_engine::MemEngine::open(opts.keyspace_specs()).unwrap(),
+        opts,
+        clock.clone(),
+        Box::new(strata_engine::SeededRng::new(1)),
+    )
+    .unwrap();
+    let outbox = strata_outbox::Outbox::new(
+        &store,
+        crate::config(),
+        clock,
+        Box::new(strata_engine::SeededRng::new(2)),
+    )
+    .unwrap();
+    outbox.register("orders", "c", Start::Beginning).unwrap();
+    let mut envelope = Vec::new();
+    strata_codec::encode(
+        &event(9),
+        &[],
+        strata_codec::EncodeOptions::default(),
+        &mut envelope,
+    )
+    .unwrap();
+    let entry_row = tuple::pack(&(T0, Some(&b"k9"[..]), envelope.as_slice()));
+    let old = tuple::pack(&(entry_row.as_slice(), "it broke", 3u32, T0 - 5, T0 - 1));
+    let dead = store.space(strata_outbox::DEAD).unwrap();
+    store
+        .transact(|tx| {
+            tx.put_in(
+                &dead,
+                tuple::pack(&("x", "orders", "c", 42u64, 3u16)),
+                old.clone(),
+            )
+        })
+        .unwrap();
+    let listed = outbox.dead_letters("orders", "c").unwrap();
+    assert_eq!(listed.len(), 1);
+    let d = &listed[0];
+    assert_eq!((d.position.version, d.position.order), (42, 3));
+    assert_eq!(d.ordering_key.as_deref(), Some(&b"k9"[..]));
+    assert_eq!(d.envelope, envelope);
+    assert_eq!(
+        (
+            d.error.as_str(),
+            d.attempts,
+            d.first_failure_ms,
+            d.last_failure_ms
+        ),
+        ("it broke", 3, T0 - 5, T0 - 1)
+    );
+    outbox.redrive("orders", "c", d.position).unwrap();
+    assert!(outbox.dead_letters("orders", "c").unwrap().is_empty());
+    let lease = outbox.acquire("orders", "c", "w").unwrap();
+    let again = outbox.poll(&lease, &topic(), 10).unwrap();
+    assert_eq!(orders(&again), [9]);
+    assert_eq!(again[0].ordering_key.as_deref(), Some(&b"k9"[..]));
+}

@@ -553,24 +553,13 @@ fn a_worker_reports_its_dead_letters_and_batches() {
             .transact(|tx| outbox.push(tx, &topic(), &event(id)))
             .unwrap();
     }
-    let mut wc = WorkerConfig::new("w");
-    wc.outbox = cfg;
-    wc.idle_wait = Duration::from_millis(10);
-    let worker = Worker::spawn(
-        store.clone(),
-        clock.clone(),
-        Box::new(SeededRng::new(3)),
-        topic(),
-        "mailer",
-        wc,
+    let worker = mailer(
+        &store,
+        &clock,
+        cfg,
         Box::new(|_tx, _d: &Delivery<Event>| Err("never works".into())),
     );
-    for _ in 0..500 {
-        if outbox.lag("orders", "mailer").unwrap().entries == 0 {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    drained(&outbox);
     let report = worker.shutdown().unwrap();
     assert_eq!(
         (report.handled, report.failed, report.dead_lettered),
@@ -580,6 +569,37 @@ fn a_worker_reports_its_dead_letters_and_batches() {
     let dead = outbox.dead_letters("orders", "mailer").unwrap();
     assert_eq!(dead.len(), 4);
     assert!(dead.iter().all(|d| d.error == "never works"), "{dead:?}");
+}
+
+/// A worker of consumer `mailer` running `handler`, waking every 10 ms.
+fn mailer(
+    store: &Arc<Store<MemEngine>>,
+    clock: &Arc<ManualClock>,
+    cfg: strata_outbox::OutboxConfig,
+    handler: Box<strata_outbox::Handler<MemEngine, Event>>,
+) -> Worker {
+    let mut wc = WorkerConfig::new("w");
+    wc.outbox = cfg;
+    wc.idle_wait = Duration::from_millis(10);
+    Worker::spawn(
+        store.clone(),
+        clock.clone(),
+        Box::new(SeededRng::new(3)),
+        topic(),
+        "mailer",
+        wc,
+        handler,
+    )
+}
+
+/// Waits (up to 2.5 s) until `mailer` owes nothing.
+fn drained(outbox: &Outbox<'_, MemEngine>) {
+    for _ in 0..500 {
+        if outbox.lag("orders", "mailer").unwrap().entries == 0 {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
 }
 
 /// Dropping a worker stops its thread: entries pushed afterwards stay
@@ -631,4 +651,81 @@ fn a_dropped_worker_handles_nothing_more() {
         "a dropped worker handled an entry"
     );
     assert_eq!(outbox.lag("orders", "mailer").unwrap().entries, 1);
+}
+
+/// A handler that fails with an error longer than a row, on entries whose
+/// rows are at the value limit: the worker gives each up (its dead letter
+/// whole, the error cut) and goes on, instead of ending at the limit and
+/// meeting the same entry at every restart.
+#[test]
+fn a_worker_gives_up_on_entries_at_the_limit_failing_with_long_errors() {
+    let clock = Arc::new(ManualClock::new(T0));
+    let store = shared_store(&clock);
+    let mut cfg = config();
+    cfg.max_attempts = 1;
+    let outbox = Outbox::new(&store, cfg, clock.clone(), Box::new(SeededRng::new(2))).unwrap();
+    outbox
+        .register("orders", "mailer", Start::Beginning)
+        .unwrap();
+    // Notes of zeros and letters, as long as a push takes.
+    let note = |n: usize| -> String {
+        (0..n)
+            .map(|i| if i % 2 == 0 { '\0' } else { 'q' })
+            .collect()
+    };
+    let mut n = 600;
+    let pushed = |id: u64, n: usize| {
+        store.transact(|tx| {
+            outbox.push(
+                tx,
+                &topic(),
+                &Event {
+                    order: id,
+                    note: note(n),
+                },
+            )
+        })
+    };
+    while pushed(1, n).is_err() {
+        n -= 1;
+    }
+    pushed(2, n).unwrap();
+    pushed(3, 1).unwrap();
+    let worker = mailer(
+        &store,
+        &clock,
+        cfg,
+        Box::new(|tx, d: &Delivery<Event>| {
+            if d.entry.order == 3 {
+                tx.put(&OrderKey { id: 3 }, &"mailed".to_owned())?;
+                return Ok(());
+            }
+            Err(format!("cannot mail {}: {}", d.entry.order, "!".repeat(3_000)).into())
+        }),
+    );
+    drained(&outbox);
+    assert!(!worker.is_finished(), "the worker is still running");
+    let report = worker.shutdown().unwrap();
+    assert_eq!(
+        (report.handled, report.failed, report.dead_lettered),
+        (1, 2, 2)
+    );
+    let dead = outbox.dead_letters("orders", "mailer").unwrap();
+    let kept: Vec<(u64, bool)> = dead
+        .iter()
+        .map(|d| {
+            let e: Event = strata_codec::decode(&[], &d.envelope).unwrap();
+            (
+                e.order,
+                e.note == note(n)
+                    && d.error.starts_with("cannot mail")
+                    && d.error.ends_with(" (cut)"),
+            )
+        })
+        .collect();
+    assert_eq!(kept, [(1, true), (2, true)]);
+    assert_eq!(
+        store.get(&OrderKey { id: 3 }).unwrap().as_deref(),
+        Some("mailed")
+    );
 }
