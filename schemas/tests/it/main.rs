@@ -14,6 +14,7 @@ mod agent_memory_scale;
 mod agent_memory_verify;
 mod code_sous;
 mod nokv;
+mod nokv_history;
 mod nokv_kill;
 mod universaldb;
 mod universaldb_rivet;

@@ -36,9 +36,9 @@ use crate::TempDir;
 const CHILD: &str = "STRATA_NOKV_KILL_DIR";
 const CHILD_CLOCK: &str = "STRATA_NOKV_KILL_CLOCK";
 const CHILD_FINISH: &str = "STRATA_NOKV_KILL_FINISH";
-const MOUNT: u64 = 1;
+pub(crate) const MOUNT: u64 = 1;
 const STEPS: usize = 400;
-const CHUNK: usize = 512;
+pub(crate) const CHUNK: usize = 512;
 /// 2024-10-27; each round two minutes later.
 const T0: u64 = 1_730_000_000_000;
 
@@ -89,7 +89,7 @@ impl BlobStore for FileBlobs {
 /// One step of the script; paths are `/`-separated from the root ("" is
 /// the root itself).
 #[derive(Debug, Clone)]
-enum Step {
+pub(crate) enum Step {
     Mkdir(String),
     Create(String),
     /// The body is [`body`] of the step's number.
@@ -103,22 +103,22 @@ enum Step {
 
 /// The namespace as the script leaves it.
 #[derive(Debug, Clone, Default, PartialEq)]
-struct Model {
-    dirs: BTreeSet<String>,
+pub(crate) struct Model {
+    pub(crate) dirs: BTreeSet<String>,
     /// Path → file identity (the step that created it).
-    files: BTreeMap<String, usize>,
+    pub(crate) files: BTreeMap<String, usize>,
     /// File identity → (its body, the step that wrote it).
-    bodies: BTreeMap<usize, (Vec<u8>, Option<usize>)>,
+    pub(crate) bodies: BTreeMap<usize, (Vec<u8>, Option<usize>)>,
 }
 
-fn body(step: usize) -> Vec<u8> {
+pub(crate) fn body(step: usize) -> Vec<u8> {
     let len = (step * 397) % 2_000;
     (0..len)
         .map(|i| u8::try_from((step * 31 + i * 7) % 251).unwrap())
         .collect()
 }
 
-fn split(path: &str) -> (&str, &str) {
+pub(crate) fn split(path: &str) -> (&str, &str) {
     path.rsplit_once('/').unwrap_or(("", path))
 }
 
@@ -155,7 +155,7 @@ impl Model {
 }
 
 /// The script, valid step by step against its own model.
-fn script() -> Vec<Step> {
+pub(crate) fn script() -> Vec<Step> {
     let mut rng = SeededRng::new(0x40C5_4111);
     let mut model = Model::default();
     model.dirs.insert(String::new());
@@ -209,7 +209,7 @@ fn script() -> Vec<Step> {
 }
 
 /// The model after each number of steps (`models[k]`: after `k`).
-fn models(script: &[Step]) -> Vec<Model> {
+pub(crate) fn models(script: &[Step]) -> Vec<Model> {
     let mut m = Model::default();
     m.dirs.insert(String::new());
     let mut out = vec![m.clone()];
@@ -256,46 +256,7 @@ fn run_script<E: Engine>(engine: E, dir: &Path, now: u64, finish: bool) {
     // first outcome, so this is the same in every child).
     let mut inodes: BTreeMap<String, InodeId> = BTreeMap::from([(String::new(), ROOT)]);
     for (n, step) in script().iter().enumerate() {
-        let rid = format!("r{n}");
-        let at = |inodes: &BTreeMap<String, InodeId>, p: &str| -> (InodeId, String) {
-            let (d, name) = split(p);
-            (inodes[d], name.to_owned())
-        };
-        match step {
-            Step::Mkdir(p) | Step::Create(p) => {
-                let (parent, name) = at(&inodes, p);
-                let done = if matches!(step, Step::Mkdir(_)) {
-                    fs.mkdir(MOUNT, &rid, parent, &name, 0o755)
-                } else {
-                    fs.create(MOUNT, &rid, parent, &name, 0o644)
-                }
-                .unwrap();
-                inodes.insert(p.clone(), done.outcome().inode.unwrap());
-            }
-            Step::Write(p) => {
-                fs.write(MOUNT, &rid, inodes[p], &body(n)).unwrap();
-            }
-            Step::Rename(from, to) => {
-                let (fd, fname) = at(&inodes, from);
-                let (td, tname) = at(&inodes, to);
-                fs.rename(MOUNT, &rid, fd, &fname, td, &tname).unwrap();
-                let inode = inodes.remove(from).unwrap();
-                inodes.insert(to.clone(), inode);
-            }
-            Step::Link(from, to) => {
-                let (td, tname) = at(&inodes, to);
-                fs.link(MOUNT, &rid, inodes[from], td, &tname).unwrap();
-                inodes.insert(to.clone(), inodes[from]);
-            }
-            Step::Unlink(p) => {
-                let (d, name) = at(&inodes, p);
-                fs.unlink(MOUNT, &rid, d, &name).unwrap();
-                inodes.remove(p);
-            }
-            Step::Gc => {
-                fs.drain_gc(MOUNT, 16).unwrap();
-            }
-        }
+        run_step(&fs, &mut inodes, n, step);
         println!("ack {n}");
     }
     if finish {
@@ -304,6 +265,56 @@ fn run_script<E: Engine>(engine: E, dir: &Path, now: u64, finish: bool) {
     } else {
         loop {
             std::thread::sleep(Duration::from_secs(1));
+        }
+    }
+}
+
+/// Runs step `n` of the script as request `r{n}`, keeping `inodes` (path
+/// → inode, from the commands' outcomes) up to date.
+pub(crate) fn run_step<E: Engine>(
+    fs: &Nokv<E>,
+    inodes: &mut BTreeMap<String, InodeId>,
+    n: usize,
+    step: &Step,
+) {
+    let rid = format!("r{n}");
+    let at = |inodes: &BTreeMap<String, InodeId>, p: &str| -> (InodeId, String) {
+        let (d, name) = split(p);
+        (inodes[d], name.to_owned())
+    };
+    match step {
+        Step::Mkdir(p) | Step::Create(p) => {
+            let (parent, name) = at(inodes, p);
+            let done = if matches!(step, Step::Mkdir(_)) {
+                fs.mkdir(MOUNT, &rid, parent, &name, 0o755)
+            } else {
+                fs.create(MOUNT, &rid, parent, &name, 0o644)
+            }
+            .unwrap();
+            inodes.insert(p.clone(), done.outcome().inode.unwrap());
+        }
+        Step::Write(p) => {
+            fs.write(MOUNT, &rid, inodes[p], &body(n)).unwrap();
+        }
+        Step::Rename(from, to) => {
+            let (fd, fname) = at(inodes, from);
+            let (td, tname) = at(inodes, to);
+            fs.rename(MOUNT, &rid, fd, &fname, td, &tname).unwrap();
+            let inode = inodes.remove(from).unwrap();
+            inodes.insert(to.clone(), inode);
+        }
+        Step::Link(from, to) => {
+            let (td, tname) = at(inodes, to);
+            fs.link(MOUNT, &rid, inodes[from], td, &tname).unwrap();
+            inodes.insert(to.clone(), inodes[from]);
+        }
+        Step::Unlink(p) => {
+            let (d, name) = at(inodes, p);
+            fs.unlink(MOUNT, &rid, d, &name).unwrap();
+            inodes.remove(p);
+        }
+        Step::Gc => {
+            fs.drain_gc(MOUNT, 16).unwrap();
         }
     }
 }
