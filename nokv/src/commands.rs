@@ -326,11 +326,18 @@ impl<E: Engine> Nokv<E> {
             attempt += 1;
             // A replay returns the first outcome before anything is
             // planned: its plan may no longer make sense (the name it
-            // created exists now).
-            if let Some(outcome) = self.replayed(mount, request_id)? {
-                return Ok(Executed::Replayed(outcome));
-            }
+            // created exists now). The dedupe row is read in the plan's
+            // snapshot, so a first execution that commits meanwhile (the
+            // same request sent twice at once) is seen with its effects,
+            // not met as an `Exists` or a `NotFound` of the plan.
             let mut tx = self.store.begin();
+            let dedupe = DedupeKey {
+                mount,
+                request: request_id.to_owned(),
+            };
+            if let Some(d) = tx.snapshot_get(&dedupe)? {
+                return Ok(Executed::Replayed(d.outcome));
+            }
             let cmd = plan(&mut tx)?;
             drop(tx);
             match self.execute(&cmd) {

@@ -6,6 +6,11 @@
 //! from the root, name by name) to an inode whose `getattr_at` gives the
 //! model's size and link count, names of one file share one inode, and a
 //! name the model did not have then is absent.
+//!
+//! And two clients sending that script at once, with the same request
+//! ids (each resending what the other may have sent), apply each command
+//! once: the namespace is the model's at the end, and the objects left
+//! after the GC queue drains are exactly those the live files name.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -13,7 +18,9 @@ use std::sync::Arc;
 use strata_engine::Engine;
 use strata_schemas::nokv::{FileType, InodeId, MemBlobs, Nokv, NokvConfig, ROOT};
 
-use crate::nokv_kill::{CHUNK, MOUNT, Model, models, run_step, script, split};
+use crate::nokv_kill::{
+    CHUNK, Found, MOUNT, Model, matches, models, run_step, script, split, walk,
+};
 use crate::store_on;
 
 fn specs() -> Vec<strata_engine::KeyspaceSpec> {
@@ -121,4 +128,45 @@ fn pins_read_the_namespace_as_it_was<E: Engine>(engine: E) {
     }
 }
 
-crate::on_each_engine!(pins_read_the_namespace_as_it_was);
+fn two_clients_sending_one_script_apply_it_once<E: Engine + Sync>(engine: E) {
+    let (store, _clock) = store_on(engine, Nokv::<E>::store_options());
+    let config = NokvConfig {
+        chunk_bytes: CHUNK,
+        ..NokvConfig::default()
+    };
+    let blobs = Arc::new(MemBlobs::default());
+    let fs = Nokv::open(store, blobs.clone(), config).unwrap();
+    fs.create_mount(MOUNT, "").unwrap();
+    let script = script();
+    std::thread::scope(|scope| {
+        for _ in 0..2 {
+            let (fs, script) = (&fs, &script);
+            scope.spawn(move || {
+                let mut inodes = BTreeMap::from([(String::new(), ROOT)]);
+                for (n, step) in script.iter().enumerate() {
+                    run_step(fs, &mut inodes, n, step);
+                }
+            });
+        }
+    });
+    let mut found = Found::default();
+    walk(&fs, ROOT, "", &mut found, 0);
+    let last = &models(&script)[script.len()];
+    matches(&found, last).unwrap();
+    while fs.drain_gc(MOUNT, 64).unwrap() > 0 {}
+    let mut named = std::collections::BTreeSet::new();
+    for (p, (inode, _, bytes)) in &found.files {
+        if let (_, Some(step)) = &last.bodies[&last.files[p]] {
+            for i in 0..bytes.len().div_ceil(CHUNK) {
+                named.insert(format!("{MOUNT}/{inode}/r{step}/{i}"));
+            }
+        }
+    }
+    let kept: std::collections::BTreeSet<String> = blobs.keys().into_iter().collect();
+    assert_eq!(kept, named, "objects left over or lost");
+}
+
+crate::on_each_engine!(
+    pins_read_the_namespace_as_it_was,
+    two_clients_sending_one_script_apply_it_once,
+);

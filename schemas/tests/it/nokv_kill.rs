@@ -322,12 +322,18 @@ pub(crate) fn run_step<E: Engine>(
 /// The namespace read from the store: directories, and each file's path
 /// with its inode, link count and body.
 #[derive(Debug, Default)]
-struct Found {
-    dirs: BTreeSet<String>,
-    files: BTreeMap<String, (InodeId, u64, Vec<u8>)>,
+pub(crate) struct Found {
+    pub(crate) dirs: BTreeSet<String>,
+    pub(crate) files: BTreeMap<String, (InodeId, u64, Vec<u8>)>,
 }
 
-fn walk<E: Engine>(fs: &Nokv<E>, dir: InodeId, path: &str, found: &mut Found, round: usize) {
+pub(crate) fn walk<E: Engine>(
+    fs: &Nokv<E>,
+    dir: InodeId,
+    path: &str,
+    found: &mut Found,
+    round: usize,
+) {
     found.dirs.insert(path.to_owned());
     for (name, d) in fs.readdirplus(MOUNT, dir).unwrap() {
         let p = if path.is_empty() {
@@ -358,7 +364,7 @@ fn walk<E: Engine>(fs: &Nokv<E>, dir: InodeId, path: &str, found: &mut Found, ro
 }
 
 /// Whether the store's namespace is `model`'s; the first difference.
-fn matches(found: &Found, model: &Model) -> Result<(), String> {
+pub(crate) fn matches(found: &Found, model: &Model) -> Result<(), String> {
     if found.dirs != model.dirs {
         return Err(format!("dirs {:?}, model {:?}", found.dirs, model.dirs));
     }
