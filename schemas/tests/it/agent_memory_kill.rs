@@ -421,3 +421,114 @@ fn rocks_agent_memory_survives_kills() {
         open_rocks,
     );
 }
+
+/// Two clients ingesting the log at once (each event sent by both) while
+/// two others hang segments of their own under the same days: every event
+/// stored once with one entry in the topic, each day listing every segment
+/// hung under it (none lost to a concurrent version of the day), the
+/// calendar chain whole, `verify` clean.
+fn concurrent_clients_lose_and_double_nothing<E: Engine + Sync>(engine: E) {
+    let store = Store::open_with(
+        engine,
+        crate::agent_memory::options(),
+        Arc::new(strata_engine::SystemClock),
+        Box::new(SeededRng::new(1)),
+    )
+    .unwrap();
+    let outbox = Outbox::new(
+        &store,
+        OutboxConfig::default(),
+        Arc::new(strata_engine::SystemClock),
+        Box::new(SeededRng::new(2)),
+    )
+    .unwrap();
+    let mem = AgentMemory::open(&store, &outbox).unwrap();
+    let log: Vec<Event> = log().into_iter().take(120).collect();
+    let segment = |client: usize, i: usize| {
+        let e = &log[i];
+        strata_schemas::agent_memory::TocNode {
+            salience: strata_schemas::agent_memory::Salience::default(),
+            contributing_agents: Vec::new(),
+            node_id: format!(
+                "{}:c{client}-{i}",
+                strata_schemas::agent_memory::day_id(e.timestamp_ms)
+                    .replace("toc:day:", "toc:segment:")
+            ),
+            level: Level::Segment,
+            title: format!("segment {i} of client {client}"),
+            bullets: Vec::new(),
+            keywords: Vec::new(),
+            child_node_ids: Vec::new(),
+            start_ms: e.timestamp_ms,
+            end_ms: e.timestamp_ms + 1,
+            version: 0,
+        }
+    };
+    let written = std::sync::atomic::AtomicUsize::new(0);
+    std::thread::scope(|scope| {
+        for _ in 0..2 {
+            let (mem, log, written) = (&mem, &log, &written);
+            scope.spawn(move || {
+                for e in log {
+                    if mem.put_event(e).unwrap() {
+                        written.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    }
+                }
+            });
+        }
+        for client in 0..2 {
+            let (mem, segment) = (&mem, &segment);
+            scope.spawn(move || {
+                for i in (client..120).step_by(3) {
+                    mem.put_segment(&segment(client, i)).unwrap();
+                }
+            });
+        }
+    });
+    assert_eq!(
+        written.into_inner(),
+        log.len(),
+        "each event written by one client"
+    );
+    let report = verify(&store).unwrap();
+    assert!(report.is_ok(), "{:?}", report.problems);
+    assert_eq!(report.events, log.len() as u64);
+    mem.register_consumer(SEGMENTER, true).unwrap();
+    assert_eq!(
+        outbox.lag(EVENT_TOPIC, SEGMENTER).unwrap().entries,
+        log.len() as u64,
+        "one entry per event"
+    );
+    let mut days: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for client in 0..2 {
+        for i in (client..120).step_by(3) {
+            let s = segment(client, i);
+            days.entry(strata_schemas::agent_memory::day_id(s.start_ms))
+                .or_default()
+                .push(s.node_id);
+        }
+    }
+    for (day, mut segments) in days {
+        let node = mem.toc_node(&day).unwrap().unwrap();
+        let mut children = node.child_node_ids.clone();
+        children.sort();
+        segments.sort();
+        assert_eq!(children, segments, "{day}");
+        let chain = strata_schemas::agent_memory::calendar_chain(node.start_ms);
+        for pair in chain.windows(2) {
+            let parent = mem.toc_node(&pair[0].node_id).unwrap().unwrap();
+            let listed = parent
+                .child_node_ids
+                .iter()
+                .filter(|c| **c == pair[1].node_id)
+                .count();
+            assert_eq!(listed, 1, "{} under {}", pair[1].node_id, pair[0].node_id);
+        }
+    }
+}
+
+fn specs() -> Vec<strata_engine::KeyspaceSpec> {
+    options().keyspace_specs()
+}
+
+crate::on_each_engine!(concurrent_clients_lose_and_double_nothing);
