@@ -196,6 +196,20 @@ pub enum MappingError {
         /// The field named.
         field: String,
     },
+    /// A string field's value is longer than one term may be (tantivy's
+    /// 65,530 bytes): it could never be matched, so the document is not
+    /// made (the change is dead-lettered, a rebuild leaves the row out).
+    #[error(
+        "a document of index {index:?} has a string value of {bytes} bytes in field {field:?}, past the 65,530 of one term"
+    )]
+    StringTooLong {
+        /// The index's name.
+        index: String,
+        /// The string field.
+        field: String,
+        /// The value's length.
+        bytes: usize,
+    },
     /// A document has a time on an index declared without one.
     #[error("a document of index {index:?} has a time; declare it with `with_time`")]
     UndeclaredTime {

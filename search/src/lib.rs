@@ -392,6 +392,10 @@ pub struct Results<K> {
 pub struct Rebuilt {
     /// Documents indexed from the snapshot.
     pub documents: u64,
+    /// Rows left out: their mapping makes no document (a field it did not
+    /// declare, a string value too long for one term), as the feed
+    /// dead-letters such a change; `verify` reports them missing.
+    pub skipped: u64,
     /// The snapshot's version.
     pub version: u64,
     /// Clock milliseconds from start to the end of catching up.
@@ -478,6 +482,7 @@ mod tests {
         let r = |documents, elapsed_ms| {
             Rebuilt {
                 documents,
+                skipped: 0,
                 version: 1,
                 elapsed_ms,
             }

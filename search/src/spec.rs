@@ -310,8 +310,8 @@ pub(crate) struct Fields {
 
 impl<K: Key> IndexSpec<K> {
     /// Checks the document the mapping makes of `value` at `key` against
-    /// the declared fields: every field it names declared, a time only if
-    /// declared.
+    /// the declared fields: every field it names declared, each string
+    /// value short enough to be one term, a time only if declared.
     pub(crate) fn check(&self, key: &K, value: &K::Value) -> Result<(), SearchError> {
         self.check_document(&(self.map)(key, value))
     }
@@ -337,6 +337,18 @@ impl<K: Key> IndexSpec<K> {
             .find(|(name, _)| !self.strings.iter().any(|s| s == name))
         {
             return Err(undeclared("string", name));
+        }
+        if let Some((name, value)) = doc
+            .strings
+            .iter()
+            .find(|(_, v)| v.len() > tantivy::tokenizer::MAX_TOKEN_LEN)
+        {
+            return Err(MappingError::StringTooLong {
+                index: self.name.clone(),
+                field: (*name).to_owned(),
+                bytes: value.len(),
+            }
+            .into());
         }
         if doc.time_ms.is_some() && !self.time {
             return Err(MappingError::UndeclaredTime {

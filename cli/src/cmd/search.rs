@@ -433,6 +433,8 @@ impl Output for QueryOut {
 pub(super) struct RebuildReport {
     rebuilt: bool,
     documents: u64,
+    /// Rows whose mapping makes no document, left out.
+    skipped: u64,
     version: u64,
     elapsed_ms: u64,
     rate_per_s: u64,
@@ -442,8 +444,16 @@ pub(super) struct RebuildReport {
 
 impl Output for RebuildReport {
     fn text(&self) -> String {
+        let skipped = if self.skipped > 0 {
+            format!(
+                " ({} rows left out: their mapping makes no document; `verify` lists them)",
+                self.skipped
+            )
+        } else {
+            String::new()
+        };
         format!(
-            "rebuilt generation {}: {} documents from the snapshot at version {} ({} a second), now at checkpoint {}",
+            "rebuilt generation {}: {} documents from the snapshot at version {} ({} a second){skipped}, now at checkpoint {}",
             self.generation
                 .map_or_else(|| "none".to_owned(), |g| g.to_string()),
             self.documents,
@@ -553,6 +563,7 @@ where
         let out = RebuildReport {
             rebuilt: true,
             documents: done.documents,
+            skipped: done.skipped,
             version: done.version,
             elapsed_ms: done.elapsed_ms,
             rate_per_s: done.rate(),

@@ -16,27 +16,41 @@ use crate::{Rebuilt, SearchError};
 #[allow(clippy::wildcard_imports)]
 use super::*;
 
-/// Adds a document for every row of `K` in `view` to `writer`.
+/// Adds a document for every row of `K` in `view` to `writer`; returns
+/// the documents added and the rows left out because their mapping makes
+/// no document ([`SearchError::Mapping`]: an undeclared field, a string
+/// value too long for one term), as the feed dead-letters such a change.
 pub(crate) fn index_rows<E: Engine, K>(
     view: &strata_store::ReadView<'_, E>,
     spec: &IndexSpec<K>,
     fields: &Fields,
     writer: &IndexWriter,
     version: u64,
-) -> Result<u64, SearchError>
+) -> Result<(u64, u64), SearchError>
 where
     K: Key,
     K::Value: Value,
 {
-    let mut documents = 0u64;
+    let (mut documents, mut skipped) = (0u64, 0u64);
     for_each_row(view, |key_bytes, key, value, body| {
-        writer.add_document(document(
-            spec, fields, &key_bytes, &key, &value, &body, version,
-        )?)?;
-        documents += 1;
+        match document(spec, fields, &key_bytes, &key, &value, &body, version) {
+            Ok(doc) => {
+                writer.add_document(doc)?;
+                documents += 1;
+            }
+            Err(e @ SearchError::Mapping(_)) => {
+                tracing::warn!(
+                    index = spec.name,
+                    error = %strata_engine::ErrorChain(&e),
+                    "a row that does not index: left out of the rebuild"
+                );
+                skipped += 1;
+            }
+            Err(e) => return Err(e),
+        }
         Ok(())
     })?;
-    Ok(documents)
+    Ok((documents, skipped))
 }
 
 impl<'o, 's, E, K> Indexer<'o, 's, E, K>
@@ -147,7 +161,7 @@ where
         };
         let mut index = Index::create(directory, schema, tantivy::IndexSettings::default())?;
         let mut writer = writer(&index, &config)?;
-        let documents = index_rows(&view, &spec, &fields, &writer, version)?;
+        let (documents, skipped) = index_rows(&view, &spec, &fields, &writer, version)?;
         drop(view);
         let at = Position::end_of(version);
         let mut prepared = writer.prepare_commit()?;
@@ -180,6 +194,7 @@ where
         tracing::info!(
             index = spec.name,
             documents,
+            skipped,
             version,
             "search index rebuilt"
         );
@@ -211,6 +226,7 @@ where
             rebuilt,
             Rebuilt {
                 documents,
+                skipped,
                 version,
                 elapsed_ms,
             },

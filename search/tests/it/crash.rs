@@ -1,15 +1,20 @@
 //! Restarts: the checkpoint committed inside the index, redelivered
 //! entries after a lost acknowledgement, and an index that lost commits.
 
-use strata_engine::{Durability, Engine};
+use std::sync::Arc;
+
+use strata_engine::{Durability, Engine, ManualClock, MemEngine, SeededRng};
 use strata_outbox::{Position, Start};
-use strata_search::{Indexer, Location, MappingError, Query, SearchError};
+use strata_search::{Document, IndexSpec, Indexer, Location, MappingError, Query, SearchError};
+use strata_store::Store;
 
 /// Longer than the outbox's lease term.
 const LEASE_MS: u64 = 30_001;
 
 use crate::engine_tests;
-use crate::{NoteKey, T0, indexer_config, note, on_every_engine, outbox, outbox_config, spec};
+use crate::{
+    Note, NoteKey, T0, indexer_config, note, on_every_engine, options, outbox, outbox_config, spec,
+};
 
 engine_tests! {
     fn an_index_reopens_at_the_checkpoint_it_committed() {
@@ -461,6 +466,86 @@ engine_tests! {
                 dead[0].error
             );
             assert!(ix.search(&Query::new("fine")).unwrap().hits.len() == 1);
+            // A rebuild leaves the row out as the feed did, and says so,
+            // where it used to fail on it (the index could not be rebuilt
+            // at all).
+            let (mut ix, rebuilt) = ix.rebuild().unwrap();
+            assert_eq!((rebuilt.documents, rebuilt.skipped), (2, 1));
+            assert_eq!(ix.documents().unwrap(), 2);
+            let v = ix.verify().unwrap();
+            assert_eq!(v.missing.len(), 1, "{v:?}");
         });
     }
+}
+
+/// A string value longer than one term (65,530 bytes) could never be
+/// matched: a put making one is refused with nothing written, a change
+/// making one (the mapping changed since) is dead-lettered, and a rebuild
+/// leaves the row out.
+#[test]
+fn a_string_value_too_long_for_one_term_is_refused_dead_lettered_or_left_out() {
+    let mut opts = options(Durability::Immediate);
+    opts.limits.max_value_bytes = 200_000;
+    opts.limits.max_batch_bytes = 1 << 20;
+    let clock = Arc::new(ManualClock::new(T0));
+    let store = Store::open_with(
+        MemEngine::open(opts.keyspace_specs()).unwrap(),
+        opts,
+        clock.clone(),
+        Box::new(SeededRng::new(1)),
+    )
+    .unwrap();
+    let ob = outbox(&store, &clock, outbox_config());
+    let long = "L".repeat(70_000);
+    let err = store
+        .transact(|tx| spec().put(&ob, tx, &NoteKey { id: 1 }, &note("t", "b", &long, T0)))
+        .unwrap_err();
+    assert!(
+        matches!(&err, SearchError::Mapping(MappingError::StringTooLong { field, bytes: 70_000, .. }) if field == "level"),
+        "{err:?}"
+    );
+    assert_eq!(
+        store.get(&NoteKey { id: 1 }).unwrap(),
+        None,
+        "nothing written"
+    );
+    // Written under a mapping that keeps the level out of the document.
+    let levelless = IndexSpec::new("notes", |_k: &NoteKey, n: &Note| {
+        Document::new()
+            .text("title", &n.title)
+            .text("body", &n.body)
+            .time_ms(n.at_ms)
+    })
+    .unwrap()
+    .text("title", 2.0)
+    .unwrap()
+    .text("body", 1.0)
+    .unwrap()
+    .string("level")
+    .unwrap()
+    .with_time();
+    for (id, level) in [(1, long.as_str()), (2, "info")] {
+        store
+            .transact(|tx| levelless.put(&ob, tx, &NoteKey { id }, &note("t", "b", level, T0)))
+            .unwrap();
+    }
+    let mut ix = Indexer::open(
+        &ob,
+        spec(),
+        &Location::Memory,
+        indexer_config(),
+        clock.clone(),
+    )
+    .unwrap();
+    ix.catch_up().unwrap();
+    assert_eq!(ix.documents().unwrap(), 1);
+    let dead = ob.dead_letters("search.notes", "notes").unwrap();
+    assert_eq!(dead.len(), 1, "{dead:?}");
+    assert!(
+        dead[0].error.contains("past the 65,530 of one term"),
+        "{}",
+        dead[0].error
+    );
+    let (_, rebuilt) = ix.rebuild().unwrap();
+    assert_eq!((rebuilt.documents, rebuilt.skipped), (1, 1));
 }
