@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use strata_engine::{Durability, Engine, ManualClock, MemEngine, SeededRng};
 use strata_outbox::{Position, Start};
-use strata_search::{Document, IndexSpec, Indexer, Location, MappingError, Query, SearchError};
+use strata_search::{Document, Indexer, Location, MappingError, Query, SearchError};
 use strata_store::Store;
 
 /// Longer than the outbox's lease term.
@@ -390,7 +390,7 @@ engine_tests! {
 /// The mapping of notes, naming the string field `source` for notes titled
 /// "bad" (declared only when `declared`).
 fn with_source(declared: bool) -> strata_search::IndexSpec<NoteKey> {
-    let s = strata_search::IndexSpec::new("notes", |_k: &NoteKey, n: &crate::Note| {
+    let s = crate::spec_mapped(|_k: &NoteKey, n: &crate::Note| {
         let d = strata_search::Document::new()
             .text("title", &n.title)
             .text("body", &n.body)
@@ -401,15 +401,7 @@ fn with_source(declared: bool) -> strata_search::IndexSpec<NoteKey> {
         } else {
             d
         }
-    })
-    .unwrap()
-    .text("title", 2.0)
-    .unwrap()
-    .text("body", 1.0)
-    .unwrap()
-    .string("level")
-    .unwrap()
-    .with_time();
+    });
     if declared {
         s.string("source").unwrap()
     } else {
@@ -510,20 +502,12 @@ fn a_string_value_too_long_for_one_term_is_refused_dead_lettered_or_left_out() {
         "nothing written"
     );
     // Written under a mapping that keeps the level out of the document.
-    let levelless = IndexSpec::new("notes", |_k: &NoteKey, n: &Note| {
+    let levelless = crate::spec_mapped(|_k: &NoteKey, n: &Note| {
         Document::new()
             .text("title", &n.title)
             .text("body", &n.body)
             .time_ms(n.at_ms)
-    })
-    .unwrap()
-    .text("title", 2.0)
-    .unwrap()
-    .text("body", 1.0)
-    .unwrap()
-    .string("level")
-    .unwrap()
-    .with_time();
+    });
     for (id, level) in [(1, long.as_str()), (2, "info")] {
         store
             .transact(|tx| levelless.put(&ob, tx, &NoteKey { id }, &note("t", "b", level, T0)))

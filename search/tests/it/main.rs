@@ -51,21 +51,28 @@ pub(crate) fn note(title: &str, body: &str, level: &str, at_ms: u64) -> Note {
 
 /// Notes indexed by title (boost 2) and body, filtered by level, with a time.
 pub(crate) fn spec() -> IndexSpec<NoteKey> {
-    IndexSpec::new("notes", |_k: &NoteKey, n: &Note| {
+    spec_mapped(|_k: &NoteKey, n: &Note| {
         Document::new()
             .text("title", &n.title)
             .text("body", &n.body)
             .string("level", &n.level)
             .time_ms(n.at_ms)
     })
-    .unwrap()
-    .text("title", 2.0)
-    .unwrap()
-    .text("body", 1.0)
-    .unwrap()
-    .string("level")
-    .unwrap()
-    .with_time()
+}
+
+/// The notes' fields (title, body, level, a time) with the mapping `map`.
+pub(crate) fn spec_mapped(
+    map: impl for<'a> Fn(&NoteKey, &'a Note) -> Document<'a> + Send + Sync + 'static,
+) -> IndexSpec<NoteKey> {
+    IndexSpec::new("notes", map)
+        .unwrap()
+        .text("title", 2.0)
+        .unwrap()
+        .text("body", 1.0)
+        .unwrap()
+        .string("level")
+        .unwrap()
+        .with_time()
 }
 
 pub(crate) fn options(durability: Durability) -> StoreOptions {
