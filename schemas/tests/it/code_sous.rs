@@ -890,7 +890,80 @@ fn records_that_grow_past_the_value_limit_are_stored<E: Engine>(engine: E) {
     assert!(report.problems.is_empty(), "{:?}", report.problems);
 }
 
+/// Two workers appending to one activation's log at once, and two ending
+/// it: every line in the log once, each worker's lines in its order, the
+/// chunk numbers gap-free; exactly one ending wins.
+fn concurrent_appends_and_endings_keep_the_log_whole<E: Engine + Sync>(engine: E) {
+    let store = strata_store::Store::open_with(
+        engine,
+        CodeSous::<E>::store_options(),
+        Arc::new(strata_engine::SystemClock),
+        Box::new(SeededRng::new(3)),
+    )
+    .unwrap();
+    let cs = CodeSous::new(
+        store,
+        CodeSousConfig::default(),
+        Box::new(SeededRng::new(11)),
+    );
+    let start = strata_engine::Clock::now_ms(&strata_engine::SystemClock);
+    cs.start_activation(&ActivationRecord {
+        start_ms: start,
+        ..activation("a1")
+    })
+    .unwrap();
+    let wins = std::sync::atomic::AtomicU32::new(0);
+    std::thread::scope(|scope| {
+        for w in 0..2 {
+            let (cs, wins) = (&cs, &wins);
+            scope.spawn(move || {
+                for i in 0..60 {
+                    cs.append_log("t_abc123", "a1", &format!("w{w} line {i}\n"))
+                        .unwrap();
+                }
+                match cs.finish_activation(
+                    "t_abc123",
+                    "a1",
+                    ActivationStatus::Success,
+                    start + 5,
+                    None,
+                    false,
+                ) {
+                    Ok(_) => {
+                        wins.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    }
+                    Err(CodeSousError::AlreadyTerminal { .. }) => {}
+                    Err(e) => panic!("ending: {e}"),
+                }
+            });
+        }
+    });
+    assert_eq!(wins.into_inner(), 1, "exactly one ending wins");
+    let log = cs.read_log("t_abc123", "a1").unwrap();
+    for w in 0..2 {
+        let mine: Vec<&str> = log
+            .lines()
+            .filter(|l| l.starts_with(&format!("w{w} ")))
+            .collect();
+        let want: Vec<String> = (0..60).map(|i| format!("w{w} line {i}")).collect();
+        assert_eq!(mine, want, "worker {w}'s lines, once each, in order");
+    }
+    let index = cs
+        .store()
+        .get(&LogIndexKey {
+            tenant: s("t_abc123"),
+            activation_id: s("a1"),
+        })
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        index.0.into_iter().collect::<Vec<_>>(),
+        (0..120).collect::<Vec<u64>>()
+    );
+}
+
 crate::on_each_engine!(
+    concurrent_appends_and_endings_keep_the_log_whole,
     records_that_grow_past_the_value_limit_are_stored,
     publishes_number_versions_and_move_aliases,
     concurrent_publishes_get_distinct_gap_free_versions,
