@@ -45,8 +45,8 @@
 //! `namespace.rs` the operations on names and attributes (each planned as
 //! a command), `commands.rs` running a [`MetadataCommand`], `body.rs` file
 //! bodies, `paths.rs` the path index, `pins.rs` pins, history reads, the
-//! GC queue and retention, `watch.rs` watch logs, `keys.rs` the record
-//! families.
+//! GC queue and retention, `watch.rs` watch logs, `check.rs` the whole
+//! namespace checked ([`Nokv::check`]), `keys.rs` the record families.
 pub mod keys;
 mod planted;
 
@@ -59,6 +59,7 @@ use strata_keys::KeyRange;
 use strata_keys::tuple;
 use strata_store::{Scan, Space, Store, StoreError, StoreOptions, Tx};
 
+pub use check::{NamespaceCheck, NamespaceProblem, check_namespace, mounts};
 pub use keys::{
     BODY_SUMMARY, Block, BodySummary, Dentry, FileType, GcEntry, InodeAttr, InodeId, ManifestRow,
     Mount, MountId, ParentLink, PathEntry, Projection, ROOT, SnapshotPin, WatchEvent, WatchRecord,
@@ -66,6 +67,7 @@ pub use keys::{
 use keys::{DentryKey, InodeKey, MountKey, ParentKey};
 
 mod body;
+mod check;
 mod commands;
 mod namespace;
 mod paths;

@@ -1,5 +1,6 @@
 //! `strata verify`: the engine's checksums, every envelope, chunks, the
-//! expiry index, quotas, outbox consumers and search indexes.
+//! expiry index, quotas, outbox consumers and search indexes, and the
+//! agent-memory and NoKV records where the database has them.
 
 use super::*;
 
@@ -21,6 +22,8 @@ pub(super) struct Verification {
     search_indexes: usize,
     /// The agent-memory keyspaces read back, when the database has them.
     agent_memory: Option<AgentMemoryCounts>,
+    /// NoKV's namespaces checked, when the database has its keyspaces.
+    nokv: Option<NokvCounts>,
     pub(super) problems: Vec<String>,
     notes: Vec<String>,
 }
@@ -33,6 +36,55 @@ struct AgentMemoryCounts {
     nodes: u64,
     grips: u64,
     index_rows: u64,
+}
+
+/// What the NoKV check read.
+#[derive(Debug, Serialize)]
+struct NokvCounts {
+    mounts: u64,
+    inodes: u64,
+    dentries: u64,
+}
+
+/// NoKV's namespaces, when the database has its history keyspace: each
+/// mount's dentries, inodes, parent index and manifests checked against
+/// one another (`strata_schemas::nokv::check_namespace`).
+fn check_nokv<E: Engine>(
+    db: &Db,
+    store: &Store<E>,
+    problems: &mut Vec<String>,
+) -> Option<NokvCounts> {
+    use strata_schemas::nokv;
+    if !db.keyspaces.iter().any(|k| k == nokv::HISTORY_SPACE) {
+        return None;
+    }
+    let mut counts = NokvCounts {
+        mounts: 0,
+        inodes: 0,
+        dentries: 0,
+    };
+    let checked = nokv::mounts(store).and_then(|mounts| {
+        for mount in mounts {
+            let check = nokv::check_namespace(store, mount)?;
+            problems.extend(
+                check
+                    .problems
+                    .iter()
+                    .map(|p| format!("nokv mount {mount}: {p}")),
+            );
+            counts.mounts += 1;
+            counts.inodes += check.inodes;
+            counts.dentries += check.dentries;
+        }
+        Ok(())
+    });
+    match checked {
+        Ok(()) => Some(counts),
+        Err(err) => {
+            problems.push(format!("nokv: {}", ErrorChain(&err)));
+            None
+        }
+    }
 }
 
 /// The agent-memory keyspaces, when the database has every one of them:
@@ -126,6 +178,7 @@ pub(super) fn verify<E: Engine + strata_engine::Integrity>(
         .as_ref()
         .map_or(0, |o| check_consumers(db, e, o, &mut problems));
     let agent_memory = check_agent_memory(db, &store, &mut problems);
+    let nokv = check_nokv(db, &store, &mut problems);
     Ok(Verification {
         ok: problems.is_empty(),
         version: v.version,
@@ -139,6 +192,7 @@ pub(super) fn verify<E: Engine + strata_engine::Integrity>(
         outbox_consumers: consumers_checked,
         search_indexes: indexes_checked,
         agent_memory,
+        nokv,
         problems,
         notes,
     })
@@ -175,6 +229,13 @@ impl Output for Verification {
                 s,
                 "agent memory: {} events, {} TOC versions of {} nodes, {} grips, {} index rows",
                 am.events, am.toc_versions, am.nodes, am.grips, am.index_rows
+            );
+        }
+        if let Some(n) = &self.nokv {
+            let _ = writeln!(
+                s,
+                "nokv: {} mounts, {} inodes, {} dentries",
+                n.mounts, n.inodes, n.dentries
             );
         }
         if self.problems.is_empty() {

@@ -229,3 +229,71 @@ fn verify_reports_system_damage_line_by_line_on_redb() {
 fn verify_reports_system_damage_line_by_line_on_rocksdb() {
     verify_reports_system_damage_line_by_line(Which::Rocks);
 }
+
+/// `verify` checks NoKV's namespaces where the database has its keyspace:
+/// clean after a few commands, then a parent-index row removed behind the
+/// module's back is reported (exit status 1), by mount.
+#[test]
+fn verify_checks_nokv_namespaces() {
+    use strata_schemas::nokv::keys::ParentKey;
+    use strata_schemas::nokv::{MemBlobs, Nokv, NokvConfig, ROOT};
+    let dir = Dir::new("verify-nokv");
+    let path = dir.0.join("fs.redb");
+    let options = Nokv::<RedbEngine>::store_options();
+    let engine = RedbEngine::open(&path, options.keyspace_specs(), RedbOptions::default()).unwrap();
+    let store = Store::open(engine, options).unwrap();
+    store.publish_catalog().unwrap();
+    let fs = Nokv::open(store, Arc::new(MemBlobs::default()), NokvConfig::default()).unwrap();
+    fs.create_mount(3, "").unwrap();
+    let d = fs
+        .mkdir(3, "m", ROOT, "d", 0o755)
+        .unwrap()
+        .outcome()
+        .inode
+        .unwrap();
+    let f = fs
+        .create(3, "c", d, "f", 0o644)
+        .unwrap()
+        .outcome()
+        .inode
+        .unwrap();
+    fs.write(3, "w", f, b"hello").unwrap();
+    let store = fs.into_store();
+    drop(store);
+    let out = json(&["verify", p(&path)]);
+    assert_eq!(out["ok"], true, "{out}");
+    assert_eq!(
+        (
+            out["nokv"]["mounts"].clone(),
+            out["nokv"]["inodes"].clone(),
+            out["nokv"]["dentries"].clone()
+        ),
+        (1.into(), 3.into(), 2.into())
+    );
+    {
+        let options = Nokv::<RedbEngine>::store_options();
+        let engine =
+            RedbEngine::open(&path, options.keyspace_specs(), RedbOptions::default()).unwrap();
+        let store = Store::open(engine, options).unwrap();
+        store
+            .delete(&ParentKey {
+                mount: 3,
+                child: f,
+                parent: d,
+                name: "f".into(),
+            })
+            .unwrap();
+    }
+    let (code, text, _) = run(&["verify", p(&path)]);
+    assert_eq!(code, 1, "{text}");
+    assert!(
+        text.contains(&format!(
+            "PROBLEM nokv mount 3: dentry {d}/\"f\" has no parent-index row of its generation"
+        )),
+        "{text}"
+    );
+    assert!(
+        text.contains("nokv: 1 mounts, 3 inodes, 2 dentries"),
+        "{text}"
+    );
+}

@@ -19,9 +19,9 @@ use strata_schemas::code_sous::{
 
 use crate::{START_MS, store_on};
 
-const DAY: u64 = 24 * 60 * 60 * 1000;
+pub(crate) const DAY: u64 = 24 * 60 * 60 * 1000;
 
-fn specs() -> Vec<KeyspaceSpec> {
+pub(crate) fn specs() -> Vec<KeyspaceSpec> {
     CodeSous::<strata_engine::MemEngine>::store_options().keyspace_specs()
 }
 
@@ -33,11 +33,11 @@ fn open<E: Engine>(engine: E, config: CodeSousConfig) -> (CodeSous<E>, Arc<Manua
     )
 }
 
-fn s(x: &str) -> String {
+pub(crate) fn s(x: &str) -> String {
     x.to_owned()
 }
 
-fn f() -> FunctionId {
+pub(crate) fn f() -> FunctionId {
     FunctionId::new("t_abc123", "payments", "reconcile")
 }
 
@@ -48,7 +48,7 @@ fn bundle(n: u32) -> Bundle {
     )
 }
 
-fn activation(id: &str) -> ActivationRecord {
+pub(crate) fn activation(id: &str) -> ActivationRecord {
     ActivationRecord {
         activation_id: s(id),
         tenant: s("t_abc123"),
@@ -676,9 +676,9 @@ fn logs_append_in_chunks<E: Engine>(engine: E) {
     assert_eq!(index.0.into_iter().collect::<Vec<_>>(), [0, 1, 2, 3]);
 }
 
-fn schedules_and_workers_change_with_their_index<E: Engine>(engine: E) {
-    let (cs, _) = open(engine, CodeSousConfig::default());
-    let schedule = |name: &str| ScheduleRecord {
+/// A schedule of `reconcile`'s `prod` alias every 30 seconds.
+pub(crate) fn schedule(name: &str) -> ScheduleRecord {
+    ScheduleRecord {
         name: s(name),
         every_seconds: 30,
         overlap_policy: s("skip"),
@@ -689,7 +689,11 @@ fn schedules_and_workers_change_with_their_index<E: Engine>(engine: E) {
         payload: json!({}),
         enabled: true,
         created_at_ms: START_MS,
-    };
+    }
+}
+
+fn schedules_and_workers_change_with_their_index<E: Engine>(engine: E) {
+    let (cs, _) = open(engine, CodeSousConfig::default());
     cs.create_schedule("t_abc123", "payments", &schedule("b"))
         .unwrap();
     cs.create_schedule("t_abc123", "payments", &schedule("a"))
@@ -753,218 +757,7 @@ fn schedules_and_workers_change_with_their_index<E: Engine>(engine: E) {
     );
 }
 
-/// What grows with use grows past the value limit without failing (here
-/// a limit of 2,000 bytes, with chunks of 500, for speed): a log appended
-/// to a thousand times (its chunk set), an ending whose error is a long
-/// stack trace (the activation record), a namespace with hundreds of
-/// schedules and workers (their index sets), a log chunk configured
-/// larger than the limit, a schedule's payload, a worker's activity map, a
-/// draft of a large bundle, a version's configuration; each reads back
-/// whole, and the log and record expire with their activation.
-#[allow(clippy::too_many_lines)] // one walk through each record that grows
-fn records_that_grow_past_the_value_limit_are_stored<E: Engine>(engine: E) {
-    let limits = strata_codec::Limits {
-        max_value_bytes: 2_000,
-        ..strata_codec::Limits::FOUNDATIONDB
-    };
-    let mut options = CodeSous::<E>::store_options().chunk_size(500);
-    options.limits = limits;
-    let (store, clock) = store_on(engine, options);
-    let config = CodeSousConfig {
-        log_chunk_bytes: 5_000,
-        ..CodeSousConfig::default()
-    };
-    let cs = CodeSous::new(store, config, Box::new(SeededRng::new(11)));
-    cs.start_activation(&activation("a1")).unwrap();
-    let mut log = String::new();
-    for i in 0..1_000 {
-        let line = format!("line {i}\n");
-        cs.append_log("t_abc123", "a1", &line).unwrap();
-        log.push_str(&line);
-    }
-    // One append of 12,000 bytes: three chunks of 5,000 bytes at most,
-    // each past the limit.
-    let wide_line = "x".repeat(12_000);
-    assert_eq!(
-        cs.append_log("t_abc123", "a1", &wide_line).unwrap(),
-        [1_000, 1_001, 1_002]
-    );
-    log.push_str(&wide_line);
-    assert_eq!(cs.read_log("t_abc123", "a1").unwrap(), log);
-    let trace = "at frame\n".repeat(1_000);
-    let done = cs
-        .finish_activation(
-            "t_abc123",
-            "a1",
-            ActivationStatus::Error,
-            START_MS + 5,
-            Some(&trace),
-            false,
-        )
-        .unwrap();
-    assert_eq!(done.error.as_deref(), Some(trace.as_str()));
-    assert_eq!(
-        cs.activation("t_abc123", "a1")
-            .unwrap()
-            .unwrap()
-            .error
-            .as_deref(),
-        Some(trace.as_str())
-    );
-    let schedule = |i: u32| ScheduleRecord {
-        name: format!("schedule-{i:04}"),
-        every_seconds: 30,
-        overlap_policy: s("skip"),
-        target: FunctionRef {
-            function: s("reconcile"),
-            alias: s("prod"),
-        },
-        payload: json!({}),
-        enabled: true,
-        created_at_ms: START_MS,
-    };
-    for i in 0..300 {
-        cs.create_schedule("t_abc123", "payments", &schedule(i))
-            .unwrap();
-    }
-    let names = cs.schedules("t_abc123", "payments").unwrap();
-    assert_eq!(names.len(), 300);
-    assert_eq!(names[299], "schedule-0299");
-    // A schedule's payload, a draft of a large bundle, a version's
-    // configuration: each past the limit.
-    let big = ScheduleRecord {
-        payload: json!({ "rows": "r".repeat(5_000) }),
-        ..schedule(300)
-    };
-    cs.create_schedule("t_abc123", "payments", &big).unwrap();
-    assert_eq!(
-        cs.schedule("t_abc123", "payments", &big.name).unwrap(),
-        Some(big)
-    );
-    // A worker mapping hundreds of activities, and hundreds of workers.
-    let worker = |i: u32, activities: u32| WorkerRecord {
-        name: format!("worker-{i:04}"),
-        domain: s("payments"),
-        tasklist: s("payments-activities"),
-        worker_id: format!("cs-payments-{i}"),
-        activity_map: (0..activities)
-            .map(|a| {
-                let target = FunctionRef {
-                    function: format!("activity-{a}"),
-                    alias: s("prod"),
-                };
-                (format!("activity-{a}"), target)
-            })
-            .collect(),
-        pollers: BTreeMap::new(),
-        limits: BTreeMap::new(),
-        enabled: true,
-    };
-    let wide = worker(0, 200);
-    cs.create_worker("t_abc123", "payments", &wide).unwrap();
-    assert_eq!(
-        cs.worker("t_abc123", "payments", &wide.name).unwrap(),
-        Some(wide)
-    );
-    for i in 1..300 {
-        cs.create_worker("t_abc123", "payments", &worker(i, 1))
-            .unwrap();
-    }
-    assert_eq!(cs.workers("t_abc123", "payments").unwrap().len(), 300);
-    cs.create_function(&f(), &NewFunction::js()).unwrap();
-    let large = Bundle::new("// ".repeat(3_000), "{}");
-    let draft = cs.create_draft(&f(), &large).unwrap();
-    assert_eq!(cs.draft_bundle(&f(), &draft.draft_id).unwrap(), large);
-    let config = json!({ "env": "e".repeat(4_000) });
-    let v = cs
-        .publish_draft(&f(), &draft.draft_id, &config, Some("prod"))
-        .unwrap();
-    assert_eq!(cs.version(&f(), v.version).unwrap().unwrap().config, config);
-    assert_eq!(cs.bundle(&f(), v.version).unwrap(), Some(large));
-    // The log and the record expire with the activation, chunks and all.
-    clock.advance(7 * DAY + 1);
-    assert!(cs.activation("t_abc123", "a1").unwrap().is_none());
-    assert_eq!(cs.read_log("t_abc123", "a1").unwrap(), "");
-    cs.sweep_expired().unwrap();
-    let report = cs.store().verify().unwrap();
-    assert!(report.problems.is_empty(), "{:?}", report.problems);
-}
-
-/// Two workers appending to one activation's log at once, and two ending
-/// it: every line in the log once, each worker's lines in its order, the
-/// chunk numbers gap-free; exactly one ending wins.
-fn concurrent_appends_and_endings_keep_the_log_whole<E: Engine + Sync>(engine: E) {
-    let store = strata_store::Store::open_with(
-        engine,
-        CodeSous::<E>::store_options(),
-        Arc::new(strata_engine::SystemClock),
-        Box::new(SeededRng::new(3)),
-    )
-    .unwrap();
-    let cs = CodeSous::new(
-        store,
-        CodeSousConfig::default(),
-        Box::new(SeededRng::new(11)),
-    );
-    let start = strata_engine::Clock::now_ms(&strata_engine::SystemClock);
-    cs.start_activation(&ActivationRecord {
-        start_ms: start,
-        ..activation("a1")
-    })
-    .unwrap();
-    let wins = std::sync::atomic::AtomicU32::new(0);
-    std::thread::scope(|scope| {
-        for w in 0..2 {
-            let (cs, wins) = (&cs, &wins);
-            scope.spawn(move || {
-                for i in 0..60 {
-                    cs.append_log("t_abc123", "a1", &format!("w{w} line {i}\n"))
-                        .unwrap();
-                }
-                match cs.finish_activation(
-                    "t_abc123",
-                    "a1",
-                    ActivationStatus::Success,
-                    start + 5,
-                    None,
-                    false,
-                ) {
-                    Ok(_) => {
-                        wins.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-                    }
-                    Err(CodeSousError::AlreadyTerminal { .. }) => {}
-                    Err(e) => panic!("ending: {e}"),
-                }
-            });
-        }
-    });
-    assert_eq!(wins.into_inner(), 1, "exactly one ending wins");
-    let log = cs.read_log("t_abc123", "a1").unwrap();
-    for w in 0..2 {
-        let mine: Vec<&str> = log
-            .lines()
-            .filter(|l| l.starts_with(&format!("w{w} ")))
-            .collect();
-        let want: Vec<String> = (0..60).map(|i| format!("w{w} line {i}")).collect();
-        assert_eq!(mine, want, "worker {w}'s lines, once each, in order");
-    }
-    let index = cs
-        .store()
-        .get(&LogIndexKey {
-            tenant: s("t_abc123"),
-            activation_id: s("a1"),
-        })
-        .unwrap()
-        .unwrap();
-    assert_eq!(
-        index.0.into_iter().collect::<Vec<_>>(),
-        (0..120).collect::<Vec<u64>>()
-    );
-}
-
 crate::on_each_engine!(
-    concurrent_appends_and_endings_keep_the_log_whole,
-    records_that_grow_past_the_value_limit_are_stored,
     publishes_number_versions_and_move_aliases,
     concurrent_publishes_get_distinct_gap_free_versions,
     drafts_publish_and_expire_after_a_day,

@@ -19,19 +19,19 @@ use strata_schemas::nokv::keys::ManifestKey;
 
 use crate::{START_MS, store_on};
 
-const M: u64 = 7;
+pub(crate) const M: u64 = 7;
 
-fn specs() -> Vec<KeyspaceSpec> {
+pub(crate) fn specs() -> Vec<KeyspaceSpec> {
     Nokv::<strata_engine::MemEngine>::store_options().keyspace_specs()
 }
 
-struct Fs<E: Engine> {
-    nokv: Nokv<E>,
-    blobs: Arc<MemBlobs>,
-    clock: Arc<ManualClock>,
+pub(crate) struct Fs<E: Engine> {
+    pub(crate) nokv: Nokv<E>,
+    pub(crate) blobs: Arc<MemBlobs>,
+    pub(crate) clock: Arc<ManualClock>,
 }
 
-fn open<E: Engine>(engine: E) -> Fs<E> {
+pub(crate) fn open<E: Engine>(engine: E) -> Fs<E> {
     let (store, clock) = store_on(engine, Nokv::<E>::store_options());
     let blobs = Arc::new(MemBlobs::default());
     let config = NokvConfig {
@@ -48,7 +48,7 @@ fn open<E: Engine>(engine: E) -> Fs<E> {
     }
 }
 
-fn created(e: &Executed) -> u64 {
+pub(crate) fn created(e: &Executed) -> u64 {
     e.outcome().inode.expect("an inode")
 }
 
@@ -773,99 +773,7 @@ fn projections_follow_and_replays_store_nothing<E: Engine>(engine: E) {
     assert_eq!(fs.read(M, w).unwrap(), b"second");
 }
 
-/// Directories renamed under one another by four threads at once (each
-/// move to a random directory, some of which would close a cycle): the
-/// namespace stays one tree. Every directory is reached from the root
-/// exactly once, its parent index names the place the walk found it, and
-/// every refusal is one a rename may give. (Every command of a mount
-/// takes the mount's counter, so these renames serialise on it; the walk
-/// up from the target, a predicate per step, is what fences a plan that
-/// another command overtakes, which the simulation checks.)
-fn concurrent_renames_keep_one_tree<E: Engine + Sync>(engine: E) {
-    const DIRS: u64 = 8;
-    let Fs { nokv: fs, .. } = open(engine);
-    let dirs: Vec<u64> = (0..DIRS)
-        .map(|i| {
-            created(
-                &fs.mkdir(M, &format!("m{i}"), ROOT, &format!("d{i}"), 0o755)
-                    .unwrap(),
-            )
-        })
-        .collect();
-    let moved = std::sync::atomic::AtomicU64::new(0);
-    std::thread::scope(|scope| {
-        for t in 0..4u64 {
-            let (fs, dirs, moved) = (&fs, &dirs, &moved);
-            scope.spawn(move || {
-                use strata_engine::Rng;
-                let mut rng = strata_engine::SeededRng::new(t);
-                for n in 0..150 {
-                    let i = usize::try_from(rng.below(DIRS)).unwrap();
-                    let x = dirs[i];
-                    let to = match rng.below(DIRS + 1) {
-                        DIRS => ROOT,
-                        j => dirs[usize::try_from(j).unwrap()],
-                    };
-                    let Some((from, name)) = fs.links(M, x).unwrap().into_iter().next() else {
-                        panic!("directory {x} has no parent");
-                    };
-                    match fs.rename(M, &format!("t{t}-{n}"), from, &name, to, &format!("d{i}")) {
-                        Ok(_) => {
-                            moved.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                        }
-                        Err(
-                            NokvError::WouldCreateCycle(_)
-                            | NokvError::NotFound(_)
-                            | NokvError::PredicateFailed { .. },
-                        ) => {}
-                        Err(e) => panic!("rename of {x} into {to}: {e}"),
-                    }
-                }
-            });
-        }
-    });
-    assert!(
-        moved.load(std::sync::atomic::Ordering::Relaxed) > 20,
-        "renames went through"
-    );
-    // One tree: each directory reached once from the root, at the place
-    // its parent index names.
-    let mut seen = BTreeMap::new();
-    let mut stack = vec![ROOT];
-    while let Some(dir) = stack.pop() {
-        for (name, d) in fs.readdirplus(M, dir).unwrap() {
-            assert!(
-                seen.insert(d.child, (dir, name.clone())).is_none(),
-                "{} reached twice",
-                d.child
-            );
-            assert!(
-                seen.len() <= dirs.len(),
-                "more entries than directories: a cycle"
-            );
-            assert_eq!(
-                d.projection,
-                strata_schemas::nokv::Projection::of(&fs.getattr(M, d.child).unwrap().unwrap())
-            );
-            stack.push(d.child);
-        }
-    }
-    assert_eq!(
-        seen.len(),
-        dirs.len(),
-        "every directory reached from the root"
-    );
-    for (x, place) in &seen {
-        assert_eq!(
-            fs.links(M, *x).unwrap(),
-            std::slice::from_ref(place),
-            "directory {x}'s parent index"
-        );
-    }
-}
-
 crate::on_each_engine!(
-    concurrent_renames_keep_one_tree,
     generations_and_manifests,
     projections_follow_and_replays_store_nothing,
     namespace_basics,

@@ -149,6 +149,8 @@ fn two_clients_sending_one_script_apply_it_once<E: Engine + Sync>(engine: E) {
             });
         }
     });
+    let report = fs.check(MOUNT).unwrap();
+    assert!(report.is_ok(), "{:?}", report.problems);
     let mut found = Found::default();
     walk(&fs, ROOT, "", &mut found, 0);
     let last = &models(&script)[script.len()];

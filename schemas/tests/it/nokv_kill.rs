@@ -6,8 +6,9 @@
 //! moment. The next child runs the script again from its start with the
 //! same request ids, as a client resending what it could not confirm.
 //!
-//! After each kill, on the real files: the namespace is the script's
-//! after every acknowledged command, and perhaps the one in flight;
+//! After each kill, on the real files: `Nokv::check` finds nothing; the
+//! namespace is the script's after every acknowledged command, and
+//! perhaps the one in flight;
 //! every file reads back whole; hard links share one inode whose link
 //! count is its names; each dentry's projection matches its inode. At the
 //! end a child runs the script to its end and drains the GC queue: the
@@ -406,6 +407,8 @@ fn check<E: Engine>(
     round: usize,
 ) -> usize {
     let (fs, _) = open_fs(engine, dir, now);
+    let report = fs.check(MOUNT).unwrap();
+    assert!(report.is_ok(), "round {round}: {:?}", report.problems);
     let mut found = Found::default();
     walk(&fs, ROOT, "", &mut found, round);
     let done = acked + 1;
