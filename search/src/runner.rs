@@ -75,7 +75,8 @@ where
     /// [`SearchError::MappingChanged`]), damage, an engine that must be
     /// reopened. A store failing to reach its engine
     /// ([`SearchError::is_transient`]) is waited out, logged, however long
-    /// it lasts.
+    /// it lasts, unless [`IndexerConfig::max_store_failures`] bounds the
+    /// failures in a row.
     pub fn start<E>(
         store: Arc<Store<E>>,
         spec: IndexSpec<K>,
@@ -94,6 +95,7 @@ where
         let stopping = stop.clone();
         let failing = Arc::new(AtomicU32::new(0));
         let failures = failing.clone();
+        let bound = config.max_store_failures;
         #[cfg(feature = "planted-bugs")]
         let planting = strata_engine::faults::Planting::here();
         let thread = std::thread::spawn(move || {
@@ -102,7 +104,14 @@ where
             planting.enter();
             let ob = Outbox::open(&store, outbox)?;
             let mut ix = Indexer::open(&ob, spec, &location, config, store.clock())?;
-            let report = run(&store, &mut ix, &stopping, &failures, &answers, idle);
+            let report = run(
+                &store,
+                &mut ix,
+                &stopping,
+                (&failures, bound),
+                &answers,
+                idle,
+            );
             // Closed either way: the lease is given up at once.
             let closed = ix.close();
             let report = report?;
@@ -175,7 +184,7 @@ fn run<E, K>(
     store: &Store<E>,
     ix: &mut Indexer<'_, '_, E, K>,
     halt: &AtomicBool,
-    failing: &AtomicU32,
+    (failing, bound): (&AtomicU32, Option<u32>),
     asks: &Receiver<Ask<K>>,
     idle: Duration,
 ) -> Result<IndexReport, SearchError>
@@ -213,7 +222,7 @@ where
             // connection reset, a lost reply): waited out, the wait doubling
             // up to 32 times `idle`. The next step picks up where this one
             // stopped, acknowledging what a failed step committed.
-            Err(e) if e.is_transient() => {
+            Err(e) if e.is_transient() && bound.is_none_or(|most| failures < most) => {
                 failures += 1;
                 failing.store(failures, Ordering::SeqCst);
                 let wait = idle.saturating_mul(1 << (failures - 1).min(5));

@@ -69,6 +69,13 @@ pub struct IndexerConfig {
     /// expires, as a crashed process does (for simulating one). Default
     /// `true`.
     pub release_on_drop: bool,
+    /// For an [`IndexRunner`](crate::IndexRunner): the store failures in
+    /// a row it waits out (failures to reach the engine,
+    /// [`SearchError::is_transient`](crate::SearchError::is_transient),
+    /// each followed by a doubling wait) before it stops with the next
+    /// one, as the outbox's `WorkerConfig::max_store_failures` bounds a
+    /// worker's. `None` (the default): any outage is waited out.
+    pub max_store_failures: Option<u32>,
 }
 
 /// How tantivy merges the segments its commits write.
@@ -101,6 +108,7 @@ impl IndexerConfig {
             merging: Merging::Log,
             verify_at_open: true,
             release_on_drop: true,
+            max_store_failures: None,
         }
     }
 }

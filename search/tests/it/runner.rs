@@ -152,6 +152,57 @@ fn a_runner_waits_out_store_failures() {
     }
 }
 
+/// With `max_store_failures`, a runner stops at the failure past the
+/// bound: a limit of 2 waits out two refused reads and ends on the third,
+/// which `shutdown` returns; without the bound the same outage is waited
+/// out.
+#[test]
+fn a_runner_ends_past_its_store_failure_bound() {
+    use strata_test_support::Refusing;
+    for (bound, ends) in [(Some(2), true), (Some(5), false), (None, false)] {
+        let options = crate::options(Durability::Immediate);
+        let engine =
+            Refusing::new(strata_engine::MemEngine::open(options.keyspace_specs()).unwrap());
+        let (store, _clock) = strata_test_support::store_on(engine, options);
+        let store = Arc::new(store);
+        let mut config = indexer_config();
+        config.max_store_failures = bound;
+        let runner = IndexRunner::start(
+            store.clone(),
+            spec(),
+            Location::Memory,
+            config,
+            outbox_config(),
+            Duration::from_millis(2),
+        );
+        assert_eq!(hits(&runner, "nothing", 0), 0);
+        // Three reads in a row refused, from the runner's next one.
+        store.engine().refuse_reads_after(0, 3);
+        for _ in 0..1_000 {
+            if store.engine().read_refusals_left() == 0 && (runner.is_finished() || !ends) {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        assert_eq!(store.engine().read_refusals_left(), 0, "{bound:?}");
+        if ends {
+            for _ in 0..500 {
+                if runner.is_finished() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            assert!(runner.is_finished(), "{bound:?}: it ended");
+            let err = runner.shutdown().unwrap_err();
+            assert!(err.is_transient(), "{bound:?}: {err}");
+        } else {
+            std::thread::sleep(Duration::from_millis(50));
+            assert!(!runner.is_finished(), "{bound:?}: it waits the outage out");
+            runner.shutdown().unwrap();
+        }
+    }
+}
+
 /// A runner whose index does not open ends at once: a health check sees
 /// it, and `shutdown` says why.
 #[test]
