@@ -73,6 +73,16 @@ fn a_runner_keeps_the_index_caught_up_and_stops_cleanly() {
     drop(clock);
 }
 
+/// A shared store over a `MemEngine` that refuses reads on request.
+fn refusing_store()
+-> Arc<strata_store::Store<strata_test_support::Refusing<strata_engine::MemEngine>>> {
+    let options = crate::options(Durability::Immediate);
+    let engine = strata_test_support::Refusing::new(
+        strata_engine::MemEngine::open(options.keyspace_specs()).unwrap(),
+    );
+    Arc::new(strata_test_support::store_on(engine, options).0)
+}
+
 /// A store that cannot reach its engine for a while (three reads
 /// refused, as while a server restarts, at each point of the runner's
 /// steps in turn, while it idles and while it indexes): the runner waits
@@ -80,13 +90,8 @@ fn a_runner_keeps_the_index_caught_up_and_stops_cleanly() {
 /// (Before, the first failure ended the runner for good.)
 #[test]
 fn a_runner_waits_out_store_failures() {
-    use strata_test_support::Refusing;
     for pass in 0..8 {
-        let options = crate::options(Durability::Immediate);
-        let engine =
-            Refusing::new(strata_engine::MemEngine::open(options.keyspace_specs()).unwrap());
-        let (store, _clock) = strata_test_support::store_on(engine, options);
-        let store = Arc::new(store);
+        let store = refusing_store();
         let ob = Outbox::open(&store, outbox_config()).unwrap();
         let s = spec();
         // The test's own writes meet the refusals too: tried again.
@@ -158,13 +163,8 @@ fn a_runner_waits_out_store_failures() {
 /// out.
 #[test]
 fn a_runner_ends_past_its_store_failure_bound() {
-    use strata_test_support::Refusing;
     for (bound, ends) in [(Some(2), true), (Some(5), false), (None, false)] {
-        let options = crate::options(Durability::Immediate);
-        let engine =
-            Refusing::new(strata_engine::MemEngine::open(options.keyspace_specs()).unwrap());
-        let (store, _clock) = strata_test_support::store_on(engine, options);
-        let store = Arc::new(store);
+        let store = refusing_store();
         let mut config = indexer_config();
         config.max_store_failures = bound;
         let runner = IndexRunner::start(
