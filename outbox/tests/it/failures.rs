@@ -460,15 +460,7 @@ engine_tests! {
 #[test]
 fn a_dead_letter_of_the_earlier_layout_is_still_read() {
     use strata_keys::tuple;
-    let opts = crate::options(Durability::Immediate);
-    let clock = std::sync::Arc::new(strata_engine::ManualClock::new(T0));
-    let store = strata_store::Store::open_with(
-        strata_engine::MemEngine::open(opts.keyspace_specs()).unwrap(),
-        opts,
-        clock.clone(),
-        Box::new(strata_engine::SeededRng::new(1)),
-    )
-    .unwrap();
+    let (store, clock, _dir) = strata_test_support::mem(crate::options(Durability::Immediate));
     let outbox = strata_outbox::Outbox::new(
         &store,
         crate::config(),

@@ -361,15 +361,7 @@ fn a_damaged_expired_value_does_not_stop_the_sweeper() {
         max_batch_entries: 8,
         ..Limits::FOUNDATIONDB
     };
-    let opts = common::options(limits);
-    let clock = std::sync::Arc::new(strata_engine::ManualClock::new(crate::common::T0));
-    let store = strata_store::Store::open_with(
-        strata_engine::MemEngine::open(opts.keyspace_specs()).unwrap(),
-        opts,
-        clock.clone(),
-        Box::new(strata_engine::SeededRng::new(1)),
-    )
-    .unwrap();
+    let (store, clock, _dir) = strata_test_support::mem(common::options(limits));
     let k = BlobKey { actor: 1, id: 1 };
     store.put_with_ttl(&k, &vec![4; 700], 500).unwrap();
     store
