@@ -11,7 +11,8 @@
 //!   snapshots on request (conflicts, or a failing backend);
 //! - [`spawn_self`]: this test binary again as a child, for tests that kill
 //!   real processes ([`kill_child_after`] kills one once it has
-//!   acknowledged enough, [`run_child`] runs one to its end);
+//!   acknowledged enough, [`run_child`] runs one to its end,
+//!   [`child_round`] one or the other, [`kill_rounds`] how many);
 //!   [`copy_dir`]: a clean copy before damage.
 //!
 //! The property-test case counts and the metrics recorder
@@ -221,6 +222,37 @@ pub fn run_child(test: &str, env: &[(&str, &str)]) -> Option<u64> {
         "the child did not finish: {status}"
     );
     acked
+}
+
+/// The rounds a kill test runs: the environment variable
+/// `STRATA_KILL_ROUNDS`, or `default`.
+pub fn kill_rounds(default: usize) -> usize {
+    std::env::var("STRATA_KILL_ROUNDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(default)
+}
+
+/// One round of a kill test: the child run to its end ([`run_child`])
+/// when `finish`, else SIGKILLed `pause` after it acknowledged step
+/// `wanted` or a later one ([`kill_child_after`]). Returns the last step
+/// acknowledged.
+///
+/// # Panics
+/// As [`run_child`] and [`kill_child_after`].
+pub fn child_round(
+    test: &str,
+    env: &[(&str, &str)],
+    finish: bool,
+    wanted: u64,
+    pause: std::time::Duration,
+) -> Option<usize> {
+    let acked = if finish {
+        run_child(test, env)
+    } else {
+        kill_child_after(test, env, |n| n >= wanted, pause)
+    };
+    acked.map(|n| usize::try_from(n).expect("a step number"))
 }
 
 /// Copies the directory `from`, with everything under it, to `to`

@@ -235,10 +235,7 @@ fn kill_rounds<E: Engine + Send + Sync + 'static>(test: &str, open_engine: fn(&P
         place_until_killed(open_engine(Path::new(&dir)), now);
         return;
     }
-    let rounds: u64 = std::env::var("STRATA_KILL_ROUNDS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(8);
+    let rounds = strata_test_support::kill_rounds(8) as u64;
     let dir = tempdir(test);
     let mut rng = SeededRng::new(0x0B0C_4111);
     let (mut pending_at_kill, mut handled_at_kill) = (0, 0);

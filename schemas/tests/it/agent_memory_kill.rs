@@ -116,20 +116,6 @@ fn open_store<E: Engine>(engine: E, clock: &Arc<ManualClock>, seed: u64) -> Stor
     .unwrap()
 }
 
-fn outbox_of<'s, E: Engine>(
-    store: &'s Store<E>,
-    clock: &Arc<ManualClock>,
-    seed: u64,
-) -> Outbox<'s, E> {
-    Outbox::new(
-        store,
-        OutboxConfig::default(),
-        clock.clone(),
-        Box::new(SeededRng::new(seed)),
-    )
-    .unwrap()
-}
-
 fn open_index<'o, 's, E: Engine>(
     outbox: &'o Outbox<'s, E>,
     dir: &Path,
@@ -179,7 +165,7 @@ fn segment_turn<E: Engine>(
 fn ingest<E: Engine>(engine: E, dir: &Path, now: u64, finish: bool) {
     let clock = Arc::new(ManualClock::new(now));
     let store = open_store(engine, &clock, now);
-    let outbox = outbox_of(&store, &clock, now);
+    let outbox = crate::agent_memory::outbox_on(&store, &clock, now);
     let mem = AgentMemory::open(&store, &outbox).unwrap();
     mem.register_consumer(SEGMENTER, true).unwrap();
     let lease = outbox
@@ -234,7 +220,7 @@ fn check<E: Engine>(
 ) -> (usize, usize) {
     let clock = Arc::new(ManualClock::new(now));
     let store = open_store(engine, &clock, now);
-    let outbox = outbox_of(&store, &clock, now);
+    let outbox = crate::agent_memory::outbox_on(&store, &clock, now);
     let mem = AgentMemory::open(&store, &outbox).unwrap();
     let report = verify(&store).unwrap();
     assert!(report.is_ok(), "round {round}: {:?}", report.problems);
@@ -341,10 +327,7 @@ fn kill_rounds<E: Engine>(test: &str, open_engine: fn(&Path) -> E) {
         ingest(open_engine(Path::new(&dir)), Path::new(&dir), now, finish);
         return;
     }
-    let rounds: usize = std::env::var("STRATA_KILL_ROUNDS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(10);
+    let rounds = strata_test_support::kill_rounds(10);
     let log = log();
     let dir = TempDir::new("am-kill");
     let dir_text = dir.0.to_string_lossy().into_owned();
@@ -360,13 +343,8 @@ fn kill_rounds<E: Engine>(test: &str, open_engine: fn(&Path) -> E) {
         // Kill once the child has gone some way past what is stored.
         let wanted = stored + 1 + usize::try_from(rng.below((EVENTS / rounds) as u64 * 2)).unwrap();
         let wanted = u64::try_from(wanted.min(EVENTS - 1)).unwrap();
-        let acked = if finish {
-            strata_test_support::run_child(test, &env)
-        } else {
-            let pause = Duration::from_micros(rng.below(6_000));
-            strata_test_support::kill_child_after(test, &env, |n| n >= wanted, pause)
-        };
-        let acked = acked.map(|n| usize::try_from(n).unwrap());
+        let pause = Duration::from_micros(rng.below(6_000));
+        let acked = strata_test_support::child_round(test, &env, finish, wanted, pause);
         assert!(
             acked.is_some(),
             "round {round}: the child acknowledged nothing"
@@ -394,7 +372,7 @@ fn kill_rounds<E: Engine>(test: &str, open_engine: fn(&Path) -> E) {
     // Every finished entry trimmed at the end.
     let clock = Arc::new(ManualClock::new(T + 4 * (rounds as u64 + 2) * LEASE_GAP));
     let store = open_store(open_engine(&dir.0), &clock, 1);
-    let outbox = outbox_of(&store, &clock, 1);
+    let outbox = crate::agent_memory::outbox_on(&store, &clock, 1);
     assert!(
         outbox
             .topics()

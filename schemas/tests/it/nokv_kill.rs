@@ -428,10 +428,7 @@ fn kill_rounds<E: Engine>(test: &str, open_engine: fn(&Path) -> E) {
         run_script(open_engine(Path::new(&dir)), Path::new(&dir), now, finish);
         return;
     }
-    let rounds: usize = std::env::var("STRATA_KILL_ROUNDS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(10);
+    let rounds = strata_test_support::kill_rounds(10);
     let script = script();
     let models = models(&script);
     let dir = TempDir::new("nokv-kill");
@@ -447,13 +444,8 @@ fn kill_rounds<E: Engine>(test: &str, open_engine: fn(&Path) -> E) {
         }
         let wanted = held + usize::try_from(rng.below((STEPS / rounds) as u64 * 2)).unwrap();
         let wanted = u64::try_from(wanted.min(STEPS - 2)).unwrap();
-        let acked = if finish {
-            strata_test_support::run_child(test, &env)
-        } else {
-            let pause = Duration::from_micros(rng.below(3_000));
-            strata_test_support::kill_child_after(test, &env, |n| n >= wanted, pause)
-        };
-        let acked = acked.map(|n| usize::try_from(n).unwrap());
+        let pause = Duration::from_micros(rng.below(3_000));
+        let acked = strata_test_support::child_round(test, &env, finish, wanted, pause);
         let acked = acked.unwrap_or_else(|| panic!("round {round}: nothing acknowledged"));
         let now = T0 + 120_000 * round as u64 + 60_000;
         held = check(open_engine(&dir.0), &dir.0, &models, acked, now, round);
