@@ -174,7 +174,7 @@ impl<E: Engine> CodeSous<E> {
                 })?;
             let expires = activation.expires_at;
             let mut chunks = tx.get(&index)?.unwrap_or_default();
-            let first = chunks.0.last().map_or(0, |last| last + 1);
+            let first = chunks.last().map_or(0, |last| last + 1);
             let mut written = Vec::new();
             for (piece, chunk) in pieces.iter().zip(first..) {
                 let key = LogChunkKey {
@@ -183,7 +183,7 @@ impl<E: Engine> CodeSous<E> {
                     chunk,
                 };
                 put_expiring(tx, &key, &(*piece).to_owned(), expires)?;
-                chunks.0.insert(chunk);
+                chunks.insert(chunk);
                 written.push(chunk);
             }
             put_expiring(tx, &index, &chunks, expires)?;
@@ -202,7 +202,7 @@ impl<E: Engine> CodeSous<E> {
             activation_id: activation_id.to_owned(),
         };
         let mut log = String::new();
-        for chunk in view.get(&index)?.unwrap_or_default().0 {
+        for chunk in view.get(&index)?.unwrap_or_default().iter() {
             if let Some(text) = view.get(&LogChunkKey {
                 tenant: tenant.to_owned(),
                 activation_id: activation_id.to_owned(),

@@ -57,8 +57,8 @@ mod functions;
 mod index_sets;
 
 pub use records::{
-    ActivationRecord, ActivationStatus, AliasRecord, ChunkSet, DraftRecord, FunctionMeta,
-    FunctionRef, NameSet, ScheduleRecord, VersionMeta, VersionRef, WorkerRecord,
+    ActivationRecord, ActivationStatus, AliasRecord, BadChunkRuns, ChunkSet, DraftRecord,
+    FunctionMeta, FunctionRef, NameSet, ScheduleRecord, VersionMeta, VersionRef, WorkerRecord,
 };
 
 /// Milliseconds in a day.

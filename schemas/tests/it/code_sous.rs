@@ -673,7 +673,7 @@ fn logs_append_in_chunks<E: Engine>(engine: E) {
         })
         .unwrap()
         .unwrap();
-    assert_eq!(index.0.into_iter().collect::<Vec<_>>(), [0, 1, 2, 3]);
+    assert_eq!(index.iter().collect::<Vec<_>>(), [0, 1, 2, 3]);
 }
 
 /// A schedule of `reconcile`'s `prod` alias every 30 seconds.

@@ -5,8 +5,8 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use serde_json::json;
-use strata_engine::{Engine, SeededRng};
-use strata_schemas::code_sous::keys::LogIndexKey;
+use strata_engine::{Engine, SeededRng, Snapshot as _};
+use strata_schemas::code_sous::keys::{LogChunkKey, LogIndexKey};
 use strata_schemas::code_sous::{
     ActivationRecord, ActivationStatus, Bundle, CodeSous, CodeSousConfig, CodeSousError,
     FunctionRef, NewFunction, ScheduleRecord, WorkerRecord,
@@ -17,7 +17,7 @@ use crate::{START_MS, store_on};
 
 /// What grows with use grows past the value limit without failing (here
 /// a limit of 2,000 bytes, with chunks of 500, for speed): a log appended
-/// to a thousand times (its chunk set), an ending whose error is a long
+/// to a thousand times, an ending whose error is a long
 /// stack trace (the activation record), a namespace with hundreds of
 /// schedules and workers (their index sets), a log chunk configured
 /// larger than the limit, a schedule's payload, a worker's activity map, a
@@ -208,12 +208,111 @@ fn concurrent_appends_and_endings_keep_the_log_whole<E: Engine + Sync>(engine: E
         .unwrap()
         .unwrap();
     assert_eq!(
-        index.0.into_iter().collect::<Vec<_>>(),
+        index.iter().collect::<Vec<_>>(),
         (0..120).collect::<Vec<u64>>()
     );
 }
 
+/// The stored row of data key `key`, read from the engine.
+fn stored<E: Engine>(cs: &CodeSous<E>, key: &[u8]) -> Option<Vec<u8>> {
+    let engine = cs.store().engine();
+    let data = engine.keyspace("data").unwrap();
+    engine.snapshot().unwrap().get(data, key).unwrap()
+}
+
+/// Code-sous on `engine` with its default configuration, activation
+/// `a1` started.
+fn started<E: Engine>(engine: E) -> CodeSous<E> {
+    let (store, _clock) = store_on(engine, CodeSous::<E>::store_options());
+    let cs = CodeSous::new(
+        store,
+        CodeSousConfig::default(),
+        Box::new(SeededRng::new(11)),
+    );
+    cs.start_activation(&activation("a1")).unwrap();
+    cs
+}
+
+/// A log appended to a thousand times keeps a chunk set of a few bytes,
+/// rewritten at each append: its row at the document's key is the one
+/// run `[[0,999]]` in a version-2 envelope (the first layout wrote the
+/// thousand numbers, about 4,900 bytes, and each append rewrote them all);
+/// the log reads back whole.
+fn a_long_log_keeps_its_chunk_set_small<E: Engine>(engine: E) {
+    let cs = started(engine);
+    let mut log = String::new();
+    for i in 0..1_000u64 {
+        let line = format!("line {i}\n");
+        assert_eq!(cs.append_log("t_abc123", "a1", &line).unwrap(), [i]);
+        log.push_str(&line);
+    }
+    assert_eq!(cs.read_log("t_abc123", "a1").unwrap(), log);
+    let row = stored(&cs, b"cs:log:t_abc123:a1:chunks").unwrap();
+    assert!(
+        row.ends_with(b"[[0,999]]"),
+        "{}",
+        String::from_utf8_lossy(&row)
+    );
+    assert!(row.len() < 64, "{} bytes", row.len());
+    assert_eq!(strata_codec::Header::read(&row).unwrap().version, 2);
+}
+
+/// A log's chunk set as the first layout wrote it (schema version 1, the
+/// numbers one by one, here with a gap) is read, and the next append
+/// goes after its largest number and rewrites it as runs.
+fn a_chunk_set_of_the_first_layout_is_read_and_continued<E: Engine>(engine: E) {
+    #[derive(Debug, serde::Serialize, serde::Deserialize)]
+    #[serde(transparent)]
+    struct FirstLayout(std::collections::BTreeSet<u64>);
+    strata_codec::value!(FirstLayout: json, version = 1);
+    #[derive(Debug, Clone, PartialEq, Eq, Hash)]
+    struct FirstLayoutKey {
+        tenant: String,
+        activation_id: String,
+    }
+    strata_keys::text_key! {
+        FirstLayoutKey -> chunked FirstLayout = ("cs:log:", {tenant}, ":", {activation_id}, ":chunks");
+    }
+    let cs = started(engine);
+    let old = FirstLayoutKey {
+        tenant: s("t_abc123"),
+        activation_id: s("a1"),
+    };
+    cs.store()
+        .transact(|tx| {
+            for (chunk, text) in [(0, "zero "), (1, "one "), (3, "three ")] {
+                tx.put(
+                    &LogChunkKey {
+                        tenant: s("t_abc123"),
+                        activation_id: s("a1"),
+                        chunk,
+                    },
+                    &s(text),
+                )?;
+            }
+            tx.put(&old, &FirstLayout([0, 1, 3].into_iter().collect()))
+        })
+        .unwrap();
+    let row = stored(&cs, b"cs:log:t_abc123:a1:chunks").unwrap();
+    assert!(row.ends_with(b"[0,1,3]"), "written in the first layout");
+    assert_eq!(cs.read_log("t_abc123", "a1").unwrap(), "zero one three ");
+    assert_eq!(cs.append_log("t_abc123", "a1", "four").unwrap(), [4]);
+    assert_eq!(
+        cs.read_log("t_abc123", "a1").unwrap(),
+        "zero one three four"
+    );
+    let row = stored(&cs, b"cs:log:t_abc123:a1:chunks").unwrap();
+    assert!(
+        row.ends_with(b"[[0,1],[3,4]]"),
+        "{}",
+        String::from_utf8_lossy(&row)
+    );
+    assert_eq!(strata_codec::Header::read(&row).unwrap().version, 2);
+}
+
 crate::on_each_engine!(
+    a_long_log_keeps_its_chunk_set_small,
+    a_chunk_set_of_the_first_layout_is_read_and_continued,
     concurrent_appends_and_endings_keep_the_log_whole,
     records_that_grow_past_the_value_limit_are_stored,
 );
