@@ -6,7 +6,8 @@ use strata_keys::tuple::Versionstamp;
 use strata_store::{StoreError, Tx};
 
 use super::keys::{
-    Dedupe, DedupeFloorKey, DedupeKey, GcKey, ManifestKey, MountKey, ParentKey, PathKey, WatchKey,
+    Dedupe, DedupeFloorKey, DedupeKey, GcKey, ManifestKey, MountKey, ParentKey, PathKey, UploadKey,
+    WatchKey,
 };
 
 #[allow(clippy::wildcard_imports)]
@@ -102,6 +103,18 @@ impl<E: Engine> Nokv<E> {
                     let got = tx.get(&MountKey { mount })?.map(|m| m.next_inode);
                     if got != Some(*next) {
                         return Err(fail());
+                    }
+                }
+                // Not a re-plan's matter: a collected upload stays so.
+                MetaPredicate::UploadPending(stamp) => {
+                    let key = UploadKey {
+                        mount,
+                        stamp: stamp.clone(),
+                    };
+                    if tx.get(&key)?.is_none_or(|u| u.abandoned) {
+                        return Err(NokvError::UploadAbandoned {
+                            request_id: cmd.request_id.clone(),
+                        });
                     }
                 }
             }
@@ -204,6 +217,10 @@ impl<E: Engine> Nokv<E> {
                 },
                 entry,
             )?,
+            MetaMutation::ClearUpload(stamp) => tx.delete(&UploadKey {
+                mount,
+                stamp: stamp.clone(),
+            })?,
             MetaMutation::EnqueueGc(inode, generation, chunk, block, entry) => {
                 tx.put_versionstamped(
                     &GcKey {

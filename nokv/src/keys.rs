@@ -214,6 +214,28 @@ pub struct GcEntry {
     pub digest: u32,
 }
 
+/// An upload under way: a body's objects being stored before the
+/// `write` command that names them. Recorded before the first object is
+/// stored and deleted by that command's commit, so a record still there
+/// names objects nothing may ever reference: a write that failed, or a
+/// process that died between its upload and its command
+/// ([`Nokv::collect_uploads`](super::Nokv::collect_uploads) deletes them).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Upload {
+    /// The write's request id.
+    pub request_id: String,
+    /// The file written.
+    pub inode: InodeId,
+    /// How many objects: `0..objects` in their names.
+    pub objects: u64,
+    /// When the upload began, milliseconds since the Unix epoch (the
+    /// store's clock).
+    pub at_ms: u64,
+    /// Given up: its objects are being deleted, and the command that
+    /// would name them is refused.
+    pub abandoned: bool,
+}
+
 /// A command's recorded outcome, for replays.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Dedupe {
@@ -269,6 +291,7 @@ strata_codec::value!(GcEntry: postcard, version = 1);
 strata_codec::value!(DedupeV1: postcard, version = 1);
 strata_codec::value!(Dedupe: postcard, version = 2, migrate { 1 => DedupeV1 });
 strata_codec::value!(DedupeFloor: postcard, version = 1);
+strata_codec::value!(Upload: postcard, version = 1);
 
 /// `mount`: `("nokv", "mount", mount)`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -367,6 +390,16 @@ pub struct GcKey {
     /// The block within the chunk.
     pub block: u64,
 }
+/// `upload`: `("nokv", "upload", mount, versionstamp)`, an [`Upload`]
+/// under way, keyed by the commit that recorded it (whose version is in
+/// its objects' names).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UploadKey {
+    /// The mount the record belongs to.
+    pub mount: MountId,
+    /// The recording commit.
+    pub stamp: Versionstamp,
+}
 /// A mount's dedupe floor: `("nokv", "dedupe-floor", mount)`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DedupeFloorKey {
@@ -393,5 +426,6 @@ tuple_key! {
     PinKey -> SnapshotPin = ("nokv", "pin", {mount}, {snapshot});
     GcKey -> GcEntry = ("nokv", "gc", {mount}, {stamp}, {inode}, {generation}, {chunk}, {block});
     DedupeKey -> Dedupe = ("nokv", "dedupe", {mount}, {request});
+    UploadKey -> Upload = ("nokv", "upload", {mount}, {stamp});
     DedupeFloorKey -> DedupeFloor = ("nokv", "dedupe-floor", {mount});
 }

@@ -57,12 +57,14 @@ use serde::{Deserialize, Serialize};
 use strata_engine::{Engine, Profile};
 use strata_keys::KeyRange;
 use strata_keys::tuple;
+use strata_keys::tuple::Versionstamp;
 use strata_store::{Scan, Space, Store, StoreError, StoreOptions, Tx};
 
 pub use check::{NamespaceCheck, NamespaceProblem, check_namespace, mounts};
 pub use keys::{
     BODY_SUMMARY, Block, BodySummary, Dentry, FileType, GcEntry, InodeAttr, InodeId, ManifestRow,
-    Mount, MountId, ParentLink, PathEntry, Projection, ROOT, SnapshotPin, WatchEvent, WatchRecord,
+    Mount, MountId, ParentLink, PathEntry, Projection, ROOT, SnapshotPin, Upload, WatchEvent,
+    WatchRecord,
 };
 use keys::{DentryKey, InodeKey, MountKey, ParentKey};
 
@@ -130,6 +132,15 @@ pub enum NokvError {
         read_version: u64,
         /// The mount's floor.
         floor: u64,
+    },
+    /// A `write` came after its upload was given up (it took longer than
+    /// [`NokvConfig::upload_grace_ms`] from upload to command, and
+    /// [`Nokv::collect_uploads`] deleted its objects): nothing was
+    /// applied; write again.
+    #[error("request {request_id}: its upload was collected before its command; nothing applied")]
+    UploadAbandoned {
+        /// The write's request id.
+        request_id: String,
     },
     /// A predicate of the command did not hold: nothing was applied.
     #[error("predicate {index} did not hold: {predicate:?}")]
@@ -279,6 +290,9 @@ pub enum MetaPredicate {
     /// The mount's counters are these (`next_inode`, `generation` of the
     /// mount record as read).
     MountCounter(InodeId),
+    /// The upload recorded at this stamp is there and not given up (a
+    /// `write`'s objects; refused as [`NokvError::UploadAbandoned`]).
+    UploadPending(Versionstamp),
 }
 
 /// One change of a command.
@@ -306,6 +320,8 @@ pub enum MetaMutation {
     PutPath(String, String, PathEntry),
     /// Queue a block for deletion (inode, generation, chunk, block).
     EnqueueGc(InodeId, u64, u64, u64, GcEntry),
+    /// Delete the upload record at this stamp: its objects are named now.
+    ClearUpload(Versionstamp),
 }
 
 /// What a command is, for traces.
@@ -436,6 +452,11 @@ pub struct NokvConfig {
     pub watch_keep_per_scope: usize,
     /// Bytes of body per chunk.
     pub chunk_bytes: usize,
+    /// An upload older than this whose `write` command has not applied
+    /// is collected by [`Nokv::collect_uploads`] (its objects deleted, the
+    /// command refused if it comes): longer than any write takes from its
+    /// first object to its command.
+    pub upload_grace_ms: u64,
 }
 
 impl Default for NokvConfig {
@@ -445,6 +466,7 @@ impl Default for NokvConfig {
             watch_retention_ms: 60 * 60 * 1000,
             watch_keep_per_scope: 10_000,
             chunk_bytes: 64 * 1024,
+            upload_grace_ms: 60 * 60 * 1000,
         }
     }
 }

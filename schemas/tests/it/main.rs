@@ -18,6 +18,7 @@ mod nokv;
 mod nokv_check;
 mod nokv_history;
 mod nokv_kill;
+mod nokv_uploads;
 mod universaldb;
 mod universaldb_rivet;
 
