@@ -223,7 +223,7 @@ impl IndexFiles {
         K::Value: strata_codec::Value,
     {
         let mut expected = std::collections::BTreeMap::new();
-        crate::indexer::for_each_row::<E, K>(view, |bytes, _, _, body| {
+        crate::indexer::for_each_row::<E, K>(view, None, |bytes, _, _, body| {
             expected.insert(bytes, body_hash(&body));
             Ok(())
         })?;

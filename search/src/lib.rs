@@ -396,6 +396,11 @@ pub struct Rebuilt {
     /// declare, a string value too long for one term), as the feed
     /// dead-letters such a change; `verify` reports them missing.
     pub skipped: u64,
+    /// Rows left out because their value does not decode (damaged: a
+    /// checksum, a body or chunks that do not read). The index is built
+    /// from the rest; `verify` of the store names them, and the index's
+    /// own `verify` fails on them until they are repaired or deleted.
+    pub damaged: u64,
     /// The snapshot's version.
     pub version: u64,
     /// Clock milliseconds from start to the end of catching up.
@@ -483,6 +488,7 @@ mod tests {
             Rebuilt {
                 documents,
                 skipped: 0,
+                damaged: 0,
                 version: 1,
                 elapsed_ms,
             }

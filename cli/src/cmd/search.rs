@@ -435,6 +435,8 @@ pub(super) struct RebuildReport {
     documents: u64,
     /// Rows whose mapping makes no document, left out.
     skipped: u64,
+    /// Rows that do not decode (damaged), left out.
+    damaged: u64,
     version: u64,
     elapsed_ms: u64,
     rate_per_s: u64,
@@ -444,16 +446,24 @@ pub(super) struct RebuildReport {
 
 impl Output for RebuildReport {
     fn text(&self) -> String {
-        let skipped = if self.skipped > 0 {
-            format!(
-                " ({} rows left out: their mapping makes no document; `verify` lists them)",
-                self.skipped
-            )
-        } else {
-            String::new()
+        // Rows left out, when there are: how many, which, and where to look.
+        let left_out = |n: u64, which: &str| {
+            if n > 0 {
+                format!(" ({n} {which})")
+            } else {
+                String::new()
+            }
         };
+        let skipped = left_out(
+            self.skipped,
+            "rows left out: their mapping makes no document; `verify` lists them",
+        );
+        let damaged = left_out(
+            self.damaged,
+            "damaged rows left out: they do not decode; `strata verify` names them",
+        );
         format!(
-            "rebuilt generation {}: {} documents from the snapshot at version {} ({} a second){skipped}, now at checkpoint {}",
+            "rebuilt generation {}: {} documents from the snapshot at version {} ({} a second){skipped}{damaged}, now at checkpoint {}",
             self.generation
                 .map_or_else(|| "none".to_owned(), |g| g.to_string()),
             self.documents,
@@ -564,6 +574,7 @@ where
             rebuilt: true,
             documents: done.documents,
             skipped: done.skipped,
+            damaged: done.damaged,
             version: done.version,
             elapsed_ms: done.elapsed_ms,
             rate_per_s: done.rate(),

@@ -17,22 +17,23 @@ use crate::{Rebuilt, SearchError};
 use super::*;
 
 /// Adds a document for every row of `K` in `view` to `writer`; returns
-/// the documents added and the rows left out because their mapping makes
+/// the documents added, the rows left out because their mapping makes
 /// no document ([`SearchError::Mapping`]: an undeclared field, a string
-/// value too long for one term), as the feed dead-letters such a change.
+/// value too long for one term), as the feed dead-letters such a change,
+/// and the rows left out because they do not decode (damaged).
 pub(crate) fn index_rows<E: Engine, K>(
     view: &strata_store::ReadView<'_, E>,
     spec: &IndexSpec<K>,
     fields: &Fields,
     writer: &IndexWriter,
     version: u64,
-) -> Result<(u64, u64), SearchError>
+) -> Result<(u64, u64, u64), SearchError>
 where
     K: Key,
     K::Value: Value,
 {
-    let (mut documents, mut skipped) = (0u64, 0u64);
-    for_each_row(view, |key_bytes, key, value, body| {
+    let (mut documents, mut skipped, mut damaged) = (0u64, 0u64, 0u64);
+    for_each_row(view, Some(&mut damaged), |key_bytes, key, value, body| {
         match document(spec, fields, &key_bytes, &key, &value, &body, version) {
             Ok(doc) => {
                 writer.add_document(doc)?;
@@ -50,7 +51,7 @@ where
         }
         Ok(())
     })?;
-    Ok((documents, skipped))
+    Ok((documents, skipped, damaged))
 }
 
 impl<'o, 's, E, K> Indexer<'o, 's, E, K>
@@ -161,7 +162,7 @@ where
         };
         let mut index = Index::create(directory, schema, tantivy::IndexSettings::default())?;
         let mut writer = writer(&index, &config)?;
-        let (documents, skipped) = index_rows(&view, &spec, &fields, &writer, version)?;
+        let (documents, skipped, damaged) = index_rows(&view, &spec, &fields, &writer, version)?;
         drop(view);
         let at = Position::end_of(version);
         let mut prepared = writer.prepare_commit()?;
@@ -195,6 +196,7 @@ where
             index = spec.name,
             documents,
             skipped,
+            damaged,
             version,
             "search index rebuilt"
         );
@@ -227,6 +229,7 @@ where
             Rebuilt {
                 documents,
                 skipped,
+                damaged,
                 version,
                 elapsed_ms,
             },

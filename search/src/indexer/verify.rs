@@ -52,8 +52,13 @@ pub(crate) fn differences(
     report
 }
 
+/// Runs `f` on every row of `K` in `view`: its packed key, key, value
+/// and encoded body. A row whose value does not decode (damaged: its
+/// checksum, body or chunks) ends the walk with its error, unless
+/// `damaged` is given: it is then counted there and left out.
 pub(crate) fn for_each_row<E: Engine, K>(
     view: &strata_store::ReadView<'_, E>,
+    mut damaged: Option<&mut u64>,
     mut f: impl FnMut(Vec<u8>, K, K::Value, Vec<u8>) -> Result<(), SearchError>,
 ) -> Result<(), SearchError>
 where
@@ -62,7 +67,25 @@ where
 {
     let scan = strata_store::Scan::all().skip_other_types();
     for row in view.scan::<K>(&scan)? {
-        let (key, value) = row?;
+        let (key, value) = match (row, damaged.as_deref_mut()) {
+            (Ok(row), _) => row,
+            (
+                Err(
+                    e @ (strata_store::StoreError::Decode { .. }
+                    | strata_store::StoreError::Chunk { .. }),
+                ),
+                Some(count),
+            ) => {
+                tracing::warn!(
+                    key_type = K::NAME,
+                    error = %strata_engine::ErrorChain(&e),
+                    "a row that does not decode: left out"
+                );
+                *count += 1;
+                continue;
+            }
+            (Err(e), _) => return Err(e.into()),
+        };
         let body = crate::body_of(&value)?;
         f(crate::packed(&key)?, key, value, body)?;
     }
@@ -99,7 +122,7 @@ where
                 continue;
             }
             let mut expected: BTreeMap<Vec<u8>, u64> = BTreeMap::new();
-            for_each_row::<E, K>(&view, |bytes, _, _, body| {
+            for_each_row::<E, K>(&view, None, |bytes, _, _, body| {
                 expected.insert(bytes, body_hash(&body));
                 Ok(())
             })?;
