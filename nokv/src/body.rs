@@ -56,6 +56,9 @@ impl<E: Engine> Nokv<E> {
         let size = self.config.chunk_bytes.max(1);
         let chunks: Vec<&[u8]> = bytes.chunks(size).collect();
         let ((), recorded) = self.store.transact_info(|tx| {
+            // Durable before any object is stored, whatever the store's
+            // default: a crash must not forget objects already stored.
+            tx.set_durability(strata_engine::Durability::Immediate);
             let upload = Upload {
                 request_id: request_id.to_owned(),
                 inode,

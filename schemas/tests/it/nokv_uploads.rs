@@ -252,6 +252,42 @@ fn collect_uploads_takes_at_most_max<E: Engine>(engine: E) {
     assert_eq!(upload_rows(&fs.nokv), 0);
 }
 
+/// On a store whose commits are buffered, the upload record is still
+/// made durable before any object is stored: a writer that dies after
+/// storing objects, followed by a crash that keeps none of the buffered
+/// commits, leaves a record that `collect_uploads` finds, so the objects
+/// are deleted, not forgotten.
+#[test]
+fn an_upload_record_survives_a_crash_of_a_buffered_store() {
+    use strata_engine::{Durability, MemEngine};
+    let options = Nokv::<MemEngine>::store_options().durability(Durability::Buffered);
+    let blobs = Arc::new(HookBlobs::default());
+    let config = NokvConfig {
+        chunk_bytes: 4,
+        upload_grace_ms: GRACE,
+        ..NokvConfig::default()
+    };
+    let (store, _) = store_on(MemEngine::open(specs()).unwrap(), options.clone());
+    let nokv = Nokv::open(store, blobs.clone(), config).unwrap();
+    nokv.create_mount(M, "").unwrap();
+    let f = created(&nokv.create(M, "c", ROOT, "f", 0o600).unwrap());
+    nokv.store().engine().sync().unwrap();
+    blobs.at_put(1, || panic!("the writer dies"));
+    let died = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        nokv.write(M, "w1", f, b"abcdefgh")
+    }));
+    assert!(died.is_err());
+    assert_eq!(objects_of(&blobs, "w1").len(), 1);
+    let image = nokv.into_store().into_engine().crash_keeping(0);
+    let (store, clock) = store_on(MemEngine::from_image(image).unwrap(), options);
+    let nokv = Nokv::open(store, blobs.clone(), config).unwrap();
+    assert_eq!(upload_rows(&nokv), 1, "the record is durable");
+    clock.advance(GRACE);
+    assert_eq!(nokv.collect_uploads(M, 10).unwrap(), 1);
+    assert!(objects_of(&blobs, "w1").is_empty());
+    assert_eq!(upload_rows(&nokv), 0);
+}
+
 crate::on_each_engine!(
     a_refused_write_leaves_no_objects,
     an_upload_left_by_a_dead_writer_is_collected_after_its_grace,
