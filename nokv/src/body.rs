@@ -147,7 +147,9 @@ impl<E: Engine> Nokv<E> {
                 MetaPredicate::InodeGeneration(inode, Some(attr.generation)),
                 MetaPredicate::UploadPending(stamp.clone()),
             ];
-            cmd.mutations.push(MetaMutation::ClearUpload(stamp.clone()));
+            if !strata_engine::fault_point!("upload-record-kept") {
+                cmd.mutations.push(MetaMutation::ClearUpload(stamp.clone()));
+            }
             let generation = attr.body.as_ref().map_or(1, |b| b.manifest_generation + 1);
             if let Some(old) = &attr.body {
                 Self::release_body(tx, mount, inode, old, &mut cmd)?;
@@ -276,6 +278,9 @@ impl<E: Engine> Nokv<E> {
     fn abandon_upload(&self, mount: MountId, stamp: Versionstamp) -> Result<bool, NokvError> {
         let key = UploadKey { mount, stamp };
         let Some(upload) = self.store.transact(|tx| {
+            // Durable before any object goes: a crash that lost the mark
+            // would let the command that names them apply.
+            tx.set_durability(strata_engine::Durability::Immediate);
             let Some(mut upload) = tx.get(&key)? else {
                 return Ok::<_, StoreError>(None);
             };
@@ -352,7 +357,7 @@ pub(crate) fn upload_stamp(version: u64) -> Versionstamp {
 }
 
 /// The commit version inside `stamp`.
-fn stamp_version(stamp: &Versionstamp) -> u64 {
+pub(crate) fn stamp_version(stamp: &Versionstamp) -> u64 {
     let mut v = [0u8; 8];
     v.copy_from_slice(&stamp.transaction_version()[..8]);
     u64::from_be_bytes(v)

@@ -164,7 +164,10 @@ impl<E: Engine> Nokv<E> {
     // --- GC and retention ---
 
     /// Deletes up to `max` queued blocks from the object store, in enqueue
-    /// order, each row removed after its object; returns how many.
+    /// order, each row removed after its object; returns how many. A block
+    /// is deleted only once the commit that queued it is durable (the
+    /// engine is synced first when one is not): a crash that lost that
+    /// commit would bring back the manifest naming the block.
     ///
     /// # Errors
     /// [`NokvError::Blob`] (the row stays queued), a store error.
@@ -173,6 +176,17 @@ impl<E: Engine> Nokv<E> {
         let page = self
             .store
             .scan::<GcKey>(&Scan::range_of(KeyRange::tuple_prefix(&prefix)).limit(max))?;
+        let newest = page
+            .items
+            .iter()
+            .map(|(key, _)| crate::body::stamp_version(&key.stamp))
+            .max();
+        let engine = self.store.engine();
+        if newest.is_some_and(|v| v > engine.durable_version())
+            && !strata_engine::fault_point!("gc-drain-before-durable")
+        {
+            engine.sync().map_err(StoreError::from)?;
+        }
         let mut done = 0;
         for (key, entry) in page.items {
             self.blobs.delete(&entry.object).map_err(NokvError::Blob)?;

@@ -24,10 +24,10 @@ use strata_codec::Limits;
 use strata_engine::{Engine, Rng};
 use strata_keys::KeyRange;
 use strata_keys::tuple;
-use strata_schemas::nokv::keys::{DentryKey, InodeKey, ParentKey};
+use strata_schemas::nokv::keys::{DentryKey, InodeKey, ManifestKey, ParentKey};
 use strata_schemas::nokv::{
-    CommandKind, Dentry, Executed, FileType, InodeAttr, MemBlobs, MetaMutation, MetadataCommand,
-    Nokv, NokvConfig, NokvError, Outcome, PathHit, ROOT, WatchEvent,
+    CommandKind, Dentry, Executed, FileType, InodeAttr, ManifestRow, MemBlobs, MetaMutation,
+    MetadataCommand, Nokv, NokvConfig, NokvError, Outcome, PathHit, ROOT, WatchEvent,
 };
 use strata_store::{Scan, StoreOptions};
 
@@ -552,7 +552,163 @@ pub fn run_nokv_seed_on<E: Target>(options: &RunOptions) -> SeedReport {
     };
     violation = violation.or(found);
     let faults = fs
+        .as_ref()
         .map(|f| f.store().engine().counters())
         .unwrap_or_default();
+    if violation.is_none()
+        && let Some(fs) = fs
+    {
+        violation = run.objects_named(fs, options.ops + 1).err();
+    }
     run.frame.report("nokv", options.seed, faults, violation)
+}
+
+impl NokvRun {
+    /// The objects the mount's manifest rows name (`None` when they could
+    /// not be read).
+    fn named_objects<E: Engine>(fs: &Nokv<E>) -> Option<BTreeSet<String>> {
+        let view = fs.store().read().ok()?;
+        let prefix = tuple::pack(&("nokv", "manifest", M));
+        let mut named = BTreeSet::new();
+        for row in view
+            .scan::<ManifestKey>(&Scan::range_of(KeyRange::tuple_prefix(&prefix)))
+            .ok()?
+        {
+            if let ManifestRow::Chunk(blocks) = row.ok()?.1 {
+                named.extend(blocks.into_iter().map(|b| b.object));
+            }
+        }
+        Some(named)
+    }
+
+    /// Syncs the engine and empties the GC queue, without faults: what is
+    /// queued then is durable, and a drain takes what comes next.
+    fn empty_gc_queue<E: Target>(&mut self, fs: &Fs<E>, step: usize) {
+        let quiet =
+            crate::run::quiet_store(fs.store().engine(), &self.options, self.frame.clock.clone());
+        let quiet = Nokv::open(quiet, self.blobs.clone(), NokvConfig::default())
+            .unwrap_or_else(|e| unreachable!("the history space is declared: {e}"));
+        let emptied = quiet
+            .store()
+            .engine()
+            .sync()
+            .map_err(|e| NokvError::Store(e.into()))
+            .and_then(|_| {
+                let mut n = 0;
+                loop {
+                    match quiet.drain_gc(M, 64)? {
+                        0 => return Ok(n),
+                        k => n += k,
+                    }
+                }
+            });
+        self.frame
+            .trace
+            .event(step, format!("synced, GC queue emptied: {emptied:?}"));
+    }
+
+    /// Rounds of a body replaced and one block drained right before a
+    /// crash, on the faulty engine, each on an empty GC queue (so the
+    /// drain takes a block the replacement queued, by a commit the crash
+    /// may lose); after each, nothing a manifest names may be gone (a
+    /// later round could replace that body and hide it).
+    fn crash_rounds<E: Target>(&mut self, fs: Fs<E>, step: usize) -> Result<Fs<E>, Violation> {
+        let mut fs = fs;
+        for _ in 0..8 {
+            self.empty_gc_queue(&fs, step);
+            if let Some(rows) = Self::rows(&fs) {
+                let files: Vec<u64> = rows
+                    .inodes
+                    .iter()
+                    .filter(|(_, a)| a.body.is_some())
+                    .map(|(i, _)| *i)
+                    .collect();
+                if let Some(f) = self.pick(&files) {
+                    let id = self.request();
+                    let r = fs.write(M, &id, f, b"a last body");
+                    self.note(step, "write", &r);
+                }
+            }
+            let r = fs.drain_gc(M, 1);
+            self.frame.trace.event(step, format!("drain gc: {r:?}"));
+            let engine = fs
+                .into_store()
+                .into_engine()
+                .crash_restart(&mut self.frame.rng);
+            self.frame.trace.event(step, "crash and reopen".to_owned());
+            fs = self.open(engine);
+            // Nothing a manifest names may be gone (a later round could
+            // replace that body and hide it).
+            if let Some(named) = Self::named_objects(&fs) {
+                let stored: BTreeSet<String> = self.blobs.keys().into_iter().collect();
+                let lost: Vec<&String> = named.difference(&stored).collect();
+                if !lost.is_empty() {
+                    return Err(fail(
+                        step,
+                        format!("named by a manifest but gone after a crash: {lost:?}"),
+                    ));
+                }
+            }
+        }
+        Ok(fs)
+    }
+
+    /// The objects oracle, after a last crash, without faults: once the
+    /// uploads are collected (every one of them: a grace of zero) and the
+    /// GC queue drained, the object store holds exactly the objects the
+    /// manifest rows name. One left over is a leak (an upload or a
+    /// released body nothing collects); one missing is a body that no
+    /// longer reads (deleted while a durable manifest still names it).
+    fn objects_named<E: Target>(&mut self, fs: Fs<E>, step: usize) -> Result<(), Violation> {
+        let fs = self.crash_rounds(fs, step)?;
+        let engine = fs
+            .into_store()
+            .into_engine()
+            .crash_restart(&mut self.frame.rng);
+        self.frame
+            .trace
+            .event(step, "crash and reopen; the objects checked".to_owned());
+        let quiet = crate::run::quiet_store(&engine, &self.options, self.frame.clock.clone());
+        let config = NokvConfig {
+            upload_grace_ms: 0,
+            ..NokvConfig::default()
+        };
+        let nokv = Nokv::open(quiet, self.blobs.clone(), config)
+            .unwrap_or_else(|e| unreachable!("the history space is declared: {e}"));
+        let failed = |what: &str, e: NokvError| fail(step, format!("{what} without faults: {e}"));
+        let collected = nokv
+            .collect_uploads(M, usize::MAX)
+            .map_err(|e| failed("collecting uploads", e))?;
+        let mut drained = 0;
+        loop {
+            match nokv.drain_gc(M, 64) {
+                Ok(0) => break,
+                Ok(n) => drained += n,
+                Err(e) => return Err(failed("draining the GC queue", e)),
+            }
+        }
+        let named = Self::named_objects(&nokv).ok_or_else(|| {
+            fail(
+                step,
+                "reading the manifests without faults failed".to_owned(),
+            )
+        })?;
+        let stored: BTreeSet<String> = self.blobs.keys().into_iter().collect();
+        self.frame.trace.event(
+            step,
+            format!(
+                "{collected} uploads collected, {drained} blocks drained; {} objects named",
+                named.len()
+            ),
+        );
+        if stored != named {
+            let left: Vec<&String> = stored.difference(&named).collect();
+            let lost: Vec<&String> = named.difference(&stored).collect();
+            return Err(fail(
+                step,
+                format!("objects left over {left:?}; named by a manifest but gone {lost:?}"),
+            ));
+        }
+        Ok(())
+    }
 }

@@ -67,6 +67,8 @@ pub const PLANTED: &[Planted] = &[
     p("rename-stale-predicate", Workload::Nokv, 0),
     p("dedupe-separate-commit", Workload::Nokv, 0),
     p("prune-without-floor", Workload::Nokv, 0),
+    p("gc-drain-before-durable", Workload::Nokv, 0),
+    p("upload-record-kept", Workload::Nokv, 0),
     p("memory-read-then-write", Workload::AgentMemory, 0),
     p("memory-sequence-from-counter", Workload::AgentMemory, 0),
     p("memory-resend-announced", Workload::AgentMemory, 0),
