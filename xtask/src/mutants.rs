@@ -69,6 +69,10 @@ pub const TESTED_BY: [(&str, &[&str]); 7] = [
     ),
 ];
 
+/// The mutants' test timeout, in seconds, when a crate is also tested by
+/// another crate's tests and no `--timeout` is given.
+const LONG_TIMEOUT_SECONDS: u64 = 600;
+
 /// The nextest filter of the crates whose tests run each case once per
 /// engine (`name::mem`, `::redb`, `::rocks`, `::postgres`, from
 /// `engine_tests!`): their code above the engine contract is the same on
@@ -285,13 +289,22 @@ pub fn run(args: &[String]) -> Result<(), String> {
             "--output".to_owned(),
             out.display().to_string(),
         ];
+        let mut tested_elsewhere = false;
         for (_, packages) in TESTED_BY.iter().filter(|(c, _)| c == krate) {
             for p in *packages {
                 cmd_args.extend(["--test-package".to_owned(), (*p).to_owned()]);
+                tested_elsewhere |= p != krate;
             }
         }
-        if let Some(t) = &timeout {
-            cmd_args.extend(["--timeout".to_owned(), t.clone()]);
+        // cargo-mutants times its unmutated baseline on the mutated crate's
+        // own tests only, and sets the mutants' timeout from that: far too
+        // short when another crate's tests run too.
+        match (&timeout, tested_elsewhere) {
+            (Some(t), _) => cmd_args.extend(["--timeout".to_owned(), t.clone()]),
+            (None, true) => {
+                cmd_args.extend(["--timeout".to_owned(), LONG_TIMEOUT_SECONDS.to_string()])
+            }
+            (None, false) => {}
         }
         if let Some(s) = &shard {
             cmd_args.extend(["--shard".to_owned(), s.clone()]);
@@ -300,9 +313,12 @@ pub fn run(args: &[String]) -> Result<(), String> {
             cmd_args.extend(["--in-diff".to_owned(), d.display().to_string()]);
         }
         if FILTERED.contains(&krate.as_str()) {
+            // Arguments for the test tool come last, after `--` (this
+            // cargo-mutants, 25.3, has no option for them).
             cmd_args.extend([
-                "--cargo-test-arg=-E".to_owned(),
-                format!("--cargo-test-arg={ABOVE_THE_ENGINES}"),
+                "--".to_owned(),
+                "-E".to_owned(),
+                ABOVE_THE_ENGINES.to_owned(),
             ]);
         }
         println!("$ cargo {}", cmd_args.join(" "));
