@@ -62,9 +62,9 @@ commands:
           redb engine's too), built in $STRATA_MUTANTS_TARGET (default
           $HOME/.cache/strata-mutants-target; RocksDB is built there once);
           --shard K/N for one slice, --timeout SECONDS (default: cargo-mutants' own,
-          from the unmutated tests' time; 600 for a crate another crate's
-          tests also cover, whose baseline cargo-mutants does not time), --since REV for only the lines changed
-          since a commit (cargo-mutants' --in-diff); ends with a
+          from the unmutated tests' time; for a crate another crate's tests
+          also cover, no baseline and 600), --since REV for only the lines
+          changed since a commit (cargo-mutants' --in-diff); ends with a
           table of caught, timed-out, missed and unviable mutants per crate and
           the missed ones, also written to <target>/mutants-out/report.md;
           installs cargo-mutants when missing. Hours per crate: not in `test`

@@ -233,6 +233,33 @@ fn ensure_cargo_mutants() -> Result<(), String> {
     }
 }
 
+/// cargo-mutants' arguments for the tests of `krate`: the packages whose
+/// tests run, and the baseline and timeout. cargo-mutants runs its
+/// unmutated baseline on the mutated crate's own tests only (none, for a
+/// design crate tested by the facade's, which fails the run) and sets the
+/// mutants' timeout from it: far too short when another crate's tests run
+/// too. So such a crate skips the baseline and gets a long timeout, unless
+/// `timeout` is given.
+fn test_args(krate: &str, timeout: Option<&str>) -> Vec<String> {
+    let mut args = Vec::new();
+    let mut tested_elsewhere = false;
+    for (_, packages) in TESTED_BY.iter().filter(|(c, _)| *c == krate) {
+        for p in *packages {
+            args.extend(["--test-package".to_owned(), (*p).to_owned()]);
+            tested_elsewhere |= *p != krate;
+        }
+    }
+    if tested_elsewhere {
+        args.extend(["--baseline".to_owned(), "skip".to_owned()]);
+    }
+    match (timeout, tested_elsewhere) {
+        (Some(t), _) => args.extend(["--timeout".to_owned(), t.to_owned()]),
+        (None, true) => args.extend(["--timeout".to_owned(), LONG_TIMEOUT_SECONDS.to_string()]),
+        (None, false) => {}
+    }
+    args
+}
+
 /// `cargo xtask mutants [-p CRATE]... [--shard K/N] [--timeout SECONDS]`
 /// (without `--timeout`, cargo-mutants sets one from the unmutated tests'
 /// time).
@@ -289,23 +316,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
             "--output".to_owned(),
             out.display().to_string(),
         ];
-        let mut tested_elsewhere = false;
-        for (_, packages) in TESTED_BY.iter().filter(|(c, _)| c == krate) {
-            for p in *packages {
-                cmd_args.extend(["--test-package".to_owned(), (*p).to_owned()]);
-                tested_elsewhere |= p != krate;
-            }
-        }
-        // cargo-mutants times its unmutated baseline on the mutated crate's
-        // own tests only, and sets the mutants' timeout from that: far too
-        // short when another crate's tests run too.
-        match (&timeout, tested_elsewhere) {
-            (Some(t), _) => cmd_args.extend(["--timeout".to_owned(), t.clone()]),
-            (None, true) => {
-                cmd_args.extend(["--timeout".to_owned(), LONG_TIMEOUT_SECONDS.to_string()])
-            }
-            (None, false) => {}
-        }
+        cmd_args.extend(test_args(krate, timeout.as_deref()));
         if let Some(s) = &shard {
             cmd_args.extend(["--shard".to_owned(), s.clone()]);
         }
@@ -352,7 +363,25 @@ pub fn run(args: &[String]) -> Result<(), String> {
 
 #[cfg(test)]
 mod tests {
-    use super::{ABOVE_THE_ENGINES, CRATES, FILTERED, Outcome, read, render};
+    use super::{ABOVE_THE_ENGINES, CRATES, FILTERED, Outcome, read, render, test_args};
+
+    /// A design crate tested by the facade's tests skips the baseline
+    /// (its own tests are none) and gets a long timeout unless one is
+    /// given; a crate tested by its own tests only gets neither.
+    #[test]
+    fn crates_tested_elsewhere_skip_the_baseline() {
+        let words = |k, t| test_args(k, t).join(" ");
+        assert_eq!(
+            words("strata-nokv", None),
+            "--test-package strata-nokv --test-package strata-schemas --baseline skip --timeout 600"
+        );
+        assert_eq!(
+            words("strata-nokv", Some("90")),
+            "--test-package strata-nokv --test-package strata-schemas --baseline skip --timeout 90"
+        );
+        assert_eq!(words("strata-codec", None), "");
+        assert_eq!(words("strata-codec", Some("90")), "--timeout 90");
+    }
 
     #[test]
     fn the_filtered_crates_are_library_crates() {
