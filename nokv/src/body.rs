@@ -253,19 +253,29 @@ impl<E: Engine> Nokv<E> {
     /// [`NokvError::Blob`] (the upload stays recorded, given up, and is
     /// collected again), a store error.
     pub fn collect_uploads(&self, mount: MountId, max: usize) -> Result<usize, NokvError> {
-        let view = self.store.read()?;
-        let now = view.now_ms();
-        let prefix = tuple::pack(&("nokv", "upload", mount));
-        let page = view.scan::<UploadKey>(&Scan::range_of(KeyRange::tuple_prefix(&prefix)))?;
-        let mut done = 0;
-        for row in page {
-            if done >= max {
-                break;
+        // The uploads due, read first: the snapshot is not held while they
+        // are collected (on a server, it would hold a connection).
+        let due: Vec<Versionstamp> = {
+            let view = self.store.read()?;
+            let now = view.now_ms();
+            let prefix = tuple::pack(&("nokv", "upload", mount));
+            let mut due = Vec::new();
+            for row in view.scan::<UploadKey>(&Scan::range_of(KeyRange::tuple_prefix(&prefix)))? {
+                if due.len() >= max {
+                    break;
+                }
+                let (key, upload) = row?;
+                if upload.abandoned
+                    || now.saturating_sub(upload.at_ms) >= self.config.upload_grace_ms
+                {
+                    due.push(key.stamp);
+                }
             }
-            let (key, upload) = row?;
-            let due =
-                upload.abandoned || now.saturating_sub(upload.at_ms) >= self.config.upload_grace_ms;
-            if due && self.abandon_upload(mount, key.stamp)? {
+            due
+        };
+        let mut done = 0;
+        for stamp in due {
+            if self.abandon_upload(mount, stamp)? {
                 done += 1;
             }
         }
