@@ -191,22 +191,54 @@ impl<E: Engine> Nokv<E> {
 
     /// File `inode`'s body, every chunk checked against its manifest.
     ///
+    /// The inode and its manifest are read in one snapshot. A body
+    /// replaced meanwhile can have its objects collected by
+    /// [`Nokv::drain_gc`] before they are fetched: a read that then finds
+    /// an object missing or a manifest gone reads again when the file's
+    /// body has changed since (a few times), and reports the problem only
+    /// when the body it read is still the file's.
+    ///
     /// # Errors
     /// [`NokvError::Body`] for a missing or damaged chunk,
     /// [`NokvError::Blob`], a store error.
     pub fn read(&self, mount: MountId, inode: InodeId) -> Result<Vec<u8>, NokvError> {
-        let Some(attr) = self.getattr(mount, inode)? else {
-            return Err(NokvError::NotFound(Missing::Inode(inode)));
-        };
-        let Some(body) = attr.body else {
-            return Ok(Vec::new());
-        };
-        let prefix = tuple::pack(&("nokv", "manifest", mount, inode, body.manifest_generation));
-        let rows = self
-            .store
-            .read()?
-            .scan::<ManifestKey>(&Scan::range_of(KeyRange::tuple_prefix(&prefix)))?
-            .collect::<Result<Vec<_>, _>>()?;
+        let mut attempts = 0;
+        loop {
+            attempts += 1;
+            let view = self.store.read()?;
+            let Some(attr) = view.get(&inode_key(mount, inode))? else {
+                return Err(NokvError::NotFound(Missing::Inode(inode)));
+            };
+            let Some(body) = attr.body else {
+                return Ok(Vec::new());
+            };
+            let prefix = tuple::pack(&("nokv", "manifest", mount, inode, body.manifest_generation));
+            let rows = view
+                .scan::<ManifestKey>(&Scan::range_of(KeyRange::tuple_prefix(&prefix)))?
+                .collect::<Result<Vec<_>, _>>()?;
+            drop(view);
+            match self.assemble(inode, &body, rows) {
+                Err(NokvError::Body { .. })
+                    if attempts < READS
+                        && self
+                            .getattr(mount, inode)?
+                            .and_then(|a| a.body)
+                            .is_none_or(|now| {
+                                now.manifest_generation != body.manifest_generation
+                            }) => {}
+                other => return other,
+            }
+        }
+    }
+
+    /// The body `body` of `inode` from its manifest `rows`, each object
+    /// fetched and checked.
+    fn assemble(
+        &self,
+        inode: InodeId,
+        body: &BodySummary,
+        rows: Vec<(ManifestKey, ManifestRow)>,
+    ) -> Result<Vec<u8>, NokvError> {
         let bad = |problem| NokvError::Body { inode, problem };
         let mut out = Vec::with_capacity(usize::try_from(body.size).unwrap_or(0));
         let mut chunk = 0;
@@ -350,6 +382,10 @@ impl<E: Engine> Nokv<E> {
         Ok(())
     }
 }
+
+/// How many times [`Nokv::read`] reads a body that was replaced while it
+/// read.
+const READS: u32 = 8;
 
 /// The name of object `i` of the write `request_id` to `inode` whose
 /// upload was recorded at commit `version`.

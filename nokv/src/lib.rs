@@ -60,7 +60,7 @@ use strata_keys::tuple;
 use strata_keys::tuple::Versionstamp;
 use strata_store::{Scan, Space, Store, StoreError, StoreOptions, Tx};
 
-pub use check::{NamespaceCheck, NamespaceProblem, check_namespace, mounts};
+pub use check::{BodyCheck, NamespaceCheck, NamespaceProblem, check_namespace, mounts};
 pub use keys::{
     BODY_SUMMARY, Block, BodySummary, Dentry, FileType, GcEntry, InodeAttr, InodeId, ManifestRow,
     Mount, MountId, ParentLink, PathEntry, Projection, ROOT, SnapshotPin, Upload, WatchEvent,

@@ -1,7 +1,8 @@
 //! NoKV uploads: a body's objects are stored before the `write` command
 //! that names them, so every way that command can fail to come (refused,
 //! a writer that dies, a writer slower than the grace) must leave no
-//! objects behind, and nothing a file names may ever be collected.
+//! objects behind, and nothing a file names may ever be collected; and a
+//! body read while it is replaced and its old objects collected.
 
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -10,7 +11,7 @@ use strata_keys::KeyRange;
 use strata_keys::tuple;
 use strata_schemas::nokv::keys::UploadKey;
 use strata_schemas::nokv::{
-    BlobError, BlobStore, MemBlobs, Nokv, NokvConfig, NokvError, ROOT, Upload,
+    BlobError, BlobStore, BodyProblem, MemBlobs, Nokv, NokvConfig, NokvError, ROOT, Upload,
 };
 
 use crate::nokv::{M, created, specs};
@@ -389,7 +390,78 @@ fn a_drain_before_a_crash_deletes_nothing_a_durable_manifest_names() {
     );
 }
 
+/// A file read while another client replaces its body again and again
+/// and drains the GC queue after each write reads back one of the bodies
+/// written, whole, never an error: the inode and its manifest come from
+/// one snapshot, and a read whose objects were collected under it (the
+/// body replaced meanwhile) reads again.
+fn a_read_racing_overwrites_and_drains_reads_a_whole_body<E: Engine + Send + Sync + 'static>(
+    engine: E,
+) {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let (fs, f) = open(engine);
+    let bodies: Vec<Vec<u8>> = (0..60)
+        .map(|i| format!("body {i:02}: {}", "x".repeat(i % 7 * 5)).into_bytes())
+        .collect();
+    let done = AtomicBool::new(false);
+    let reads = std::thread::scope(|s| {
+        s.spawn(|| {
+            for (i, body) in bodies.iter().enumerate() {
+                fs.nokv.write(M, &format!("w{i}"), f, body).unwrap();
+                fs.nokv.drain_gc(M, 100).unwrap();
+            }
+            done.store(true, Ordering::SeqCst);
+        });
+        let reader = s.spawn(|| {
+            let mut reads = 0;
+            while !done.load(Ordering::SeqCst) || reads < 10 {
+                let got = fs.nokv.read(M, f).unwrap();
+                assert!(
+                    got == b"old!" || bodies.contains(&got),
+                    "{}",
+                    String::from_utf8_lossy(&got)
+                );
+                reads += 1;
+            }
+            reads
+        });
+        reader.join().unwrap()
+    });
+    assert!(reads >= 10);
+    assert_eq!(fs.nokv.read(M, f).unwrap(), bodies[59]);
+}
+
+/// `check_bodies` reads every file's body: an object lost from the
+/// object store and one changed there are reported against their files,
+/// the other file reads whole.
+fn check_bodies_reports_lost_and_changed_objects<E: Engine>(engine: E) {
+    let (fs, f) = open(engine);
+    let g = created(&fs.nokv.create(M, "c2", ROOT, "g", 0o600).unwrap());
+    let h = created(&fs.nokv.create(M, "c3", ROOT, "h", 0o600).unwrap());
+    fs.nokv.write(M, "wg", g, b"gggggggg").unwrap();
+    fs.nokv.write(M, "wh", h, b"hhhh").unwrap();
+    let whole = fs.nokv.check_bodies(M).unwrap();
+    assert_eq!((whole.files, whole.bytes), (3, 16));
+    assert!(whole.is_ok(), "{:?}", whole.problems);
+    let lost = objects_of(&fs.blobs, "wg")[1].clone();
+    fs.blobs.delete(&lost).unwrap();
+    let changed = objects_of(&fs.blobs, "wh")[0].clone();
+    fs.blobs.put(&changed, b"hhhH").unwrap();
+    let check = fs.nokv.check_bodies(M).unwrap();
+    assert_eq!((check.files, check.bytes), (3, 4), "f alone reads whole");
+    assert_eq!(
+        check.problems,
+        [
+            (g, BodyProblem::MissingObject(lost)),
+            (h, BodyProblem::ObjectMismatch(changed)),
+        ]
+    );
+    assert_eq!(fs.nokv.read(M, f).unwrap(), b"old!");
+}
+
 crate::on_each_engine!(
+    a_read_racing_overwrites_and_drains_reads_a_whole_body,
+    check_bodies_reports_lost_and_changed_objects,
     a_refused_write_leaves_no_objects,
     an_upload_left_by_a_dead_writer_is_collected_after_its_grace,
     a_written_body_is_never_collected,
