@@ -709,6 +709,16 @@ impl NokvRun {
                 format!("objects left over {left:?}; named by a manifest but gone {lost:?}"),
             ));
         }
+        // And every body reads whole from them.
+        let bodies = nokv
+            .check_bodies(M)
+            .map_err(|e| failed("reading the bodies", e))?;
+        if !bodies.is_ok() {
+            return Err(fail(
+                step,
+                format!("bodies that do not read: {:?}", bodies.problems),
+            ));
+        }
         Ok(())
     }
 }
