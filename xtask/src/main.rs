@@ -68,9 +68,10 @@ commands:
           table of caught, timed-out, missed and unviable mutants per crate and
           the missed ones, also written to <target>/mutants-out/report.md;
           installs cargo-mutants when missing. Hours per crate: not in `test`
-  api     the public API of every published crate (from `cargo doc`'s output)
-          against the snapshot committed under api/ (also a step of `test`);
-          --bless writes the snapshot
+  api     the public API of every published crate (from `cargo doc`'s output,
+          built first as the `doc` step builds it) against the snapshot
+          committed under api/ (also a step of `test`); --bless writes the
+          snapshot
   features
           each published crate resolves with no features and each feature
           alone, and only the RocksDB engine and the tool pull in RocksDB
@@ -117,13 +118,15 @@ fn main() -> ExitCode {
             }
         },
         Some("corrupt") => corrupt(&args[1..]),
-        Some("api") => match api::check(args.iter().any(|a| a == "--bless")) {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(why) => {
-                eprintln!("xtask: {why}");
-                ExitCode::FAILURE
+        Some("api") => {
+            match build_docs().and_then(|()| api::check(args.iter().any(|a| a == "--bless"))) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(why) => {
+                    eprintln!("xtask: {why}");
+                    ExitCode::FAILURE
+                }
             }
-        },
+        }
         Some("features") => match release::features_check() {
             Ok(()) => ExitCode::SUCCESS,
             Err(why) => {
@@ -220,18 +223,7 @@ const STEPS: &[(&str, &[&str], Parser)] = &[
     ),
     // API docs with warnings denied: broken intra-doc links, links to
     // private items (missing docs are clippy's `missing_docs`).
-    (
-        "doc",
-        &[
-            "doc",
-            "--no-deps",
-            "--workspace",
-            "--locked",
-            "--config",
-            "build.rustdocflags=[\"-D\", \"warnings\"]",
-        ],
-        no_counts,
-    ),
+    ("doc", DOC_ARGS, no_counts),
     // The public API against its committed snapshot, from the docs just
     // built (`cargo xtask api`).
     (
@@ -699,6 +691,35 @@ impl Drop for TestPostgres {
         // Closing its standard input stops the server.
         drop(self.child.stdin.take());
         let _ = self.child.wait();
+    }
+}
+
+/// The `cargo doc` of the `doc` step: API docs with warnings denied, the
+/// pages `api` reads.
+const DOC_ARGS: &[&str] = &[
+    "doc",
+    "--no-deps",
+    "--workspace",
+    "--locked",
+    "--config",
+    "build.rustdocflags=[\"-D\", \"warnings\"]",
+];
+
+/// Builds the API docs `api` reads (as the `doc` step does, so nothing is
+/// built again after it): an API read from docs older than the code
+/// would be compared, or blessed, wrong.
+fn build_docs() -> Result<(), String> {
+    let status = std::process::Command::new(cargo())
+        .args(DOC_ARGS)
+        .arg("--quiet")
+        .status()
+        .map_err(|e| format!("could not run cargo doc: {e}"))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "cargo doc failed ({status}): the API is read from its pages"
+        ))
     }
 }
 
