@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use strata_engine::{ManualClock, MemEngine, SeededRng};
-use strata_outbox::{Delivery, Outbox, OutboxError, Start, Worker, WorkerConfig};
+use strata_outbox::{Delivery, Outbox, OutboxConfig, OutboxError, Start, Worker, WorkerConfig};
 use strata_store::Store;
 use strata_test_support::{Refusal, Refusing};
 
@@ -536,18 +536,28 @@ fn a_worker_waits_out_a_failed_read_wherever_it_falls() {
     }
 }
 
+/// An outbox on `store` allowing one attempt per entry, consumer `mailer`
+/// of `orders` registered from the beginning; and its configuration.
+fn mailer_outbox<'s>(
+    store: &'s Store<MemEngine>,
+    clock: &Arc<ManualClock>,
+) -> (Outbox<'s, MemEngine>, OutboxConfig) {
+    let mut cfg = config();
+    cfg.max_attempts = 1;
+    let outbox = Outbox::new(store, cfg, clock.clone(), Box::new(SeededRng::new(2))).unwrap();
+    outbox
+        .register("orders", "mailer", Start::Beginning)
+        .unwrap();
+    (outbox, cfg)
+}
+
 /// A handler that always fails, with one attempt allowed: every entry
 /// becomes a dead letter, and the report counts them and the batches.
 #[test]
 fn a_worker_reports_its_dead_letters_and_batches() {
     let clock = Arc::new(ManualClock::new(T0));
     let store = shared_store(&clock);
-    let mut cfg = config();
-    cfg.max_attempts = 1;
-    let outbox = Outbox::new(&store, cfg, clock.clone(), Box::new(SeededRng::new(2))).unwrap();
-    outbox
-        .register("orders", "mailer", Start::Beginning)
-        .unwrap();
+    let (outbox, cfg) = mailer_outbox(&store, &clock);
     for id in 1..=4 {
         store
             .transact(|tx| outbox.push(tx, &topic(), &event(id)))
@@ -661,12 +671,7 @@ fn a_dropped_worker_handles_nothing_more() {
 fn a_worker_gives_up_on_entries_at_the_limit_failing_with_long_errors() {
     let clock = Arc::new(ManualClock::new(T0));
     let store = shared_store(&clock);
-    let mut cfg = config();
-    cfg.max_attempts = 1;
-    let outbox = Outbox::new(&store, cfg, clock.clone(), Box::new(SeededRng::new(2))).unwrap();
-    outbox
-        .register("orders", "mailer", Start::Beginning)
-        .unwrap();
+    let (outbox, cfg) = mailer_outbox(&store, &clock);
     // Notes of zeros and letters, as long as a push takes.
     let note = |n: usize| -> String {
         (0..n)

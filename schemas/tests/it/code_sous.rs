@@ -665,15 +665,21 @@ fn logs_append_in_chunks<E: Engine>(engine: E) {
         "cut before a character, not inside"
     );
     assert_eq!(chunk(3).as_deref(), Some("€\n"));
-    let index = cs
-        .store()
+    assert_eq!(log_chunks(&cs, "a1"), [0, 1, 2, 3]);
+}
+
+/// The chunk numbers in activation `activation`'s log index (tenant
+/// `t_abc123`), read from the store.
+pub(crate) fn log_chunks<E: Engine>(cs: &CodeSous<E>, activation: &str) -> Vec<u64> {
+    cs.store()
         .get(&LogIndexKey {
             tenant: s("t_abc123"),
-            activation_id: s("a1"),
+            activation_id: s(activation),
         })
         .unwrap()
-        .unwrap();
-    assert_eq!(index.iter().collect::<Vec<_>>(), [0, 1, 2, 3]);
+        .expect("the log has an index")
+        .iter()
+        .collect()
 }
 
 /// A schedule of `reconcile`'s `prod` alias every 30 seconds.
