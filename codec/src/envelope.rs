@@ -212,6 +212,23 @@ pub trait Value: Sized {
     fn decode_body_owned(version: u16, bytes: Vec<u8>, start: usize) -> Result<Self, DecodeError> {
         Self::decode_body(version, bytes.get(start..).unwrap_or_default())
     }
+
+    /// The body's length in bytes when known before encoding (the raw
+    /// `Vec<u8>` and `String` know it), so that an envelope is written in
+    /// one allocation; `None` (the default) when not. Only a hint: a
+    /// wrong one costs a reallocation, never a wrong envelope.
+    fn body_size_hint(&self) -> Option<usize> {
+        None
+    }
+}
+
+/// The room [`encode`] reserves for a body of unknown length (a serde
+/// body is written by a serializer that grows the buffer as it goes).
+const UNKNOWN_BODY_ROOM: usize = 64;
+
+/// Room in `out` for an envelope whose body is `hint` bytes long.
+fn reserve_envelope(out: &mut Vec<u8>, hint: Option<usize>) {
+    out.reserve(MAX_HEADER_LEN + hint.unwrap_or(UNKNOWN_BODY_ROOM));
 }
 
 /// The body of an owned envelope, in its own buffer: the header's bytes
@@ -224,6 +241,9 @@ fn take_body(mut bytes: Vec<u8>, start: usize) -> Vec<u8> {
 impl Value for Vec<u8> {
     const CODEC: Codec = Codec::Raw;
     const VERSION: u16 = 1;
+    fn body_size_hint(&self) -> Option<usize> {
+        Some(self.len())
+    }
     fn encode_body(&self, out: &mut Vec<u8>) -> Result<(), EncodeError> {
         out.extend_from_slice(self);
         Ok(())
@@ -241,6 +261,9 @@ impl Value for Vec<u8> {
 impl Value for String {
     const CODEC: Codec = Codec::Raw;
     const VERSION: u16 = 1;
+    fn body_size_hint(&self) -> Option<usize> {
+        Some(self.len())
+    }
     fn encode_body(&self, out: &mut Vec<u8>) -> Result<(), EncodeError> {
         out.extend_from_slice(self.as_bytes());
         Ok(())
@@ -541,6 +564,7 @@ pub fn encode<T: Value>(
     options: EncodeOptions,
     out: &mut Vec<u8>,
 ) -> Result<(), EncodeError> {
+    reserve_envelope(out, value.body_size_hint());
     encode_parts(
         T::CODEC,
         T::VERSION,
@@ -569,6 +593,7 @@ pub fn encode_keyless<T: Value>(
         checksum: true,
         expires_at,
     };
+    reserve_envelope(out, value.body_size_hint());
     encode_parts(T::CODEC, T::VERSION, false, None, options, out, |out| {
         value.encode_body(out)
     })

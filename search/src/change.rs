@@ -49,6 +49,11 @@ impl Value for Change {
         Ok(())
     }
 
+    fn body_size_hint(&self) -> Option<usize> {
+        let value = self.value.as_ref().map_or(0, |(_, body)| 2 + body.len());
+        Some(1 + 8 + self.key.len() + value)
+    }
+
     fn decode_body(version: u16, body: &[u8]) -> Result<Self, DecodeError> {
         let bad = |why| DecodeError::Malformed {
             layout: LAYOUT,
@@ -161,6 +166,10 @@ mod tests {
                 }
             }
         }
+        // The size hints: kind, length, key, then version and body.
+        assert_eq!(put.body_size_hint(), Some(1 + 8 + 2 + 2 + 4));
+        assert_eq!(insert.body_size_hint(), Some(17));
+        assert_eq!(delete.body_size_hint(), Some(1 + 8 + 1));
         let mut out = Vec::new();
         put.encode_body(&mut out).unwrap();
         assert_eq!(&out[..11], &[PUT, 0, 0, 0, 0, 0, 0, 0, 2, b'k', 0]);

@@ -418,3 +418,24 @@ fn decoding_an_owned_envelope_matches_decoding_a_borrowed_one() {
     ));
     assert!(open(key, &bare, DecodeOptions::default()).is_ok());
 }
+
+#[test]
+fn raw_bodies_hint_their_length_and_serde_bodies_none() {
+    use strata_codec::Value;
+    assert_eq!(vec![7u8; 300].body_size_hint(), Some(300));
+    assert_eq!(Vec::<u8>::new().body_size_hint(), Some(0));
+    // Bytes, not characters.
+    assert_eq!("h\u{e9}llo".to_string().body_size_hint(), Some(6));
+    assert_eq!(user().body_size_hint(), None);
+    // A body longer or shorter than the room reserved encodes the same.
+    let mut grown = vec![1, 2, 3];
+    strata_codec::encode(
+        &vec![9u8; 1_000],
+        b"k",
+        strata_codec::EncodeOptions::default(),
+        &mut grown,
+    )
+    .unwrap();
+    assert_eq!(&grown[..3], &[1, 2, 3]);
+    assert_eq!(grown[3..], enc(&vec![9u8; 1_000], b"k")[..]);
+}

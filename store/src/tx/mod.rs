@@ -57,6 +57,26 @@ struct Stamped {
     key_type: Option<&'static str>,
 }
 
+/// Rows read under a predicate, as read (`None`: absent), by keyspace
+/// then key, so that a lookup borrows the key rather than copying it.
+#[derive(Debug, Default)]
+struct Pinned(BTreeMap<Keyspace, BTreeMap<Vec<u8>, Option<Vec<u8>>>>);
+
+impl Pinned {
+    /// The row as read under a predicate; `None` when not pinned.
+    fn get(&self, ks: Keyspace, key: &[u8]) -> Option<&Option<Vec<u8>>> {
+        self.0.get(&ks)?.get(key)
+    }
+
+    fn contains(&self, ks: Keyspace, key: &[u8]) -> bool {
+        self.get(ks, key).is_some()
+    }
+
+    fn insert(&mut self, ks: Keyspace, key: Vec<u8>, value: Option<Vec<u8>>) {
+        self.0.entry(ks).or_default().insert(key, value);
+    }
+}
+
 /// A pending write of a row in a declared space (or of a catalog row).
 #[derive(Debug, Clone)]
 struct SpaceWrite {
@@ -83,7 +103,7 @@ pub struct Tx<'s, E: Engine> {
     now: AtomicU64,
     predicates: Vec<Predicate>,
     /// Rows read under a predicate, as read.
-    pinned: BTreeMap<(Keyspace, Vec<u8>), Option<Vec<u8>>>,
+    pinned: Pinned,
     writes: BTreeMap<Vec<u8>, Pending>,
     /// Counter adds: the sum and the key type.
     adds: BTreeMap<Vec<u8>, (i64, &'static str)>,
@@ -109,7 +129,7 @@ impl<'s, E: Engine + 's> Tx<'s, E> {
             snap: None,
             now: AtomicU64::new(now),
             predicates: Vec::new(),
-            pinned: BTreeMap::new(),
+            pinned: Pinned::default(),
             writes: BTreeMap::new(),
             adds: BTreeMap::new(),
             stamped: Vec::new(),

@@ -1,12 +1,10 @@
 //! The commit planner: buffered writes become one engine commit with its
 //! chunk rows, expiry index rows and quota charges, every limit checked.
 
-use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use strata_codec::{
-    ChunkLayout, EncodeOptions, Header, Previous, Row, RowSize, Stale, Value, WritePlan, encode,
-    stored_size,
+    ChunkLayout, EncodeOptions, Header, Previous, RowSize, Stale, Value, encode, stored_size,
 };
 use strata_engine::{Commit, Engine, Keyspace, Mutation, RangeSpec};
 use strata_keys::Key;
@@ -21,11 +19,21 @@ impl<'s, E: Engine + 's> Tx<'s, E> {
     pub(crate) fn plan(&mut self) -> Result<Commit, StoreError> {
         let mut out = Planned::default();
         let writes = std::mem::take(&mut self.writes);
-        for (key, p) in &writes {
+        // What the counters need to know of the writes (whether a
+        // counter's key is put or deleted here), taken before the writes
+        // move into the commit.
+        let written: BTreeMap<Vec<u8>, bool> = self
+            .adds
+            .keys()
+            .filter_map(|k| {
+                let put = matches!(writes.get(k)?, Pending::Put { .. });
+                Some((k.clone(), put))
+            })
+            .collect();
+        for (key, p) in writes {
             self.plan_write(key, p, &mut out)?;
         }
-        self.writes = writes;
-        self.plan_counters(&mut out)?;
+        self.plan_counters(&written, &mut out)?;
         let store = self.store;
         let limits = store.options.limits;
         self.plan_space_writes(&mut out)?;
@@ -139,44 +147,64 @@ impl<'s, E: Engine + 's> Tx<'s, E> {
     /// The rows of one put or delete: the data row, chunk rows and stale
     /// chunks, expiry index changes, and the scope's growth. The old row is
     /// read (under a predicate) when chunks or quota depend on it.
-    fn plan_write(&mut self, key: &[u8], p: &Pending, out: &mut Planned) -> Result<(), StoreError> {
+    fn plan_write(
+        &mut self,
+        key: Vec<u8>,
+        p: Pending,
+        out: &mut Planned,
+    ) -> Result<(), StoreError> {
         let store = self.store;
         let limits = store.options.limits;
         let key_type = p.key_type();
         let (data, system) = (store.data, store.system);
-        let scope = store.options.scope_of(key);
-        let known =
-            p.chunked() || scope.is_some() || self.pinned.contains_key(&(data, key.to_vec()));
+        let scope = store.options.scope_of(&key);
+        let known = p.chunked() || scope.is_some() || self.pinned.contains(data, &key);
         let old = if known {
-            Some(store.describe(key, self.read_pinned(data, key)?.as_deref()))
+            Some(store.describe(&key, self.read_pinned(data, &key)?.as_deref()))
         } else {
             None
         };
-        let (new_size, new_expiry) = match p {
+        let p = match p {
+            // Nothing to know of the old row: the envelope is the one row
+            // written, moved into the commit as it is.
+            Pending::Put { envelope, .. } if old.is_none() => {
+                // The store encoded this envelope itself: its header reads.
+                let expires_at = Header::read(&envelope).ok().and_then(|h| h.expires_at);
+                let size = RowSize::put(&key, &envelope);
+                out.row(&limits, size, (key_type, RowKind::Value, &key))?;
+                // Planted: the index entry is written only on the path
+                // that read the old row.
+                if !strata_engine::fault_point!("unread-row-not-indexed") {
+                    out.reindex(system, &key, None, expires_at);
+                }
+                // No quota scope either (it would have read the old row).
+                out.mutations.push(Mutation::Put {
+                    ks: data,
+                    key,
+                    value: envelope,
+                });
+                return Ok(());
+            }
+            p => p,
+        };
+        let key = key.as_slice();
+        let (new_size, new_expiry) = match &p {
             Pending::Put { envelope, .. } => {
                 // The store encoded this envelope itself: its header reads.
                 let expires_at = Header::read(envelope).ok().and_then(|h| h.expires_at);
-                let mut previous = old.as_ref().map(|o| o.previous);
-                if strata_engine::fault_point!("stale-chunks-survive") && previous.is_some() {
-                    previous = Some(Previous::Absent);
+                // Here the old row was read (the fast path above takes the
+                // other puts).
+                let mut previous = old.as_ref().map_or(Previous::Absent, |o| o.previous);
+                if strata_engine::fault_point!("stale-chunks-survive") {
+                    previous = Previous::Absent;
                 }
-                let plan =
-                    match previous {
-                        Some(previous) => store
-                            .planner
-                            .plan_write(key, envelope, previous)
-                            .map_err(|source| StoreError::Chunk {
-                                key_type: key_type.unwrap_or("an unknown key type"),
-                                source,
-                            })?,
-                        None => WritePlan {
-                            puts: vec![Row {
-                                key: key.to_vec(),
-                                value: Cow::Borrowed(envelope),
-                            }],
-                            deletes: Vec::new(),
-                        },
-                    };
+                let plan = store
+                    .planner
+                    .plan_write(key, envelope, previous)
+                    .map_err(|source| StoreError::Chunk {
+                        key_type: key_type.unwrap_or("an unknown key type"),
+                        source,
+                    })?;
                 for (i, row) in plan.puts.iter().enumerate() {
                     let kind = match (i, plan.puts.len()) {
                         (0, 1) => RowKind::Value,
@@ -230,15 +258,20 @@ impl<'s, E: Engine + 's> Tx<'s, E> {
     }
 
     /// The counter adds, charging a scope for each counter row they create.
-    fn plan_counters(&mut self, out: &mut Planned) -> Result<(), StoreError> {
+    /// `written`: whether each counter key also written here is put
+    /// (`true`) or deleted.
+    fn plan_counters(
+        &mut self,
+        written: &BTreeMap<Vec<u8>, bool>,
+        out: &mut Planned,
+    ) -> Result<(), StoreError> {
         let adds = std::mem::take(&mut self.adds);
         let limits = self.store.options.limits;
         for (key, (delta, key_type)) in &adds {
             let scope = self.store.options.scope_of(key);
             if scope.is_some() {
-                let exists = match self.writes.get(key) {
-                    Some(Pending::Delete { .. }) => false,
-                    Some(Pending::Put { .. }) => true,
+                let exists = match written.get(key) {
+                    Some(&put) => put,
                     None => self.read_pinned(self.store.data, key)?.is_some(),
                 };
                 let charged = !exists && !strata_engine::fault_point!("counter-add-not-charged");

@@ -17,7 +17,7 @@ impl<'s, E: Engine + 's> Tx<'s, E> {
         ks: Keyspace,
         key: &[u8],
     ) -> Result<Option<Vec<u8>>, StoreError> {
-        if let Some(v) = self.pinned.get(&(ks, key.to_vec())) {
+        if let Some(v) = self.pinned.get(ks, key) {
             return Ok(v.clone());
         }
         let value = self.snap()?.get(ks, key)?;
@@ -29,7 +29,7 @@ impl<'s, E: Engine + 's> Tx<'s, E> {
     }
 
     fn pin(&mut self, ks: Keyspace, key: Vec<u8>, value: Option<Vec<u8>>) {
-        if self.pinned.contains_key(&(ks, key.clone())) {
+        if self.pinned.contains(ks, &key) {
             return;
         }
         self.predicates.push(Predicate::ValueEquals {
@@ -37,7 +37,7 @@ impl<'s, E: Engine + 's> Tx<'s, E> {
             key: key.clone(),
             value: value.clone(),
         });
-        self.pinned.insert((ks, key), value);
+        self.pinned.insert(ks, key, value);
     }
 
     pub(super) fn pack<K: Key>(&self, key: &K) -> Result<Vec<u8>, StoreError> {

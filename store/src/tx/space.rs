@@ -192,15 +192,12 @@ impl<'s, E: Engine + 's> Tx<'s, E> {
     /// None yet (the check is the commit's); a `Result` for the engines to
     /// come.
     pub fn expect_absent_in(&mut self, space: &Space, key: &[u8]) -> Result<(), StoreError> {
-        let pinned = (space.ks, key.to_vec());
-        match self.pinned.get(&pinned) {
+        match self.pinned.get(space.ks, key) {
             // Read absent already, under a predicate that requires it still.
             Some(None) => return Ok(()),
             // Read present: the commit will fail, as it must.
             Some(Some(_)) => {}
-            None => {
-                self.pinned.insert(pinned, None);
-            }
+            None => self.pinned.insert(space.ks, key.to_vec(), None),
         }
         self.predicates.push(Predicate::Absent {
             ks: space.ks,
@@ -222,7 +219,7 @@ impl<'s, E: Engine + 's> Tx<'s, E> {
         if let Some(w) = self.space_writes.get(&(space.ks, key.to_vec())) {
             return Ok(w.value.clone());
         }
-        if let Some(v) = self.pinned.get(&(space.ks, key.to_vec())) {
+        if let Some(v) = self.pinned.get(space.ks, key) {
             return Ok(v.clone());
         }
         Ok(self.snap()?.get(space.ks, key)?)
