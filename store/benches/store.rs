@@ -191,10 +191,7 @@ fn report<E: Engine>(name: &str, engine: &E) {
     // Longer and more rounds than the others: a RocksDB memtable flush
     // lands in one side's half of a short round. Against the same row
     // (the target), then against the bare value.
-    for (row, raw_row) in [
-        ("the same row", &envelope),
-        ("the bare 256 bytes", &value),
-    ] {
+    for (row, raw_row) in [("the same row", &envelope), ("the bare 256 bytes", &value)] {
         let transact = ab(
             &format!("transact of one put 256 bytes / the raw commit of {row}, buffered"),
             21,

@@ -3,7 +3,7 @@
 use strata_codec::{Limit, Limits, stored_size};
 use strata_engine::Engine;
 use strata_keys::Key;
-use strata_store::{BulkCursor, RowKind, StoreError};
+use strata_store::{BulkCursor, RowKind, StoreError, StoreOptions};
 
 use crate::common::{self, BlobKey, Doc, DocKey};
 use crate::engine_tests;
@@ -23,46 +23,51 @@ engine_tests! {
             max_batch_bytes: 2_000,
             ..Limits::FOUNDATIONDB
         };
-        on_every_engine!(common::options(limits), |store, _clock| {
-            let before = store.engine().last_version();
-            // Five entries.
-            let err = store
-                .transact(|tx| {
-                    for id in 0..5 {
-                        tx.put(&DocKey { actor: 1, id }, &doc(1))?;
-                    }
-                    Ok::<_, StoreError>(())
-                })
-                .unwrap_err();
-            assert!(
-                matches!(err, StoreError::Limit { source: e, row: None } if e.limit == Limit::BatchEntries && e.size == 5 && e.max == 4),
-                "{err:?}"
-            );
-            // Four entries over the byte limit.
-            let err = store
-                .transact(|tx| {
-                    for id in 0..4 {
-                        tx.put(&DocKey { actor: 1, id }, &doc(600))?;
-                    }
-                    Ok::<_, StoreError>(())
-                })
-                .unwrap_err();
-            assert!(
-                matches!(err, StoreError::Limit { source: e, row: None } if e.limit == Limit::BatchBytes),
-                "{err:?}"
-            );
-            assert_eq!(store.engine().last_version(), before, "nothing committed");
-            assert_eq!(store.get(&DocKey { actor: 1, id: 0 }).unwrap(), None);
-            // Exactly at the limit passes.
-            store
-                .transact(|tx| {
-                    for id in 0..4 {
-                        tx.put(&DocKey { actor: 1, id }, &doc(1))?;
-                    }
-                    Ok::<_, StoreError>(())
-                })
-                .unwrap();
-        });
+        // With a quota scope (the old rows are read) and without (blind
+        // puts, planned without reading).
+        let blind: fn(Limits) -> StoreOptions = StoreOptions::new;
+        for options in [common::options, blind] {
+            on_every_engine!(options(limits), |store, _clock| {
+                let before = store.engine().last_version();
+                // Five entries.
+                let err = store
+                    .transact(|tx| {
+                        for id in 0..5 {
+                            tx.put(&DocKey { actor: 1, id }, &doc(1))?;
+                        }
+                        Ok::<_, StoreError>(())
+                    })
+                    .unwrap_err();
+                assert!(
+                    matches!(err, StoreError::Limit { source: e, row: None } if e.limit == Limit::BatchEntries && e.size == 5 && e.max == 4),
+                    "{err:?}"
+                );
+                // Four entries over the byte limit.
+                let err = store
+                    .transact(|tx| {
+                        for id in 0..4 {
+                            tx.put(&DocKey { actor: 1, id }, &doc(600))?;
+                        }
+                        Ok::<_, StoreError>(())
+                    })
+                    .unwrap_err();
+                assert!(
+                    matches!(err, StoreError::Limit { source: e, row: None } if e.limit == Limit::BatchBytes),
+                    "{err:?}"
+                );
+                assert_eq!(store.engine().last_version(), before, "nothing committed");
+                assert_eq!(store.get(&DocKey { actor: 1, id: 0 }).unwrap(), None);
+                // Exactly at the limit passes.
+                store
+                    .transact(|tx| {
+                        for id in 0..4 {
+                            tx.put(&DocKey { actor: 1, id }, &doc(1))?;
+                        }
+                        Ok::<_, StoreError>(())
+                    })
+                    .unwrap();
+            });
+        }
     }
 }
 
@@ -299,6 +304,20 @@ engine_tests! {
                     5,
                 )
                 .unwrap();
+            common::assert_quota_exact(&store);
+            // A counter deleted and added to in one transaction: the add
+            // makes the row again, charged again.
+            let n = common::CountKey {
+                actor: 3,
+                name: "n".into(),
+            };
+            store
+                .transact(|tx| {
+                    tx.delete(&n)?;
+                    tx.add(&n, 2)
+                })
+                .unwrap();
+            assert_eq!(store.counter(&n).unwrap(), 2);
             common::assert_quota_exact(&store);
             let usage = store.quota_usage(&common::scope(3)).unwrap();
             assert!(usage > 1_000, "{usage}");
