@@ -97,7 +97,9 @@ pub(crate) use crate::position::{pack_position, read_position};
 pub use crate::topic::Topic;
 pub(crate) use crate::topic::check_name;
 pub use crate::trim::{Lag, Trimmed};
-pub use crate::worker::{Handler, HandlerError, Worker, WorkerConfig, WorkerReport};
+pub use crate::worker::{
+    Handler, HandlerError, Turn, Worker, WorkerConfig, WorkerLoop, WorkerReport,
+};
 
 /// This crate's README example, compiled and run as a doctest.
 #[cfg(doctest)]

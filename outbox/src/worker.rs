@@ -184,18 +184,18 @@ impl Worker {
             // A bug planted where the worker starts holds in its thread.
             #[cfg(feature = "planted-bugs")]
             planting.enter();
-            let outbox = Outbox::new(&store, worker.outbox, clock.clone(), rng)?;
-            run(
-                &outbox,
-                &store,
-                &topic,
-                &consumer,
-                &worker,
-                &stopping,
-                &failures,
-                &mut *handler,
-                &*clock,
-            )
+            let mut work = WorkerLoop::new(&store, clock, rng, topic, &consumer, worker)?;
+            while !stopping.load(Ordering::SeqCst) {
+                let turn = work.turn(&mut *handler, &stopping);
+                failures.store(work.store_failures(), Ordering::SeqCst);
+                match turn? {
+                    Turn::Again => {}
+                    Turn::Wait { seen, wait } => {
+                        store.wait_for_commit(seen, wait);
+                    }
+                }
+            }
+            Ok(work.finish())
         });
         Self {
             stop,
@@ -244,202 +244,323 @@ impl Drop for Worker {
     }
 }
 
-/// Retention: one bounded trim commit now and then (a failure is retried
-/// at the next turn; the entries are only kept longer). `trimmed_at` is
-/// when the last trim ran (`None`: more to trim, at once).
-fn retain<E: Engine>(
-    outbox: &Outbox<'_, E>,
-    topic: &str,
-    worker: &WorkerConfig,
-    clock: &dyn Clock,
-    trimmed_at: &mut Option<u64>,
-    report: &mut WorkerReport,
-) {
-    let Some(keep) = worker.retention_ms else {
-        return;
-    };
-    let now = clock.now_ms();
-    if trimmed_at.is_some_and(|t| now.saturating_sub(t) < worker.trim_every_ms) {
-        return;
-    }
-    *trimmed_at = Some(now);
-    match outbox.trim(topic, keep, Some(1)) {
-        Ok(t) => {
-            report.trimmed += t.entries;
-            // More to trim: another commit at the next turn.
-            if t.more {
-                *trimmed_at = None;
-            }
-        }
-        Err(e) => tracing::warn!(error = %e, "the worker's trim failed"),
-    }
+/// What a [`WorkerLoop`] asks of its caller after a turn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Turn {
+    /// Turn again at once: there may be more to do.
+    Again,
+    /// Nothing to do now (no entry due, the lease held by another worker,
+    /// or a store failure waited out): turn again after a commit through
+    /// the store later than commit `seen`, or after `wait`, whichever
+    /// comes first ([`Store::wait_for_commit`]). Turning sooner is
+    /// harmless.
+    Wait {
+        /// The last commit the turn saw.
+        seen: u64,
+        /// The longest wait.
+        wait: Duration,
+    },
 }
 
-/// The store failures in a row a worker is waiting out.
-struct Outage<'a, E: Engine> {
-    store: &'a Store<E>,
-    worker: &'a WorkerConfig,
+/// A worker's loop, driven by its caller one turn at a time: what
+/// [`Worker`] runs on its own thread, for a runtime of your own (a task
+/// that sleeps as [`Turn::Wait`] says) or a deterministic test that
+/// decides when each worker runs and what the clock reads.
+///
+/// Each turn trims the topic when due ([`WorkerConfig::retention_ms`]),
+/// takes or renews the consumer's lease (a lease this loop took; another
+/// worker's is waited for), polls a batch and runs the handler on each
+/// delivery in a transaction that acknowledges it ([`Handler`]; after a
+/// failure the batch's later entries of the same ordering key wait).
+/// [`WorkerLoop::finish`] gives the lease up; a loop dropped without it
+/// (a crash) leaves the lease to expire.
+///
+/// ```
+/// use std::sync::Arc;
+/// use std::sync::atomic::AtomicBool;
+/// use strata_codec::Limits;
+/// use strata_engine::{ManualClock, MemEngine, SeededRng};
+/// use strata_outbox::{Outbox, Start, Topic, Turn, WorkerConfig, WorkerLoop};
+/// use strata_store::{Store, StoreOptions};
+///
+/// let options = Outbox::<MemEngine>::declare(StoreOptions::new(Limits::FOUNDATIONDB));
+/// let clock = Arc::new(ManualClock::new(1_700_000_000_000));
+/// let store = Store::open_with(
+///     MemEngine::open(options.keyspace_specs())?,
+///     options,
+///     clock.clone(),
+///     Box::new(SeededRng::new(1)),
+/// )?;
+/// let jobs: Topic<String> = Topic::new("jobs")?;
+/// let outbox = Outbox::open(&store, Default::default())?;
+/// outbox.register("jobs", "printer", Start::Beginning)?;
+/// for job in ["a", "b"] {
+///     store.transact(|tx| outbox.push(tx, &jobs, &job.to_owned()))?;
+/// }
+/// let mut work = WorkerLoop::new(
+///     &store,
+///     clock.clone(),
+///     Box::new(SeededRng::new(2)),
+///     jobs,
+///     "printer",
+///     WorkerConfig::new("worker-1"),
+/// )?;
+/// let (mut printed, stop) = (Vec::new(), AtomicBool::new(false));
+/// let mut handler = |_tx: &mut strata_store::Tx<'_, MemEngine>, d: &strata_outbox::Delivery<String>| {
+///     printed.push(d.entry.clone());
+///     Ok(())
+/// };
+/// // A turn handles the batch; the next finds nothing and asks to wait.
+/// assert_eq!(work.turn(&mut handler, &stop)?, Turn::Again);
+/// assert!(matches!(work.turn(&mut handler, &stop)?, Turn::Wait { .. }));
+/// assert_eq!(printed, ["a", "b"]);
+/// assert_eq!(work.finish().handled, 2);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub struct WorkerLoop<'s, E: Engine, T> {
+    outbox: Outbox<'s, E>,
+    store: &'s Store<E>,
+    topic: Topic<T>,
+    consumer: String,
+    config: WorkerConfig,
+    clock: Arc<dyn Clock>,
+    report: WorkerReport,
+    /// The lease this loop took, renewed with each turn.
+    held: Option<crate::Lease>,
+    /// When the last trim ran (`None`: more to trim, at once).
+    trimmed_at: Option<u64>,
+    /// The store failures in a row being waited out.
     failures: u32,
-    /// Where the worker's handle reads `failures`.
-    shown: &'a AtomicU32,
 }
 
-impl<E: Engine> Outage<'_, E> {
-    /// Whether `e` is waited out (the wait then made): a store failing to
-    /// reach its engine, within [`WorkerConfig::max_store_failures`].
-    fn wait_out(&mut self, e: &OutboxError) -> bool {
-        if !e.is_transient()
-            || self
-                .worker
-                .max_store_failures
-                .is_some_and(|most| self.failures >= most)
-        {
-            return false;
-        }
-        self.failures += 1;
-        self.shown.store(self.failures, Ordering::SeqCst);
-        let wait = self
-            .worker
-            .idle_wait
-            .saturating_mul(1 << (self.failures - 1).min(5));
-        tracing::warn!(
-            error = %strata_engine::ErrorChain(e),
-            failures = self.failures,
-            wait_ms = wait.as_millis(),
-            "the worker's store failed; it tries again"
-        );
-        self.store
-            .wait_for_commit(self.store.last_commit_seen(), wait);
-        true
-    }
-
-    /// The store answered: the failures in a row are over.
-    fn over(&mut self) {
-        self.failures = 0;
-        self.shown.store(0, Ordering::SeqCst);
+impl<E: Engine, T> std::fmt::Debug for WorkerLoop<'_, E, T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WorkerLoop")
+            .field("consumer", &self.consumer)
+            .field("holder", &self.config.holder)
+            .field("report", &self.report)
+            .field("holds_lease", &self.held.is_some())
+            .field("store_failures", &self.failures)
+            .finish_non_exhaustive()
     }
 }
 
-#[allow(clippy::too_many_arguments)]
-fn run<E: Engine, T: Value>(
-    outbox: &Outbox<'_, E>,
-    store: &Store<E>,
-    topic: &Topic<T>,
-    consumer: &str,
-    worker: &WorkerConfig,
-    stop: &AtomicBool,
-    failing: &AtomicU32,
-    handler: &mut Handler<E, T>,
-    clock: &dyn Clock,
-) -> Result<WorkerReport, OutboxError> {
-    let mut report = WorkerReport::default();
-    let mut held = None;
-    let mut trimmed_at: Option<u64> = None;
-    let mut outage = Outage {
-        store,
-        worker,
-        failures: 0,
-        shown: failing,
-    };
-    while !stop.load(Ordering::SeqCst) {
-        retain(
-            outbox,
-            topic.name(),
-            worker,
+impl<'s, E: Engine, T: Value> WorkerLoop<'s, E, T> {
+    /// A loop for `consumer` (registered on `topic`), with its own clock
+    /// and generator (as [`Worker::spawn`]).
+    ///
+    /// # Errors
+    /// [`OutboxError::NotDeclared`] when the store lacks the outbox's
+    /// spaces.
+    pub fn new(
+        store: &'s Store<E>,
+        clock: Arc<dyn Clock>,
+        rng: Box<dyn Rng>,
+        topic: Topic<T>,
+        consumer: &str,
+        config: WorkerConfig,
+    ) -> Result<Self, OutboxError> {
+        Ok(Self {
+            outbox: Outbox::new(store, config.outbox, clock.clone(), rng)?,
+            store,
+            topic,
+            consumer: consumer.to_owned(),
+            config,
             clock,
-            &mut trimmed_at,
-            &mut report,
-        );
-        let seen = store.last_commit_seen();
-        // The lease this worker took is renewed; another's (whatever its
+            report: WorkerReport::default(),
+            held: None,
+            trimmed_at: None,
+            failures: 0,
+        })
+    }
+
+    /// What the loop did so far.
+    pub fn report(&self) -> WorkerReport {
+        self.report
+    }
+
+    /// The store failures in a row the loop is waiting out (as
+    /// [`Worker::store_failures`]).
+    pub fn store_failures(&self) -> u32 {
+        self.failures
+    }
+
+    /// One turn: trim when due, hold the lease, poll a batch and handle
+    /// it with `handler`, stopping after the entry in hand once `stop` is
+    /// set.
+    ///
+    /// # Errors
+    /// What ends a worker: damage, an unknown consumer, an engine that
+    /// must be reopened, or store failures beyond
+    /// [`WorkerConfig::max_store_failures`]. The loop may be turned again
+    /// after an error (it then starts from its lease, as after a restart).
+    pub fn turn<H>(&mut self, handler: &mut H, stop: &AtomicBool) -> Result<Turn, OutboxError>
+    where
+        H: FnMut(&mut Tx<'_, E>, &Delivery<T>) -> Result<(), HandlerError> + ?Sized,
+    {
+        self.retain();
+        let seen = self.store.last_commit_seen();
+        let wait = Turn::Wait {
+            seen,
+            wait: self.config.idle_wait,
+        };
+        // The lease this loop took is renewed; another's (whatever its
         // holder name) is waited for.
-        let got = match &held {
-            Some(l) => outbox.renew(l),
-            None => outbox.acquire(topic.name(), consumer, &worker.holder),
+        let got = match &self.held {
+            Some(l) => self.outbox.renew(l),
+            None => self
+                .outbox
+                .acquire(self.topic.name(), &self.consumer, &self.config.holder),
         };
         let lease = match got {
             Ok(l) => {
-                held = Some(l.clone());
+                self.held = Some(l.clone());
                 l
             }
             Err(OutboxError::StaleLease { .. }) => {
-                held = None;
-                continue;
+                self.held = None;
+                return Ok(Turn::Again);
             }
-            Err(OutboxError::LeaseHeld { .. }) => {
-                store.wait_for_commit(seen, worker.idle_wait);
-                continue;
-            }
+            Err(OutboxError::LeaseHeld { .. }) => return Ok(wait),
             // Contention for the lease row (the store's own retries used
             // up): try again; any other failure ends the worker.
             Err(OutboxError::Store(e))
                 if e.is_conflict() || matches!(e, StoreError::RetriesExhausted { .. }) =>
             {
-                continue;
+                return Ok(Turn::Again);
             }
-            Err(e) if outage.wait_out(&e) => continue,
-            Err(e) => return Err(e),
+            Err(e) => return self.wait_out(e),
         };
-        let batch = match outbox.poll(&lease, topic, worker.batch.max(1)) {
+        let batch = match self
+            .outbox
+            .poll(&lease, &self.topic, self.config.batch.max(1))
+        {
             Ok(b) => b,
-            Err(OutboxError::StaleLease { .. }) => continue,
-            Err(e) if outage.wait_out(&e) => continue,
-            Err(e) => return Err(e),
+            Err(OutboxError::StaleLease { .. }) => return Ok(Turn::Again),
+            Err(e) => return self.wait_out(e),
         };
-        outage.over();
+        self.over();
         if batch.is_empty() {
             // Entries may be waiting for a retry time: wake up by then at
             // the latest.
-            store.wait_for_commit(seen, worker.idle_wait);
-            continue;
+            return Ok(wait);
         }
-        report.batches += 1;
+        self.report.batches += 1;
         let mut failed_keys = BTreeSet::new();
         for d in &batch {
             if stop.load(Ordering::SeqCst) {
                 break;
             }
-            if failed_keys.contains(&d.ordering_key) {
+            // Planted: the batch's later entries of a failed entry's key
+            // are handled at once, before it.
+            if failed_keys.contains(&d.ordering_key)
+                && !strata_engine::fault_point!("worker-handles-past-a-failure")
+            {
                 continue;
             }
-            let r = store.transact(|tx| {
+            let outbox = &self.outbox;
+            let r = self.store.transact(|tx| {
                 handler(tx, d).map_err(Attempt::Handler)?;
                 outbox.ack(tx, &lease, d.position).map_err(Attempt::Outbox)
             });
             match r {
-                Ok(()) => report.handled += 1,
+                Ok(()) => self.report.handled += 1,
                 Err(Attempt::Handler(error)) => {
                     let why = strata_engine::ErrorChain(&*error).to_string();
-                    report.failed += 1;
+                    self.report.failed += 1;
                     failed_keys.insert(d.ordering_key.clone());
                     tracing::debug!(position = %d.position, %why, "handler failed");
-                    match outbox.fail(&lease, d.position, &why) {
-                        Ok(Failed::DeadLettered) => report.dead_lettered += 1,
+                    match self.outbox.fail(&lease, d.position, &why) {
+                        Ok(Failed::DeadLettered) => self.report.dead_lettered += 1,
                         Ok(_) => {}
                         // Not recorded: delivered again after the wait.
-                        Err(e) if outage.wait_out(&e) => break,
-                        Err(e) => return Err(e),
+                        Err(e) => return self.wait_out(e),
                     }
                 }
                 // Finished already (a lost reply that applied, retried):
                 // the handler's writes of this run rolled back.
                 Err(Attempt::Outbox(OutboxError::AlreadyFinished(_))) => {}
                 Err(Attempt::Outbox(OutboxError::StaleLease { .. })) => {
-                    held = None;
-                    break;
+                    self.held = None;
+                    return Ok(Turn::Again);
                 }
                 // Polled again after the wait, from the checkpoint.
-                Err(Attempt::Outbox(e)) if outage.wait_out(&e) => break,
-                Err(Attempt::Outbox(e)) => return Err(e),
+                Err(Attempt::Outbox(e)) => return self.wait_out(e),
             }
         }
+        Ok(Turn::Again)
     }
-    // Stopping cleanly: the lease is given up, so another worker takes
-    // over at once (after a crash it expires instead).
-    if let Some(lease) = held
-        && let Err(e) = outbox.release(&lease)
-    {
-        tracing::warn!(error = %e, "the worker's lease was not released; it will expire");
+
+    /// Ends the loop: the lease is given up, so another worker takes over
+    /// at once (after a crash it expires instead). Returns what the loop
+    /// did.
+    pub fn finish(self) -> WorkerReport {
+        if let Some(lease) = &self.held
+            && let Err(e) = self.outbox.release(lease)
+        {
+            tracing::warn!(error = %e, "the worker's lease was not released; it will expire");
+        }
+        self.report
     }
-    Ok(report)
+
+    /// Retention: one bounded trim commit now and then (a failure is
+    /// retried at the next turn; the entries are only kept longer).
+    fn retain(&mut self) {
+        let Some(keep) = self.config.retention_ms else {
+            return;
+        };
+        let now = self.clock.now_ms();
+        if self
+            .trimmed_at
+            .is_some_and(|t| now.saturating_sub(t) < self.config.trim_every_ms)
+        {
+            return;
+        }
+        self.trimmed_at = Some(now);
+        match self.outbox.trim(self.topic.name(), keep, Some(1)) {
+            Ok(t) => {
+                self.report.trimmed += t.entries;
+                // More to trim: another commit at the next turn.
+                if t.more {
+                    self.trimmed_at = None;
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "the worker's trim failed"),
+        }
+    }
+
+    /// A failure: waited out (the wait returned) when it is the store
+    /// failing to reach its engine, within
+    /// [`WorkerConfig::max_store_failures`]; returned otherwise.
+    fn wait_out(&mut self, e: OutboxError) -> Result<Turn, OutboxError> {
+        if !e.is_transient()
+            || self
+                .config
+                .max_store_failures
+                .is_some_and(|most| self.failures >= most)
+        {
+            return Err(e);
+        }
+        self.failures += 1;
+        let wait = self
+            .config
+            .idle_wait
+            .saturating_mul(1 << (self.failures - 1).min(5));
+        tracing::warn!(
+            error = %strata_engine::ErrorChain(&e),
+            failures = self.failures,
+            wait_ms = wait.as_millis(),
+            "the worker's store failed; it tries again"
+        );
+        Ok(Turn::Wait {
+            seen: self.store.last_commit_seen(),
+            wait,
+        })
+    }
+
+    /// The store answered: the failures in a row are over.
+    fn over(&mut self) {
+        self.failures = 0;
+    }
 }

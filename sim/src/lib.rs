@@ -39,6 +39,7 @@ pub mod search;
 pub mod store;
 pub mod targets;
 pub mod universaldb;
+pub mod worker;
 
 pub use engine_workload::run_seed_on;
 pub use faults::{FaultClass, FaultConfig, FaultCounters, FaultyEngine, Restart};

@@ -16,7 +16,7 @@
 //!                     a disk that loses power at every crash; rocks is
 //!                     killed and reopened; postgres runs on a throwaway
 //!                     server of the process, killed and restarted at every crash)
-//! --workload engine|store|outbox|search|code-sous|universaldb|actor-kv|nokv|agent-memory|schemas|interleave|both  the workloads of each seed (default both,
+//! --workload engine|store|outbox|worker|search|code-sous|universaldb|actor-kv|nokv|agent-memory|schemas|interleave|both  the workloads of each seed (default both,
 //!                     that is all: raw engine commits against the model,
 //!                     store transactions with limits, quota, TTL and chunks,
 //!                     outbox producers and consumers, code-sous records,
@@ -86,6 +86,7 @@ fn workload_named(name: &str) -> Result<Workload, String> {
         "engine" => Workload::Engine,
         "store" => Workload::Store,
         "outbox" => Workload::Outbox,
+        "worker" => Workload::Worker,
         "code-sous" => Workload::CodeSous,
         "universaldb" => Workload::UniversalDb,
         "actor-kv" => Workload::ActorKv,
@@ -97,7 +98,7 @@ fn workload_named(name: &str) -> Result<Workload, String> {
         "both" | "all" => Workload::All,
         other => {
             return Err(format!(
-                "unknown workload {other:?} (engine, store, outbox, search, code-sous, universaldb, actor-kv, nokv, agent-memory, schemas, interleave, both)"
+                "unknown workload {other:?} (engine, store, outbox, worker, search, code-sous, universaldb, actor-kv, nokv, agent-memory, schemas, interleave, both)"
             ));
         }
     })
@@ -205,6 +206,7 @@ fn replay(args: &Args, seed: u64) -> String {
         Workload::Engine => line.push_str(" --workload engine"),
         Workload::Store => line.push_str(" --workload store"),
         Workload::Outbox => line.push_str(" --workload outbox"),
+        Workload::Worker => line.push_str(" --workload worker"),
         Workload::CodeSous => line.push_str(" --workload code-sous"),
         Workload::Schemas => line.push_str(" --workload schemas"),
         Workload::Interleave => line.push_str(" --workload interleave"),
@@ -230,7 +232,7 @@ fn main() -> ExitCode {
                 eprintln!("strata-sim: {msg}");
             }
             eprintln!(
-                "usage: cargo xtask sim [--seed S | --seeds N|A..B] [--time T] [--ops K] [--faults LIST] [--plant NAME] [--engine mem|redb|rocks|postgres] [--workload engine|store|outbox|search|code-sous|universaldb|actor-kv|nokv|agent-memory|schemas|interleave|both] [--check-determinism] [--soak MINUTES] [--jobs N] [--quiet]"
+                "usage: cargo xtask sim [--seed S | --seeds N|A..B] [--time T] [--ops K] [--faults LIST] [--plant NAME] [--engine mem|redb|rocks|postgres] [--workload engine|store|outbox|worker|search|code-sous|universaldb|actor-kv|nokv|agent-memory|schemas|interleave|both] [--check-determinism] [--soak MINUTES] [--jobs N] [--quiet]"
             );
             return ExitCode::from(2);
         }

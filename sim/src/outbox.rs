@@ -42,15 +42,15 @@ use crate::run::{Frame, RunOptions, SeedReport, Violation, fail};
 use crate::store::{Applied, applied_despite};
 use crate::targets::Target;
 
-const TOPIC: &str = "jobs";
-const CONSUMERS: [&str; 2] = ["a", "b"];
+pub(crate) const TOPIC: &str = "jobs";
+pub(crate) const CONSUMERS: [&str; 2] = ["a", "b"];
 const KEYS: u64 = 3;
 
 /// A handler's effect: how many times consumer `c` handled entry `seq`.
 #[derive(Debug, Clone, PartialEq)]
-struct Handled {
-    c: u64,
-    seq: u64,
+pub(crate) struct Handled {
+    pub(crate) c: u64,
+    pub(crate) seq: u64,
 }
 /// The data a producer writes with its entry.
 #[derive(Debug, Clone, PartialEq)]
@@ -64,7 +64,7 @@ tuple_key! {
 
 /// What is known of a pushed entry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Known {
+pub(crate) enum Known {
     /// Its commit is acknowledged and durable.
     Certain,
     /// Acknowledged, not yet durable: a crash may lose it.
@@ -82,14 +82,14 @@ type Failures = BTreeMap<u64, (OrderingKey, Position, u64)>;
 /// Entries handed out and not finished, per entry: its key and position.
 type Unfinished = BTreeMap<u64, (OrderingKey, Position)>;
 
-struct OutboxRun {
+pub(crate) struct OutboxRun {
     /// The seed's draws, clock, trace and counts.
-    frame: Frame,
+    pub(crate) frame: Frame,
     next_seq: u64,
     immediate: bool,
-    config: OutboxConfig,
+    pub(crate) config: OutboxConfig,
     /// Every entry pushed by a commit not refused: its knowledge and key.
-    pushed: BTreeMap<u64, (Known, Option<Vec<u8>>)>,
+    pub(crate) pushed: BTreeMap<u64, (Known, Option<Vec<u8>>)>,
     /// Per consumer: entries delivered at least once.
     delivered: [BTreeSet<u64>; 2],
     /// Per consumer and key: the position of the latest first delivery.
@@ -170,19 +170,22 @@ pub(crate) fn options_with(rng: &mut SeededRng, limits: Limits) -> StoreOptions 
     o
 }
 
-fn faulted(e: &OutboxError) -> bool {
+pub(crate) fn faulted(e: &OutboxError) -> bool {
     match e {
         OutboxError::Store(s) => crate::store::faulted(s),
         _ => false,
     }
 }
 
-fn topic() -> Topic<Vec<u8>> {
+pub(crate) fn topic() -> Topic<Vec<u8>> {
     Topic::new(TOPIC).unwrap_or_else(|e| unreachable!("{e}"))
 }
 
 impl OutboxRun {
-    fn outbox<'s, E: strata_engine::Engine>(&mut self, store: &'s Store<E>) -> Outbox<'s, E> {
+    pub(crate) fn outbox<'s, E: strata_engine::Engine>(
+        &mut self,
+        store: &'s Store<E>,
+    ) -> Outbox<'s, E> {
         Outbox::new(
             store,
             self.config,
@@ -192,7 +195,11 @@ impl OutboxRun {
         .unwrap_or_else(|e| unreachable!("the outbox's spaces are declared: {e}"))
     }
 
-    fn open<E: Target>(&mut self, engine: Faulty<E>, options: &StoreOptions) -> Store<Faulty<E>> {
+    pub(crate) fn open<E: Target>(
+        &mut self,
+        engine: Faulty<E>,
+        options: &StoreOptions,
+    ) -> Store<Faulty<E>> {
         Store::open_with(
             engine,
             options.clone(),
@@ -218,7 +225,7 @@ impl OutboxRun {
         }
     }
 
-    fn durable(&mut self) {
+    pub(crate) fn durable(&mut self) {
         for (k, _) in self.pushed.values_mut() {
             if *k == Known::Pending {
                 *k = Known::Certain;
@@ -226,7 +233,7 @@ impl OutboxRun {
         }
     }
 
-    fn crash(&mut self) {
+    pub(crate) fn crash(&mut self) {
         for (k, _) in self.pushed.values_mut() {
             if *k == Known::Pending {
                 *k = Known::Maybe;
@@ -275,7 +282,7 @@ impl OutboxRun {
     }
 
     /// One commit of one to three entries, or two producers interleaved.
-    fn produce<E: Target>(
+    pub(crate) fn produce<E: Target>(
         &mut self,
         store: &Store<Faulty<E>>,
         step: usize,
@@ -698,7 +705,7 @@ impl OutboxRun {
 
     /// The quiet phase: every consumer drained without faults, then the
     /// ledger.
-    fn drain_and_check<E: Target>(
+    pub(crate) fn drain_and_check<E: Target>(
         &mut self,
         store: &Store<Faulty<E>>,
         step: usize,
@@ -834,7 +841,7 @@ impl OutboxRun {
     }
 }
 
-fn seq_of(d: &Delivery<Vec<u8>>) -> u64 {
+pub(crate) fn seq_of(d: &Delivery<Vec<u8>>) -> u64 {
     <[u8; 8]>::try_from(d.entry.as_slice()).map_or(u64::MAX, u64::from_be_bytes)
 }
 
@@ -849,40 +856,47 @@ pub(crate) fn outbox_config() -> OutboxConfig {
     c
 }
 
-/// Runs the outbox workload of one seed on engine `E`.
-pub fn run_outbox_seed_on<E: Target>(options: &RunOptions) -> SeedReport {
-    let mut frame = Frame::new(options, 0x0B0C_0000_0000_0000, 1_700_000_000_000);
-    let config = frame.faults;
-    let store_options = self::options(&mut frame.rng);
-    let mut run = OutboxRun {
-        next_seq: 0,
-        immediate: store_options.durability == strata_engine::Durability::Immediate,
-        config: outbox_config(),
-        pushed: BTreeMap::new(),
-        delivered: [BTreeSet::new(), BTreeSet::new()],
-        first: [BTreeMap::new(), BTreeMap::new()],
-        waiting: [BTreeMap::new(), BTreeMap::new()],
-        maybe_waiting: [BTreeMap::new(), BTreeMap::new()],
-        open: [BTreeMap::new(), BTreeMap::new()],
-        finishing: [BTreeMap::new(), BTreeMap::new()],
-        finished: [BTreeSet::new(), BTreeSet::new()],
-        worker: [0, 0],
-        leases: [None, None],
-        frame,
-    };
-    run.frame.trace.event(
-        0,
-        format!(
-            "outbox seed {} faults {config:?} durability {:?}",
-            options.seed, store_options.durability
-        ),
-    );
-    let engine = run.frame.engine::<E>(store_options.keyspace_specs());
-    let mut store = Some(run.open(engine, &store_options));
-    // Consumers are registered before the workload, without faults.
-    let mut violation = None;
-    if let Some(s) = &store {
-        let quiet = crate::run::quiet_store(s.engine(), &store_options, run.frame.clock.clone());
+impl OutboxRun {
+    /// The run of `options.seed` (its draws salted with `salt`): its store
+    /// options, and its store, with the consumers registered (without
+    /// faults).
+    pub(crate) fn start<E: Target>(
+        options: &RunOptions,
+        salt: u64,
+        workload: &str,
+    ) -> (Self, StoreOptions, Store<Faulty<E>>, Option<Violation>) {
+        let mut frame = Frame::new(options, salt, 1_700_000_000_000);
+        let config = frame.faults;
+        let store_options = self::options(&mut frame.rng);
+        let mut run = OutboxRun {
+            next_seq: 0,
+            immediate: store_options.durability == strata_engine::Durability::Immediate,
+            config: outbox_config(),
+            pushed: BTreeMap::new(),
+            delivered: [BTreeSet::new(), BTreeSet::new()],
+            first: [BTreeMap::new(), BTreeMap::new()],
+            waiting: [BTreeMap::new(), BTreeMap::new()],
+            maybe_waiting: [BTreeMap::new(), BTreeMap::new()],
+            open: [BTreeMap::new(), BTreeMap::new()],
+            finishing: [BTreeMap::new(), BTreeMap::new()],
+            finished: [BTreeSet::new(), BTreeSet::new()],
+            worker: [0, 0],
+            leases: [None, None],
+            frame,
+        };
+        run.frame.trace.event(
+            0,
+            format!(
+                "{workload} seed {} faults {config:?} durability {:?}",
+                options.seed, store_options.durability
+            ),
+        );
+        let engine = run.frame.engine::<E>(store_options.keyspace_specs());
+        let store = run.open(engine, &store_options);
+        // Consumers are registered before the workload, without faults.
+        let mut violation = None;
+        let quiet =
+            crate::run::quiet_store(store.engine(), &store_options, run.frame.clock.clone());
         for name in CONSUMERS {
             if let Err(e) = run.outbox(&quiet).register(TOPIC, name, Start::Beginning) {
                 violation = Some(fail(
@@ -891,7 +905,16 @@ pub fn run_outbox_seed_on<E: Target>(options: &RunOptions) -> SeedReport {
                 ));
             }
         }
+        drop(quiet);
+        (run, store_options, store, violation)
     }
+}
+
+/// Runs the outbox workload of one seed on engine `E`.
+pub fn run_outbox_seed_on<E: Target>(options: &RunOptions) -> SeedReport {
+    let (mut run, store_options, store, mut violation) =
+        OutboxRun::start::<E>(options, 0x0B0C_0000_0000_0000, "outbox");
+    let mut store = Some(store);
     for step in 1..=options.ops {
         let Some(s) = store.take() else { break };
         let crash = run.frame.crash_due(s.engine().is_stuck());

@@ -37,6 +37,9 @@ pub enum Workload {
     Store,
     /// Producers and consumers through the outbox ([`crate::outbox`]).
     Outbox,
+    /// The outbox's own worker loops, duplicated, between producers and
+    /// crashes ([`crate::worker`]).
+    Worker,
     /// Notes indexed through the outbox ([`crate::search`]).
     Search,
     /// A function platform's records ([`crate::code_sous`]).
@@ -397,6 +400,7 @@ pub fn run_workloads<E: Target>(options: &RunOptions) -> SeedReport {
         Workload::Engine => ("engine", run_seed_on::<E>, |_| true),
         Workload::Store => ("store", crate::store::run_store_seed_on::<E>, |_| true),
         Workload::Outbox => ("outbox", crate::outbox::run_outbox_seed_on::<E>, |_| true),
+        Workload::Worker => ("worker", crate::worker::run_worker_seed_on::<E>, |_| true),
         Workload::Search => ("search", crate::search::run_search_seed_on::<E>, |_| true),
         Workload::CodeSous => schemas::<E>()[0],
         Workload::UniversalDb => schemas::<E>()[1],
@@ -445,17 +449,18 @@ type Step = (&'static str, fn(&RunOptions) -> SeedReport, fn(u64) -> bool);
 
 /// The full run ([`Workload::All`]), in order, each on the seeds its
 /// condition picks; the run stops at the first violation. The engine's,
-/// the store's, the outbox's and the five reference systems' workloads run
-/// on every seed; the interleaved transactions (threads) on every fourth
+/// the store's, the outbox's, its workers' and the five reference
+/// systems' workloads run on every seed; the interleaved transactions (threads) on every fourth
 /// seed, the second of four; the search index (a tantivy writer with its
 /// threads, about a second a seed, the slowest) on every fourth, the first
 /// of four. `--workload search` or `interleave` runs one on every seed.
-pub fn full_run<E: Target>() -> [Step; 10] {
+pub fn full_run<E: Target>() -> [Step; 11] {
     let [code_sous, universaldb, actor_kv, nokv, agent_memory] = schemas::<E>();
     [
         ("engine", run_seed_on::<E>, |_| true),
         ("store", crate::store::run_store_seed_on::<E>, |_| true),
         ("outbox", crate::outbox::run_outbox_seed_on::<E>, |_| true),
+        ("worker", crate::worker::run_worker_seed_on::<E>, |_| true),
         code_sous,
         universaldb,
         actor_kv,

@@ -38,7 +38,7 @@ commands:
   sim     the deterministic simulation (release build); options are passed on:
           --seed S | --seeds N|A..B, --time T, --ops K, --faults LIST,
           --plant NAME|all (all: every planted bug, a table), --engine mem|redb|rocks|postgres,
-          --workload engine|store|outbox|search|both,
+          --workload engine|store|outbox|worker|search|both,
           --check-determinism, --soak MINUTES, --quiet
           (`--engine rocks` builds RocksDB in release mode once: ~15 minutes)
   fuzz    the decoders (tuple, raw and text keys, envelopes, chunked values, search
