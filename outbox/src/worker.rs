@@ -400,11 +400,12 @@ impl<'s, E: Engine, T: Value> WorkerLoop<'s, E, T> {
         H: FnMut(&mut Tx<'_, E>, &Delivery<T>) -> Result<(), HandlerError> + ?Sized,
     {
         self.retain();
-        let seen = self.store.last_commit_seen();
-        let wait = Turn::Wait {
+        let idle_wait = self.config.idle_wait;
+        let idle = |seen| Turn::Wait {
             seen,
-            wait: self.config.idle_wait,
+            wait: idle_wait,
         };
+        let before = self.store.last_commit_seen();
         // The lease this loop took is renewed; another's (whatever its
         // holder name) is waited for.
         let got = match &self.held {
@@ -422,7 +423,7 @@ impl<'s, E: Engine, T: Value> WorkerLoop<'s, E, T> {
                 self.held = None;
                 return Ok(Turn::Again);
             }
-            Err(OutboxError::LeaseHeld { .. }) => return Ok(wait),
+            Err(OutboxError::LeaseHeld { .. }) => return Ok(idle(before)),
             // Contention for the lease row (the store's own retries used
             // up): try again; any other failure ends the worker.
             Err(OutboxError::Store(e))
@@ -431,6 +432,15 @@ impl<'s, E: Engine, T: Value> WorkerLoop<'s, E, T> {
                 return Ok(Turn::Again);
             }
             Err(e) => return self.wait_out(e),
+        };
+        // Read after the lease's own commit, so that an idle worker's wait
+        // does not end at once on it (a busy loop renewing the lease);
+        // read before the poll, so that a commit the poll did not see
+        // ends it. Planted: read before the lease's commit, as it was.
+        let seen = if strata_engine::fault_point!("worker-waits-for-its-own-commit") {
+            before
+        } else {
+            self.store.last_commit_seen()
         };
         let batch = match self
             .outbox
@@ -444,7 +454,7 @@ impl<'s, E: Engine, T: Value> WorkerLoop<'s, E, T> {
         if batch.is_empty() {
             // Entries may be waiting for a retry time: wake up by then at
             // the latest.
-            return Ok(wait);
+            return Ok(idle(seen));
         }
         self.report.batches += 1;
         let mut failed_keys = BTreeSet::new();

@@ -58,6 +58,7 @@ pub const PLANTED: &[Planted] = &[
     p("failed-holds-every-key", Workload::Outbox, 5),
     p("finished-redelivered", Workload::Outbox, 0),
     p("worker-handles-past-a-failure", Workload::Worker, 0),
+    p("worker-waits-for-its-own-commit", Workload::Worker, 0),
     p("alias-unchecked", Workload::CodeSous, 0),
     p("second-ending-accepted", Workload::CodeSous, 0),
     p("draft-never-expires", Workload::CodeSous, 0),

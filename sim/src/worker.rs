@@ -13,6 +13,8 @@
 //!   to a handler has a counter of at most 1 (read without faults);
 //! - nothing is handed to a handler beyond the engine's durable version,
 //!   nor an entry no commit pushed;
+//! - a turn that asks to wait for a commit made none after the one it
+//!   names (else the wait ends at once: a worker that never sleeps);
 //! - per consumer and ordering key, effects commit in the entries' commit
 //!   order: each keyed effect takes the next serial number of its key (a
 //!   counter read in the same transaction), and at the end the serials
@@ -226,6 +228,22 @@ impl WorkerRun {
                 effect(tx, c, d, inner, &mut handed, &mut fails)
             };
         let turn = work.turn(&mut handler, &never);
+        // A wait is for others' commits: one the turn made itself would
+        // end it at once (a worker that never sleeps).
+        if let Ok(Turn::Wait { seen, .. }) = turn
+            && twin_turn.is_none()
+        {
+            self.run.frame.checks += 1;
+            let last = store.last_commit_seen();
+            if last != seen {
+                return Err(fail(
+                    step,
+                    format!(
+                        "worker {c}.{i} waits for a commit after {seen}, but its own turn committed up to {last}: the wait ends at once"
+                    ),
+                ));
+            }
+        }
         self.settle_turn(step, (c, i), turn, mine, handed.len())?;
         if let Some(t) = twin_turn {
             self.run.frame.trace.event(

@@ -734,3 +734,140 @@ fn a_worker_gives_up_on_entries_at_the_limit_failing_with_long_errors() {
         Some("mailed")
     );
 }
+
+/// A worker loop driven by hand: a copy under the same holder name waits
+/// while the first holds the consumer, takes over once it finishes, and a
+/// set stop ends a turn before the entry in hand.
+#[test]
+fn worker_loops_driven_by_hand_share_one_consumer_in_turn() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use strata_outbox::{Turn, WorkerLoop};
+
+    let clock = Arc::new(ManualClock::new(T0));
+    let store = shared_store(&clock);
+    let cfg = config();
+    let outbox = Outbox::new(&store, cfg, clock.clone(), Box::new(SeededRng::new(2))).unwrap();
+    outbox
+        .register("orders", "mailer", Start::Beginning)
+        .unwrap();
+    let push = |orders: std::ops::RangeInclusive<u64>| {
+        for id in orders {
+            store
+                .transact(|tx| outbox.push(tx, &topic(), &event(id)))
+                .unwrap();
+        }
+    };
+    push(1..=3);
+    let mut wc = WorkerConfig::new("same-name");
+    wc.outbox = cfg;
+    wc.batch = 2;
+    wc.idle_wait = Duration::from_millis(70);
+    let start = |seed: u64| {
+        WorkerLoop::new(
+            &store,
+            clock.clone(),
+            Box::new(SeededRng::new(seed)),
+            topic(),
+            "mailer",
+            wc.clone(),
+        )
+        .unwrap()
+    };
+    let (mut first, mut second) = (start(3), start(4));
+    let mut handled: Vec<(u8, u64)> = Vec::new();
+    let by = |who: u8| {
+        move |_tx: &mut strata_store::Tx<'_, MemEngine>, d: &Delivery<Event>| {
+            Ok::<_, strata_outbox::HandlerError>((who, d.entry.order))
+        }
+    };
+    let go = AtomicBool::new(false);
+    let turn = |w: &mut WorkerLoop<'_, MemEngine, Event>, who: u8, out: &mut Vec<(u8, u64)>| {
+        let f = by(who);
+        w.turn(
+            &mut |tx: &mut strata_store::Tx<'_, MemEngine>, d: &Delivery<Event>| {
+                out.push(f(tx, d)?);
+                Ok(())
+            },
+            &go,
+        )
+        .unwrap()
+    };
+    // A batch of two, then the third entry.
+    assert_eq!(turn(&mut first, 1, &mut handled), Turn::Again);
+    assert_eq!(handled, [(1, 1), (1, 2)]);
+    // The copy with the same name waits: the lease is the first's.
+    let seen = store.last_commit_seen();
+    assert_eq!(
+        turn(&mut second, 2, &mut handled),
+        Turn::Wait {
+            seen,
+            wait: Duration::from_millis(70)
+        }
+    );
+    assert_eq!(turn(&mut first, 1, &mut handled), Turn::Again);
+    assert_eq!(handled.len(), 3);
+    // Nothing due: the first waits too, for a commit after the last one.
+    let Turn::Wait { seen, wait } = turn(&mut first, 1, &mut handled) else {
+        panic!("nothing to do, yet no wait");
+    };
+    assert_eq!(
+        (seen, wait),
+        (store.last_commit_seen(), Duration::from_millis(70))
+    );
+    assert_eq!(first.report().handled, 3);
+    assert_eq!(first.report().batches, 2);
+    // The first stops and gives the lease up: the second takes over at
+    // once, without the lease running out.
+    assert_eq!(first.finish().handled, 3);
+    push(4..=4);
+    assert_eq!(turn(&mut second, 2, &mut handled), Turn::Again);
+    assert_eq!(handled.last(), Some(&(2, 4)));
+    // A stop set before the turn: the batch is polled, nothing handled.
+    push(5..=5);
+    go.store(true, Ordering::SeqCst);
+    assert_eq!(turn(&mut second, 2, &mut handled), Turn::Again);
+    assert_eq!(handled.len(), 4);
+    go.store(false, Ordering::SeqCst);
+    assert_eq!(turn(&mut second, 2, &mut handled), Turn::Again);
+    assert_eq!(handled.last(), Some(&(2, 5)));
+    assert_eq!(second.report().handled, 2);
+    assert_eq!(second.store_failures(), 0);
+    assert!(format!("{second:?}").contains("holds_lease: true"));
+}
+
+/// An idle worker sleeps: its own lease renewal is not a commit to wake
+/// for. (It was: each turn took the last commit seen before renewing the
+/// lease, the renewal's commit ended the wait at once, and an idle worker
+/// renewed its lease in a busy loop, a commit each time.)
+#[test]
+fn an_idle_worker_sleeps_instead_of_renewing_its_lease_in_a_loop() {
+    let clock = Arc::new(ManualClock::new(T0));
+    let store = shared_store(&clock);
+    let cfg = config();
+    Outbox::new(&store, cfg, clock.clone(), Box::new(SeededRng::new(2)))
+        .unwrap()
+        .register("orders", "mailer", Start::Beginning)
+        .unwrap();
+    let before = store.last_commit_seen();
+    let mut wc = WorkerConfig::new("idle");
+    wc.outbox = cfg;
+    wc.idle_wait = Duration::from_secs(5);
+    let worker = Worker::spawn(
+        store.clone(),
+        clock.clone(),
+        Box::new(SeededRng::new(3)),
+        topic(),
+        "mailer",
+        wc,
+        Box::new(|_tx, _d: &Delivery<Event>| Ok(())),
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    let commits = store.last_commit_seen() - before;
+    worker.shutdown().unwrap();
+    // The lease taken (and a trim with nothing to trim, at most), then a
+    // five-second sleep.
+    assert!(
+        commits <= 2,
+        "an idle worker made {commits} commits in 300 ms"
+    );
+}

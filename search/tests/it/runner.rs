@@ -231,3 +231,32 @@ fn a_runner_that_cannot_open_is_finished() {
         Err(strata_search::SearchError::Current { .. })
     ));
 }
+
+/// An idle runner sleeps: the commits of its own step (its lease renewed)
+/// are not commits to wake for. (They were: the runner took the last
+/// commit seen before its step, and an idle runner stepped, and renewed
+/// its lease, in a busy loop.)
+#[test]
+fn an_idle_runner_sleeps_instead_of_stepping_in_a_loop() {
+    let (store, clock, _dir) = crate::mem(crate::options(Durability::Immediate));
+    let store = Arc::new(store);
+    let before = store.last_commit_seen();
+    let runner = IndexRunner::start(
+        store.clone(),
+        spec(),
+        Location::Memory,
+        indexer_config(),
+        outbox_config(),
+        Duration::from_secs(5),
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    let commits = store.last_commit_seen() - before;
+    runner.shutdown().unwrap();
+    // Opening (its consumer and lease), one step, then a five-second
+    // sleep.
+    assert!(
+        commits <= 4,
+        "an idle runner made {commits} commits in 300 ms"
+    );
+    drop(clock);
+}
