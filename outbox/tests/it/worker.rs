@@ -95,13 +95,8 @@ strata_keys::tuple_key! {
 #[test]
 fn two_workers_with_one_holder_name_apply_each_entry_once() {
     const ENTRIES: u64 = 300;
-    let clock = Arc::new(ManualClock::new(T0));
-    let store = shared_store(&clock);
-    let cfg = config();
+    let (clock, store, cfg) = mailer_store();
     let outbox = Outbox::new(&store, cfg, clock.clone(), Box::new(SeededRng::new(2))).unwrap();
-    outbox
-        .register("orders", "mailer", Start::Beginning)
-        .unwrap();
     let workers: Vec<Worker> = (0..2)
         .map(|i| {
             let mut wc = WorkerConfig::new("orders-worker");
@@ -276,6 +271,19 @@ fn mailed_within_5_s<E: strata_engine::Engine>(store: &Store<E>, n: u64) -> usiz
         std::thread::sleep(Duration::from_millis(10));
     }
     mailed()
+}
+
+/// A shared store at [`T0`] with consumer `mailer` registered on
+/// `orders`, and the tests' outbox settings.
+fn mailer_store() -> (Arc<ManualClock>, Arc<Store<MemEngine>>, OutboxConfig) {
+    let clock = Arc::new(ManualClock::new(T0));
+    let store = shared_store(&clock);
+    let cfg = config();
+    Outbox::new(&store, cfg, clock.clone(), Box::new(SeededRng::new(2)))
+        .unwrap()
+        .register("orders", "mailer", Start::Beginning)
+        .unwrap();
+    (clock, store, cfg)
 }
 
 fn shared_store(clock: &Arc<ManualClock>) -> Arc<Store<MemEngine>> {
@@ -616,13 +624,8 @@ fn drained(outbox: &Outbox<'_, MemEngine>) {
 /// unhandled.
 #[test]
 fn a_dropped_worker_handles_nothing_more() {
-    let clock = Arc::new(ManualClock::new(T0));
-    let store = shared_store(&clock);
-    let cfg = config();
+    let (clock, store, cfg) = mailer_store();
     let outbox = Outbox::new(&store, cfg, clock.clone(), Box::new(SeededRng::new(2))).unwrap();
-    outbox
-        .register("orders", "mailer", Start::Beginning)
-        .unwrap();
     let handled = Arc::new(std::sync::atomic::AtomicU64::new(0));
     let seen = handled.clone();
     let mut wc = WorkerConfig::new("w");
@@ -743,13 +746,8 @@ fn worker_loops_driven_by_hand_share_one_consumer_in_turn() {
     use std::sync::atomic::{AtomicBool, Ordering};
     use strata_outbox::{Turn, WorkerLoop};
 
-    let clock = Arc::new(ManualClock::new(T0));
-    let store = shared_store(&clock);
-    let cfg = config();
+    let (clock, store, cfg) = mailer_store();
     let outbox = Outbox::new(&store, cfg, clock.clone(), Box::new(SeededRng::new(2))).unwrap();
-    outbox
-        .register("orders", "mailer", Start::Beginning)
-        .unwrap();
     let push = |orders: std::ops::RangeInclusive<u64>| {
         for id in orders {
             store
@@ -841,13 +839,7 @@ fn worker_loops_driven_by_hand_share_one_consumer_in_turn() {
 /// renewed its lease in a busy loop, a commit each time.)
 #[test]
 fn an_idle_worker_sleeps_instead_of_renewing_its_lease_in_a_loop() {
-    let clock = Arc::new(ManualClock::new(T0));
-    let store = shared_store(&clock);
-    let cfg = config();
-    Outbox::new(&store, cfg, clock.clone(), Box::new(SeededRng::new(2)))
-        .unwrap()
-        .register("orders", "mailer", Start::Beginning)
-        .unwrap();
+    let (clock, store, cfg) = mailer_store();
     let before = store.last_commit_seen();
     let mut wc = WorkerConfig::new("idle");
     wc.outbox = cfg;
