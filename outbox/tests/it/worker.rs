@@ -863,3 +863,52 @@ fn an_idle_worker_sleeps_instead_of_renewing_its_lease_in_a_loop() {
         "an idle worker made {commits} commits in 300 ms"
     );
 }
+
+/// Retention: a trim that leaves more behind (one commit's worth at a
+/// time) goes on at the next turn, not after `trim_every_ms`.
+#[test]
+fn a_worker_trims_a_long_backlog_one_commit_a_turn_until_done() {
+    use std::sync::atomic::AtomicBool;
+    use strata_outbox::WorkerLoop;
+
+    let (clock, store, cfg) = mailer_store();
+    let outbox = Outbox::new(&store, cfg, clock.clone(), Box::new(SeededRng::new(2))).unwrap();
+    for id in 1..=40 {
+        store
+            .transact(|tx| outbox.push(tx, &topic(), &event(id)))
+            .unwrap();
+    }
+    let mut wc = WorkerConfig::new("trimmer");
+    wc.outbox = cfg;
+    wc.batch = 64;
+    wc.retention_ms = Some(0);
+    wc.trim_every_ms = 60_000;
+    let mut work = WorkerLoop::new(
+        &store,
+        clock.clone(),
+        Box::new(SeededRng::new(3)),
+        topic(),
+        "mailer",
+        wc,
+    )
+    .unwrap();
+    let go = AtomicBool::new(false);
+    let mut handler = |_tx: &mut strata_store::Tx<'_, MemEngine>, _d: &Delivery<Event>| Ok(());
+    // The first turn trims nothing (nothing passed yet) and handles all.
+    work.turn(&mut handler, &go).unwrap();
+    assert_eq!((work.report().handled, work.report().trimmed), (40, 0));
+    // Not before `trim_every_ms`.
+    work.turn(&mut handler, &go).unwrap();
+    assert_eq!(work.report().trimmed, 0);
+    clock.advance(60_001);
+    // Then a commit of at most 16 entries (the batch entry limit) a turn,
+    // the clock standing still, until none is left.
+    let mut trimmed = Vec::new();
+    for _ in 0..5 {
+        work.turn(&mut handler, &go).unwrap();
+        trimmed.push(work.report().trimmed);
+    }
+    assert_eq!(trimmed.last(), Some(&40), "{trimmed:?}");
+    assert!(trimmed[0] < 40 && trimmed[0] > 0, "{trimmed:?}");
+    assert_eq!(outbox.lag("orders", "mailer").unwrap().entries, 0);
+}
