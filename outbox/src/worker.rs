@@ -129,7 +129,8 @@ impl Worker {
     /// ([`Store::clock`], [`Store::fork_rng`]). It takes the consumer's lease (waiting while another worker
     /// holds it), polls batches, runs `handler` on each entry in order
     /// (after a failure, the batch's later entries of the same ordering key
-    /// wait), renews the lease with each poll, and sleeps until a commit
+    /// wait), renews the lease once half its time is gone (checked at
+    /// each poll and before each entry), and sleeps until a commit
     /// through the store wakes it when there is nothing to do.
     ///
     /// # Errors
@@ -326,7 +327,7 @@ pub struct WorkerLoop<'s, E: Engine, T> {
     config: WorkerConfig,
     clock: Arc<dyn Clock>,
     report: WorkerReport,
-    /// The lease this loop took, renewed with each turn.
+    /// The lease this loop took, renewed once half its time is gone.
     held: Option<crate::Lease>,
     /// When the last trim ran (`None`: more to trim, at once).
     trimmed_at: Option<u64>,
@@ -406,10 +407,10 @@ impl<'s, E: Engine, T: Value> WorkerLoop<'s, E, T> {
             wait: idle_wait,
         };
         let before = self.store.last_commit_seen();
-        // The lease this loop took is renewed; another's (whatever its
-        // holder name) is waited for.
-        let got = match &self.held {
-            Some(l) => self.outbox.renew(l),
+        // The lease this loop took is kept (renewed once half its time is
+        // gone); another's (whatever its holder name) is waited for.
+        let got = match self.held.clone() {
+            Some(l) => self.keep(&l),
             None => self
                 .outbox
                 .acquire(self.topic.name(), &self.consumer, &self.config.holder),
@@ -457,6 +458,7 @@ impl<'s, E: Engine, T: Value> WorkerLoop<'s, E, T> {
             return Ok(idle(seen));
         }
         self.report.batches += 1;
+        let mut lease = lease;
         let mut failed_keys = BTreeSet::new();
         for d in &batch {
             if stop.load(Ordering::SeqCst) {
@@ -469,6 +471,17 @@ impl<'s, E: Engine, T: Value> WorkerLoop<'s, E, T> {
             {
                 continue;
             }
+            // A long batch keeps its lease: renewed before the entry once
+            // half its time is gone.
+            lease = match self.keep(&lease) {
+                Ok(l) => l,
+                Err(OutboxError::StaleLease { .. }) => {
+                    self.held = None;
+                    return Ok(Turn::Again);
+                }
+                Err(e) => return self.wait_out(e),
+            };
+            self.held = Some(lease.clone());
             let outbox = &self.outbox;
             let r = self.store.transact(|tx| {
                 handler(tx, d).map_err(Attempt::Handler)?;
@@ -512,6 +525,18 @@ impl<'s, E: Engine, T: Value> WorkerLoop<'s, E, T> {
             tracing::warn!(error = %e, "the worker's lease was not released; it will expire");
         }
         self.report
+    }
+
+    /// `lease`, renewed when half its time or less is left (a commit);
+    /// as it is otherwise. An idle worker so renews every `lease_ms / 2`
+    /// rather than at every turn; the poll and every acknowledgement check
+    /// the lease whether renewed or not.
+    fn keep(&self, lease: &crate::Lease) -> Result<crate::Lease, OutboxError> {
+        let left = lease.expires_ms.saturating_sub(self.clock.now_ms());
+        if left > self.config.outbox.lease_ms / 2 {
+            return Ok(lease.clone());
+        }
+        self.outbox.renew(lease)
     }
 
     /// Retention: one bounded trim commit now and then (a failure is

@@ -286,6 +286,23 @@ fn mailer_store() -> (Arc<ManualClock>, Arc<Store<MemEngine>>, OutboxConfig) {
     (clock, store, cfg)
 }
 
+/// A worker loop of `mailer` driven by hand.
+fn mailer_loop<'s>(
+    store: &'s Store<MemEngine>,
+    clock: &Arc<ManualClock>,
+    wc: WorkerConfig,
+) -> strata_outbox::WorkerLoop<'s, MemEngine, Event> {
+    strata_outbox::WorkerLoop::new(
+        store,
+        clock.clone(),
+        Box::new(SeededRng::new(3)),
+        topic(),
+        "mailer",
+        wc,
+    )
+    .unwrap()
+}
+
 fn shared_store(clock: &Arc<ManualClock>) -> Arc<Store<MemEngine>> {
     store_over(clock, |engine| engine)
 }
@@ -869,8 +886,6 @@ fn an_idle_worker_sleeps_instead_of_renewing_its_lease_in_a_loop() {
 #[test]
 fn a_worker_trims_a_long_backlog_one_commit_a_turn_until_done() {
     use std::sync::atomic::AtomicBool;
-    use strata_outbox::WorkerLoop;
-
     let (clock, store, cfg) = mailer_store();
     let outbox = Outbox::new(&store, cfg, clock.clone(), Box::new(SeededRng::new(2))).unwrap();
     for id in 1..=40 {
@@ -883,15 +898,7 @@ fn a_worker_trims_a_long_backlog_one_commit_a_turn_until_done() {
     wc.batch = 64;
     wc.retention_ms = Some(0);
     wc.trim_every_ms = 60_000;
-    let mut work = WorkerLoop::new(
-        &store,
-        clock.clone(),
-        Box::new(SeededRng::new(3)),
-        topic(),
-        "mailer",
-        wc,
-    )
-    .unwrap();
+    let mut work = mailer_loop(&store, &clock, wc);
     let go = AtomicBool::new(false);
     let mut handler = |_tx: &mut strata_store::Tx<'_, MemEngine>, _d: &Delivery<Event>| Ok(());
     // The first turn trims nothing (nothing passed yet) and handles all.
@@ -910,5 +917,60 @@ fn a_worker_trims_a_long_backlog_one_commit_a_turn_until_done() {
     }
     assert_eq!(trimmed.last(), Some(&40), "{trimmed:?}");
     assert!(trimmed[0] < 40 && trimmed[0] > 0, "{trimmed:?}");
+    assert_eq!(outbox.lag("orders", "mailer").unwrap().entries, 0);
+}
+
+/// The lease is renewed once half its time is gone, not at every turn (an
+/// idle worker commits a renewal every `lease_ms / 2`), and before an
+/// entry of a long batch, so that slow handlers keep it.
+#[test]
+fn a_worker_renews_its_lease_at_half_time_even_inside_a_long_batch() {
+    use std::sync::atomic::AtomicBool;
+    use strata_outbox::Turn;
+
+    let (clock, store, cfg) = mailer_store();
+    assert_eq!(cfg.lease_ms, 5_000);
+    let mut wc = WorkerConfig::new("slow");
+    wc.outbox = cfg;
+    wc.retention_ms = None;
+    let mut work = mailer_loop(&store, &clock, wc);
+    let go = AtomicBool::new(false);
+    // Each entry takes the handler two seconds of the lease's five.
+    let mut orders = Vec::new();
+    let mut handler = |_tx: &mut strata_store::Tx<'_, MemEngine>, d: &Delivery<Event>| {
+        orders.push(d.entry.order);
+        clock.advance(2_000);
+        Ok(())
+    };
+    // Taken.
+    let before = store.last_commit_seen();
+    assert!(matches!(
+        work.turn(&mut handler, &go).unwrap(),
+        Turn::Wait { .. }
+    ));
+    let taken = store.last_commit_seen();
+    assert!(taken > before);
+    // Idle turns with more than half the lease left commit nothing.
+    clock.advance(2_499);
+    assert!(matches!(
+        work.turn(&mut handler, &go).unwrap(),
+        Turn::Wait { .. }
+    ));
+    assert_eq!(store.last_commit_seen(), taken);
+    // Half or less left: renewed, one commit.
+    clock.advance(1);
+    work.turn(&mut handler, &go).unwrap();
+    assert_eq!(store.last_commit_seen(), taken + 1);
+    // A batch of four slow entries (eight seconds, the lease five): the
+    // lease renewed inside it, every entry acknowledged at its first try.
+    let outbox = Outbox::new(&store, cfg, clock.clone(), Box::new(SeededRng::new(4))).unwrap();
+    for id in 1..=4 {
+        store
+            .transact(|tx| outbox.push(tx, &topic(), &event(id)))
+            .unwrap();
+    }
+    assert_eq!(work.turn(&mut handler, &go).unwrap(), Turn::Again);
+    assert_eq!(orders, [1, 2, 3, 4]);
+    assert_eq!(work.report().handled, 4);
     assert_eq!(outbox.lag("orders", "mailer").unwrap().entries, 0);
 }
