@@ -254,8 +254,10 @@ pub enum Turn {
     /// Nothing to do now (no entry due, the lease held by another worker,
     /// or a store failure waited out): turn again after a commit through
     /// the store later than commit `seen`, or after `wait`, whichever
-    /// comes first ([`Store::wait_for_commit`]). Turning sooner is
-    /// harmless.
+    /// comes first ([`Store::wait_for_commit`]). `wait` is
+    /// [`WorkerConfig::idle_wait`], shorter when an entry this loop saw
+    /// fail is due for its retry sooner, longer after store failures.
+    /// Turning sooner is harmless.
     Wait {
         /// The last commit the turn saw.
         seen: u64,
@@ -333,6 +335,9 @@ pub struct WorkerLoop<'s, E: Engine, T> {
     trimmed_at: Option<u64>,
     /// The store failures in a row being waited out.
     failures: u32,
+    /// The earliest retry time of an entry this loop saw fail: an idle
+    /// wait ends by then while it is ahead.
+    retry_at: Option<u64>,
 }
 
 impl<E: Engine, T> std::fmt::Debug for WorkerLoop<'_, E, T> {
@@ -373,6 +378,7 @@ impl<'s, E: Engine, T: Value> WorkerLoop<'s, E, T> {
             held: None,
             trimmed_at: None,
             failures: 0,
+            retry_at: None,
         })
     }
 
@@ -453,9 +459,10 @@ impl<'s, E: Engine, T: Value> WorkerLoop<'s, E, T> {
         };
         self.over();
         if batch.is_empty() {
-            // Entries may be waiting for a retry time: wake up by then at
-            // the latest.
-            return Ok(idle(seen));
+            return Ok(Turn::Wait {
+                seen,
+                wait: self.idle_wait(),
+            });
         }
         self.report.batches += 1;
         let mut lease = lease;
@@ -496,7 +503,9 @@ impl<'s, E: Engine, T: Value> WorkerLoop<'s, E, T> {
                     tracing::debug!(position = %d.position, %why, "handler failed");
                     match self.outbox.fail(&lease, d.position, &why) {
                         Ok(Failed::DeadLettered) => self.report.dead_lettered += 1,
-                        Ok(_) => {}
+                        Ok(Failed::Retry { at_ms, .. }) => {
+                            self.retry_at = Some(self.retry_at.map_or(at_ms, |r| r.min(at_ms)));
+                        }
                         // Not recorded: delivered again after the wait.
                         Err(e) => return self.wait_out(e),
                     }
@@ -525,6 +534,17 @@ impl<'s, E: Engine, T: Value> WorkerLoop<'s, E, T> {
             tracing::warn!(error = %e, "the worker's lease was not released; it will expire");
         }
         self.report
+    }
+
+    /// How long to wait with nothing due: [`WorkerConfig::idle_wait`], or
+    /// less when an entry this loop saw fail is due for its retry sooner
+    /// (wake up by then at the latest).
+    fn idle_wait(&self) -> Duration {
+        let now = self.clock.now_ms();
+        match self.retry_at {
+            Some(at) if at > now => self.config.idle_wait.min(Duration::from_millis(at - now)),
+            _ => self.config.idle_wait,
+        }
     }
 
     /// `lease`, renewed when half its time or less is left (a commit);

@@ -974,3 +974,50 @@ fn a_worker_renews_its_lease_at_half_time_even_inside_a_long_batch() {
     assert_eq!(work.report().handled, 4);
     assert_eq!(outbox.lag("orders", "mailer").unwrap().entries, 0);
 }
+
+/// An idle worker whose entry failed wakes for its retry: the turn's wait
+/// ends by the retry time, not after the whole `idle_wait`.
+#[test]
+fn an_idle_worker_wakes_for_a_failed_entrys_retry() {
+    use std::sync::atomic::AtomicBool;
+    use strata_outbox::Turn;
+
+    let (clock, store, cfg) = mailer_store();
+    assert_eq!((cfg.base_backoff_ms, cfg.max_backoff_ms), (100, 1_000));
+    let outbox = Outbox::new(&store, cfg, clock.clone(), Box::new(SeededRng::new(2))).unwrap();
+    store
+        .transact(|tx| outbox.push(tx, &topic(), &event(1)))
+        .unwrap();
+    let mut wc = WorkerConfig::new("retrier");
+    wc.outbox = cfg;
+    wc.idle_wait = Duration::from_secs(5);
+    let mut work = mailer_loop(&store, &clock, wc);
+    let go = AtomicBool::new(false);
+    let mut tries = 0;
+    let mut handler = |_tx: &mut strata_store::Tx<'_, MemEngine>, _d: &Delivery<Event>| {
+        tries += 1;
+        if tries == 1 {
+            return Err("first try fails".into());
+        }
+        Ok(())
+    };
+    assert_eq!(work.turn(&mut handler, &go).unwrap(), Turn::Again);
+    assert_eq!(work.report().failed, 1);
+    // Nothing due: a wait of at most the first backoff (100 ms), not 5 s.
+    let Turn::Wait { wait, .. } = work.turn(&mut handler, &go).unwrap() else {
+        panic!("nothing due, yet no wait");
+    };
+    assert!(
+        wait > Duration::ZERO && wait <= Duration::from_millis(100),
+        "{wait:?}"
+    );
+    // Once the wait is over the entry is due and handled.
+    clock.advance(u64::try_from(wait.as_millis()).unwrap());
+    assert_eq!(work.turn(&mut handler, &go).unwrap(), Turn::Again);
+    assert_eq!(work.report().handled, 1);
+    // Then, nothing left to retry: the whole idle wait.
+    let Turn::Wait { wait, .. } = work.turn(&mut handler, &go).unwrap() else {
+        panic!("nothing due, yet no wait");
+    };
+    assert_eq!(wait, Duration::from_secs(5));
+}
