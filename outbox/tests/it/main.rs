@@ -18,6 +18,7 @@ mod kill;
 mod metrics;
 mod processes;
 mod worker;
+mod worker_loop;
 
 /// An order event.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
