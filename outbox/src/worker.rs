@@ -426,19 +426,8 @@ impl<'s, E: Engine, T: Value> WorkerLoop<'s, E, T> {
                 self.held = Some(l.clone());
                 l
             }
-            Err(OutboxError::StaleLease { .. }) => {
-                self.held = None;
-                return Ok(Turn::Again);
-            }
             Err(OutboxError::LeaseHeld { .. }) => return Ok(idle(before)),
-            // Contention for the lease row (the store's own retries used
-            // up): try again; any other failure ends the worker.
-            Err(OutboxError::Store(e))
-                if e.is_conflict() || matches!(e, StoreError::RetriesExhausted { .. }) =>
-            {
-                return Ok(Turn::Again);
-            }
-            Err(e) => return self.wait_out(e),
+            Err(e) => return self.lease_failed(e),
         };
         // Read after the lease's own commit, so that an idle worker's wait
         // does not end at once on it (a busy loop renewing the lease);
@@ -482,11 +471,7 @@ impl<'s, E: Engine, T: Value> WorkerLoop<'s, E, T> {
             // half its time is gone.
             lease = match self.keep(&lease) {
                 Ok(l) => l,
-                Err(OutboxError::StaleLease { .. }) => {
-                    self.held = None;
-                    return Ok(Turn::Again);
-                }
-                Err(e) => return self.wait_out(e),
+                Err(e) => return self.lease_failed(e),
             };
             self.held = Some(lease.clone());
             let outbox = &self.outbox;
@@ -534,6 +519,25 @@ impl<'s, E: Engine, T: Value> WorkerLoop<'s, E, T> {
             tracing::warn!(error = %e, "the worker's lease was not released; it will expire");
         }
         self.report
+    }
+
+    /// A failure to take or keep the lease: a lease lost (taken over or
+    /// released) is taken again at the next turn; contention for the
+    /// lease row (the store's own retries used up) is tried again; a
+    /// store failure is waited out; anything else ends the worker.
+    fn lease_failed(&mut self, e: OutboxError) -> Result<Turn, OutboxError> {
+        match e {
+            OutboxError::StaleLease { .. } => {
+                self.held = None;
+                Ok(Turn::Again)
+            }
+            OutboxError::Store(e)
+                if e.is_conflict() || matches!(e, StoreError::RetriesExhausted { .. }) =>
+            {
+                Ok(Turn::Again)
+            }
+            e => self.wait_out(e),
+        }
     }
 
     /// How long to wait with nothing due: [`WorkerConfig::idle_wait`], or

@@ -29,7 +29,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use strata_engine::{Engine, Rng, SeededRng, Snapshot};
+use strata_engine::{Engine, ManualClock, Rng, SeededRng, Snapshot};
 use strata_keys::{Key, tuple_key};
 use strata_outbox::{Delivery, HandlerError, Position, Turn, WorkerConfig, WorkerLoop};
 use strata_store::{Store, Tx};
@@ -87,16 +87,17 @@ struct Handed {
     durable: u64,
 }
 
-/// A handler of consumer `c`: notes the delivery, fails one time in
-/// five, else adds 1 to the entry's counter and, for a keyed entry, takes
-/// the next serial number of its key.
+/// A handler of consumer `c`: notes the delivery, takes a while one time
+/// in ten (the clock moved by up to half a lease: a batch that renews its
+/// lease, or loses it), fails one time in five, else adds 1 to the
+/// entry's counter and, for a keyed entry, takes the next serial number
+/// of its key.
 fn effect<E: Engine>(
     tx: &mut Tx<'_, E>,
-    c: usize,
-    d: &Delivery<Vec<u8>>,
+    (c, d): (usize, &Delivery<Vec<u8>>),
     inner: &impl Engine,
     handed: &mut Vec<Handed>,
-    fails: &mut SeededRng,
+    (draws, clock, lease_ms): (&mut SeededRng, &ManualClock, u64),
 ) -> Result<(), HandlerError> {
     let seq = seq_of(d);
     handed.push(Handed {
@@ -104,7 +105,10 @@ fn effect<E: Engine>(
         position: d.position,
         durable: inner.durable_version(),
     });
-    if fails.chance(0.2) {
+    if draws.chance(0.1) {
+        clock.advance(draws.below(lease_ms / 2 + 1));
+    }
+    if draws.chance(0.2) {
         return Err("handler failed".into());
     }
     tx.add(&Handled { c: c as u64, seq }, 1)?;
@@ -212,6 +216,7 @@ impl WorkerRun {
         let mut twin_turn = None;
         let never = std::sync::atomic::AtomicBool::new(false);
         let inner = store.engine().inner();
+        let (clock, lease_ms) = (&*self.run.frame.clock, self.run.config.lease_ms);
         let mut handler =
             |tx: &mut Tx<'_, FaultyEngine<E>>, d: &Delivery<Vec<u8>>| -> Result<(), HandlerError> {
                 if twin_turn.is_none()
@@ -221,11 +226,23 @@ impl WorkerRun {
                     let mut twin_handler = |tx: &mut Tx<'_, FaultyEngine<E>>,
                                             d: &Delivery<Vec<u8>>|
                      -> Result<(), HandlerError> {
-                        effect(tx, c, d, inner, &mut twin_handed, &mut twin_fails)
+                        effect(
+                            tx,
+                            (c, d),
+                            inner,
+                            &mut twin_handed,
+                            (&mut twin_fails, clock, lease_ms),
+                        )
                     };
                     twin_turn = Some(other.turn(&mut twin_handler, &never));
                 }
-                effect(tx, c, d, inner, &mut handed, &mut fails)
+                effect(
+                    tx,
+                    (c, d),
+                    inner,
+                    &mut handed,
+                    (&mut fails, clock, lease_ms),
+                )
             };
         let turn = work.turn(&mut handler, &never);
         // A wait is for others' commits: one the turn made itself would
