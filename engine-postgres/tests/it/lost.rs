@@ -318,7 +318,15 @@ fn commits_in_flight_at_a_server_crash_are_settled_as_the_rows_say() {
     let outcomes: Mutex<Vec<Outcome>> = Mutex::new(Vec::new());
     let stop = AtomicBool::new(false);
     let mut rng = SeededRng::new(35);
-    for round in 0..3u64 {
+    // Three rounds, and more (up to eight) while no commit was caught by
+    // a crash: the engine settles most commits in flight by itself (it
+    // sends one again when its token says it was not applied), and one CI
+    // run of stop 62 had every commit of three rounds acknowledged.
+    for round in 0..8u64 {
+        let caught = outcomes.lock().unwrap().iter().any(|(_, _, r)| r.is_err());
+        if round >= 3 && caught {
+            break;
+        }
         stop.store(false, Ordering::SeqCst);
         std::thread::scope(|s| {
             for (t, e) in engines.iter().enumerate() {
@@ -400,7 +408,11 @@ fn commits_in_flight_at_a_server_crash_are_settled_as_the_rows_say() {
         outcomes.len()
     );
     assert!(durable_ok > 100, "too few commits to prove anything");
-    assert!(not_applied > 0, "no commit was caught by a crash");
+    // Caught by a crash: refused (not applied) or left unknown.
+    assert!(
+        not_applied + unknown > 0,
+        "no commit was caught by a crash in eight rounds"
+    );
 }
 
 /// Token rows are pruned once older than the retention, and only then.
