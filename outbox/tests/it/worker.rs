@@ -28,12 +28,9 @@ fn a_worker_handles_every_entry_once_with_its_writes_and_stops_cleanly() {
     let mut tries: BTreeMap<u64, u32> = BTreeMap::new();
     let mut wc = WorkerConfig::new("w1");
     wc.outbox = cfg;
-    let worker = Worker::spawn(
-        store.clone(),
-        clock.clone(),
-        Box::new(SeededRng::new(3)),
-        topic(),
-        "mailer",
+    let worker = spawn_mailer(
+        &store,
+        &clock,
         wc,
         Box::new(move |tx, d: &Delivery<Event>| {
             let n = tries.entry(d.entry.order).or_default();
@@ -170,12 +167,9 @@ fn ten_handled_with_retention(
     wc.idle_wait = Duration::from_millis(5);
     wc.retention_ms = Some(1_000);
     wc.trim_every_ms = trim_every_ms;
-    let worker = Worker::spawn(
-        store.clone(),
-        clock.clone(),
-        Box::new(SeededRng::new(3)),
-        topic(),
-        "mailer",
+    let worker = spawn_mailer(
+        &store,
+        clock,
         wc,
         Box::new(|_tx, _d: &Delivery<Event>| Ok(())),
     );
@@ -286,6 +280,24 @@ pub(crate) fn mailer_store() -> (Arc<ManualClock>, Arc<Store<MemEngine>>, Outbox
     (clock, store, cfg)
 }
 
+/// A worker of `mailer` on its own thread, its generator seeded with 3.
+fn spawn_mailer<E: strata_engine::Engine + Send + Sync + 'static>(
+    store: &Arc<Store<E>>,
+    clock: &Arc<ManualClock>,
+    wc: WorkerConfig,
+    handler: Box<strata_outbox::Handler<E, Event>>,
+) -> Worker {
+    Worker::spawn(
+        store.clone(),
+        clock.clone(),
+        Box::new(SeededRng::new(3)),
+        topic(),
+        "mailer",
+        wc,
+        handler,
+    )
+}
+
 /// A worker loop of `mailer` driven by hand.
 pub(crate) fn mailer_loop<'s>(
     store: &'s Store<MemEngine>,
@@ -355,12 +367,9 @@ fn a_worker_waits_out_conflicts_and_store_failures_and_ends_past_the_limit() {
         wc.outbox = cfg;
         wc.idle_wait = Duration::from_millis(2);
         wc.max_store_failures = max_store_failures;
-        Worker::spawn(
-            store.clone(),
-            clock.clone(),
-            Box::new(SeededRng::new(3)),
-            topic(),
-            "mailer",
+        spawn_mailer(
+            &store,
+            &clock,
             wc,
             Box::new(|tx, d: &Delivery<Event>| {
                 tx.put(
@@ -509,12 +518,9 @@ fn a_worker_waits_out_a_failed_read_wherever_it_falls() {
             // counts.
             wc.retention_ms = None;
             store.engine().refuse_reads_after(pass, 1);
-            let worker = Worker::spawn(
-                store.clone(),
-                clock.clone(),
-                Box::new(SeededRng::new(3)),
-                topic(),
-                "mailer",
+            let worker = spawn_mailer(
+                &store,
+                &clock,
                 wc,
                 // Each entry fails its first delivery: its failure is
                 // recorded (a read and a commit of their own) before it is
@@ -616,15 +622,7 @@ fn mailer(
     let mut wc = WorkerConfig::new("w");
     wc.outbox = cfg;
     wc.idle_wait = Duration::from_millis(10);
-    Worker::spawn(
-        store.clone(),
-        clock.clone(),
-        Box::new(SeededRng::new(3)),
-        topic(),
-        "mailer",
-        wc,
-        handler,
-    )
+    spawn_mailer(store, clock, wc, handler)
 }
 
 /// Waits (up to 2.5 s) until `mailer` owes nothing.
@@ -648,12 +646,9 @@ fn a_dropped_worker_handles_nothing_more() {
     let mut wc = WorkerConfig::new("w");
     wc.outbox = cfg;
     wc.idle_wait = Duration::from_millis(5);
-    let worker = Worker::spawn(
-        store.clone(),
-        clock.clone(),
-        Box::new(SeededRng::new(3)),
-        topic(),
-        "mailer",
+    let worker = spawn_mailer(
+        &store,
+        &clock,
         wc,
         Box::new(move |_tx, _d: &Delivery<Event>| {
             seen.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
@@ -766,12 +761,9 @@ fn an_idle_worker_sleeps_instead_of_renewing_its_lease_in_a_loop() {
     let mut wc = WorkerConfig::new("idle");
     wc.outbox = cfg;
     wc.idle_wait = Duration::from_secs(5);
-    let worker = Worker::spawn(
-        store.clone(),
-        clock.clone(),
-        Box::new(SeededRng::new(3)),
-        topic(),
-        "mailer",
+    let worker = spawn_mailer(
+        &store,
+        &clock,
         wc,
         Box::new(|_tx, _d: &Delivery<Event>| Ok(())),
     );
