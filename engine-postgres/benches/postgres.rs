@@ -414,7 +414,10 @@ fn main() {
                         &s.ours, s.ks, n, each, first, &value,
                     );
                 },
-                || (0, 0),
+                || {
+                    let g = s.ours.group_stats();
+                    (g.syncs, g.commits)
+                },
             );
             drop(clients);
             let dir = ab::BenchDir::new("postgres-writers");

@@ -4,10 +4,14 @@
 //! the rows and commits, then (for `Immediate`) commits the flush write,
 //! all on the server. Nothing is parsed or planned per commit: the
 //! statement is prepared once per connection and the procedure's plans
-//! are kept by its session.
+//! are kept by its session. A group of such commits in one keyspace
+//! (concurrent callers queued behind one another, see
+//! [`PostgresEngine::write_queued`]) is one call too: their rows merged in
+//! order, the version raised by the number of commits.
 
 use std::collections::HashMap;
 
+use strata_engine::implement::GroupFailed;
 use strata_engine::{Commit, CommitError, CommitInfo, Durability, Keyspace, Mutation};
 
 use crate::PostgresEngine;
@@ -17,13 +21,13 @@ use crate::write::LITERAL_BYTES;
 /// The procedure's name for `table`; its version is in the name, as for
 /// the engine's other functions (see `one_trip::FUNCTIONS`).
 pub(crate) fn procedure(table: &str) -> String {
-    format!("{table}_write_v1")
+    format!("{table}_write_v2")
 }
 
 /// Whether `table`'s procedure is installed.
 pub(crate) fn present_sql(table: &str) -> String {
     format!(
-        "SELECT to_regprocedure('{}(bytea[],bytea[],bytea[],bytea[],bytea[],bytea,boolean,bigint)') IS NOT NULL",
+        "SELECT to_regprocedure('{}(bytea[],bytea[],bytea[],bytea[],bytea[],bytea,boolean,bigint,bigint)') IS NOT NULL",
         procedure(table)
     )
 }
@@ -31,18 +35,19 @@ pub(crate) fn present_sql(table: &str) -> String {
 /// The procedure of `table`: deletes the keys `(dkp, dkr)`, upserts the
 /// rows `(pkp, pkr, pv)` (keys split by `layout::split`; the two sets
 /// disjoint, no key twice), after
-/// taking the version (returned in `version`) and recording `token` as
-/// applied at it; commits asynchronously, then, when `durable`, commits a
+/// taking `n` versions (the last returned in `version`: a group of `n`
+/// commits takes the `n` before it too) and recording `token` as applied
+/// at the last; commits asynchronously, then, when `durable`, commits a
 /// write of the session's flush row synchronously (see `write::flush_sql`).
 pub(crate) fn create_sql(table: &str) -> String {
     let name = procedure(table);
     format!(
         r"CREATE OR REPLACE PROCEDURE {name}(
     dkp bytea[], dkr bytea[], pkp bytea[], pkr bytea[], pv bytea[],
-    tok bytea, durable boolean, INOUT version bigint)
+    tok bytea, durable boolean, n bigint, INOUT version bigint)
 LANGUAGE plpgsql AS $f$
 BEGIN
-    UPDATE strata_meta SET value = value + 1 WHERE id = 1 RETURNING value INTO version;
+    UPDATE strata_meta SET value = value + n WHERE id = 1 RETURNING value INTO version;
     INSERT INTO strata_commits (token, applied, version) VALUES (tok, true, version);
     IF cardinality(dkp) > 0 THEN
         DELETE FROM {table} t USING unnest(dkp, dkr) AS d(kp, kr)
@@ -68,41 +73,49 @@ $f$"
 /// A key and what it ends up with: a value, or deleted (`None`).
 type Write<'c> = (&'c [u8], Option<&'c [u8]>);
 
-/// The last mutation of each key of a commit of puts and deletes in one
-/// keyspace: `None` for a commit of any other shape.
-fn last_writes(commit: &Commit) -> Option<(Keyspace, Vec<Write<'_>>)> {
-    if !commit.predicates.is_empty() {
-        return None;
-    }
+/// The last mutation of each key of commits of puts and deletes in one
+/// keyspace, in order: `None` when any commit has another shape.
+fn last_writes(commits: &[Commit]) -> Option<(Keyspace, Vec<Write<'_>>)> {
     let mut ks = None;
-    let mut at: HashMap<&[u8], usize> = HashMap::with_capacity(commit.mutations.len());
-    let mut rows: Vec<(&[u8], Option<&[u8]>)> = Vec::with_capacity(commit.mutations.len());
-    for m in &commit.mutations {
-        let (k, key, value) = match m {
-            Mutation::Put { ks, key, value } => (*ks, key, Some(value.as_slice())),
-            Mutation::Delete { ks, key } => (*ks, key, None),
-            _ => return None,
-        };
-        if *ks.get_or_insert(k) != k {
+    let n = commits.iter().map(|c| c.mutations.len()).sum();
+    let mut at: HashMap<&[u8], usize> = HashMap::with_capacity(n);
+    let mut rows: Vec<(&[u8], Option<&[u8]>)> = Vec::with_capacity(n);
+    for commit in commits {
+        if !commit.predicates.is_empty() {
             return None;
         }
-        if let Some(&i) = at.get(key.as_slice()) {
-            rows[i].1 = value;
-        } else {
-            at.insert(key, rows.len());
-            rows.push((key, value));
+        for m in &commit.mutations {
+            let (k, key, value) = match m {
+                Mutation::Put { ks, key, value } => (*ks, key, Some(value.as_slice())),
+                Mutation::Delete { ks, key } => (*ks, key, None),
+                _ => return None,
+            };
+            if *ks.get_or_insert(k) != k {
+                return None;
+            }
+            if let Some(&i) = at.get(key.as_slice()) {
+                rows[i].1 = value;
+            } else {
+                at.insert(key, rows.len());
+                rows.push((key, value));
+            }
         }
     }
     Some((ks?, rows))
 }
 
 impl PostgresEngine {
-    /// A commit of puts and deletes in one keyspace, of at most
-    /// [`LITERAL_BYTES`], as one call of its table's procedure; `None` for
-    /// any other commit. A call that finds its connection dead is settled
-    /// and sent again as `write_one` does.
-    pub(crate) fn write_call(&self, commit: &Commit) -> Option<Result<CommitInfo, CommitError>> {
-        let (ks, rows) = last_writes(commit)?;
+    /// Commits of puts and deletes in one keyspace, of at most
+    /// [`LITERAL_BYTES`] together, as one call of its table's procedure
+    /// (one transaction: all applied, at consecutive versions, or none;
+    /// durable when any of them asks to be); `None` for any other commits.
+    /// A call that finds its connection dead is settled and sent again as
+    /// `write_one` does.
+    pub(crate) fn write_call(
+        &self,
+        commits: &[Commit],
+    ) -> Option<Vec<Result<CommitInfo, CommitError>>> {
+        let (ks, rows) = last_writes(commits)?;
         let bytes: usize = rows
             .iter()
             .map(|(k, v)| k.len() + v.map_or(0, <[u8]>::len))
@@ -124,17 +137,20 @@ impl PostgresEngine {
                 dkr.push(kr);
             }
         }
-        let immediate = commit.durability == Durability::Immediate;
+        let immediate = commits
+            .iter()
+            .any(|c| c.durability == Durability::Immediate);
+        let n = i64::try_from(commits.len()).ok()?;
         let call = format!(
-            "CALL {}($1, $2, $3, $4, $5, $6, $7, NULL)",
+            "CALL {}($1, $2, $3, $4, $5, $6, $7, $8, NULL)",
             procedure(table)
         );
-        Some(self.send_single(commit, |pooled, token| {
+        let sent = self.send_tokened(immediate, &commits[0], |pooled, token| {
             self.last_call(pooled, |conn| {
                 let stmt = conn.prepare(&call)?;
                 let tok = token.as_bytes().as_slice();
                 conn.client
-                    .query_one(&stmt, &[&dkp, &dkr, &pkp, &pkr, &pv, &tok, &immediate])
+                    .query_one(&stmt, &[&dkp, &dkr, &pkp, &pkr, &pv, &tok, &immediate, &n])
             })
             .map(|row| {
                 row.try_get::<_, Option<i64>>(0)
@@ -142,6 +158,32 @@ impl PostgresEngine {
                     .flatten()
                     .and_then(|v| u64::try_from(v).ok())
             })
-        }))
+        });
+        Some(match sent {
+            // The last version is the group's; each commit took one, in
+            // order, up to it.
+            Ok(info) => (0..commits.len() as u64)
+                .rev()
+                .map(|before| {
+                    Ok(CommitInfo {
+                        version: info.version - before,
+                        durable: info.durable,
+                    })
+                })
+                .collect(),
+            Err(e) => {
+                let msg = e.to_string();
+                let unknown = matches!(e, CommitError::OutcomeUnknown(_));
+                let mut out = vec![Err(e)];
+                out.extend((1..commits.len()).map(|_| {
+                    Err(if unknown {
+                        GroupFailed::unknown(&msg)
+                    } else {
+                        GroupFailed::not_applied(&msg)
+                    })
+                }));
+                out
+            }
+        })
     }
 }

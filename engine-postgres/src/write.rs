@@ -4,7 +4,7 @@
 use std::fmt::Write as _;
 
 use postgres::SimpleQueryMessage;
-use strata_engine::implement::{self, GroupFailed, Op, Reads};
+use strata_engine::implement::{self, GroupFailed, GroupResults, Op, Reads};
 use strata_engine::{
     Commit, CommitError, CommitInfo, Durability, Keyspace, Mutation, Predicate, StampAt,
 };
@@ -99,12 +99,42 @@ enum Fate {
 }
 
 impl PostgresEngine {
+    /// Writes the commits of concurrent callers, queued behind one another
+    /// (already checked for keyspaces and sizes): puts and deletes in one
+    /// keyspace as one call of its procedure, one transaction for them
+    /// all; other shapes one after the other, each its own transaction
+    /// (a group's transaction would take a round trip per commit, with the
+    /// version row locked throughout). One result per commit, in order.
+    pub(crate) fn write_queued(&self, commits: &[Commit]) -> GroupResults {
+        if let Some(results) = self.write_call(commits) {
+            // One transaction: durable for all of them or none.
+            if results.iter().any(|r| r.as_ref().is_ok_and(|i| i.durable)) {
+                self.committer.count_sync();
+            }
+            return results;
+        }
+        let results: GroupResults = commits
+            .iter()
+            .flat_map(|c| self.write_group(std::slice::from_ref(c)))
+            .collect();
+        for _ in results
+            .iter()
+            .filter(|r| r.as_ref().is_ok_and(|i| i.durable))
+        {
+            self.committer.count_sync();
+        }
+        results
+    }
+
     /// Writes `commits` (already checked for keyspaces and sizes) in one
     /// transaction; one result per commit, in order.
     pub(crate) fn write_group(&self, commits: &[Commit]) -> Vec<Result<CommitInfo, CommitError>> {
         let n = commits.len();
+        if let Some(results) = self.write_call(commits) {
+            return results;
+        }
         if let [commit] = commits
-            && let Some(result) = self.write_call(commit).or_else(|| self.write_one(commit))
+            && let Some(result) = self.write_one(commit)
         {
             return vec![result];
         }
@@ -208,7 +238,18 @@ impl PostgresEngine {
         commit: &Commit,
         send: impl Fn(&mut Pooled<'_>, &crate::CommitToken) -> Result<Option<u64>, LastMessageError>,
     ) -> Result<CommitInfo, CommitError> {
-        let immediate = commit.durability == Durability::Immediate;
+        self.send_tokened(commit.durability == Durability::Immediate, commit, send)
+    }
+
+    /// [`send_single`](Self::send_single) for a transaction that is
+    /// durable when `immediate`; `commit` is the one a refusal of the
+    /// server's names.
+    pub(crate) fn send_tokened(
+        &self,
+        immediate: bool,
+        commit: &Commit,
+        send: impl Fn(&mut Pooled<'_>, &crate::CommitToken) -> Result<Option<u64>, LastMessageError>,
+    ) -> Result<CommitInfo, CommitError> {
         let (mut resent, mut reinstalled) = (false, false);
         loop {
             let token = self.mint_token();

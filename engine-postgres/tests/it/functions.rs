@@ -56,7 +56,7 @@ fn dropped_functions_are_installed_again_and_the_commit_applied_once() {
     // The procedure dropped: the next put finds it missing.
     let procedure = text(
         &mut admin,
-        "SELECT proname::text FROM pg_proc WHERE proname LIKE 'strata_ks_%_write_v1'",
+        "SELECT proname::text FROM pg_proc WHERE proname LIKE 'strata_ks_%_write_v2'",
     );
     admin
         .batch_execute(&format!("DROP PROCEDURE {procedure}"))

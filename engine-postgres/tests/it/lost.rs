@@ -233,7 +233,9 @@ fn a_lost_reply_is_settled_by_the_commit_token_not_a_reused_transaction_id() {
 /// sent once more, after the other engine's commits; a call whose reply
 /// was lost was applied, durable, before them. Either way the row is
 /// there, the reported version is where it really went, and a delete in
-/// the same commit took effect.
+/// the same commit took effect. The same for a group of three such
+/// commits (one `Immediate`), written as one call: one token settles them
+/// all, at consecutive versions.
 #[test]
 fn a_lost_reply_of_a_one_call_commit_is_settled_as_it_went() {
     let server = Arc::new(
@@ -242,7 +244,8 @@ fn a_lost_reply_of_a_one_call_commit_is_settled_as_it_went() {
     let config = server.database("one_call").unwrap();
     let e = PostgresEngine::open(config.clone(), specs(), PostgresOptions::default()).unwrap();
     let plain = e.keyspace("plain").unwrap();
-    for (round, applied) in [false, true].into_iter().enumerate() {
+    let cases = [(false, false), (false, true), (true, false), (true, true)];
+    for (round, (group, applied)) in cases.into_iter().enumerate() {
         let id = 100 * (round as u64 + 1);
         let before = commit(&e, Way::Blind, Durability::Immediate, id)[0]
             .as_ref()
@@ -256,15 +259,44 @@ fn a_lost_reply_of_a_one_call_commit_is_settled_as_it_went() {
         });
         let claims = claimed(&config);
         let key = format!("p{id}").into_bytes();
-        let v = e
-            .commit(
-                Commit::new()
-                    .put(plain, key.clone(), id.to_be_bytes().to_vec())
-                    .delete(plain, b"gone".to_vec())
-                    .durability(Durability::Immediate),
-            )
-            .unwrap_or_else(|err| panic!("applied {applied}: not settled as applied: {err}"))
-            .version;
+        let first = Commit::new()
+            .put(plain, key.clone(), id.to_be_bytes().to_vec())
+            .delete(plain, b"gone".to_vec())
+            .durability(Durability::Immediate);
+        let more = format!("q{id}").into_bytes();
+        let v = if group {
+            let infos: Vec<_> = e
+                .commit_group(vec![
+                    first,
+                    Commit::new().put(plain, more.clone(), b"1".to_vec()),
+                    Commit::new().put(plain, more.clone(), b"2".to_vec()),
+                ])
+                .into_iter()
+                .map(|r| {
+                    r.unwrap_or_else(|err| panic!("applied {applied}: a group not settled: {err}"))
+                })
+                .collect();
+            let v = infos[2].version;
+            assert_eq!(
+                infos
+                    .iter()
+                    .map(|i| (i.version, i.durable))
+                    .collect::<Vec<_>>(),
+                [(v - 2, true), (v - 1, true), (v, true)],
+                "applied {applied}: consecutive versions, durable"
+            );
+            assert_eq!(
+                e.snapshot().unwrap().get(plain, &more).unwrap(),
+                Some(b"2".to_vec()),
+                "the group's last write of a key"
+            );
+            v
+        } else {
+            e.commit(first)
+                .unwrap_or_else(|err| panic!("applied {applied}: not settled as applied: {err}"))
+                .version
+        };
+        let span = if group { 2 } else { 0 };
         let others: Vec<u64> = rows(&e)
             .into_iter()
             .filter(|(i, _)| (1_000_000 + id..1_000_000 + id + 3).contains(i))
@@ -282,13 +314,13 @@ fn a_lost_reply_of_a_one_call_commit_is_settled_as_it_went() {
         );
         if applied {
             assert!(
-                v > before + 1 && others.iter().all(|o| *o > v),
+                v - span > before + 1 && others.iter().all(|o| *o > v),
                 "applied before the crash: {v} between {before} and {others:?}"
             );
             assert_eq!(claimed(&config), claims, "nothing to claim: it was applied");
         } else {
             assert!(
-                others.iter().all(|o| *o < v),
+                others.iter().all(|o| *o < v - span),
                 "sent again after the other commits: {v}, {others:?}"
             );
             assert_eq!(

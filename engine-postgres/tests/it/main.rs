@@ -18,6 +18,7 @@ mod functions;
 mod keys;
 mod lost;
 mod processes;
+mod queued;
 mod tls;
 
 /// The run's shared server; a test that cannot have one fails and says why.

@@ -1,0 +1,197 @@
+//! Commits of concurrent callers of one engine: a commit made while another
+//! is being written is queued, and the queue written as one transaction
+//! when its commits are puts and deletes in one keyspace (one call of the
+//! keyspace's procedure), one after the other otherwise.
+
+use std::collections::BTreeMap;
+
+use strata_engine::{
+    Commit, CommitError, Durability, Engine, KeyspaceSpec, Predicate, Profile, RangeSpec, Snapshot,
+};
+use strata_engine_postgres::PostgresOptions;
+
+fn specs() -> Vec<KeyspaceSpec> {
+    vec![
+        KeyspaceSpec::new("kv", Profile::General),
+        KeyspaceSpec::new("other", Profile::General),
+    ]
+}
+
+const WRITERS: u64 = 8;
+const EACH: u64 = 40;
+
+/// Eight threads commit 40 puts each, in rounds (each thread one commit a
+/// round, released together), every one `Immediate`, each also writing the
+/// key `shared` with its own name and now and then deleting its previous
+/// key. After each round `shared` holds the value of the round's commit
+/// with the highest version (a queue's rows merged in commit order, the
+/// last write of a key winning, and its commits given their versions in
+/// that order). Afterwards: the versions acknowledged are exactly the next
+/// 320, each once; every row is what its commits left; and the commits
+/// were written in fewer transactions than commits, each flushing the log
+/// once.
+#[test]
+fn concurrent_puts_are_written_in_queues_at_consecutive_versions() {
+    let (_server, _, e) = super::open("queued", specs(), PostgresOptions::default());
+    let kv = e.keyspace("kv").unwrap();
+    let first = e
+        .commit(Commit::new().put(kv, b"start".to_vec(), b"0".to_vec()))
+        .unwrap()
+        .version;
+    let before = e.group_stats();
+    let name = |t: u64, i: u64| format!("t{t}-{i:03}").into_bytes();
+    let mut acknowledged = Vec::new();
+    for i in 0..EACH {
+        // A round: each writer one commit, on threads started together.
+        let made: Vec<(u64, u64, u64)> = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..WRITERS)
+                .map(|t| {
+                    let e = &e;
+                    s.spawn(move || {
+                        let mut c = Commit::new()
+                            .put(kv, name(t, i), i.to_be_bytes().to_vec())
+                            .put(kv, b"shared".to_vec(), name(t, i))
+                            .durability(Durability::Immediate);
+                        if i % 4 == 3 {
+                            c = c.delete(kv, name(t, i - 1));
+                        }
+                        let info = e.commit(c).expect("a durable put");
+                        assert!(info.durable, "an Immediate commit not durable");
+                        (info.version, t, i)
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        let (_, t, _) = made.iter().max().unwrap();
+        assert_eq!(
+            e.snapshot().unwrap().get(kv, b"shared").unwrap(),
+            Some(name(*t, i)),
+            "round {i}: `shared` is not the last commit's ({made:?})"
+        );
+        acknowledged.extend(made);
+    }
+    let mut versions: Vec<u64> = acknowledged.iter().map(|(v, _, _)| *v).collect();
+    versions.sort_unstable();
+    assert_eq!(
+        versions,
+        (first + 1..=first + WRITERS * EACH).collect::<Vec<_>>(),
+        "each commit its own version, none skipped"
+    );
+    let s = e.snapshot().unwrap();
+    assert_eq!(s.version().unwrap(), first + WRITERS * EACH);
+    let rows: BTreeMap<Vec<u8>, Vec<u8>> = s
+        .range(kv, RangeSpec::all())
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    let mut expected = BTreeMap::new();
+    expected.insert(b"start".to_vec(), b"0".to_vec());
+    for t in 0..WRITERS {
+        for i in 0..EACH {
+            if i % 4 != 2 {
+                expected.insert(name(t, i), i.to_be_bytes().to_vec());
+            }
+        }
+    }
+    let (_, t, i) = acknowledged.iter().max().unwrap();
+    expected.insert(b"shared".to_vec(), name(*t, *i));
+    assert_eq!(rows, expected);
+    let after = e.group_stats();
+    let (groups, commits, syncs) = (
+        after.groups - before.groups,
+        after.commits - before.commits,
+        after.syncs - before.syncs,
+    );
+    assert_eq!(commits, WRITERS * EACH);
+    assert!(
+        groups < commits,
+        "no commit was queued behind another: {groups} groups"
+    );
+    assert_eq!(syncs, groups, "one flush of the log per queue written");
+    assert!(e.durable_version() >= first + WRITERS * EACH);
+}
+
+/// Queued commits that are not all plain puts and deletes in one keyspace
+/// go one after the other: a commit whose predicate fails is refused alone,
+/// and the commits queued with it (plain puts, puts in two keyspaces,
+/// checked commits that hold) are applied.
+#[test]
+fn a_refused_commit_queued_with_others_fails_alone() {
+    let (_server, _, e) = super::open("queued_refused", specs(), PostgresOptions::default());
+    let kv = e.keyspace("kv").unwrap();
+    let other = e.keyspace("other").unwrap();
+    e.commit(Commit::new().put(kv, b"taken".to_vec(), b"x".to_vec()))
+        .unwrap();
+    let outcomes: Vec<(u64, u64, Result<u64, CommitError>)> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..WRITERS)
+            .map(|t| {
+                let e = &e;
+                s.spawn(move || {
+                    (0..EACH)
+                        .map(|i| {
+                            let key = format!("t{t}-{i:03}").into_bytes();
+                            let c = match (t + i) % 3 {
+                                0 => Commit::new().put(kv, key, b"plain".to_vec()),
+                                1 => Commit::new().put(kv, key.clone(), b"two".to_vec()).put(
+                                    other,
+                                    key,
+                                    b"two".to_vec(),
+                                ),
+                                _ => Commit::new()
+                                    .require(Predicate::Absent {
+                                        ks: kv,
+                                        // Every other checked commit asks
+                                        // for a key that is there.
+                                        key: if i % 2 == 0 {
+                                            b"taken".to_vec()
+                                        } else {
+                                            b"free".to_vec()
+                                        },
+                                    })
+                                    .put(kv, key, b"checked".to_vec()),
+                            };
+                            (t, i, e.commit(c).map(|info| info.version))
+                        })
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().unwrap())
+            .collect()
+    });
+    let s = e.snapshot().unwrap();
+    let mut versions = Vec::new();
+    for (t, i, result) in &outcomes {
+        let key = format!("t{t}-{i:03}").into_bytes();
+        let refused = (t + i) % 3 == 2 && i % 2 == 0;
+        match result {
+            Err(CommitError::Conflict { index: 0, .. }) if refused => {
+                assert_eq!(s.get(kv, &key).unwrap(), None, "{t}/{i}: refused, written");
+            }
+            Ok(v) if !refused => {
+                versions.push(*v);
+                assert!(
+                    s.get(kv, &key).unwrap().is_some(),
+                    "{t}/{i}: applied, absent"
+                );
+                assert_eq!(
+                    s.get(other, &key).unwrap().is_some(),
+                    (t + i) % 3 == 1,
+                    "{t}/{i}: the second keyspace"
+                );
+            }
+            other => panic!("{t}/{i}: refused {refused}, got {other:?}"),
+        }
+    }
+    versions.sort_unstable();
+    versions.dedup();
+    assert_eq!(
+        versions.len(),
+        outcomes.iter().filter(|(_, _, r)| r.is_ok()).count(),
+        "a version given twice"
+    );
+    assert_eq!(*versions.last().unwrap(), s.version().unwrap());
+}
