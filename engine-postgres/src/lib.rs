@@ -46,12 +46,12 @@
 //!   keyspace table (installed at open) that does the same on the server
 //!   and keeps its plans. A larger commit, and a group of other shapes,
 //!   take the lock in a first round trip and commit in a second.
-//! - **Concurrent commits** of one engine are queued: a commit made while
-//!   another is being written waits, and the commits queued meanwhile are
-//!   written together, puts and deletes in one keyspace as one call of the
+//! - **Concurrent commits** of puts and deletes in one keyspace are
+//!   queued: such a commit made while another is being written waits, and
+//!   the commits queued meanwhile are written together as one call of the
 //!   procedure (one round trip, one lock of the version row, one flush of
-//!   the log for all of them; see [`PostgresEngine::group_stats`]), other
-//!   shapes one after the other.
+//!   the log for all of them; see [`PostgresEngine::group_stats`]). Other
+//!   commits are written at once, each its own transaction.
 //! - **Snapshots** are read-only `REPEATABLE READ` transactions whose first
 //!   statement reads the version, so [`Snapshot::version`](strata_engine::Snapshot::version) is exact. Ranges
 //!   stream in batches, each a keyset-paginated query inside the
@@ -564,13 +564,13 @@ impl PostgresEngine {
         answer
     }
 
-    /// How many groups of commits this instance wrote since it opened, how
-    /// many commits they held and how many of its transactions flushed the
-    /// log for them. A commit made while another is being written is
-    /// queued, and the queue written as one transaction when the commits
-    /// in it are puts and deletes in one keyspace (one after the other
-    /// otherwise), so with concurrent `Immediate` writers `commits / syncs`
-    /// is the number of commits per flush of the log.
+    /// How many groups of queued commits this instance wrote since it
+    /// opened, how many commits they held and how many of its transactions
+    /// flushed the log for them. A commit of puts and deletes in one
+    /// keyspace made while another is being written is queued, and the
+    /// queue written as one transaction (other commits are not counted
+    /// here), so with concurrent `Immediate` writers `commits / syncs` is
+    /// the number of commits per flush of the log.
     ///
     /// ```no_run
     /// # fn demo(engine: &strata_engine_postgres::PostgresEngine) {
@@ -770,15 +770,29 @@ impl Engine for PostgresEngine {
         PostgresSnapshot::begin(self)
     }
 
-    /// A commit made while another of this instance is being written
-    /// waits for it, queued with any others, and the queue is then written
-    /// as one transaction (`write_queued`): one round trip, one lock of the
-    /// version row and one flush of the log for all of them.
+    /// A commit of puts and deletes in one keyspace made while another of
+    /// this instance is being written waits for it, queued with any
+    /// others, and the queue is then written as one transaction
+    /// (`write_queued`): one round trip, one lock of the version row and
+    /// one flush of the log for all of them. A commit of any other shape
+    /// (predicates, counters, versionstamps, several keyspaces) is written
+    /// at once, as its own transaction: queued, it would still be written
+    /// alone, after waiting for the others.
     fn commit(&self, commit: Commit) -> Result<CommitInfo, CommitError> {
         self.keyspaces.check_commit(&commit)?;
         check_sizes(&commit)?;
-        self.committer
-            .commit(commit, |group| self.write_queued(&group), Ok)
+        if one_call::queueable(&commit) {
+            return self
+                .committer
+                .commit(commit, |group| self.write_queued(&group), Ok);
+        }
+        self.write_group(std::slice::from_ref(&commit))
+            .pop()
+            .unwrap_or_else(|| {
+                Err(CommitError::Backend(boxed(ServerError::Unexpected(
+                    "no result",
+                ))))
+            })
     }
 
     /// One transaction for the whole group: each commit's predicates see

@@ -6,8 +6,9 @@
 //! statement is prepared once per connection and the procedure's plans
 //! are kept by its session. A group of such commits in one keyspace
 //! (concurrent callers queued behind one another, see
-//! [`PostgresEngine::write_queued`]) is one call too: their rows merged in
-//! order, the version raised by the number of commits.
+//! `PostgresEngine::write_queued`, or `commit_group`) is one call too:
+//! their rows merged in order, the version raised by the number of
+//! commits.
 
 use std::collections::HashMap;
 
@@ -72,6 +73,20 @@ $f$"
 
 /// A key and what it ends up with: a value, or deleted (`None`).
 type Write<'c> = (&'c [u8], Option<&'c [u8]>);
+
+/// Whether `commit` is puts and deletes in one keyspace, without
+/// predicates: what a queue of concurrent commits is written as one call
+/// of (see `PostgresEngine::write_queued`).
+pub(crate) fn queueable(commit: &Commit) -> bool {
+    let mut ks = None;
+    commit.predicates.is_empty()
+        && commit.mutations.iter().all(|m| match m {
+            Mutation::Put { ks: k, .. } | Mutation::Delete { ks: k, .. } => {
+                *ks.get_or_insert(*k) == *k
+            }
+            _ => false,
+        })
+}
 
 /// The last mutation of each key of commits of puts and deletes in one
 /// keyspace, in order: `None` when any commit has another shape.

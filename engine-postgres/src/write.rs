@@ -100,11 +100,13 @@ enum Fate {
 
 impl PostgresEngine {
     /// Writes the commits of concurrent callers, queued behind one another
-    /// (already checked for keyspaces and sizes): puts and deletes in one
-    /// keyspace as one call of its procedure, one transaction for them
-    /// all; other shapes one after the other, each its own transaction
-    /// (a group's transaction would take a round trip per commit, with the
-    /// version row locked throughout). One result per commit, in order.
+    /// (already checked for keyspaces and sizes; puts and deletes, see
+    /// `one_call::queueable`): in one keyspace, of at most
+    /// `LITERAL_BYTES` together, as one call of its procedure, one
+    /// transaction for them all; otherwise one after the other, each its
+    /// own transaction (a group's transaction would take a round trip per
+    /// commit, with the version row locked throughout). One result per
+    /// commit, in order.
     pub(crate) fn write_queued(&self, commits: &[Commit]) -> GroupResults {
         if let Some(results) = self.write_call(commits) {
             // One transaction: durable for all of them or none.
