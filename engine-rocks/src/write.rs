@@ -85,6 +85,24 @@ impl LatestReads<'_> {
     }
 }
 
+/// What `commit`'s write batch takes, about: RocksDB's 12-byte header,
+/// each row's key and value with its tag, family and length varints (at
+/// most 16 bytes), and the version record.
+fn batch_bytes(commit: &Commit) -> usize {
+    let rows: usize = commit
+        .mutations
+        .iter()
+        .map(|m| match m {
+            Mutation::Put { key, value, .. } | Mutation::PutVersionstamped { key, value, .. } => {
+                key.len() + value.len() + 16
+            }
+            Mutation::Delete { key, .. } | Mutation::Add { key, .. } => key.len() + 24,
+            _ => 32,
+        })
+        .sum();
+    12 + rows + VERSION.len() + 8 + 16
+}
+
 impl RocksEngine {
     /// The write batch of `commit` as `version`: predicates checked and
     /// counters resolved against the latest state (which includes every
@@ -93,7 +111,10 @@ impl RocksEngine {
     pub(crate) fn batch(&self, version: u64, commit: &Commit) -> Result<WriteBatch, CommitError> {
         let mut reads = LatestReads { engine: self };
         implement::check_predicates(&commit.predicates, &mut reads)?;
-        let mut batch = WriteBatch::default();
+        // Sized for the whole commit at once: grown row by row, the batch's
+        // buffer was reallocated (and the allocator consolidated) several
+        // times per commit.
+        let mut batch = WriteBatch::with_capacity_bytes(batch_bytes(commit));
         // Plain puts and deletes, and rows stamped in the key, need no
         // resolving: write them straight from the commit, copying only a
         // stamped key.

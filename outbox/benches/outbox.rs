@@ -346,6 +346,28 @@ fn bench_engine<E: Engine>(c: &mut Criterion, name: &str, engine: &E) {
                 .unwrap()
         });
     });
+    let entries = engine.keyspace(strata_outbox::ENTRIES).unwrap();
+    let mut k = 1u64 << 52;
+    g.bench_function("raw_two_rows", |b| {
+        b.iter(|| {
+            k += 1;
+            let mut stamped = b"entry/".to_vec();
+            stamped.extend_from_slice(&[0; 10]);
+            engine
+                .commit(
+                    Commit::new()
+                        .put(data, ev(k), event.clone())
+                        .mutate(Mutation::PutVersionstamped {
+                            ks: entries,
+                            key: stamped,
+                            value: vec![0x11; 64],
+                            at: StampAt::Key(6),
+                        })
+                        .durability(Durability::Buffered),
+                )
+                .unwrap()
+        });
+    });
     g.bench_function("ours", |b| {
         b.iter(|| {
             j += 1;
