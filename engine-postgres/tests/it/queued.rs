@@ -314,3 +314,66 @@ fn queued_puts_in_flight_at_a_server_crash_are_settled_as_the_rows_say() {
         "no commit was queued"
     );
 }
+
+/// Queued puts too large to send together (more than 256 KiB of keys and
+/// values in all) are written one after the other, each its own
+/// transaction and flush: all applied, each at its own version, the
+/// values whole.
+#[test]
+fn queued_puts_too_large_together_go_one_by_one() {
+    let (_server, _, e) = super::open("queued_large", specs(), PostgresOptions::default());
+    let kv = e.keyspace("kv").unwrap();
+    let before = e.group_stats();
+    let value = |t: u64, i: u64| vec![u8::try_from(t * 16 + i).unwrap(); 150 << 10];
+    let versions: Vec<u64> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..4u64)
+            .map(|t| {
+                let e = &e;
+                s.spawn(move || {
+                    (0..8u64)
+                        .map(|i| {
+                            let info = e
+                                .commit(
+                                    Commit::new()
+                                        .put(kv, format!("t{t}-{i}").into_bytes(), value(t, i))
+                                        .durability(Durability::Immediate),
+                                )
+                                .expect("a durable put");
+                            assert!(info.durable);
+                            info.version
+                        })
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().unwrap())
+            .collect()
+    });
+    let mut sorted = versions.clone();
+    sorted.sort_unstable();
+    sorted.dedup();
+    assert_eq!(sorted.len(), 32, "a version given twice");
+    let s = e.snapshot().unwrap();
+    for t in 0..4u64 {
+        for i in 0..8u64 {
+            assert_eq!(
+                s.get(kv, format!("t{t}-{i}").as_bytes()).unwrap(),
+                Some(value(t, i)),
+                "t{t}-{i}"
+            );
+        }
+    }
+    let after = e.group_stats();
+    assert_eq!(after.commits - before.commits, 32);
+    assert!(
+        after.groups - before.groups < 32,
+        "no commit was queued behind another"
+    );
+    assert_eq!(
+        after.syncs - before.syncs,
+        32,
+        "one flush for each, written one by one"
+    );
+}
