@@ -486,3 +486,47 @@ fn token_rows_are_pruned_after_their_retention() {
     short.prune_tokens();
     assert_eq!(count(), 0, "older than a zero retention: pruned");
 }
+
+/// A group written as one call (puts in one keyspace) whose server dies
+/// before the call arrives and stays down: its fate cannot be learnt, so
+/// every commit of the group is an unknown outcome (not one unknown and
+/// the others "not applied", which a caller would take as safe to send
+/// again). Once the server is back, none of them is there (the call never
+/// arrived) and the engine commits again.
+#[test]
+fn a_group_call_whose_fate_cannot_be_learnt_is_unknown_for_every_member() {
+    let server = Arc::new(TestServer::start().expect("a private server"));
+    let config = server.database("group_unknown").unwrap();
+    let e = PostgresEngine::open(config, specs(), PostgresOptions::default()).unwrap();
+    let plain = e.keyspace("plain").unwrap();
+    let s = Arc::clone(&server);
+    e.inject_reply_fault(ReplyFault {
+        applied: false,
+        meanwhile: Box::new(move || s.kill().expect("kill the server")),
+    });
+    let key = |i: u8| vec![b'g', i];
+    let results = e.commit_group(
+        (0..3u8)
+            .map(|i| {
+                Commit::new()
+                    .put(plain, key(i), vec![i])
+                    .durability(Durability::Immediate)
+            })
+            .collect(),
+    );
+    assert_eq!(results.len(), 3);
+    for (i, r) in results.iter().enumerate() {
+        assert!(
+            matches!(r, Err(CommitError::OutcomeUnknown(_))),
+            "member {i}: {r:?}"
+        );
+    }
+    server.restart().expect("restart the server");
+    let snap = e.snapshot().expect("a snapshot after the restart");
+    for i in 0..3u8 {
+        assert_eq!(snap.get(plain, &key(i)).unwrap(), None, "member {i}");
+    }
+    drop(snap);
+    e.commit(Commit::new().put(plain, key(9), vec![9]))
+        .expect("a commit after the restart");
+}
