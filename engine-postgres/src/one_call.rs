@@ -12,7 +12,6 @@
 
 use std::collections::HashMap;
 
-use strata_engine::implement::GroupFailed;
 use strata_engine::{Commit, CommitError, CommitInfo, Durability, Keyspace, Mutation};
 
 use crate::PostgresEngine;
@@ -186,19 +185,7 @@ impl PostgresEngine {
                     })
                 })
                 .collect(),
-            Err(e) => {
-                let msg = e.to_string();
-                let unknown = matches!(e, CommitError::OutcomeUnknown(_));
-                let mut out = vec![Err(e)];
-                out.extend((1..commits.len()).map(|_| {
-                    Err(if unknown {
-                        GroupFailed::unknown(&msg)
-                    } else {
-                        GroupFailed::not_applied(&msg)
-                    })
-                }));
-                out
-            }
+            Err(e) => crate::write::fail_group(e, commits.len()),
         })
     }
 }

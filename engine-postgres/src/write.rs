@@ -80,6 +80,23 @@ fn begin_on(
     Ok((first, answer))
 }
 
+/// The results of a group of `n` commits written as one transaction that
+/// failed with `e`: the first commit carries `e`, the others its outcome
+/// (unknown when `e` is, not applied otherwise).
+pub(crate) fn fail_group(e: CommitError, n: usize) -> GroupResults {
+    let msg = e.to_string();
+    let unknown = matches!(e, CommitError::OutcomeUnknown(_));
+    let mut out = vec![Err(e)];
+    out.extend((1..n).map(|_| {
+        Err(if unknown {
+            GroupFailed::unknown(&msg)
+        } else {
+            GroupFailed::not_applied(&msg)
+        })
+    }));
+    out
+}
+
 pub(crate) fn backend(e: postgres::Error) -> CommitError {
     CommitError::Backend(boxed(e))
 }
@@ -140,12 +157,6 @@ impl PostgresEngine {
         {
             return vec![result];
         }
-        let fail_all = |e: CommitError| -> Vec<Result<CommitInfo, CommitError>> {
-            let msg = e.to_string();
-            let mut out = vec![Err(e)];
-            out.extend((1..n).map(|_| Err(GroupFailed::not_applied(&msg))));
-            out
-        };
         // A single commit reads what its predicates and counters need in
         // the first round trip, and sends its writes with the commit in the
         // second; a group goes statement by statement, as each commit's
@@ -159,7 +170,7 @@ impl PostgresEngine {
         let token = self.mint_token();
         let (mut pooled, first, answer) = match self.begin(&reads.sql) {
             Ok(begun) => begun,
-            Err(e) => return fail_all(e),
+            Err(e) => return fail_group(e, n),
         };
         let prefetched = reads.answers(&answer);
         let mut outcomes: Vec<Result<u64, CommitError>> = Vec::with_capacity(n);

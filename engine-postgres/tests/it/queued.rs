@@ -23,6 +23,20 @@ fn specs() -> Vec<KeyspaceSpec> {
 
 const WRITERS: u64 = 8;
 
+/// Runs `each(t)` for `t` in `0..threads`, each on its own thread, the
+/// threads started together; their results in thread order.
+fn on_threads<T: Send>(threads: u64, each: impl Fn(u64) -> T + Sync) -> Vec<T> {
+    std::thread::scope(|s| {
+        let handles: Vec<_> = (0..threads)
+            .map(|t| {
+                let each = &each;
+                s.spawn(move || each(t))
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    })
+}
+
 /// A put's key, durability and result.
 type Outcome = (Vec<u8>, Durability, Result<u64, CommitError>);
 const EACH: u64 = 40;
@@ -50,25 +64,17 @@ fn concurrent_puts_are_written_in_queues_at_consecutive_versions() {
     let mut acknowledged = Vec::new();
     for i in 0..EACH {
         // A round: each writer one commit, on threads started together.
-        let made: Vec<(u64, u64, u64)> = std::thread::scope(|s| {
-            let handles: Vec<_> = (0..WRITERS)
-                .map(|t| {
-                    let e = &e;
-                    s.spawn(move || {
-                        let mut c = Commit::new()
-                            .put(kv, name(t, i), i.to_be_bytes().to_vec())
-                            .put(kv, b"shared".to_vec(), name(t, i))
-                            .durability(Durability::Immediate);
-                        if i % 4 == 3 {
-                            c = c.delete(kv, name(t, i - 1));
-                        }
-                        let info = e.commit(c).expect("a durable put");
-                        assert!(info.durable, "an Immediate commit not durable");
-                        (info.version, t, i)
-                    })
-                })
-                .collect();
-            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        let made: Vec<(u64, u64, u64)> = on_threads(WRITERS, |t| {
+            let mut c = Commit::new()
+                .put(kv, name(t, i), i.to_be_bytes().to_vec())
+                .put(kv, b"shared".to_vec(), name(t, i))
+                .durability(Durability::Immediate);
+            if i % 4 == 3 {
+                c = c.delete(kv, name(t, i - 1));
+            }
+            let info = e.commit(c).expect("a durable put");
+            assert!(info.durable, "an Immediate commit not durable");
+            (info.version, t, i)
         });
         let (_, t, _) = made.iter().max().unwrap();
         assert_eq!(
@@ -132,45 +138,37 @@ fn a_refused_commit_queued_with_others_fails_alone() {
     e.commit(Commit::new().put(kv, b"taken".to_vec(), b"x".to_vec()))
         .unwrap();
     let before = e.group_stats();
-    let outcomes: Vec<(u64, u64, Result<u64, CommitError>)> = std::thread::scope(|s| {
-        let handles: Vec<_> = (0..WRITERS)
-            .map(|t| {
-                let e = &e;
-                s.spawn(move || {
-                    (0..EACH)
-                        .map(|i| {
-                            let key = format!("t{t}-{i:03}").into_bytes();
-                            let c = match (t + i) % 3 {
-                                0 => Commit::new().put(kv, key, b"plain".to_vec()),
-                                1 => Commit::new().put(kv, key.clone(), b"two".to_vec()).put(
-                                    other,
-                                    key,
-                                    b"two".to_vec(),
-                                ),
-                                _ => Commit::new()
-                                    .require(Predicate::Absent {
-                                        ks: kv,
-                                        // Every other checked commit asks
-                                        // for a key that is there.
-                                        key: if i % 2 == 0 {
-                                            b"taken".to_vec()
-                                        } else {
-                                            b"free".to_vec()
-                                        },
-                                    })
-                                    .put(kv, key, b"checked".to_vec()),
-                            };
-                            (t, i, e.commit(c).map(|info| info.version))
+    let outcomes: Vec<(u64, u64, Result<u64, CommitError>)> = on_threads(WRITERS, |t| {
+        (0..EACH)
+            .map(|i| {
+                let key = format!("t{t}-{i:03}").into_bytes();
+                let c = match (t + i) % 3 {
+                    0 => Commit::new().put(kv, key, b"plain".to_vec()),
+                    1 => Commit::new().put(kv, key.clone(), b"two".to_vec()).put(
+                        other,
+                        key,
+                        b"two".to_vec(),
+                    ),
+                    _ => Commit::new()
+                        .require(Predicate::Absent {
+                            ks: kv,
+                            // Every other checked commit asks
+                            // for a key that is there.
+                            key: if i % 2 == 0 {
+                                b"taken".to_vec()
+                            } else {
+                                b"free".to_vec()
+                            },
                         })
-                        .collect::<Vec<_>>()
-                })
+                        .put(kv, key, b"checked".to_vec()),
+                };
+                (t, i, e.commit(c).map(|info| info.version))
             })
-            .collect();
-        handles
-            .into_iter()
-            .flat_map(|h| h.join().unwrap())
-            .collect()
-    });
+            .collect::<Vec<_>>()
+    })
+    .into_iter()
+    .flatten()
+    .collect();
     let s = e.snapshot().unwrap();
     let mut versions = Vec::new();
     for (t, i, result) in &outcomes {
@@ -325,32 +323,24 @@ fn queued_puts_too_large_together_go_one_by_one() {
     let kv = e.keyspace("kv").unwrap();
     let before = e.group_stats();
     let value = |t: u64, i: u64| vec![u8::try_from(t * 16 + i).unwrap(); 150 << 10];
-    let versions: Vec<u64> = std::thread::scope(|s| {
-        let handles: Vec<_> = (0..4u64)
-            .map(|t| {
-                let e = &e;
-                s.spawn(move || {
-                    (0..8u64)
-                        .map(|i| {
-                            let info = e
-                                .commit(
-                                    Commit::new()
-                                        .put(kv, format!("t{t}-{i}").into_bytes(), value(t, i))
-                                        .durability(Durability::Immediate),
-                                )
-                                .expect("a durable put");
-                            assert!(info.durable);
-                            info.version
-                        })
-                        .collect::<Vec<_>>()
-                })
+    let versions: Vec<u64> = on_threads(4, |t| {
+        (0..8u64)
+            .map(|i| {
+                let info = e
+                    .commit(
+                        Commit::new()
+                            .put(kv, format!("t{t}-{i}").into_bytes(), value(t, i))
+                            .durability(Durability::Immediate),
+                    )
+                    .expect("a durable put");
+                assert!(info.durable);
+                info.version
             })
-            .collect();
-        handles
-            .into_iter()
-            .flat_map(|h| h.join().unwrap())
-            .collect()
-    });
+            .collect::<Vec<_>>()
+    })
+    .into_iter()
+    .flatten()
+    .collect();
     let mut sorted = versions.clone();
     sorted.sort_unstable();
     sorted.dedup();
