@@ -210,8 +210,9 @@ impl IndexFiles {
     /// comparison is by key and value hash, so its mapping is not run.
     ///
     /// # Errors
-    /// A store failure, a row that does not decode, tantivy failures,
-    /// [`SearchError::Damaged`].
+    /// A store failure, tantivy failures, [`SearchError::Damaged`] (the
+    /// index's own files; a store row that does not decode is reported in
+    /// [`Verified::damaged`](crate::Verified::damaged)).
     pub fn compare<E, K>(
         &self,
         view: &ReadView<'_, E>,
@@ -223,7 +224,8 @@ impl IndexFiles {
         K::Value: strata_codec::Value,
     {
         let mut expected = std::collections::BTreeMap::new();
-        crate::indexer::for_each_row::<E, K>(view, None, |bytes, _, _, body| {
+        let mut damaged = Vec::new();
+        crate::indexer::for_each_row::<E, K>(view, Some(&mut damaged), |bytes, _, _, body| {
             expected.insert(bytes, body_hash(&body));
             Ok(())
         })?;
@@ -257,6 +259,7 @@ impl IndexFiles {
             &expected,
             &indexed,
             duplicates,
+            damaged,
         ))
     }
 

@@ -437,15 +437,23 @@ pub struct Verified {
     pub stale: Vec<Vec<u8>>,
     /// Keys with more than one document.
     pub duplicates: Vec<Vec<u8>>,
+    /// Keys of rows of the key type whose values do not decode (damaged:
+    /// the checksum, the body or the chunks), in key order: left out of
+    /// the comparison (a document of one is neither compared nor extra).
+    /// The store's damage, not the index's: `strata verify` says more of
+    /// it, and a rebuild leaves such rows out.
+    pub damaged: Vec<Vec<u8>>,
 }
 
 impl Verified {
-    /// Whether the index is exactly the projection of the store.
+    /// Whether the index is exactly the projection of the store: no
+    /// difference, and no damaged row (whose projection is unknown).
     pub fn is_exact(&self) -> bool {
         self.missing.is_empty()
             && self.extra.is_empty()
             && self.stale.is_empty()
             && self.duplicates.is_empty()
+            && self.damaged.is_empty()
     }
 }
 
@@ -464,10 +472,11 @@ mod tests {
             extra: Vec::new(),
             stale: Vec::new(),
             duplicates: Vec::new(),
+            damaged: Vec::new(),
         };
         assert!(exact.is_exact());
         let k = vec![vec![1u8]];
-        for (i, field) in ["missing", "extra", "stale", "duplicates"]
+        for (i, field) in ["missing", "extra", "stale", "duplicates", "damaged"]
             .iter()
             .enumerate()
         {
@@ -476,7 +485,8 @@ mod tests {
                 0 => r.missing.clone_from(&k),
                 1 => r.extra.clone_from(&k),
                 2 => r.stale.clone_from(&k),
-                _ => r.duplicates.clone_from(&k),
+                3 => r.duplicates.clone_from(&k),
+                _ => r.damaged.clone_from(&k),
             }
             assert!(!r.is_exact(), "only {field} is not empty");
         }

@@ -377,16 +377,77 @@ where
         Er: From<StoreError>,
         F: FnMut(K, LentValue<'_, K::Value>) -> Result<(), Er>,
     {
-        while let Some(entry) = self.next_with(&mut f) {
+        while let Some(entry) = self.next_with(&mut (), &mut f) {
             entry??;
         }
         Ok(())
     }
 
+    /// As the iterator's `next`, an error item naming its row: the packed
+    /// key of the row whose key does not unpack as `K` or whose value does
+    /// not open, assemble or decode (a damaged row), `None` for an error of
+    /// the engine itself. For a caller that goes on past damaged rows (the
+    /// scan moves on to the next row) and reports them. The iterator's own
+    /// `next` does not pay for it.
+    ///
+    /// ```
+    /// use strata_codec::Limits;
+    /// use strata_engine::{Commit, Engine as _, MemEngine, Snapshot as _};
+    /// use strata_keys::{Key as _, tuple_key};
+    /// use strata_store::{Scan, Store, StoreOptions};
+    ///
+    /// #[derive(Debug, Clone, PartialEq)]
+    /// struct Note { id: u64 }
+    /// tuple_key! { Note -> String = ("note", {id}); }
+    ///
+    /// let options = StoreOptions::new(Limits::FOUNDATIONDB);
+    /// let store = Store::open(MemEngine::open(options.keyspace_specs())?, options)?;
+    /// for id in 1..=3 {
+    ///     store.put(&Note { id }, &format!("note {id}"))?;
+    /// }
+    /// // Damage the second row's stored bytes (its checksum no longer holds).
+    /// let data = store.engine().keyspace("data")?;
+    /// let key = Note { id: 2 }.pack()?;
+    /// let mut row = store.engine().snapshot()?.get(data, &key)?.expect("stored");
+    /// *row.last_mut().expect("a body") ^= 1;
+    /// store.engine().commit(Commit::new().put(data, key.clone(), row))?;
+    ///
+    /// let view = store.read()?;
+    /// let mut scan = view.scan::<Note>(&Scan::all())?;
+    /// let (mut good, mut damaged) = (Vec::new(), Vec::new());
+    /// while let Some(entry) = scan.next_naming_row() {
+    ///     match entry {
+    ///         Ok((note, _)) => good.push(note.id),
+    ///         Err((_, row)) => damaged.push(row),
+    ///     }
+    /// }
+    /// assert_eq!(good, [1, 3]);
+    /// assert_eq!(damaged, [Some(key)]);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[allow(clippy::type_complexity, clippy::result_large_err)] // an error with its row, as `next`'s
+    pub fn next_naming_row(
+        &mut self,
+    ) -> Option<Result<(K, K::Value), (StoreError, Option<Vec<u8>>)>> {
+        let mut failed: Option<Vec<u8>> = None;
+        let entry = self.next_with(&mut failed, |key, value| match value.decode() {
+            Ok(v) => Ok((key, v)),
+            // The value opened, its body did not decode.
+            Err(e) => Err((e, key.pack().ok())),
+        })?;
+        Some(match entry {
+            Ok(decoded) => decoded,
+            Err(e) => Err((e, failed)),
+        })
+    }
+
     /// The next entry, given to `f` with its value lent; what `f` returns.
+    /// A row that fails (its key or its value) is given to `failed`
+    /// first (`()` for callers that do not ask: nothing is done).
     #[inline]
     fn next_with<R>(
         &mut self,
+        failed: &mut impl FailedRow,
         f: impl FnOnce(K, LentValue<'_, K::Value>) -> R,
     ) -> Option<Result<R, StoreError>> {
         while !self.done {
@@ -411,7 +472,10 @@ where
                     self.skipped += 1;
                     continue;
                 }
-                Err(e) => return Some(Err(StoreError::key::<K>(e))),
+                Err(e) => {
+                    failed.row(key);
+                    return Some(Err(StoreError::key::<K>(e)));
+                }
             };
             match store.lend_row::<K, _>(&self.view.snap, key, meta, || now) {
                 Ok(None) => {}
@@ -427,7 +491,10 @@ where
                     }
                     return Some(Ok(f(typed, value)));
                 }
-                Err(e) => return Some(Err(e)),
+                Err(e) => {
+                    failed.row(key);
+                    return Some(Err(e));
+                }
             }
         }
         None
@@ -443,8 +510,27 @@ where
     type Item = Result<(K, K::Value), StoreError>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        self.next_with(|key, value| value.decode().map(|v| (key, v)))
+        self.next_with(&mut (), |key, value| value.decode().map(|v| (key, v)))
             .map(|entry| entry.and_then(|decoded| decoded))
+    }
+}
+
+/// Where [`ScanIter`]'s step puts the key of a row that fails.
+trait FailedRow {
+    fn row(&mut self, key: &[u8]);
+}
+
+/// Nobody asked: nothing is kept (and nothing is compiled in).
+impl FailedRow for () {
+    #[inline(always)]
+    fn row(&mut self, _key: &[u8]) {}
+}
+
+/// The key, copied.
+impl FailedRow for Option<Vec<u8>> {
+    #[cold]
+    fn row(&mut self, key: &[u8]) {
+        *self = Some(key.to_vec());
     }
 }
 

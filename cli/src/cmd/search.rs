@@ -342,6 +342,10 @@ fn compare<E: Engine>(
             "duplicate (more than one document for one row)",
             &verified.duplicates,
         ),
+        (
+            "damaged row (its value does not decode; not compared)",
+            &verified.damaged,
+        ),
     ] {
         for k in keys {
             out.push(format!("search index {name}: {what}: {}", render_key(k)));
@@ -486,6 +490,8 @@ pub(super) struct Verified {
     extra: Vec<String>,
     stale: Vec<String>,
     duplicates: Vec<String>,
+    /// Rows whose values do not decode: left out of the comparison.
+    damaged: Vec<String>,
 }
 
 impl Output for Verified {
@@ -500,6 +506,12 @@ impl Output for Verified {
             for k in keys {
                 let _ = writeln!(s, "PROBLEM {label} document {k}");
             }
+        }
+        for k in &self.damaged {
+            let _ = writeln!(
+                s,
+                "PROBLEM damaged row {k} (its value does not decode; `strata verify` checks the store)"
+            );
         }
         let _ = write!(
             s,
@@ -602,5 +614,6 @@ where
         extra: keys(&v.extra),
         stale: keys(&v.stale),
         duplicates: keys(&v.duplicates),
+        damaged: keys(&v.damaged),
     }))
 }

@@ -240,6 +240,50 @@ fn search_indexes_are_listed_queried_verified_and_rebuilt() {
         ),
         "{v}"
     );
+    // A row damaged behind the store's back (a byte of its value flipped):
+    // both verifies name it and go on (they used to fail whole on it), the
+    // duplicate still reported beside it.
+    let g2 = tuple::pack(&("am", "doc", "grip:1706540402000:g2"));
+    {
+        let options = strata_schemas::agent_memory::AgentMemory::<RedbEngine>::declare(
+            StoreOptions::new(Limits::FOUNDATIONDB),
+        );
+        let e = RedbEngine::open(db, options.keyspace_specs(), RedbOptions::default()).unwrap();
+        let data = e.keyspace("data").unwrap();
+        let mut row = e.snapshot().unwrap().get(data, &g2).unwrap().unwrap();
+        *row.last_mut().unwrap() ^= 0x04;
+        e.commit(Commit::new().put(data, g2.clone(), row)).unwrap();
+    }
+    let (code, text, _) = run(&["search", db, "verify", "agent_memory"]);
+    assert_eq!(code, 1, "{text}");
+    let lines: Vec<&str> = text.lines().filter(|l| l.starts_with("PROBLEM")).collect();
+    assert_eq!(
+        lines,
+        [
+            r#"PROBLEM duplicate document ("am", "doc", "grip:1706540401000:g1")"#,
+            r#"PROBLEM damaged row ("am", "doc", "grip:1706540402000:g2") (its value does not decode; `strata verify` checks the store)"#,
+        ],
+        "{text}"
+    );
+    let (code, out, _) = run(&["--json", "search", db, "verify", "agent_memory"]);
+    assert_eq!(code, 1, "{out}");
+    let v: Json = serde_json::from_str(&out).unwrap();
+    assert_eq!(
+        (v["damaged"].clone(), v["rows"].clone(), v["extra"].clone()),
+        (
+            serde_json::json!([r#"("am", "doc", "grip:1706540402000:g2")"#]),
+            1.into(),
+            serde_json::json!([])
+        ),
+        "{v}"
+    );
+    let (code, text, _) = run(&["verify", db]);
+    assert_eq!(code, 1, "{text}");
+    assert!(
+        text.contains(r#"PROBLEM search index agent_memory: damaged row (its value does not decode; not compared): ("am", "doc", "grip:1706540402000:g2")"#)
+            && text.contains(r#"PROBLEM search index agent_memory: duplicate (more than one document for one row): ("am", "doc", "grip:1706540401000:g1")"#),
+        "{text}"
+    );
     // An unknown index, and an index whose files are gone.
     let (code, _, err) = run(&["search", db, "verify", "nope"]);
     assert_eq!(code, 2);

@@ -32,7 +32,7 @@ where
     K: Key,
     K::Value: Value,
 {
-    let (mut documents, mut skipped, mut damaged) = (0u64, 0u64, 0u64);
+    let (mut documents, mut skipped, mut damaged) = (0u64, 0u64, Vec::new());
     for_each_row(view, Some(&mut damaged), |key_bytes, key, value, body| {
         match document(spec, fields, &key_bytes, &key, &value, &body, version) {
             Ok(doc) => {
@@ -51,7 +51,7 @@ where
         }
         Ok(())
     })?;
-    Ok((documents, skipped, damaged))
+    Ok((documents, skipped, damaged.len() as u64))
 }
 
 impl<'o, 's, E, K> Indexer<'o, 's, E, K>

@@ -16,16 +16,17 @@ use crate::{SearchError, Verified};
 #[allow(clippy::wildcard_imports)]
 use super::*;
 
-/// Calls `f` with every row of `K` in `view`: its packed key, key, value
-/// and the value's body.
 /// What differs between the documents `indexed` and the rows `expected`
-/// (each by key, with the hash of its value's body).
+/// (each by key, with the hash of its value's body), the rows `damaged`
+/// (their values do not decode) set apart: their documents cannot be
+/// compared, and are not extra.
 pub(crate) fn differences(
     store_version: u64,
     checkpoint: Position,
     expected: &BTreeMap<Vec<u8>, u64>,
     indexed: &BTreeMap<Vec<u8>, u64>,
     duplicates: BTreeSet<Vec<u8>>,
+    damaged: Vec<Vec<u8>>,
 ) -> Verified {
     let mut report = Verified {
         store_version,
@@ -36,6 +37,7 @@ pub(crate) fn differences(
         extra: Vec::new(),
         stale: Vec::new(),
         duplicates: duplicates.into_iter().collect(),
+        damaged: Vec::new(),
     };
     for (key, hash) in expected {
         match indexed.get(key) {
@@ -46,19 +48,21 @@ pub(crate) fn differences(
     }
     report.extra = indexed
         .keys()
-        .filter(|k| !expected.contains_key(*k))
+        .filter(|k| !expected.contains_key(*k) && damaged.binary_search(k).is_err())
         .cloned()
         .collect();
+    report.damaged = damaged;
     report
 }
 
 /// Runs `f` on every row of `K` in `view`: its packed key, key, value
 /// and encoded body. A row whose value does not decode (damaged: its
 /// checksum, body or chunks) ends the walk with its error, unless
-/// `damaged` is given: it is then counted there and left out.
+/// `damaged` is given: its key is then added there (in key order) and the
+/// row left out.
 pub(crate) fn for_each_row<E: Engine, K>(
     view: &strata_store::ReadView<'_, E>,
-    mut damaged: Option<&mut u64>,
+    mut damaged: Option<&mut Vec<Vec<u8>>>,
     mut f: impl FnMut(Vec<u8>, K, K::Value, Vec<u8>) -> Result<(), SearchError>,
 ) -> Result<(), SearchError>
 where
@@ -66,25 +70,27 @@ where
     K::Value: Value,
 {
     let scan = strata_store::Scan::all().skip_other_types();
-    for row in view.scan::<K>(&scan)? {
+    let mut rows = view.scan::<K>(&scan)?;
+    while let Some(row) = rows.next_naming_row() {
         let (key, value) = match (row, damaged.as_deref_mut()) {
             (Ok(row), _) => row,
             (
-                Err(
+                Err((
                     e @ (strata_store::StoreError::Decode { .. }
                     | strata_store::StoreError::Chunk { .. }),
-                ),
-                Some(count),
+                    Some(row),
+                )),
+                Some(keys),
             ) => {
                 tracing::warn!(
                     key_type = K::NAME,
                     error = %strata_engine::ErrorChain(&e),
                     "a row that does not decode: left out"
                 );
-                *count += 1;
+                keys.push(row);
                 continue;
             }
-            (Err(e), _) => return Err(e.into()),
+            (Err((e, _)), _) => return Err(e.into()),
         };
         let body = crate::body_of(&value)?;
         f(crate::packed(&key)?, key, value, body)?;
@@ -103,8 +109,12 @@ where
     /// `K` in a snapshot at the same point (retrying while writers move the
     /// store on): missing, extra and stale documents.
     ///
+    /// A row of `K` whose value does not decode (damaged: its checksum,
+    /// body or chunks) does not stop the comparison: its key is reported
+    /// in [`Verified::damaged`], its document (if any) not compared.
+    ///
     /// # Errors
-    /// As [`Indexer::catch_up`]; a row that does not decode.
+    /// As [`Indexer::catch_up`].
     pub fn verify(&mut self) -> Result<Verified, SearchError> {
         let store = self.outbox.store();
         let mut attempts = 0;
@@ -122,7 +132,8 @@ where
                 continue;
             }
             let mut expected: BTreeMap<Vec<u8>, u64> = BTreeMap::new();
-            for_each_row::<E, K>(&view, None, |bytes, _, _, body| {
+            let mut damaged = Vec::new();
+            for_each_row::<E, K>(&view, Some(&mut damaged), |bytes, _, _, body| {
                 expected.insert(bytes, body_hash(&body));
                 Ok(())
             })?;
@@ -145,6 +156,7 @@ where
                 &expected,
                 &indexed,
                 duplicates,
+                damaged,
             ));
         }
     }

@@ -176,6 +176,7 @@ engine_tests! {
                     extra: vec![packed(2)],
                     stale: vec![packed(1)],
                     duplicates: Vec::new(),
+                    damaged: Vec::new(),
                 }
             );
             assert!(!report.is_exact());

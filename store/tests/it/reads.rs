@@ -146,6 +146,73 @@ fn corrupt_rows_are_typed_errors() {
     }
 }
 
+/// Another postcard value at version 1: its envelope opens as a `Doc`'s
+/// would (codec and version agree), its body does not decode as one.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Tiny {
+    x: u8,
+}
+strata_codec::value!(Tiny: postcard, version = 1);
+
+/// A scan that goes on past its error items learns each failed row's key
+/// (`ScanIter::next_naming_row`): a damaged checksum, a body that does not
+/// decode, a key of another type.
+#[test]
+fn a_scan_going_on_past_errors_names_the_row_of_each() {
+    let (store, _clock) = common::mem(common::options(Limits::FOUNDATIONDB));
+    let (data, _) = store.keyspaces();
+    let put_row = |key: Vec<u8>, row: Vec<u8>| {
+        store
+            .engine()
+            .commit(strata_engine::Commit::new().put(data, key, row))
+            .unwrap();
+    };
+    for id in 1..=6 {
+        store.put(&DocKey { actor: 1, id }, &doc(id)).unwrap();
+    }
+    // 2: a stored byte flipped (the checksum no longer holds).
+    let two = DocKey { actor: 1, id: 2 }.pack().unwrap();
+    let mut row = strata_engine::Snapshot::get(&store.engine().snapshot().unwrap(), data, &two)
+        .unwrap()
+        .unwrap();
+    *row.last_mut().unwrap() ^= 0x01;
+    put_row(two.clone(), row);
+    // 4: a checksummed envelope whose body is no `Doc`.
+    let four = DocKey { actor: 1, id: 4 }.pack().unwrap();
+    let mut envelope = Vec::new();
+    strata_codec::encode(
+        &Tiny { x: 200 },
+        &four,
+        strata_codec::EncodeOptions::default(),
+        &mut envelope,
+    )
+    .unwrap();
+    put_row(four.clone(), envelope);
+    // After 5: a note, whose key does not unpack as a `DocKey`.
+    let note = NoteKey { actor: 1, id: 5 };
+    store.put(&note, &"a note".to_owned()).unwrap();
+
+    let view = store.read().unwrap();
+    let mut scan = view.scan::<DocKey>(&docs_of(1)).unwrap();
+    let (mut good, mut failed) = (Vec::new(), Vec::new());
+    while let Some(entry) = scan.next_naming_row() {
+        match entry {
+            Ok((key, value)) => {
+                assert_eq!(value, doc(key.id));
+                good.push(key.id);
+            }
+            Err((e, row)) => failed.push((format!("{e}"), row)),
+        }
+    }
+    assert_eq!(good, [1, 3, 5, 6]);
+    let keys: Vec<_> = failed.iter().map(|(_, k)| k.clone()).collect();
+    assert_eq!(
+        keys,
+        [Some(two), Some(four), Some(note.pack().unwrap())],
+        "{failed:?}"
+    );
+}
+
 engine_tests! {
     fn large_values_of_a_chunked_type_round_trip_and_leave_no_stale_chunks() {
         let limits = Limits {
