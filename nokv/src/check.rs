@@ -10,7 +10,7 @@ use strata_keys::KeyRange;
 use strata_keys::tuple;
 use strata_store::Scan;
 
-use super::keys::{DentryKey, InodeKey, ManifestKey, MountKey, ParentKey};
+use super::keys::{DentryKey, InodeKey, ManifestKey, MountKey, ParentKey, UploadKey};
 
 #[allow(clippy::wildcard_imports)]
 use super::*;
@@ -151,6 +151,16 @@ pub struct NamespaceCheck {
     /// Everything wrong, in the order found: dentries, parent-index rows,
     /// link counts, the walk from the root, bodies.
     pub problems: Vec<NamespaceProblem>,
+    /// Upload records of the mount: objects stored for a write whose
+    /// command has not applied yet, or never will (its writer died, or
+    /// outlived the grace). Not a problem: [`Nokv::collect_uploads`]
+    /// deletes their objects once older than
+    /// [`NokvConfig::upload_grace_ms`]; until then the objects are stored
+    /// and named by no file.
+    pub uploads: u64,
+    /// When the oldest of them began, milliseconds since the Unix epoch
+    /// (the store's clock); `None` without any.
+    pub oldest_upload_ms: Option<u64>,
 }
 
 impl NamespaceCheck {
@@ -268,9 +278,10 @@ pub fn mounts<E: Engine>(store: &Store<E>) -> Result<Vec<MountId>, NokvError> {
 /// in a stored directory and has its parent-index row (and each row its
 /// dentry); each inode's link count is its names (a directory has one);
 /// every inode is reached from the root; each file's manifest adds up
-/// to its body's summary. Objects in the object store are not read
-/// ([`Nokv::read`] checks them). Holds the mount's inodes, dentries and
-/// parent rows in memory.
+/// to its body's summary. Also counts the mount's upload records (not
+/// problems; see [`NamespaceCheck::uploads`]). Objects in the object
+/// store are not read ([`Nokv::read`] checks them). Holds the mount's
+/// inodes, dentries and parent rows in memory.
 ///
 /// # Errors
 /// A store error, or a row that does not decode.
@@ -296,8 +307,16 @@ pub fn check_namespace<E: Engine>(
     let mut out = NamespaceCheck {
         inodes: inodes.len() as u64,
         dentries: dentries.len() as u64,
-        problems: Vec::new(),
+        ..NamespaceCheck::default()
     };
+    for row in view.scan::<UploadKey>(&family("upload"))? {
+        let (_, upload) = row?;
+        out.uploads += 1;
+        out.oldest_upload_ms = Some(
+            out.oldest_upload_ms
+                .map_or(upload.at_ms, |at| at.min(upload.at_ms)),
+        );
+    }
     let mut names: BTreeMap<InodeId, u64> = BTreeMap::new();
     let mut children: BTreeMap<InodeId, Vec<InodeId>> = BTreeMap::new();
     let mut seen_links: BTreeSet<(InodeId, InodeId, String)> = BTreeSet::new();

@@ -44,6 +44,8 @@ struct NokvCounts {
     mounts: u64,
     inodes: u64,
     dentries: u64,
+    /// Upload records (objects of writes not applied yet, or never).
+    uploads: u64,
 }
 
 /// NoKV's namespaces, when the database has its history keyspace: each
@@ -53,6 +55,7 @@ fn check_nokv<E: Engine>(
     db: &Db,
     store: &Store<E>,
     problems: &mut Vec<String>,
+    notes: &mut Vec<String>,
 ) -> Option<NokvCounts> {
     use strata_schemas::nokv;
     if !db.keyspaces.iter().any(|k| k == nokv::HISTORY_SPACE) {
@@ -62,6 +65,7 @@ fn check_nokv<E: Engine>(
         mounts: 0,
         inodes: 0,
         dentries: 0,
+        uploads: 0,
     };
     let checked = nokv::mounts(store).and_then(|mounts| {
         for mount in mounts {
@@ -72,9 +76,19 @@ fn check_nokv<E: Engine>(
                     .iter()
                     .map(|p| format!("nokv mount {mount}: {p}")),
             );
+            if let Some(oldest) = check.oldest_upload_ms {
+                let age_s = store.clock().now_ms().saturating_sub(oldest) / 1_000;
+                notes.push(format!(
+                    "nokv mount {mount}: {} upload records, the oldest begun {age_s} s ago \
+                     (objects of writes not applied yet, or left by writers that died: \
+                     `Nokv::collect_uploads` deletes them once older than the grace, an hour by default)",
+                    check.uploads
+                ));
+            }
             counts.mounts += 1;
             counts.inodes += check.inodes;
             counts.dentries += check.dentries;
+            counts.uploads += check.uploads;
         }
         Ok(())
     });
@@ -178,7 +192,7 @@ pub(super) fn verify<E: Engine + strata_engine::Integrity>(
         .as_ref()
         .map_or(0, |o| check_consumers(db, e, o, &mut problems));
     let agent_memory = check_agent_memory(db, &store, &mut problems);
-    let nokv = check_nokv(db, &store, &mut problems);
+    let nokv = check_nokv(db, &store, &mut problems, &mut notes);
     Ok(Verification {
         ok: problems.is_empty(),
         version: v.version,

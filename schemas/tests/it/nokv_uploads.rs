@@ -162,18 +162,26 @@ fn a_refused_write_leaves_no_objects<E: Engine + Send + Sync + 'static>(engine: 
 /// them once it is not, and the request can be sent again.
 fn an_upload_left_by_a_dead_writer_is_collected_after_its_grace<E: Engine>(engine: E) {
     let (fs, f) = open(engine);
+    let clean = fs.nokv.check(M).unwrap();
+    assert_eq!((clean.uploads, clean.oldest_upload_ms), (0, None));
     fs.blobs.at_put(2, || panic!("the writer dies"));
+    let began = strata_engine::Clock::now_ms(&*fs.clock);
     let died = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         fs.nokv.write(M, "w1", f, b"abcdefghijkl")
     }));
     assert!(died.is_err());
+    // The check counts the record left, with when it began; not a problem.
+    fs.clock.advance(5);
+    let check = fs.nokv.check(M).unwrap();
+    assert_eq!((check.uploads, check.oldest_upload_ms), (1, Some(began)));
+    assert!(check.is_ok(), "{:?}", check.problems);
     assert_eq!(
         objects_of(&fs.blobs, "w1").len(),
         2,
         "two stored before it died"
     );
     assert_eq!(upload_rows(&fs.nokv), 1);
-    fs.clock.advance(GRACE - 1);
+    fs.clock.advance(GRACE - 1 - 5);
     assert_eq!(fs.nokv.collect_uploads(M, 10).unwrap(), 0);
     assert_eq!(
         objects_of(&fs.blobs, "w1").len(),
@@ -184,6 +192,8 @@ fn an_upload_left_by_a_dead_writer_is_collected_after_its_grace<E: Engine>(engin
     assert_eq!(fs.nokv.collect_uploads(M, 10).unwrap(), 1);
     assert!(objects_of(&fs.blobs, "w1").is_empty());
     assert_eq!(upload_rows(&fs.nokv), 0);
+    let collected = fs.nokv.check(M).unwrap();
+    assert_eq!((collected.uploads, collected.oldest_upload_ms), (0, None));
     assert_eq!(fs.nokv.read(M, f).unwrap(), b"old!");
     // Sent again, it stores objects of its own and applies.
     fs.nokv.write(M, "w1", f, b"abcdefghijkl").unwrap();
