@@ -296,7 +296,10 @@ criterion_group! {
 /// Concurrent durable writers: commits per second for 1 to 16 writers;
 /// then at 1, 4 and 16 writers against the group-commit ceiling: one
 /// thread submitting the same commits `writers` at a time through
-/// `commit_group` (target: at least 0.8 of its rate).
+/// `commit_group` (target: at least 0.8 of its rate), over 4,096 commits
+/// a side (`STRATA_WRITERS_TOTAL` sets another number: at 512, the
+/// groups at both ends of the run and the thread spawns, ours only,
+/// weigh as much as the noise).
 fn writers(engine: &RedbEngine, ks: Keyspace) {
     let value = vec![0xCD; 100];
     let commit = |n, each, first| {
@@ -306,7 +309,10 @@ fn writers(engine: &RedbEngine, ks: Keyspace) {
     ab::writers(commit, || (g().syncs, g().commits));
     ab::writers_against(
         "vs one thread's commit_group of as many (target <= 1.25: 0.8 of its rate)",
-        512,
+        std::env::var("STRATA_WRITERS_TOTAL")
+            .ok()
+            .and_then(|t| t.parse().ok())
+            .unwrap_or(4_096),
         [Some(1.25); 3],
         |n, each, first| grouped(engine, ks, n, each, first, &value),
         commit,

@@ -341,6 +341,7 @@ thread_local! {
 struct Catching;
 
 impl Catching {
+    #[inline]
     fn enter() -> Self {
         CATCHING.with(|c| c.set(c.get().saturating_add(1)));
         Self
@@ -348,6 +349,7 @@ impl Catching {
 }
 
 impl Drop for Catching {
+    #[inline]
     fn drop(&mut self) {
         CATCHING.with(|c| c.set(c.get().saturating_sub(1)));
     }

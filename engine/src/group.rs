@@ -114,6 +114,11 @@ struct Queue {
 struct Slot {
     state: Mutex<SlotState>,
     wake: Condvar,
+    /// The caller sleeps on `wake` (written and read under `state`'s
+    /// lock): only then does [`Slot::set`] wake it. A caller still
+    /// yielding sees the new state at its next turn, and the leader saves
+    /// a system call per caller of its group.
+    sleeping: std::sync::atomic::AtomicBool,
 }
 
 #[derive(Debug, Default)]
@@ -127,8 +132,13 @@ enum SlotState {
 
 impl Slot {
     fn set(&self, state: SlotState) {
-        *self.state.lock().unwrap_or_else(PoisonError::into_inner) = state;
-        self.wake.notify_one();
+        let mut guard = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        *guard = state;
+        let sleeping = self.sleeping.load(Ordering::Relaxed);
+        drop(guard);
+        if sleeping {
+            self.wake.notify_one();
+        }
     }
 }
 
@@ -214,6 +224,7 @@ impl GroupCommitter {
                     state = slot.state.lock().unwrap_or_else(PoisonError::into_inner);
                 }
                 SlotState::Waiting => {
+                    slot.sleeping.store(true, Ordering::Relaxed);
                     state = slot
                         .wake
                         .wait(state)
