@@ -164,7 +164,7 @@ impl<'s, E: Engine> Outbox<'s, E> {
         if strata_engine::fault_point!("sequence-from-counter" | "memory-sequence-from-counter") {
             return self.push_numbered_by_counter(tx, &topic.name, value);
         }
-        let (key, offset) = layout::new_entry_key(&topic.name);
+        let (key, offset) = topic.new_entry_key.clone();
         tx.put_versionstamped_in(&self.entries, key, offset, value)?;
         Ok(())
     }
