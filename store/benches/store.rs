@@ -60,13 +60,21 @@ fn load<E: Engine>(engine: &E, data: Keyspace, value: &[u8]) {
     }
 }
 
-fn raw_scan<E: Engine>(engine: &E, data: Keyspace, from: u64) -> usize {
-    let snap = engine.snapshot().unwrap();
-    let range = RangeSpec {
+/// The raw rows from `from` to the end of their prefix `("r",)`, 1,000 at
+/// most: the same bounds as [`thousand_rows_from`] gives the typed scan.
+fn raw_rows_from(from: u64) -> RangeSpec {
+    let end = KeyRange::tuple_prefix(&tuple::pack(&("r",))).end;
+    RangeSpec {
         start: Bound::Included(raw_key(from)),
+        end: end.map_or(Bound::Unbounded, Bound::Excluded),
         ..RangeSpec::all()
     }
-    .limit(1_000);
+    .limit(1_000)
+}
+
+fn raw_scan<E: Engine>(engine: &E, data: Keyspace, from: u64) -> usize {
+    let snap = engine.snapshot().unwrap();
+    let range = raw_rows_from(from);
     let mut n = 0;
     for row in snap.range(data, range).unwrap() {
         black_box(row.unwrap());
@@ -76,13 +84,12 @@ fn raw_scan<E: Engine>(engine: &E, data: Keyspace, from: u64) -> usize {
 }
 
 /// The contract's lending cursor over the same rows, each read in place.
+/// (As [`raw_scan`], bounded as the typed scan is: from `from` to the end
+/// of the raw rows' prefix, so that both sides compare each key with the
+/// range's end.)
 fn lent_scan<E: Engine>(engine: &E, data: Keyspace, from: u64) -> usize {
     let snap = engine.snapshot().unwrap();
-    let range = RangeSpec {
-        start: Bound::Included(raw_key(from)),
-        ..RangeSpec::all()
-    }
-    .limit(1_000);
+    let range = raw_rows_from(from);
     let mut rows = snap.cursor(data, range).unwrap();
     let mut n = 0;
     while let Some(row) = rows.next_row() {
