@@ -61,11 +61,33 @@ pub(crate) fn new_entry_key(topic: &str) -> (Vec<u8>, usize) {
     (key, offset)
 }
 
-/// The position of an entry key of `topic`.
+/// The position of an entry key (`("e", topic, stamp)`), read in place:
+/// the key is checked as the tuple layer unpacks an [`EntryKey`] (the tag,
+/// a topic that is valid UTF-8 up to its unescaped end, a complete
+/// 12-byte stamp, nothing after it) without copying the topic out.
+/// Every poll, acknowledgement and trim reads its entries' keys through
+/// this.
 pub(crate) fn entry_position(key: &[u8]) -> Option<Position> {
-    let k = EntryKey::unpack(key).ok()?;
-    let bytes: [u8; 10] = k.stamp.transaction_version().try_into().ok()?;
-    Some(Position::from_stamp_bytes(bytes))
+    let topic = key.strip_prefix(&[STRING, b'e', NIL, STRING])?;
+    // The topic's bytes, in runs between escaped NULs (`0x00 0xFF`). A NUL
+    // is never part of a longer UTF-8 sequence, so the topic is valid
+    // UTF-8 when every run is.
+    let mut at = 0;
+    let stamp = loop {
+        let nul = at + memchr::memchr(NIL, &topic[at..])?;
+        std::str::from_utf8(&topic[at..nul]).ok()?;
+        match topic.get(nul + 1) {
+            Some(&ESCAPE) => at = nul + 2,
+            _ => break &topic[nul + 1..],
+        }
+    };
+    let (&VERSIONSTAMP, stamp) = stamp.split_first()? else {
+        return None;
+    };
+    // The commit's version and order, then the user version.
+    let stamp: &[u8; 12] = stamp.try_into().ok()?;
+    let (position, _user) = stamp.split_first_chunk::<10>()?;
+    Some(Position::from_stamp_bytes(*position))
 }
 
 /// Entries of `topic` after `after` up to `upto` (both positions).
@@ -180,6 +202,8 @@ pub(crate) fn read_entry_value(bytes: &[u8]) -> Option<EntryValue> {
 /// Tuple type codes (the FoundationDB tuple layer's).
 const NIL: u8 = 0x00;
 const BYTES: u8 = 0x01;
+const STRING: u8 = 0x02;
+const VERSIONSTAMP: u8 = 0x33;
 const INT_ZERO: u8 = 0x14;
 const ESCAPE: u8 = 0xFF;
 
@@ -216,13 +240,27 @@ fn fast_uint(bytes: &[u8]) -> Option<(u64, &[u8])> {
     ))
 }
 
+/// Where the first NUL of `bytes` is. A short run is searched byte by
+/// byte: an envelope's header holds NULs a few bytes apart (its schema
+/// version's high byte), where a vector search costs more to start than
+/// it saves.
+fn find_nil(bytes: &[u8]) -> Option<usize> {
+    match bytes.get(..32) {
+        Some(head) => head
+            .iter()
+            .position(|&b| b == NIL)
+            .or_else(|| memchr::memchr(NIL, &bytes[32..]).map(|at| at + 32)),
+        None => bytes.iter().position(|&b| b == NIL),
+    }
+}
+
 /// The body of a byte-string element (after its code): bytes up to the
 /// unescaped `0x00`, with each `0x00 0xFF` read as `0x00`.
 fn fast_bytes(bytes: &[u8]) -> Option<(Vec<u8>, &[u8])> {
     let mut out = Vec::with_capacity(bytes.len());
     let mut rest = bytes;
     loop {
-        let at = memchr::memchr(NIL, rest)?;
+        let at = find_nil(rest)?;
         out.extend_from_slice(&rest[..at]);
         if rest.get(at + 1) == Some(&ESCAPE) {
             out.push(NIL);
@@ -265,6 +303,95 @@ mod tests {
                 read_entry_value(&bytes),
                 tuple::unpack::<EntryValue>(&bytes).ok()
             );
+        }
+    }
+
+    /// The tuple layer's reading of an entry key: the oracle of
+    /// [`entry_position`].
+    fn position_by_the_tuple_layer(key: &[u8]) -> Option<Position> {
+        let k = EntryKey::unpack(key).ok()?;
+        let bytes: [u8; 10] = k.stamp.transaction_version().try_into().ok()?;
+        Some(Position::from_stamp_bytes(bytes))
+    }
+
+    proptest! {
+        #[test]
+        fn entry_keys_read_as_the_tuple_layer_reads_them(
+            topic in prop_oneof![".{0,12}", "[a\\x00\\x{ff}\\x{fffd}]{0,8}"],
+            version in any::<u64>(),
+            order in any::<u16>(),
+            cut in any::<prop::sample::Index>(),
+            flip in any::<(prop::sample::Index, u8)>(),
+        ) {
+            let pos = Position { version, order };
+            let key = entry_key(&topic, pos);
+            prop_assert_eq!(entry_position(&key), Some(pos));
+            prop_assert_eq!(position_by_the_tuple_layer(&key), Some(pos));
+            // A cut key, a changed byte, a byte more: read alike.
+            let short = &key[..cut.index(key.len())];
+            prop_assert_eq!(entry_position(short), position_by_the_tuple_layer(short));
+            let mut changed = key.clone();
+            let at = flip.0.index(changed.len());
+            changed[at] ^= flip.1;
+            prop_assert_eq!(entry_position(&changed), position_by_the_tuple_layer(&changed));
+            let mut longer = key;
+            longer.push(flip.1);
+            prop_assert_eq!(entry_position(&longer), None);
+        }
+
+        #[test]
+        fn any_key_reads_as_the_tuple_layer_reads_it(
+            tail in proptest::collection::vec(prop_oneof![Just(0u8), Just(0xFF), Just(0x33), Just(0xC3), any::<u8>()], 0..24),
+        ) {
+            let mut key = vec![0x02, b'e', 0x00, 0x02];
+            key.extend_from_slice(&tail);
+            prop_assert_eq!(entry_position(&key), position_by_the_tuple_layer(&key));
+        }
+    }
+
+    #[test]
+    fn an_entry_key_by_hand() {
+        // ("e", "a\0", stamp): the topic's NUL escaped, by hand from the
+        // tuple layer's encoding.
+        let mut key = vec![0x02, b'e', 0x00, 0x02, b'a', 0x00, 0xFF, 0x00, 0x33];
+        key.extend_from_slice(&[0, 0, 0, 0, 0, 0, 1, 2, 0, 3, 0, 0]);
+        assert_eq!(
+            entry_position(&key),
+            Some(Position {
+                version: 0x0102,
+                order: 3
+            })
+        );
+        // A topic that is not UTF-8 is no entry key.
+        key[4] = 0xC3;
+        assert_eq!(entry_position(&key), None);
+        assert_eq!(position_by_the_tuple_layer(&key), None);
+    }
+
+    #[test]
+    fn nuls_anywhere_in_a_long_envelope_read_as_the_tuple_layer_reads_them() {
+        // A NUL before, at and after the 32 bytes searched one by one, and
+        // none at all.
+        for len in [40usize, 70, 200] {
+            for at in [
+                None,
+                Some(0),
+                Some(1),
+                Some(30),
+                Some(31),
+                Some(32),
+                Some(33),
+                Some(39),
+            ] {
+                let mut envelope = vec![0xA5; len];
+                if let Some(at) = at {
+                    envelope[at] = 0;
+                }
+                let packed = entry_value(7, Some(b"k"), &envelope);
+                let expected: EntryValue = tuple::unpack(&packed).unwrap();
+                assert_eq!(expected.2, envelope, "the tuple layer reads it back");
+                assert_eq!(fast_entry_value(&packed), Some(expected), "{len} {at:?}");
+            }
         }
     }
 

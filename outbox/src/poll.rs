@@ -3,7 +3,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::PoisonError;
 
-use strata_codec::{Value, decode};
+use strata_codec::{DecodeOptions, Value, decode_opened_owned, open};
 use strata_engine::Engine;
 use strata_engine::RowCursor;
 use strata_keys::tuple;
@@ -197,7 +197,12 @@ impl<E: Engine> Outbox<'_, E> {
         beyond_durable: bool,
     ) -> Result<Vec<Delivery<T>>, OutboxError> {
         self.poll_with(lease, &topic.name, after, max, beyond_durable, |envelope| {
-            decode::<T>(&[], &envelope).map_err(|e| strata_engine::ErrorChain(&e).to_string())
+            // Opened, then decoded from the envelope's own buffer: a raw
+            // entry (`Vec<u8>`, `String`) keeps it instead of a copy.
+            let opened = open(&[], &envelope, DecodeOptions::default()).map(|(header, _)| header);
+            opened
+                .and_then(|header| decode_opened_owned::<T>(header, envelope))
+                .map_err(|e| strata_engine::ErrorChain(&e).to_string())
         })
     }
 
@@ -232,7 +237,8 @@ impl<E: Engine> Outbox<'_, E> {
         }
         let range = layout::entries_between(topic, from, Position::end_of(durable));
         let mut held: BTreeSet<Option<Vec<u8>>> = BTreeSet::new();
-        let mut out = Vec::new();
+        // Room for a full poll of small batches; a larger one grows.
+        let mut out = Vec::with_capacity(max.min(256));
         let mut poison = Vec::new();
         // The entries lent one at a time, until `max` deliveries or the
         // end of the durable part: nothing is copied out of the engine but
