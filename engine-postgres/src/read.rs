@@ -242,14 +242,21 @@ impl PostgresRange<'_, '_> {
             if self.held.first().is_some_and(|(held, ..)| *held != kp) {
                 self.release();
             }
-            let kr: Vec<u8> = row.get(1);
+            let kr: &[u8] = row.get(1);
             if Some(i) == last {
                 // The row's `kh`, computed here rather than sent for every
                 // row.
-                let kh = sha2::Sha256::digest(&kr).to_vec();
+                let kh = sha2::Sha256::digest(kr).to_vec();
                 self.cursor = Some((kp.clone(), kh));
             }
-            self.held.push((kp, kr, row.get(2)));
+            if kr.is_empty() && kp.len() < layout::INDEXED_PREFIX {
+                // A key shorter than the indexed prefix is its `kp` whole,
+                // and no other key has that `kp`: a group of one, ready as
+                // it is (anything held has another `kp`, released above).
+                self.ready.push_back((kp, row.get(2)));
+            } else {
+                self.held.push((kp, kr.to_vec(), row.get(2)));
+            }
         }
         if whole {
             self.release();
