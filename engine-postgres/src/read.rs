@@ -249,10 +249,9 @@ impl PostgresRange<'_, '_> {
                 let kh = sha2::Sha256::digest(kr).to_vec();
                 self.cursor = Some((kp.clone(), kh));
             }
-            if kr.is_empty() && kp.len() < layout::INDEXED_PREFIX {
-                // A key shorter than the indexed prefix is its `kp` whole,
-                // and no other key has that `kp`: a group of one, ready as
-                // it is (anything held has another `kp`, released above).
+            if alone_in_group(&kp, kr) {
+                // Ready as it is (anything held has another `kp`, released
+                // above).
                 self.ready.push_back((kp, row.get(2)));
             } else {
                 self.held.push((kp, kr.to_vec(), row.get(2)));
@@ -265,6 +264,14 @@ impl PostgresRange<'_, '_> {
         self.batch = (self.batch * 2).min(self.snapshot.engine.options.range_batch.max(1));
         Ok(())
     }
+}
+
+/// Whether the row `(kp, kr)` is a group of one: a key shorter than the
+/// indexed prefix is its `kp` whole (its `kr` empty), and no other key has
+/// that `kp`. A key of the prefix's length or longer may share its `kp`
+/// with others, which then come in hash order.
+fn alone_in_group(kp: &[u8], kr: &[u8]) -> bool {
+    kr.is_empty() && kp.len() < layout::INDEXED_PREFIX
 }
 
 impl Iterator for PostgresRange<'_, '_> {
@@ -288,5 +295,23 @@ impl Iterator for PostgresRange<'_, '_> {
         let row = self.ready.pop_front()?;
         self.remaining -= 1;
         Some(Ok(row))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_key_shorter_than_the_indexed_prefix_is_alone_in_its_group() {
+        let p = layout::INDEXED_PREFIX;
+        assert!(alone_in_group(b"user/1", b""));
+        assert!(alone_in_group(&vec![7; p - 1], b""));
+        // As long as the prefix: a longer key may share its `kp`.
+        assert!(!alone_in_group(&vec![7; p], b""));
+        assert!(!alone_in_group(&vec![7; p], b"x"));
+        // A short `kp` with a rest is no row the engine writes: held, as
+        // any group, rather than read as its `kp` alone.
+        assert!(!alone_in_group(b"user/1", b"x"));
     }
 }
