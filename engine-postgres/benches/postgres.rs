@@ -286,6 +286,20 @@ fn open_snapshot_reads(s: &Setup) {
     // every server process on the other, for both sides alike.
     if let Some(placed) = Placement::split(&s.server) {
         let r = in_snapshot("get, in a snapshot (client on CPU 0, server on CPU 1)");
+        // A read on its own (`Store::get` reads this way): one statement.
+        let (mut i, mut j) = (0, 0);
+        ab(
+            "get, on its own: get_latest (client on CPU 0, server on CPU 1)",
+            15,
+            2_000,
+            1,
+            || {
+                black_box(raw_get(s, &next(&mut i)));
+            },
+            || {
+                black_box(s.ours.get_latest(s.ks, &next(&mut j)).unwrap());
+            },
+        );
         drop(placed);
         ab::against(
             "get in an open snapshot / raw select (placement fixed)",

@@ -770,6 +770,22 @@ impl Engine for PostgresEngine {
         PostgresSnapshot::begin(self)
     }
 
+    /// One prepared statement in autocommit, which sees every commit
+    /// acknowledged before it: one round trip, where a read in a snapshot
+    /// of its own takes three (the snapshot's start, the read, its end).
+    fn get_latest(
+        &self,
+        ks: strata_engine::Keyspace,
+        key: &[u8],
+    ) -> Result<Option<Vec<u8>>, ReadError> {
+        let table = self.table(ks).ok_or(ReadError::UnknownKeyspace(ks))?;
+        let (kp, kr) = layout::split(key);
+        let (_pooled, value) = self
+            .first_message(|pooled| read::point_get(pooled.conn(), table, kp, kr))
+            .map_err(ReadError::Backend)?;
+        Ok(value)
+    }
+
     /// A commit of puts and deletes in one keyspace made while another of
     /// this instance is being written waits for it, queued with any
     /// others, and the queue is then written as one transaction

@@ -106,6 +106,21 @@ impl Drop for PostgresSnapshot<'_> {
     }
 }
 
+/// The value of the row `(kp, kr)` of `table`, by one prepared statement
+/// on `conn` (in its transaction, if one is open).
+pub(crate) fn point_get(
+    conn: &mut crate::pool::Conn,
+    table: &str,
+    kp: &[u8],
+    kr: &[u8],
+) -> Result<Option<Vec<u8>>, postgres::Error> {
+    let stmt = conn.prepare(&format!(
+        "SELECT value FROM {table} WHERE kp = $1 AND kh = sha256($2)"
+    ))?;
+    let row = conn.client.query_opt(&stmt, &[&kp, &kr])?;
+    Ok(row.map(|r| r.get::<_, Vec<u8>>(0)))
+}
+
 impl<'e> Snapshot for PostgresSnapshot<'e> {
     type Range<'s>
         = PostgresRange<'s, 'e>
@@ -124,13 +139,7 @@ impl<'e> Snapshot for PostgresSnapshot<'e> {
     fn get(&self, ks: Keyspace, key: &[u8]) -> Result<Option<Vec<u8>>, ReadError> {
         let table = self.table(ks)?;
         let (kp, kr) = layout::split(key);
-        self.with(|conn| {
-            let stmt = conn.prepare(&format!(
-                "SELECT value FROM {table} WHERE kp = $1 AND kh = sha256($2)"
-            ))?;
-            let row = conn.client.query_opt(&stmt, &[&kp, &kr])?;
-            Ok(row.map(|r| r.get::<_, Vec<u8>>(0)))
-        })
+        self.with(|conn| point_get(conn, table, kp, kr))
     }
 
     fn range(&self, ks: Keyspace, range: RangeSpec) -> Result<PostgresRange<'_, 'e>, ReadError> {

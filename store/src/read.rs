@@ -599,6 +599,29 @@ impl<V> std::fmt::Debug for LentValue<'_, V> {
     }
 }
 
+/// The data row `meta` whose `header` [`open`] returned, not a chunk
+/// manifest, decoded; `None` when expired at `now` (read only for a row
+/// that has an expiry).
+pub(crate) fn decode_unchunked<K>(
+    header: Header,
+    meta: Vec<u8>,
+    now: impl Fn() -> u64,
+) -> Result<Option<Expiring<K::Value>>, StoreError>
+where
+    K: Key,
+    K::Value: Value,
+{
+    let value =
+        decode_opened_owned::<K::Value>(header, meta).map_err(|source| StoreError::Decode {
+            key_type: K::NAME,
+            source,
+        })?;
+    Ok((!expired(&header, now)).then_some(Expiring {
+        value,
+        expires_at: header.expires_at,
+    }))
+}
+
 /// Whether the value whose envelope has `header` is expired at `now`
 /// (read only when it has an expiry).
 fn expired(header: &Header, now: impl FnOnce() -> u64) -> bool {
@@ -681,11 +704,7 @@ impl<E: Engine> Store<E> {
                 })
                 .transpose();
         }
-        let value = decode_opened_owned::<K::Value>(header, meta).map_err(decode_err)?;
-        Ok((!expired(&header, now)).then_some(Expiring {
-            value,
-            expires_at: header.expires_at,
-        }))
+        decode_unchunked::<K>(header, meta, now)
     }
 
     /// The data row `meta` stored at `key`, opened and lent: the header

@@ -350,8 +350,25 @@ impl<E: Engine> Store<E> {
         K: Key,
         K::Value: Value,
     {
-        let snap = self.engine.snapshot()?;
-        self.get_at(&snap, key, || self.clock.now_ms())
+        let now = || self.clock.now_ms();
+        let bytes = key.pack().map_err(StoreError::key::<K>)?;
+        // The row read on its own (one statement on PostgreSQL, where a
+        // snapshot costs two round trips more).
+        let Some(meta) = self.engine.get_latest(self.data, &bytes)? else {
+            return Ok(None);
+        };
+        let (header, _) = strata_codec::open(&bytes, &meta, self.options.decode_options())
+            .map_err(|source| StoreError::Decode {
+                key_type: K::NAME,
+                source,
+            })?;
+        if header.chunked {
+            // A manifest names chunk rows to be read in the same view as
+            // it: the whole value is read again, in a snapshot.
+            let snap = self.engine.snapshot()?;
+            return self.get_at(&snap, key, now);
+        }
+        crate::read::decode_unchunked::<K>(header, meta, now)
     }
 
     /// One page of `scan`.

@@ -177,6 +177,19 @@ fn dropped_connections_are_reestablished() {
     assert_eq!(s.version().unwrap(), v);
     assert_eq!(s.get(rows, b"a").unwrap().as_deref(), Some(&b"1"[..]));
     assert_eq!(s.get(rows, b"b").unwrap().as_deref(), Some(&b"2"[..]));
+    drop(s);
+    // Every idle session ended again: a read on its own finds its pooled
+    // connection dead and sends its statement again on a new one.
+    server
+        .admin(&format!(
+            "SELECT pg_terminate_backend(pid, 10000) FROM pg_stat_activity WHERE datname = '{dbname}'"
+        ))
+        .unwrap();
+    assert_eq!(
+        e.get_latest(rows, b"b").unwrap().as_deref(),
+        Some(&b"2"[..])
+    );
+    assert_eq!(e.get_latest(rows, b"none").unwrap(), None);
 }
 
 /// What the engine says of itself and does with its sessions: its options

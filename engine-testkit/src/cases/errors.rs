@@ -87,6 +87,9 @@ pub fn foreign_handles_are_refused<H: Harness>(mut h: H) {
     let s = e.snapshot().expect("snapshot");
     assert!(matches!(s.get(theirs, b"k"), Err(ReadError::UnknownKeyspace(k)) if k == theirs));
     drop(s);
+    assert!(
+        matches!(e.get_latest(theirs, b"k"), Err(ReadError::UnknownKeyspace(k)) if k == theirs)
+    );
     assert!(matches!(
         e.commit(Commit::new().put(a, b"x".to_vec(), b"1".to_vec()).delete(theirs, b"k".to_vec())),
         Err(CommitError::UnknownKeyspace(k)) if k == theirs

@@ -29,6 +29,12 @@ pub fn snapshot_isolation<H: Harness>(mut h: H) {
             .delete(a, b"gone".to_vec())
             .put(a, b"added".to_vec(), b"y".to_vec()),
     );
+    // A read on its own sees the latest commit, whatever snapshot is open.
+    assert_eq!(
+        e.get_latest(a, b"k").expect("get_latest").as_deref(),
+        Some(&b"new"[..])
+    );
+    assert_eq!(e.get_latest(a, b"gone").expect("get_latest"), None);
     commit(
         &e,
         Commit::new().mutate(Mutation::DeleteRange {

@@ -47,8 +47,16 @@ pub(crate) fn ks<E: Engine>(e: &E, name: &str) -> Keyspace {
     e.keyspace(name).expect("declared keyspace")
 }
 
+/// The value of `key` in a snapshot, checked to be what
+/// [`Engine::get_latest`] reads on its own too.
 fn get<E: Engine>(e: &E, ks: Keyspace, key: &[u8]) -> Option<Vec<u8>> {
-    e.snapshot().expect("snapshot").get(ks, key).expect("get")
+    let in_snapshot = e.snapshot().expect("snapshot").get(ks, key).expect("get");
+    let latest = e.get_latest(ks, key).expect("get_latest");
+    assert_eq!(
+        latest, in_snapshot,
+        "get_latest reads what a snapshot reads"
+    );
+    in_snapshot
 }
 
 fn scan<S: Snapshot>(s: &S, ks: Keyspace, range: RangeSpec) -> Vec<(Vec<u8>, Vec<u8>)> {
