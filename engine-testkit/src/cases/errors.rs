@@ -98,6 +98,11 @@ pub fn foreign_handles_are_refused<H: Harness>(mut h: H) {
     let shared = &e;
     assert_eq!(shared.keyspace("b").expect("b"), b, "&E shares the handles");
     commit(&shared, Commit::new().put(b, b"y".to_vec(), b"2".to_vec()));
+    assert_eq!(
+        get(&shared, b, b"y").as_deref(),
+        Some(&b"2"[..]),
+        "&E reads as E, on its own and in a snapshot"
+    );
     drop(other);
     let e = h.reopen(e);
     assert!(
