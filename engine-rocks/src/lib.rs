@@ -198,6 +198,15 @@ impl Engine for RocksEngine {
         })
     }
 
+    /// A read of the latest state, with no RocksDB snapshot taken and
+    /// released around it (each takes the database's mutex). A commit is
+    /// one write batch, applied whole, so the row is as some commit left
+    /// it, as a snapshot's read is.
+    fn get_latest(&self, ks: Keyspace, key: &[u8]) -> Result<Option<Vec<u8>>, ReadError> {
+        let cf = self.family(ks).ok_or(ReadError::UnknownKeyspace(ks))?;
+        self.db.get_cf(cf, key).map_err(read_err)
+    }
+
     fn commit(&self, commit: Commit) -> Result<CommitInfo, CommitError> {
         self.keyspaces.check_commit(&commit)?;
         self.group.commit(
