@@ -301,6 +301,14 @@ impl StoreError {
         Self::Limit { source, row: None }
     }
 
+    /// A value of key type `K` that does not decode.
+    pub(crate) fn decode<K: strata_keys::Key>(source: DecodeError) -> Self {
+        Self::Decode {
+            key_type: K::NAME,
+            source,
+        }
+    }
+
     pub(crate) fn key<K: strata_keys::Key>(source: KeyError) -> Self {
         Self::Key {
             key_type: K::NAME,

@@ -611,11 +611,7 @@ where
     K: Key,
     K::Value: Value,
 {
-    let value =
-        decode_opened_owned::<K::Value>(header, meta).map_err(|source| StoreError::Decode {
-            key_type: K::NAME,
-            source,
-        })?;
+    let value = decode_opened_owned::<K::Value>(header, meta).map_err(StoreError::decode::<K>)?;
     Ok((!expired(&header, now)).then_some(Expiring {
         value,
         expires_at: header.expires_at,
@@ -687,10 +683,7 @@ impl<E: Engine> Store<E> {
         K::Value: Value,
         S: Snapshot,
     {
-        let decode_err = |source| StoreError::Decode {
-            key_type: K::NAME,
-            source,
-        };
+        let decode_err = StoreError::decode::<K>;
         // The header is parsed, and the checksum verified, once.
         let (header, _) = open(key, &meta, self.options.decode_options()).map_err(decode_err)?;
         if header.chunked {
@@ -726,10 +719,7 @@ impl<E: Engine> Store<E> {
         K::Value: Value,
         S: Snapshot,
     {
-        let decode_err = |source| StoreError::Decode {
-            key_type: K::NAME,
-            source,
-        };
+        let decode_err = StoreError::decode::<K>;
         let options = self.options.decode_options();
         let lent = |header: Header, expires_at, envelope| LentValue {
             header,

@@ -358,10 +358,7 @@ impl<E: Engine> Store<E> {
             return Ok(None);
         };
         let (header, _) = strata_codec::open(&bytes, &meta, self.options.decode_options())
-            .map_err(|source| StoreError::Decode {
-                key_type: K::NAME,
-                source,
-            })?;
+            .map_err(StoreError::decode::<K>)?;
         if header.chunked {
             // A manifest names chunk rows to be read in the same view as
             // it: the whole value is read again, in a snapshot.

@@ -359,12 +359,8 @@ where
         Pending::Delete { .. } => Ok(None),
         Pending::Put { envelope, .. } => {
             let (value, header) =
-                decode_with::<K::Value>(key, envelope, store.options.decode_options()).map_err(
-                    |source| StoreError::Decode {
-                        key_type: K::NAME,
-                        source,
-                    },
-                )?;
+                decode_with::<K::Value>(key, envelope, store.options.decode_options())
+                    .map_err(StoreError::decode::<K>)?;
             Ok((!header.is_expired(now)).then_some(Expiring {
                 value,
                 expires_at: header.expires_at,
