@@ -168,7 +168,7 @@ fn scan<E: Engine>(e: &E, ks: Keyspace, from: &[u8]) -> usize {
 fn ab_report(s: &Setup) {
     ab::section("RocksEngine vs the rocksdb API");
     println!(
-        "interleaved A/B, 7 rounds, median per operation (raw = rocksdb API, ours = RocksEngine):"
+        "interleaved A/B, rounds in pairs (raw first, then ours first), medians per operation, ratio over the pairs (raw = rocksdb API, ours = RocksEngine):"
     );
     let (mut i, mut j) = (0, 0);
     let next = |i: &mut usize| {

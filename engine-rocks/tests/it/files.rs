@@ -267,3 +267,96 @@ fn tickers_and_pending_compaction_bytes() {
     let quiet = RocksEngine::open(dir.0.join("off"), two, RocksOptions::default()).unwrap();
     assert_eq!(quiet.ticker("rocksdb.number.keys.written"), None);
 }
+
+/// The options RocksDB itself wrote for family `family` (its latest
+/// `OPTIONS-*` file, sections `[CFOptions "family"]` and
+/// `[TableOptions/BlockBasedTable "family"]`), as `name=value` lines.
+fn persisted_options(db: &std::path::Path, family: &str) -> Vec<String> {
+    let latest = std::fs::read_dir(db)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with("OPTIONS-"))
+        })
+        .max_by_key(|p| {
+            let name = p.file_name().unwrap().to_str().unwrap().to_owned();
+            name["OPTIONS-".len()..].parse::<u64>().unwrap()
+        })
+        .expect("RocksDB writes an OPTIONS file");
+    let text = std::fs::read_to_string(latest).unwrap();
+    let wanted = [
+        format!("[CFOptions \"{family}\"]"),
+        format!("[TableOptions/BlockBasedTable \"{family}\"]"),
+    ];
+    let mut inside = false;
+    let mut out = Vec::new();
+    for line in text.lines().map(str::trim) {
+        if line.starts_with('[') {
+            inside = wanted.iter().any(|w| w == line);
+        } else if inside && line.contains('=') {
+            out.push(line.replace(' ', ""));
+        }
+    }
+    assert!(!out.is_empty(), "no section for {family}");
+    out
+}
+
+#[test]
+fn each_profile_is_tuned_as_documented() {
+    let dir = TempDir::new("profiles");
+    let path = dir.0.join("db");
+    let all = [
+        ("events", Profile::AppendOnly),
+        ("q", Profile::Queue),
+        ("idx", Profile::PointLookup),
+        ("misc", Profile::General),
+    ];
+    let e = RocksEngine::open(&path, specs(&all), RocksOptions::default()).unwrap();
+    drop(e);
+    let has = |family: &str, line: &str| persisted_options(&path, family).iter().any(|l| l == line);
+    // Reads of absent keys answer from a bloom filter of the memtable's
+    // whole keys (2 % of the memtable) in the append-only profile.
+    assert!(has("ks.events", "memtable_whole_key_filtering=true"));
+    assert!(has(
+        "ks.events",
+        "memtable_prefix_bloom_size_ratio=0.020000"
+    ));
+    for family in ["ks.q", "ks.idx", "ks.misc"] {
+        assert!(
+            has(family, "memtable_whole_key_filtering=false"),
+            "{family}"
+        );
+        assert!(
+            has(family, "memtable_prefix_bloom_size_ratio=0.000000"),
+            "{family}"
+        );
+    }
+    assert!(has(
+        "ks.events",
+        "compaction_style=kCompactionStyleUniversal"
+    ));
+    assert!(has("ks.events", "compression=kZSTD"));
+    for family in ["ks.q", "ks.idx"] {
+        assert!(
+            has(family, "compaction_style=kCompactionStyleLevel"),
+            "{family}"
+        );
+    }
+    // Only the point-lookup profile has a bloom filter in its tables.
+    let filters = |family: &str| {
+        persisted_options(&path, family)
+            .into_iter()
+            .filter(|l| l.starts_with("filter_policy="))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(filters("ks.idx"), ["filter_policy=bloomfilter"]);
+    for family in ["ks.events", "ks.q", "ks.misc"] {
+        assert!(
+            filters(family).iter().all(|l| l == "filter_policy=nullptr"),
+            "{family}: {:?}",
+            filters(family)
+        );
+    }
+}
