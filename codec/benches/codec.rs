@@ -97,7 +97,9 @@ fn ab_report() {
     assert_eq!(decode::<Record>(KEY, &env).unwrap(), r);
     assert_eq!(postcard::from_bytes::<Record>(&raw_bytes).unwrap(), r);
 
-    println!("interleaved A/B, 9 rounds, median per operation:");
+    println!(
+        "interleaved A/B, rounds in pairs (raw first, then ours first), medians per operation, ratio over the pairs:"
+    );
     let (mut b1, mut b2) = (Vec::with_capacity(512), Vec::with_capacity(512));
     let enc = (|| raw_encode(&r, &mut b1), || ours_encode(&r, &mut b2));
     ab("envelope encode", 9, 200_000, 1, enc.0, enc.1);

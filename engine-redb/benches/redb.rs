@@ -181,7 +181,9 @@ fn fsync_floor(file: &mut std::fs::File, block: &[u8]) {
 
 fn ab_report(s: &Setup) {
     ab::section("RedbEngine vs the redb API");
-    println!("interleaved A/B, 7 rounds, median per operation:");
+    println!(
+        "interleaved A/B, rounds in pairs (raw first, then ours first), medians per operation, ratio over the pairs:"
+    );
     let (mut i, mut j) = (0, 0);
     let next = |i: &mut usize| {
         *i = (*i + 7_919) % N;

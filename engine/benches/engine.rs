@@ -93,7 +93,9 @@ fn ab_report(d: &Data) {
         *i = (*i + 7_919) % N;
         &d.keys[*i]
     };
-    println!("interleaved A/B, 9 rounds, median per operation:");
+    println!(
+        "interleaved A/B, rounds in pairs (raw first, then ours first), medians per operation, ratio over the pairs:"
+    );
     ab(
         "commit one put",
         9,

@@ -202,7 +202,9 @@ fn alloc_report(d: &Data) {
 
 fn ab_report(d: &Data) {
     let (rounds, reps, n) = (9, 200, u32::try_from(N).unwrap_or(u32::MAX));
-    println!("interleaved A/B, {rounds} rounds, median per operation:");
+    println!(
+        "interleaved A/B, rounds in pairs (raw first, then ours first), medians per operation, ratio over the pairs:"
+    );
     let mut b1 = Vec::with_capacity(64);
     let mut b2 = Vec::with_capacity(64);
     let pack = (|| raw_pack(d, &mut b1), || ours_pack(d, &mut b2));

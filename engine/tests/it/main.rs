@@ -2,5 +2,6 @@
 //! state), the injected clock and generator, and the capability answers.
 //! `MemEngine` runs the conformance suite in `strata-engine-testkit`.
 
+mod ab_method;
 mod edges;
 mod mem;
