@@ -308,6 +308,7 @@ fn writers(engine: &RedbEngine, ks: Keyspace) {
         strata_engine_testkit::commit_in_parallel(engine, ks, n, each, first, &value);
     };
     let g = || engine.group_stats();
+    ab::section("RedbEngine's durable writers vs commit_group");
     ab::writers(commit, || (g().syncs, g().commits));
     ab::writers_against(
         "vs one thread's commit_group of as many (target <= 1.25: 0.8 of its rate)",

@@ -316,6 +316,7 @@ fn writers(s: &Setup) {
         strata_engine_testkit::commit_in_parallel(&s.ours, s.ks, n, each, first, &value);
     };
     let g = || s.ours.group_stats();
+    ab::section("RocksEngine's durable writers vs native RocksDB's");
     ab::writers(commit, || (g().syncs, g().commits));
     ab::writers_against(
         "vs native RocksDB's synced puts (target <= 1.0: at least its rate)",
