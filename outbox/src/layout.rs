@@ -69,18 +69,9 @@ pub(crate) fn new_entry_key(topic: &str) -> (Vec<u8>, usize) {
 /// this.
 pub(crate) fn entry_position(key: &[u8]) -> Option<Position> {
     let topic = key.strip_prefix(&[STRING, b'e', NIL, STRING])?;
-    // The topic's bytes, in runs between escaped NULs (`0x00 0xFF`). A NUL
-    // is never part of a longer UTF-8 sequence, so the topic is valid
-    // UTF-8 when every run is.
-    let mut at = 0;
-    let stamp = loop {
-        let nul = at + memchr::memchr(NIL, &topic[at..])?;
-        std::str::from_utf8(&topic[at..nul]).ok()?;
-        match topic.get(nul + 1) {
-            Some(&ESCAPE) => at = nul + 2,
-            _ => break &topic[nul + 1..],
-        }
-    };
+    // A NUL is never part of a longer UTF-8 sequence, so the topic is
+    // valid UTF-8 when every run between its escaped NULs is.
+    let stamp = byte_string_runs(topic, |run, _| std::str::from_utf8(run).ok().map(drop))?;
     let (&VERSIONSTAMP, stamp) = stamp.split_first()? else {
         return None;
     };
@@ -254,21 +245,39 @@ fn find_nil(bytes: &[u8]) -> Option<usize> {
     }
 }
 
+/// Walks the body of a byte-string element (after its code) in runs:
+/// the bytes between its escaped NULs (`0x00 0xFF`), each handed to
+/// `each` as stored, with whether an escaped NUL came before it. Returns
+/// what follows the unescaped `0x00` that ends the string; `None` when
+/// there is none, or when `each` says `None`.
+fn byte_string_runs(
+    bytes: &[u8],
+    mut each: impl FnMut(&[u8], bool) -> Option<()>,
+) -> Option<&[u8]> {
+    let (mut rest, mut escaped) = (bytes, false);
+    loop {
+        let at = find_nil(rest)?;
+        each(&rest[..at], escaped)?;
+        if rest.get(at + 1) == Some(&ESCAPE) {
+            (rest, escaped) = (&rest[at + 2..], true);
+        } else {
+            return Some(&rest[at + 1..]);
+        }
+    }
+}
+
 /// The body of a byte-string element (after its code): bytes up to the
 /// unescaped `0x00`, with each `0x00 0xFF` read as `0x00`.
 fn fast_bytes(bytes: &[u8]) -> Option<(Vec<u8>, &[u8])> {
     let mut out = Vec::with_capacity(bytes.len());
-    let mut rest = bytes;
-    loop {
-        let at = find_nil(rest)?;
-        out.extend_from_slice(&rest[..at]);
-        if rest.get(at + 1) == Some(&ESCAPE) {
+    let rest = byte_string_runs(bytes, |run, escaped| {
+        if escaped {
             out.push(NIL);
-            rest = &rest[at + 2..];
-        } else {
-            return Some((out, &rest[at + 1..]));
         }
-    }
+        out.extend_from_slice(run);
+        Some(())
+    })?;
+    Some((out, rest))
 }
 
 #[cfg(test)]
