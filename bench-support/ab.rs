@@ -54,8 +54,9 @@ fn median(v: &mut [f64]) -> f64 {
 /// caches). Alternating cancels that only if each raw-first round is
 /// weighed with an ours-first one: the median of an odd number of
 /// per-round ratios falls among the rounds of the majority order, and
-/// measured position effects (0.97–1.06 ours first against 1.07–1.25
-/// raw first, on the same line) then decide the figure. A trailing
+/// measured position effects then decide the figure (ours first 0.97–0.99
+/// against raw first 1.07–1.11 on the outbox bench's line of the event
+/// alone on redb, 1.03–1.06 against 1.21–1.25 on RocksDB). A trailing
 /// unpaired round is left out.
 pub fn paired(ratios: &[f64]) -> (f64, f64, f64) {
     let mut pairs: Vec<f64> = ratios
