@@ -31,17 +31,14 @@
 //!
 //! | profile | column family options |
 //! |---|---|
-//! | `AppendOnly` | universal compaction, zstd, memtable bloom filter |
+//! | `AppendOnly` | universal compaction, zstd |
 //! | `PointLookup` | leveled compaction, bloom filter (10 bits per key) |
 //! | `Queue` | leveled compaction; never FIFO, which deletes data by size |
 //! | `General` | RocksDB defaults |
 //!
 //! Every family shares one LRU block cache ([`RocksOptions::block_cache_bytes`],
 //! default 64 MiB) and uses [`RocksOptions::write_buffer_bytes`] per memtable
-//! (default 64 MiB). The memtable bloom filter of `AppendOnly` holds the
-//! memtable's whole keys in 2 % of its size: a read of an absent key (the
-//! predicate that an event is new) answers without searching the skip
-//! list.
+//! (default 64 MiB).
 //!
 //! # Durability
 //!

@@ -22,7 +22,6 @@ pub(crate) fn family_options(profile: Profile, options: &RocksOptions, cache: &C
         Profile::AppendOnly => {
             o.set_compaction_style(DBCompactionStyle::Universal);
             o.set_compression_type(DBCompressionType::Zstd);
-            memtable_bloom(&mut o);
         }
         Profile::PointLookup => {
             o.set_compaction_style(DBCompactionStyle::Level);
@@ -33,25 +32,6 @@ pub(crate) fn family_options(profile: Profile, options: &RocksOptions, cache: &C
     }
     o.set_block_based_table_factory(&table);
     o
-}
-
-/// The share of a memtable's size given to its bloom filter of whole keys.
-const MEMTABLE_BLOOM_RATIO: f64 = 0.02;
-
-/// A bloom filter of whole keys in the memtable: a read of a key that is
-/// not there (an idempotence predicate such as "this event is new", a
-/// point lookup that misses) answers from the filter instead of searching
-/// the skip list. Measured on agent memory's ingest, whose every event is
-/// checked absent in its commit: 1.28x the raw engine writing the same two
-/// rows without, 1.18-1.22x with (against the original crate: 0.84x
-/// before, 0.84-0.88x after). Each insert pays a hash and a probe of the
-/// filter, so only `AppendOnly` takes it: keys written once, where
-/// checking that a key is new is the usual read. (`PointLookup`, the
-/// store's data, is mostly written without a read, and read where the
-/// key is there.)
-fn memtable_bloom(o: &mut Options) {
-    o.set_memtable_whole_key_filtering(true);
-    o.set_memtable_prefix_bloom_ratio(MEMTABLE_BLOOM_RATIO);
 }
 
 impl RocksEngine {
