@@ -1,6 +1,6 @@
 //! Snapshots and ranges over one read transaction.
 
-use std::ops::Bound;
+use std::ops::{Bound, ControlFlow};
 
 use strata_engine::BackendPanic;
 use strata_engine::{Keyspace, RangeSpec, ReadError, RowCursor, Snapshot};
@@ -209,5 +209,51 @@ impl RowCursor for RedbRange {
             return Some(Err(e));
         }
         self.row().map(Ok)
+    }
+
+    /// The whole loop under one panic guard: redb's iterator and the
+    /// rows' slices read inside it, `f` run as the caller's code (its
+    /// panic is its own). `next_row` pays the guard each row (measured:
+    /// about 3 ns of a 50 ns row).
+    #[inline]
+    fn try_for_each_row<B, F>(&mut self, mut f: F) -> Result<ControlFlow<B>, ReadError>
+    where
+        F: FnMut(&[u8], &[u8]) -> ControlFlow<B>,
+    {
+        let Some(inner) = self.inner.as_mut() else {
+            return Ok(ControlFlow::Continue(()));
+        };
+        // The row `next_row` lent last is done with.
+        (self.key, self.value) = (None, None);
+        let (reverse, remaining) = (self.reverse, &mut self.remaining);
+        let caught = BackendPanic::catch_around("a range", |caller| {
+            while *remaining > 0 {
+                let row = if reverse {
+                    inner.next_back()
+                } else {
+                    inner.next()
+                };
+                match row {
+                    None => break,
+                    Some(Ok((k, v))) => {
+                        *remaining -= 1;
+                        let (key, value) = (k.value(), v.value());
+                        if let ControlFlow::Break(b) = caller.run(|| f(key, value)) {
+                            return Ok(ControlFlow::Break(b));
+                        }
+                    }
+                    Some(Err(e)) => {
+                        *remaining -= 1;
+                        return Err(read_err(e));
+                    }
+                }
+            }
+            Ok(ControlFlow::Continue(()))
+        });
+        caught.unwrap_or_else(|p| {
+            // The iterator's state is not trusted after a panic: end it.
+            self.inner = None;
+            Err(ReadError::Corrupt(Box::new(p)))
+        })
     }
 }

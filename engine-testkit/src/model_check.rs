@@ -4,7 +4,7 @@
 // Test code: short names read better in the assertions.
 #![allow(clippy::many_single_char_names)]
 
-use std::ops::Bound;
+use std::ops::{Bound, ControlFlow};
 
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
@@ -163,22 +163,8 @@ pub fn model_check<H: Harness>(h: H) {
                         }
                         Err(other) => prop_assert!(false, "step {}: {}", i, other),
                     }
-                    // The lending cursor: the same rows, each copied out
-                    // before the next step.
-                    match snap.cursor(own(&e, ks), r.clone()) {
-                        Ok(mut rows) => {
-                            let mut got = Vec::new();
-                            while let Some(row) = rows.next_row() {
-                                let (k, v) = row.map_err(|e| TestCaseError::fail(e.to_string()))?;
-                                got.push((k.to_vec(), v.to_vec()));
-                            }
-                            prop_assert_eq!(got, model.range(ks.index(), r), "step {}: cursor", i);
-                        }
-                        Err(ReadError::InvalidRange) => {
-                            prop_assert!(r.validate().is_err(), "step {}: cursor", i);
-                        }
-                        Err(other) => prop_assert!(false, "step {}: cursor: {}", i, other),
-                    }
+                    let want = model.range(ks.index(), r);
+                    check_cursors(&snap, own(&e, ks), r, &want, i)?;
                 }
                 Step::Reopen => {
                     e = h.borrow_mut().reopen(e);
@@ -210,4 +196,63 @@ pub fn model_check<H: Harness>(h: H) {
     if let Err(e) = result {
         panic!("model check failed: {e}");
     }
+}
+
+/// The lending cursor over `r` in `ks` gives `want`, stepped
+/// (`next_row`, each row copied out before the next step) and in its own
+/// loop (`try_for_each_row`, broken off after a few rows, one row
+/// stepped, then the loop again to the end). Step `i` of the run.
+fn check_cursors<S: Snapshot>(
+    snap: &S,
+    ks: Keyspace,
+    r: &RangeSpec,
+    want: &[(Vec<u8>, Vec<u8>)],
+    i: usize,
+) -> Result<(), TestCaseError> {
+    let fail = |e: ReadError| TestCaseError::fail(e.to_string());
+    match snap.cursor(ks, r.clone()) {
+        Ok(mut rows) => {
+            let mut got = Vec::new();
+            while let Some(row) = rows.next_row() {
+                let (k, v) = row.map_err(fail)?;
+                got.push((k.to_vec(), v.to_vec()));
+            }
+            prop_assert_eq!(got, want, "step {}: cursor", i);
+        }
+        Err(ReadError::InvalidRange) => {
+            prop_assert!(r.validate().is_err(), "step {}: cursor", i);
+            return Ok(());
+        }
+        Err(other) => prop_assert!(false, "step {}: cursor: {}", i, other),
+    }
+    let mut rows = snap.cursor(ks, r.clone()).map_err(fail)?;
+    let (mut got, stop) = (Vec::new(), i % 3);
+    let mut taken = 0;
+    let first = rows
+        .try_for_each_row(|k, v| {
+            if taken == stop {
+                return ControlFlow::Break((k.to_vec(), v.to_vec()));
+            }
+            taken += 1;
+            got.push((k.to_vec(), v.to_vec()));
+            ControlFlow::Continue(())
+        })
+        .map_err(fail)?;
+    if let ControlFlow::Break(row) = first {
+        // The row `f` broke on: the loop goes on after it.
+        got.push(row);
+        if let Some(row) = rows.next_row() {
+            let (k, v) = row.map_err(fail)?;
+            got.push((k.to_vec(), v.to_vec()));
+        }
+        let rest = rows
+            .try_for_each_row(|k, v| {
+                got.push((k.to_vec(), v.to_vec()));
+                ControlFlow::<()>::Continue(())
+            })
+            .map_err(fail)?;
+        prop_assert_eq!(rest, ControlFlow::Continue(()), "step {}", i);
+    }
+    prop_assert_eq!(got, want, "step {}: loop", i);
+    Ok(())
 }

@@ -1,6 +1,6 @@
 //! The engine contract: snapshots, commits, durability.
 
-use std::ops::Bound;
+use std::ops::{Bound, ControlFlow};
 
 use crate::error::{CommitError, EngineError, ReadError};
 use crate::keyspace::{Keyspace, Keyspaces};
@@ -419,6 +419,50 @@ pub trait RowCursor {
     /// The next row: its key and value, valid until the next call. `None`
     /// once the range is done; an error item is a backend failure.
     fn next_row(&mut self) -> Option<LentRow<'_>>;
+
+    /// Hands each remaining row to `f`, in order, until `f` breaks or the
+    /// range ends: the loop over [`RowCursor::next_row`] that a caller
+    /// would write, which is what it runs unless the engine has a cheaper
+    /// one (redb's guards the whole loop against its backend's panic once,
+    /// not each row). A panic of `f` is `f`'s own: it unwinds out of this
+    /// call as it was raised. After a break the cursor goes on from the
+    /// next row.
+    ///
+    /// ```
+    /// use std::ops::ControlFlow;
+    /// use strata_engine::{Commit, Engine, KeyspaceSpec, MemEngine, Profile, RangeSpec, RowCursor, Snapshot};
+    ///
+    /// let engine = MemEngine::open(vec![KeyspaceSpec::new("data", Profile::PointLookup)])?;
+    /// let ks = engine.keyspace("data")?;
+    /// engine.commit(Commit::new().put(ks, b"a".to_vec(), b"1".to_vec()).put(ks, b"b".to_vec(), b"22".to_vec()))?;
+    /// let snap = engine.snapshot()?;
+    /// let mut rows = snap.cursor(ks, RangeSpec::all())?;
+    /// let mut total = 0;
+    /// let flow = rows.try_for_each_row(|_key, value| {
+    ///     total += value.len();
+    ///     ControlFlow::<()>::Continue(())
+    /// })?;
+    /// assert_eq!((flow, total), (ControlFlow::Continue(()), 3));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// # Errors
+    /// A backend failure, as `next_row`'s error item: the rows before it
+    /// were given to `f`.
+    #[inline]
+    fn try_for_each_row<B, F>(&mut self, mut f: F) -> Result<ControlFlow<B>, ReadError>
+    where
+        Self: Sized,
+        F: FnMut(&[u8], &[u8]) -> ControlFlow<B>,
+    {
+        while let Some(row) = self.next_row() {
+            let (key, value) = row?;
+            if let ControlFlow::Break(b) = f(key, value) {
+                return Ok(ControlFlow::Break(b));
+            }
+        }
+        Ok(ControlFlow::Continue(()))
+    }
 }
 
 /// A [`RowCursor`] over an owned range: it keeps the last row and lends

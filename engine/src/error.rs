@@ -278,19 +278,63 @@ impl BackendPanic {
     /// The panic, as a value.
     pub fn catch<T>(operation: &'static str, f: impl FnOnce() -> T) -> Result<T, Self> {
         let _inside = Catching::enter();
-        std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).map_err(|payload| {
-            let message = payload
-                .downcast_ref::<&str>()
-                .map(|s| (*s).to_owned())
-                .or_else(|| payload.downcast_ref::<String>().cloned())
-                .unwrap_or_default();
-            tracing::error!(
-                operation,
-                message,
-                "the backend panicked; reported as damaged data"
-            );
-            Self { operation, message }
-        })
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(f))
+            .map_err(|payload| Self::caught(operation, &*payload))
+    }
+
+    /// As [`BackendPanic::catch`], around a loop that also runs the
+    /// caller's code: what `f` runs through [`CallerCode::run`] is not
+    /// the backend's, and its panic is not caught (it goes on unwinding
+    /// past this call, printed by the panic hook as any panic is). For an
+    /// engine that guards a whole scan once instead of each row.
+    ///
+    /// ```
+    /// use strata_engine::BackendPanic;
+    /// // The backend's panic is caught...
+    /// let caught = BackendPanic::catch_around("a scan", |_| -> u32 { panic!("bad page") });
+    /// assert_eq!(caught.unwrap_err().message, "bad page");
+    /// // ...the caller's is not.
+    /// let theirs = std::panic::catch_unwind(|| {
+    ///     BackendPanic::catch_around("a scan", |caller| caller.run(|| panic!("the caller's")))
+    /// });
+    /// let payload = theirs.unwrap_err();
+    /// assert_eq!(payload.downcast_ref::<&str>(), Some(&"the caller's"));
+    /// ```
+    ///
+    /// # Errors
+    /// The backend's panic, as a value.
+    pub fn catch_around<T>(
+        operation: &'static str,
+        f: impl FnOnce(&CallerCode) -> T,
+    ) -> Result<T, Self> {
+        let caller = CallerCode {
+            running: std::cell::Cell::new(false),
+        };
+        let inside = Catching::enter();
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(&caller))) {
+            Ok(t) => Ok(t),
+            Err(payload) if caller.running.get() => {
+                drop(inside);
+                std::panic::resume_unwind(payload)
+            }
+            Err(payload) => Err(Self::caught(operation, &*payload)),
+        }
+    }
+
+    /// The caught panic `payload` of `operation`, logged.
+    #[cold]
+    fn caught(operation: &'static str, payload: &(dyn std::any::Any + Send)) -> Self {
+        let message = payload
+            .downcast_ref::<&str>()
+            .map(|s| (*s).to_owned())
+            .or_else(|| payload.downcast_ref::<String>().cloned())
+            .unwrap_or_default();
+        tracing::error!(
+            operation,
+            message,
+            "the backend panicked; reported as damaged data"
+        );
+        Self { operation, message }
     }
 
     /// Whether this thread is inside [`BackendPanic::catch`] now: a panic
@@ -352,6 +396,50 @@ impl Drop for Catching {
     #[inline]
     fn drop(&mut self) {
         CATCHING.with(|c| c.set(c.get().saturating_sub(1)));
+    }
+}
+
+/// The caller's code inside [`BackendPanic::catch_around`]: run through
+/// [`CallerCode::run`], its panic is its own, not the backend's.
+#[derive(Debug)]
+pub struct CallerCode {
+    /// Set while the caller's code runs (left set by its panic).
+    running: std::cell::Cell<bool>,
+}
+
+impl CallerCode {
+    /// Runs the caller's `f`. A panic inside it is not caught by the
+    /// surrounding [`BackendPanic::catch_around`], and the panic hook sees
+    /// this thread outside the catch ([`BackendPanic::catching`] is false
+    /// here), so a quiet hook prints it as any other panic.
+    #[inline]
+    pub fn run<R>(&self, f: impl FnOnce() -> R) -> R {
+        self.running.set(true);
+        let outside = Outside::enter();
+        let r = f();
+        drop(outside);
+        self.running.set(false);
+        r
+    }
+}
+
+/// This thread is outside every [`BackendPanic::catch`] while it lives:
+/// the caller's code inside a [`BackendPanic::catch_around`]. The depth it
+/// found is put back when it is dropped (by the unwinding too, which runs
+/// after the panic hook).
+struct Outside(u32);
+
+impl Outside {
+    #[inline]
+    fn enter() -> Self {
+        Self(CATCHING.with(|c| c.replace(0)))
+    }
+}
+
+impl Drop for Outside {
+    #[inline]
+    fn drop(&mut self) {
+        CATCHING.with(|c| c.set(self.0));
     }
 }
 

@@ -57,8 +57,8 @@ pub use crate::contract::{
     RowCursor, Snapshot, StampAt, strinc,
 };
 pub use crate::error::{
-    BackendError, BackendPanic, CommitError, EngineError, Error, ErrorChain, MutationError,
-    PredicateError, ReadError, ReopenRequired, Result,
+    BackendError, BackendPanic, CallerCode, CommitError, EngineError, Error, ErrorChain,
+    MutationError, PredicateError, ReadError, ReopenRequired, Result,
 };
 pub use crate::group::GroupStats;
 pub use crate::inject::{Clock, ManualClock, Rng, SeededRng, SystemClock, SystemRng};

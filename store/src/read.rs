@@ -2,7 +2,7 @@
 
 use std::borrow::Cow;
 use std::marker::PhantomData;
-use std::ops::Bound;
+use std::ops::{Bound, ControlFlow};
 
 use strata_codec::{
     ChecksumCheck, ChunkLayout, DecodeOptions, Header, Value, check_opened, decode_opened_owned,
@@ -264,12 +264,14 @@ impl<'s, E: Engine + 's> ReadView<'s, E> {
         Ok(ScanIter {
             view: self,
             rows,
-            left: scan.max(),
-            skip_other_types: scan.skips_other_types(),
-            skipped: 0,
-            more: false,
-            last: None,
-            done: false,
+            state: ScanState {
+                left: scan.max(),
+                skip_other_types: scan.skips_other_types(),
+                skipped: 0,
+                more: false,
+                last: None,
+                done: false,
+            },
             _key: PhantomData,
         })
     }
@@ -298,31 +300,47 @@ impl<'s, E: Engine + 's> ReadView<'s, E> {
 pub struct ScanIter<'v, 's, E: Engine, K> {
     view: &'v ReadView<'s, E>,
     rows: <E::Snapshot<'s> as Snapshot>::Cursor<'v>,
+    state: ScanState,
+    _key: PhantomData<fn() -> K>,
+}
+
+/// Where a [`ScanIter`] stands, apart from its rows (so that the engine's
+/// cursor can run the loop and hand each row to [`ScanState::row`]).
+struct ScanState {
     left: usize,
     skip_other_types: bool,
     skipped: usize,
     more: bool,
     last: Option<Vec<u8>>,
     done: bool,
-    _key: PhantomData<fn() -> K>,
+}
+
+/// What one row of the engine's made of a typed scan.
+enum RowStep<R> {
+    /// Not an entry (expired, or of another key type skipped).
+    Skip,
+    /// The limit is reached and a live row lies beyond it.
+    End,
+    /// An entry given to the caller, or a damaged row.
+    Entry(Result<R, StoreError>),
 }
 
 impl<E: Engine, K> ScanIter<'_, '_, E, K> {
     /// Whether the limit stopped the scan with entries left (known once
     /// the iterator has returned `None`).
     pub fn more(&self) -> bool {
-        self.more
+        self.state.more
     }
 
     /// Resume point: after the last entry returned.
     pub fn cursor(&self) -> Option<Cursor> {
-        self.last.clone().map(Cursor)
+        self.state.last.clone().map(Cursor)
     }
 
     /// Rows of other key types passed over so far
     /// ([`Scan::skip_other_types`]).
     pub fn skipped(&self) -> usize {
-        self.skipped
+        self.state.skipped
     }
 }
 
@@ -377,10 +395,28 @@ where
         Er: From<StoreError>,
         F: FnMut(K, LentValue<'_, K::Value>) -> Result<(), Er>,
     {
-        while let Some(entry) = self.next_with(&mut (), &mut f) {
-            entry??;
+        if self.state.done {
+            return Ok(());
         }
-        Ok(())
+        // The engine's cursor runs the loop (redb's guards it once against
+        // its backend's panic, not each row).
+        let (view, state) = (self.view, &mut self.state);
+        let flow = self.rows.try_for_each_row(|key, meta| {
+            match state.row::<K, E>(view, key, meta, &mut ()) {
+                RowStep::Skip => ControlFlow::Continue(()),
+                RowStep::End => ControlFlow::Break(Ok(())),
+                RowStep::Entry(Ok((key, value))) => match f(key, value) {
+                    Ok(()) => ControlFlow::Continue(()),
+                    Err(e) => ControlFlow::Break(Err(e)),
+                },
+                RowStep::Entry(Err(e)) => ControlFlow::Break(Err(Er::from(e))),
+            }
+        });
+        match flow {
+            Ok(ControlFlow::Continue(())) => Ok(()),
+            Ok(ControlFlow::Break(result)) => result,
+            Err(e) => Err(Er::from(e.into())),
+        }
     }
 
     /// As the iterator's `next`, an error item naming its row: the packed
@@ -450,54 +486,80 @@ where
         failed: &mut impl FailedRow,
         f: impl FnOnce(K, LentValue<'_, K::Value>) -> R,
     ) -> Option<Result<R, StoreError>> {
-        while !self.done {
+        while !self.state.done {
             let (key, meta) = match self.rows.next_row()? {
                 Ok(row) => row,
                 Err(e) => return Some(Err(e.into())),
             };
-            let store = self.view.store;
-            let now = self.view.now;
-            if self.left == 0 {
-                // Is there one more live row of this type beyond the limit?
-                if !live(meta, now) || (self.skip_other_types && K::unpack(key).is_err()) {
-                    continue;
-                }
-                self.more = true;
-                self.done = true;
-                return None;
-            }
-            let typed = match K::unpack(key) {
-                Ok(k) => k,
-                Err(_) if self.skip_other_types => {
-                    self.skipped += 1;
-                    continue;
-                }
-                Err(e) => {
-                    failed.row(key);
-                    return Some(Err(StoreError::key::<K>(e)));
-                }
-            };
-            match store.lend_row::<K, _>(&self.view.snap, key, meta, || now) {
-                Ok(None) => {}
-                Ok(Some(value)) => {
-                    self.left -= 1;
-                    let keep_first = strata_engine::fault_point!("cursor-after-first-row")
-                        && self.last.is_some();
-                    if !keep_first {
-                        // The last key's buffer is reused row to row.
-                        let last = self.last.get_or_insert_with(Vec::new);
-                        last.clear();
-                        last.extend_from_slice(key);
-                    }
-                    return Some(Ok(f(typed, value)));
-                }
-                Err(e) => {
-                    failed.row(key);
-                    return Some(Err(e));
-                }
+            match self.state.row::<K, E>(self.view, key, meta, failed) {
+                RowStep::Skip => {}
+                RowStep::End => return None,
+                RowStep::Entry(entry) => return Some(entry.map(|(key, value)| f(key, value))),
             }
         }
         None
+    }
+}
+
+impl ScanState {
+    /// One row of the engine's, `key` holding `meta`: skipped, the end
+    /// (the limit reached with a live row of this type beyond it), or an
+    /// entry, its value lent (a row that fails, its key or its value, is
+    /// given to `failed` first).
+    #[inline]
+    #[allow(clippy::type_complexity)] // an entry with its value lent
+    fn row<'m, K, E>(
+        &mut self,
+        view: &ReadView<'_, E>,
+        key: &[u8],
+        meta: &'m [u8],
+        failed: &mut impl FailedRow,
+    ) -> RowStep<(K, LentValue<'m, K::Value>)>
+    where
+        E: Engine,
+        K: Key,
+        K::Value: Value,
+    {
+        let now = view.now;
+        if self.left == 0 {
+            // Is there one more live row of this type beyond the limit?
+            if !live(meta, now) || (self.skip_other_types && K::unpack(key).is_err()) {
+                return RowStep::Skip;
+            }
+            self.more = true;
+            self.done = true;
+            return RowStep::End;
+        }
+        let typed = match K::unpack(key) {
+            Ok(k) => k,
+            Err(_) if self.skip_other_types => {
+                self.skipped += 1;
+                return RowStep::Skip;
+            }
+            Err(e) => {
+                failed.row(key);
+                return RowStep::Entry(Err(StoreError::key::<K>(e)));
+            }
+        };
+        match view.store.lend_row::<K, _>(&view.snap, key, meta, || now) {
+            Ok(None) => RowStep::Skip,
+            Ok(Some(value)) => {
+                self.left -= 1;
+                let keep_first =
+                    strata_engine::fault_point!("cursor-after-first-row") && self.last.is_some();
+                if !keep_first {
+                    // The last key's buffer is reused row to row.
+                    let last = self.last.get_or_insert_with(Vec::new);
+                    last.clear();
+                    last.extend_from_slice(key);
+                }
+                RowStep::Entry(Ok((typed, value)))
+            }
+            Err(e) => {
+                failed.row(key);
+                RowStep::Entry(Err(e))
+            }
+        }
     }
 }
 

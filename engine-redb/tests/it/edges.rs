@@ -99,3 +99,56 @@ fn the_engines_own_errors_and_debug_say_what_they_are() {
         "{shown}"
     );
 }
+
+/// The cursor's own loop guards redb's code, not the caller's: a panic of
+/// `f` unwinds out of `try_for_each_row` as it was raised (not turned into
+/// a `Corrupt` error), and the panic hook sees it outside the guard, so an
+/// application's quiet hook (`BackendPanic::quiet_caught`) still prints it.
+#[test]
+#[allow(clippy::manual_assert)] // the caller's panic, a `&str` as raised
+fn a_panic_of_the_loops_caller_is_the_callers_own() {
+    use std::ops::ControlFlow;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use strata_engine::{BackendPanic, RowCursor};
+    static SEEN: AtomicUsize = AtomicUsize::new(0);
+    // The hook an application had before, wrapped by the quiet one.
+    std::panic::set_hook(Box::new(|_| {
+        SEEN.fetch_add(1, Ordering::SeqCst);
+    }));
+    BackendPanic::quiet_caught();
+    let e = engine();
+    let ks = e.keyspace("a").expect("keyspace");
+    let mut c = Commit::new();
+    for k in [b"a", b"b", b"c"] {
+        c = c.put(ks, k.to_vec(), b"v".to_vec());
+    }
+    e.commit(c).expect("commit");
+    let snap = e.snapshot().expect("snapshot");
+    let mut rows = snap.cursor(ks, RangeSpec::all()).expect("cursor");
+    let mut seen = Vec::new();
+    let out = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        rows.try_for_each_row(|k, _| {
+            assert!(!BackendPanic::catching(), "the caller's code ran as redb's");
+            seen.push(k.to_vec());
+            if k == b"b" {
+                panic!("the caller's own");
+            }
+            ControlFlow::<()>::Continue(())
+        })
+    }));
+    let payload = out.expect_err("the caller's panic was caught");
+    assert_eq!(payload.downcast_ref::<&str>(), Some(&"the caller's own"));
+    assert_eq!(seen, [b"a".to_vec(), b"b".to_vec()]);
+    assert_eq!(SEEN.load(Ordering::SeqCst), 1, "the hook did not see it");
+    assert!(
+        !BackendPanic::catching(),
+        "the guard's depth was left behind"
+    );
+    // The guard is whole again: redb's code runs inside it.
+    let mut inside = None;
+    let caught = BackendPanic::catch_around("a test", |caller| {
+        inside = Some(BackendPanic::catching());
+        caller.run(BackendPanic::catching)
+    });
+    assert_eq!((inside, caught.ok()), (Some(true), Some(false)));
+}

@@ -228,3 +228,97 @@ fn the_integrity_check_finds_a_byte_that_reads_find_silently() {
     let leftovers = std::fs::read_dir(&dir.0).unwrap().count();
     assert_eq!(leftovers, 1, "the check's copy was left behind");
 }
+
+/// What a scan of a damaged file gave: the rows read before it ended, and
+/// how it ended (`None`: at the range's end; otherwise whether the error
+/// was redb's panic caught).
+type Scanned = (Vec<(Vec<u8>, Vec<u8>)>, Option<bool>);
+
+fn caught_panic(e: &strata_engine::ReadError) -> bool {
+    matches!(e, strata_engine::ReadError::Corrupt(inner) if inner.is::<strata_engine::BackendPanic>())
+}
+
+/// A byte flipped in many places of a redb file opened without the check
+/// at open: the cursor's own loop (`try_for_each_row`, one panic guard for
+/// the whole scan) and its steps (`next_row`, a guard each) give the same
+/// rows and end the same way, and no panic of redb's gets out of either.
+/// Some flips must make redb panic inside the loop, or the sweep tests
+/// nothing of its guard.
+#[test]
+fn a_damaged_file_scanned_in_one_loop_ends_as_stepped_and_never_panics() {
+    use std::ops::ControlFlow;
+    use strata_engine::{BackendPanic, RowCursor};
+    BackendPanic::quiet_caught();
+    let dir = TempDir::new("loop-damage");
+    let path = dir.0.join("db.redb");
+    {
+        let e = RedbEngine::open(&path, specs(&["a"]), RedbOptions::default()).unwrap();
+        let a = e.keyspace("a").unwrap();
+        let mut c = Commit::new().durability(Durability::Immediate);
+        for i in 0u32..400 {
+            c = c.put(a, i.to_be_bytes().to_vec(), vec![i.to_be_bytes()[3]; 60]);
+        }
+        e.commit(c).unwrap();
+    }
+    let clean = std::fs::read(&path).unwrap();
+    let damaged = dir.0.join("damaged.redb");
+    let skip = RedbOptions {
+        verify_at_open: false,
+        ..RedbOptions::default()
+    };
+    let (mut trials, mut caught) = (0, 0);
+    let places: Vec<usize> = (0..clean.len()).filter(|&at| clean[at] != 0).collect();
+    for &at in places.iter().step_by(places.len() / 600 + 1) {
+        let mut bytes = clean.clone();
+        bytes[at] ^= 0x5A;
+        std::fs::write(&damaged, &bytes).unwrap();
+        let Ok(Ok(e)) = std::panic::catch_unwind(|| {
+            RedbEngine::open_read_only(&damaged, specs(&["a"]), skip)
+        }) else {
+            continue;
+        };
+        let Ok(a) = e.keyspace("a") else { continue };
+        let Ok(snap) = e.snapshot() else { continue };
+        let looped = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| -> Scanned {
+            let Ok(mut rows) = snap.cursor(a, RangeSpec::all()) else {
+                return (Vec::new(), Some(false));
+            };
+            let mut got = Vec::new();
+            let end = rows.try_for_each_row(|k, v| {
+                got.push((k.to_vec(), v.to_vec()));
+                ControlFlow::<()>::Continue(())
+            });
+            (got, end.err().map(|e| caught_panic(&e)))
+        }));
+        let stepped = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| -> Scanned {
+            let Ok(mut rows) = snap.cursor(a, RangeSpec::all()) else {
+                return (Vec::new(), Some(false));
+            };
+            let mut got = Vec::new();
+            while let Some(row) = rows.next_row() {
+                match row {
+                    Ok((k, v)) => got.push((k.to_vec(), v.to_vec())),
+                    Err(e) => return (got, Some(caught_panic(&e))),
+                }
+            }
+            (got, None)
+        }));
+        let (Ok(looped), Ok(stepped)) = (looped, stepped) else {
+            panic!("byte {at}: a panic of redb's got out of a scan");
+        };
+        assert_eq!(looped, stepped, "byte {at}: the loop and the steps differ");
+        if looped.1 == Some(true) {
+            println!(
+                "byte {at}: redb panicked after {} rows, caught",
+                looped.0.len()
+            );
+        }
+        trials += 1;
+        caught += usize::from(looped.1 == Some(true));
+    }
+    assert!(trials > 100, "only {trials} damaged files opened");
+    assert!(
+        caught > 0,
+        "no flip made redb panic in a scan ({trials} files): the sweep tests nothing of the guard"
+    );
+}

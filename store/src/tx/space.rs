@@ -68,6 +68,17 @@ where
             SpaceRows::Merged(rows) => rows.next_row(),
         }
     }
+
+    /// The engine's own loop where the rows are the engine's.
+    fn try_for_each_row<B, F>(&mut self, f: F) -> Result<std::ops::ControlFlow<B>, ReadError>
+    where
+        F: FnMut(&[u8], &[u8]) -> std::ops::ControlFlow<B>,
+    {
+        match &mut self.rows {
+            SpaceRows::Engine(rows) => rows.try_for_each_row(f),
+            SpaceRows::Merged(rows) => rows.try_for_each_row(f),
+        }
+    }
 }
 
 impl<'s, E: Engine + 's> Tx<'s, E> {
