@@ -272,9 +272,9 @@ fn a_damaged_file_scanned_in_one_loop_ends_as_stepped_and_never_panics() {
         let mut bytes = clean.clone();
         bytes[at] ^= 0x5A;
         std::fs::write(&damaged, &bytes).unwrap();
-        let Ok(Ok(e)) = std::panic::catch_unwind(|| {
-            RedbEngine::open_read_only(&damaged, specs(&["a"]), skip)
-        }) else {
+        let Ok(Ok(e)) =
+            std::panic::catch_unwind(|| RedbEngine::open_read_only(&damaged, specs(&["a"]), skip))
+        else {
             continue;
         };
         let Ok(a) = e.keyspace("a") else { continue };
