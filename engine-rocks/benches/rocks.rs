@@ -42,8 +42,16 @@ fn setup() -> Setup {
         .collect();
     keys.sort();
     let value = vec![0xAB; 100];
+    // The raw database configured as ours configures a `General`
+    // keyspace: the same memtable size, and a block cache of the same size
+    // (RocksDB's own default is half of ours).
+    let defaults = RocksOptions::default();
     let mut o = Options::default();
     o.create_if_missing(true);
+    o.set_write_buffer_size(defaults.write_buffer_bytes);
+    let mut table = rocksdb::BlockBasedOptions::default();
+    table.set_block_cache(&rocksdb::Cache::new_lru_cache(defaults.block_cache_bytes));
+    o.set_block_based_table_factory(&table);
     let raw = DB::open(&o, dir.join("raw")).unwrap();
     let specs = vec![KeyspaceSpec::new("a", Profile::General)];
     let ours = RocksEngine::open(dir.join("ours"), specs.clone(), RocksOptions::default()).unwrap();
