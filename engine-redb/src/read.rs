@@ -233,19 +233,17 @@ impl RowCursor for RedbRange {
                 } else {
                     inner.next()
                 };
+                let Some(row) = row else { break };
+                // A row read counts against the limit, as in `step`.
+                *remaining -= 1;
                 match row {
-                    None => break,
-                    Some(Ok((k, v))) => {
-                        *remaining -= 1;
+                    Ok((k, v)) => {
                         let (key, value) = (k.value(), v.value());
                         if let ControlFlow::Break(b) = caller.run(|| f(key, value)) {
                             return Ok(ControlFlow::Break(b));
                         }
                     }
-                    Some(Err(e)) => {
-                        *remaining -= 1;
-                        return Err(read_err(e));
-                    }
+                    Err(e) => return Err(read_err(e)),
                 }
             }
             Ok(ControlFlow::Continue(()))

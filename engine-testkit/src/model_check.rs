@@ -4,13 +4,13 @@
 // Test code: short names read better in the assertions.
 #![allow(clippy::many_single_char_names)]
 
-use std::ops::{Bound, ControlFlow};
+use std::ops::Bound;
 
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
 use strata_engine::{
     Commit, Durability, Engine, Keyspace, Keyspaces, Mutation, Predicate, RangeSpec, ReadError,
-    RowCursor, Snapshot, StampAt,
+    Snapshot, StampAt,
 };
 
 use crate::cases::specs;
@@ -198,10 +198,9 @@ pub fn model_check<H: Harness>(h: H) {
     }
 }
 
-/// The lending cursor over `r` in `ks` gives `want`, stepped
-/// (`next_row`, each row copied out before the next step) and in its own
-/// loop (`try_for_each_row`, broken off after a few rows, one row
-/// stepped, then the loop again to the end). Step `i` of the run.
+/// The lending cursor over `r` in `ks` gives `want`, stepped and in its
+/// own loop broken off on row `i % 3` ([`crate::cases::cursor_rows`]).
+/// Step `i` of the run.
 fn check_cursors<S: Snapshot>(
     snap: &S,
     ks: Keyspace,
@@ -209,50 +208,15 @@ fn check_cursors<S: Snapshot>(
     want: &[(Vec<u8>, Vec<u8>)],
     i: usize,
 ) -> Result<(), TestCaseError> {
-    let fail = |e: ReadError| TestCaseError::fail(e.to_string());
-    match snap.cursor(ks, r.clone()) {
-        Ok(mut rows) => {
-            let mut got = Vec::new();
-            while let Some(row) = rows.next_row() {
-                let (k, v) = row.map_err(fail)?;
-                got.push((k.to_vec(), v.to_vec()));
-            }
-            prop_assert_eq!(got, want, "step {}: cursor", i);
+    match crate::cases::cursor_rows(snap, ks, r, i % 3) {
+        Ok((stepped, looped)) => {
+            prop_assert_eq!(stepped, want, "step {}: cursor", i);
+            prop_assert_eq!(looped, want, "step {}: loop", i);
         }
         Err(ReadError::InvalidRange) => {
             prop_assert!(r.validate().is_err(), "step {}: cursor", i);
-            return Ok(());
         }
         Err(other) => prop_assert!(false, "step {}: cursor: {}", i, other),
     }
-    let mut rows = snap.cursor(ks, r.clone()).map_err(fail)?;
-    let (mut got, stop) = (Vec::new(), i % 3);
-    let mut taken = 0;
-    let first = rows
-        .try_for_each_row(|k, v| {
-            if taken == stop {
-                return ControlFlow::Break((k.to_vec(), v.to_vec()));
-            }
-            taken += 1;
-            got.push((k.to_vec(), v.to_vec()));
-            ControlFlow::Continue(())
-        })
-        .map_err(fail)?;
-    if let ControlFlow::Break(row) = first {
-        // The row `f` broke on: the loop goes on after it.
-        got.push(row);
-        if let Some(row) = rows.next_row() {
-            let (k, v) = row.map_err(fail)?;
-            got.push((k.to_vec(), v.to_vec()));
-        }
-        let rest = rows
-            .try_for_each_row(|k, v| {
-                got.push((k.to_vec(), v.to_vec()));
-                ControlFlow::<()>::Continue(())
-            })
-            .map_err(fail)?;
-        prop_assert_eq!(rest, ControlFlow::Continue(()), "step {}", i);
-    }
-    prop_assert_eq!(got, want, "step {}: loop", i);
     Ok(())
 }

@@ -66,6 +66,49 @@ fn scan<S: Snapshot>(s: &S, ks: Keyspace, range: RangeSpec) -> Vec<(Vec<u8>, Vec
         .expect("range item")
 }
 
+/// The rows of `range` in `ks` read by the lending cursor twice: stepped
+/// (`next_row`, each row copied out before the next step), and in its own
+/// loop (`try_for_each_row`) broken off on row `stop`, then one row
+/// stepped, then the loop again to the end.
+pub(crate) fn cursor_rows<S: Snapshot>(
+    s: &S,
+    ks: Keyspace,
+    range: &RangeSpec,
+    stop: usize,
+) -> Result<(Vec<(Vec<u8>, Vec<u8>)>, Vec<(Vec<u8>, Vec<u8>)>), ReadError> {
+    use std::ops::ControlFlow;
+    use strata_engine::RowCursor;
+    let mut rows = s.cursor(ks, range.clone())?;
+    let mut stepped = Vec::new();
+    while let Some(row) = rows.next_row() {
+        let (k, v) = row?;
+        stepped.push((k.to_vec(), v.to_vec()));
+    }
+    let mut rows = s.cursor(ks, range.clone())?;
+    let mut looped = Vec::new();
+    let first = rows.try_for_each_row(|k, v| {
+        if looped.len() == stop {
+            return ControlFlow::Break((k.to_vec(), v.to_vec()));
+        }
+        looped.push((k.to_vec(), v.to_vec()));
+        ControlFlow::Continue(())
+    })?;
+    if let ControlFlow::Break(row) = first {
+        // The row `f` broke on: the loop goes on after it.
+        looped.push(row);
+        if let Some(row) = rows.next_row() {
+            let (k, v) = row?;
+            looped.push((k.to_vec(), v.to_vec()));
+        }
+        let rest = rows.try_for_each_row(|k, v| {
+            looped.push((k.to_vec(), v.to_vec()));
+            ControlFlow::<()>::Continue(())
+        })?;
+        assert_eq!(rest, ControlFlow::Continue(()), "a loop that never breaks");
+    }
+    Ok((stepped, looped))
+}
+
 fn all<E: Engine>(e: &E, ks: Keyspace) -> Vec<(Vec<u8>, Vec<u8>)> {
     scan(&e.snapshot().expect("snapshot"), ks, RangeSpec::all())
 }

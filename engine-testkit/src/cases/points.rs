@@ -4,8 +4,8 @@
 #![allow(clippy::many_single_char_names, clippy::type_complexity)]
 
 use super::{
-    Bound, Commit, Engine, Harness, Keyspace, Mutation, RangeSpec, all, commit, get, ks, scan,
-    specs,
+    Bound, Commit, Engine, Harness, Keyspace, Mutation, RangeSpec, all, commit, cursor_rows, get,
+    ks, scan, specs,
 };
 
 /// Puts, overwrites, deletes and reads single keys, in two keyspaces.
@@ -183,6 +183,17 @@ pub fn bounds_and_limits<H: Harness>(mut h: H) {
                             .map(|(k, _)| k)
                             .collect();
                         assert_eq!(got, want, "{spec:?}");
+                        // The lending cursor, stepped and in its own loop
+                        // broken off on each row in turn.
+                        for stop in 0..=want.len() {
+                            let (stepped, looped) =
+                                cursor_rows(&s, a, &spec, stop).expect("cursor");
+                            let keys = |rows: Vec<(Vec<u8>, Vec<u8>)>| -> Vec<Vec<u8>> {
+                                rows.into_iter().map(|(k, _)| k).collect()
+                            };
+                            assert_eq!(keys(stepped), want, "{spec:?}: stepped");
+                            assert_eq!(keys(looped), want, "{spec:?}: looped, stop {stop}");
+                        }
                     }
                 }
             }
