@@ -390,6 +390,33 @@ impl StoreRun {
                             ),
                         ));
                     }
+                    // The same page read through the cursor's own loop,
+                    // each value lent then decoded: the same entries, the
+                    // same state after.
+                    let mut lent = Vec::new();
+                    let mut it = view.scan::<Doc>(&scan).map_err(err)?;
+                    it.try_for_each_lent(|key, value| {
+                        lent.push((key, value.decode()?));
+                        Ok::<_, StoreError>(())
+                    })
+                    .map_err(err)?;
+                    if lent != page.items || it.more() != page.more || it.cursor() != page.cursor {
+                        return Err(fail(
+                            step,
+                            format!(
+                                "{when}: a page lent (keys {:?}, more = {}) is not the page read (keys {:?}, more = {}), or its values or resume point differ",
+                                lent.iter()
+                                    .map(|(k, _)| (k.actor, k.id))
+                                    .collect::<Vec<_>>(),
+                                it.more(),
+                                page.items
+                                    .iter()
+                                    .map(|(k, _)| (k.actor, k.id))
+                                    .collect::<Vec<_>>(),
+                                page.more
+                            ),
+                        ));
+                    }
                     next = page.next(&scan);
                     got.extend(page.items.into_iter().map(|(k, _)| k));
                     if got.len() > want.len() {
