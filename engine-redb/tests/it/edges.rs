@@ -15,11 +15,8 @@ fn engine() -> RedbEngine {
     .expect("open")
 }
 
-/// Equal bounds with one side excluded select nothing and read nothing,
-/// forwards and backwards (redb itself is never asked for them); a start
-/// above the end is refused as the contract says.
-#[test]
-fn ranges_empty_by_their_bounds_read_nothing() {
+/// An engine holding keys `a`, `b` and `c` in its keyspace `a`.
+fn engine_with_abc() -> (RedbEngine, strata_engine::Keyspace) {
     let e = engine();
     let ks = e.keyspace("a").expect("keyspace");
     let mut c = Commit::new();
@@ -27,6 +24,15 @@ fn ranges_empty_by_their_bounds_read_nothing() {
         c = c.put(ks, k.to_vec(), b"v".to_vec());
     }
     e.commit(c).expect("commit");
+    (e, ks)
+}
+
+/// Equal bounds with one side excluded select nothing and read nothing,
+/// forwards and backwards (redb itself is never asked for them); a start
+/// above the end is refused as the contract says.
+#[test]
+fn ranges_empty_by_their_bounds_read_nothing() {
+    let (e, ks) = engine_with_abc();
     let snap = e.snapshot().expect("snapshot");
     let b = |k: &[u8]| k.to_vec();
     for (start, end) in [
@@ -116,13 +122,7 @@ fn a_panic_of_the_loops_caller_is_the_callers_own() {
         SEEN.fetch_add(1, Ordering::SeqCst);
     }));
     BackendPanic::quiet_caught();
-    let e = engine();
-    let ks = e.keyspace("a").expect("keyspace");
-    let mut c = Commit::new();
-    for k in [b"a", b"b", b"c"] {
-        c = c.put(ks, k.to_vec(), b"v".to_vec());
-    }
-    e.commit(c).expect("commit");
+    let (e, ks) = engine_with_abc();
     let snap = e.snapshot().expect("snapshot");
     let mut rows = snap.cursor(ks, RangeSpec::all()).expect("cursor");
     let mut seen = Vec::new();
