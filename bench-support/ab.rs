@@ -167,11 +167,18 @@ pub fn writers(commit: impl Fn(u64, u64, u64), syncs: impl Fn() -> (u64, u64)) {
     }
 }
 
+/// Rounds of each side in [`writers_against`]: a durable commit's time is
+/// the disk's, which moves by a third from one run to the next; with four
+/// rounds the one-writer ratio ranged over 0.99–1.10 in six runs of one
+/// build (2026-12-07).
+#[allow(dead_code)] // only the engine benches run writers
+pub const WRITER_ROUNDS: usize = 12;
+
 /// Concurrent durable writers against an anchor doing the same commits
 /// (issue 40's third figure): at 1, 4 and 16 writers, `total` commits
 /// made by `anchor(writers, each, first_key)` and by `ours(...)` (keys
-/// from `first_key` on, new ones each time), four interleaved rounds (the
-/// ratio is [`paired`]'s).
+/// from `first_key` on, new ones each time), [`WRITER_ROUNDS`] interleaved
+/// rounds (the ratio is [`paired`]'s).
 /// Recorded as comparisons of the time per commit (a ratio below 1: ours
 /// commits faster), with each side's commits per second and our commits
 /// per durable write (`syncs()`: durable writes, commits) as a note, and
@@ -192,7 +199,7 @@ pub fn writers_against(
         let ops = f64::from(u32::try_from(n * each).unwrap_or(u32::MAX));
         let (mut a_ns, mut o_ns, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
         let (mut groups, mut commits) = (0, 0);
-        for round in 0..4 {
+        for round in 0..WRITER_ROUNDS {
             let mut side = |f: &dyn Fn(u64, u64, u64)| {
                 let mut at = first;
                 let d = time(1, &mut || f(n, each, at));
