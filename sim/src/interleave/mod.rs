@@ -65,7 +65,11 @@ const STALL: Duration = Duration::from_mins(1);
 /// Whose turn it is: at most one client thread runs at a time.
 pub struct Baton {
     turns: Mutex<Turns>,
-    changed: Condvar,
+    /// Where each client waits for its turn: the turn wakes only the
+    /// client it goes to (with one shared condition variable every
+    /// handover woke every waiting client, most of them only to sleep
+    /// again).
+    turn_of: [Condvar; CLIENTS],
 }
 
 struct Turns {
@@ -100,7 +104,7 @@ impl Baton {
                 rng: SeededRng::new(seed),
                 switches: 0,
             }),
-            changed: Condvar::new(),
+            turn_of: std::array::from_fn(|_| Condvar::new()),
         }
     }
 
@@ -110,9 +114,20 @@ impl Baton {
 
     /// Opens a round of `clients` clients; the first to run is drawn.
     fn open(&self, clients: usize) {
+        assert!(
+            clients <= CLIENTS,
+            "a baton schedules at most {CLIENTS} clients"
+        );
         let mut t = self.lock();
         t.live = vec![true; clients];
         t.turn = t.pick();
+    }
+
+    /// Wakes the client whose turn it now is (called under the lock).
+    fn wake(&self, turn: Option<usize>) {
+        if let Some(c) = turn.and_then(|c| self.turn_of.get(c)) {
+            c.notify_one();
+        }
     }
 
     /// Times the turn went from one client to another.
@@ -134,8 +149,7 @@ impl Baton {
         me: usize,
     ) -> std::sync::MutexGuard<'a, Turns> {
         while t.turn != Some(me) {
-            let (next, timeout) = self
-                .changed
+            let (next, timeout) = self.turn_of[me]
                 .wait_timeout(t, STALL)
                 .unwrap_or_else(PoisonError::into_inner);
             t = next;
@@ -156,11 +170,11 @@ impl Baton {
         };
         let mut t = self.lock();
         let next = t.pick();
+        t.turn = next;
         if next != Some(me) {
             t.switches += 1;
+            self.wake(next);
         }
-        t.turn = next;
-        self.changed.notify_all();
         drop(self.wait(t, me));
     }
 }
@@ -190,7 +204,7 @@ impl Drop for Turn<'_> {
             *l = false;
         }
         t.turn = t.pick();
-        self.baton.changed.notify_all();
+        self.baton.wake(t.turn);
         ME.with(|m| m.set(None));
     }
 }
