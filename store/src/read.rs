@@ -798,9 +798,38 @@ impl<E: Engine> Store<E> {
             return Ok((!expired(&header, now))
                 .then(|| lent(header, header.expires_at, Cow::Borrowed(meta))));
         }
+        let whole = self.assemble_chunked(
+            snap,
+            Manifest { key, meta, header },
+            &now,
+            K::NAME,
+            check_opened::<K::Value>,
+        )?;
+        Ok(whole.map(|(inner, envelope)| lent(inner, header.expires_at, envelope)))
+    }
+
+    /// The value of a chunk manifest `m` (from [`Store::lend_row`]): its
+    /// chunks read from `snap` and assembled, the whole envelope opened
+    /// and checked by `check` (the codec and version of the key type
+    /// `key_type`'s value); `None` when expired at `now`. Not generic over
+    /// the key type, so each caller's code holds only the common case (a
+    /// typed read was compiled once per key type and snapshot with this in
+    /// it).
+    #[cold]
+    #[inline(never)]
+    fn assemble_chunked<'m, S: Snapshot>(
+        &self,
+        snap: &S,
+        m: Manifest<'_, 'm>,
+        now: &dyn Fn() -> u64,
+        key_type: &'static str,
+        check: fn(Header) -> Result<(), strata_codec::DecodeError>,
+    ) -> Result<Option<Assembled<'m>>, StoreError> {
+        let decode_err = |source| StoreError::Decode { key_type, source };
+        let Manifest { key, meta, header } = m;
         // A manifest's checksum is verified even when values' are not: it
         // says which chunk rows make the value.
-        if options.checksum == ChecksumCheck::Skip {
+        if self.options.decode_options().checksum == ChecksumCheck::Skip {
             verify(key, meta).map_err(decode_err)?;
         }
         if expired(&header, now) {
@@ -810,15 +839,23 @@ impl<E: Engine> Store<E> {
         let whole = self
             .planner
             .assemble(key, meta, rows)
-            .map_err(|source| StoreError::Chunk {
-                key_type: K::NAME,
-                source,
-            })?;
+            .map_err(|source| StoreError::Chunk { key_type, source })?;
         // The whole value's own envelope, checksum verified.
         let (inner, _) = open(key, &whole, DecodeOptions::default()).map_err(decode_err)?;
-        check_opened::<K::Value>(inner).map_err(decode_err)?;
-        Ok(Some(lent(inner, header.expires_at, whole)))
+        check(inner).map_err(decode_err)?;
+        Ok(Some((inner, whole)))
     }
+}
+
+/// A chunked value assembled: its envelope's header and the envelope.
+type Assembled<'m> = (Header, Cow<'m, [u8]>);
+
+/// A chunk manifest row: its key, its bytes and their parsed header.
+#[derive(Clone, Copy)]
+struct Manifest<'k, 'm> {
+    key: &'k [u8],
+    meta: &'m [u8],
+    header: Header,
 }
 
 /// A row: key and value.

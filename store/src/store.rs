@@ -462,32 +462,42 @@ impl<E: Engine> Store<E> {
     where
         Er: From<StoreError>,
     {
-        let policy = self.options.retry;
         let mut attempt = 0;
         loop {
             attempt += 1;
             match once()? {
                 Ok(done) => return Ok(done),
-                #[cfg(feature = "planted-bugs")]
-                Err(e)
-                    if e.is_outcome_unknown()
-                        && strata_engine::fault_point!("unknown-outcome-retried")
-                        && attempt < policy.max_attempts.max(1) => {}
-                Err(e) if e.is_conflict() && attempt < policy.max_attempts.max(1) => {
-                    crate::metrics::retried();
-                    let wait = self.backoff_ms(attempt);
-                    tracing::debug!(attempt, wait, "transaction conflict, retrying");
-                    self.clock.sleep_ms(wait);
-                }
-                Err(e) if e.is_conflict() => {
-                    return Err(StoreError::RetriesExhausted {
-                        attempts: attempt,
-                        last: Box::new(e),
-                    }
-                    .into());
-                }
-                Err(e) => return Err(e.into()),
+                Err(e) => self.after_failed_attempt(attempt, e)?,
             }
+        }
+    }
+
+    /// After attempt `attempt` of a transaction failed with `e`: `Ok` once
+    /// the backoff is waited out when it should run again, or the error
+    /// to return. Apart from [`Store::with_retries`], which is compiled
+    /// for every closure it runs, so that each copy holds only the loop.
+    fn after_failed_attempt(&self, attempt: u32, e: StoreError) -> Result<(), StoreError> {
+        let policy = self.options.retry;
+        match e {
+            #[cfg(feature = "planted-bugs")]
+            e if e.is_outcome_unknown()
+                && strata_engine::fault_point!("unknown-outcome-retried")
+                && attempt < policy.max_attempts.max(1) =>
+            {
+                Ok(())
+            }
+            e if e.is_conflict() && attempt < policy.max_attempts.max(1) => {
+                crate::metrics::retried();
+                let wait = self.backoff_ms(attempt);
+                tracing::debug!(attempt, wait, "transaction conflict, retrying");
+                self.clock.sleep_ms(wait);
+                Ok(())
+            }
+            e if e.is_conflict() => Err(StoreError::RetriesExhausted {
+                attempts: attempt,
+                last: Box::new(e),
+            }),
+            e => Err(e),
         }
     }
 
