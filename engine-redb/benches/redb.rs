@@ -147,11 +147,7 @@ type ScanFn = fn(&Setup, &[u8]) -> usize;
 /// The contract's lending cursor, each row read in place.
 fn lent_scan(s: &Setup, from: &[u8]) -> usize {
     let snap = s.ours.snapshot().unwrap();
-    let range = RangeSpec {
-        start: std::ops::Bound::Included(from.to_vec()),
-        ..RangeSpec::all()
-    }
-    .limit(1_000);
+    let range = thousand_from(from);
     let mut rows = snap.cursor(s.ks, range).unwrap();
     let mut n = 0;
     while let Some(row) = rows.next_row() {
@@ -161,37 +157,25 @@ fn lent_scan(s: &Setup, from: &[u8]) -> usize {
     n
 }
 
+/// The keys from `from` on, 1,000 at most.
+fn thousand_from(from: &[u8]) -> RangeSpec {
+    RangeSpec {
+        start: std::ops::Bound::Included(from.to_vec()),
+        ..RangeSpec::all()
+    }
+    .limit(1_000)
+}
+
 /// The contract's lending cursor running its own loop
 /// ([`RowCursor::try_for_each_row`]: one panic guard for the scan, not
 /// one per row), each row read in place.
 fn looped_scan(s: &Setup, from: &[u8]) -> usize {
-    let snap = s.ours.snapshot().unwrap();
-    let range = RangeSpec {
-        start: std::ops::Bound::Included(from.to_vec()),
-        ..RangeSpec::all()
-    }
-    .limit(1_000);
-    let mut n = 0;
-    let flow = snap
-        .cursor(s.ks, range)
-        .unwrap()
-        .try_for_each_row(|k, v| {
-            black_box((k, v));
-            n += 1;
-            std::ops::ControlFlow::<()>::Continue(())
-        })
-        .unwrap();
-    assert!(flow.is_continue());
-    n
+    strata_engine_testkit::count_looped(&s.ours.snapshot().unwrap(), s.ks, thousand_from(from))
 }
 
 fn ours_scan(s: &Setup, from: &[u8]) -> usize {
     let snap = s.ours.snapshot().unwrap();
-    let range = RangeSpec {
-        start: std::ops::Bound::Included(from.to_vec()),
-        ..RangeSpec::all()
-    }
-    .limit(1_000);
+    let range = thousand_from(from);
     let mut n = 0;
     for row in snap.range(s.ks, range).unwrap() {
         black_box(row.unwrap());

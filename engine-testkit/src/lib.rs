@@ -95,6 +95,33 @@ macro_rules! conformance_tests {
     };
 }
 
+/// The rows of `range` in `snap` counted through the lending cursor's own
+/// loop ([`RowCursor::try_for_each_row`](strata_engine::RowCursor::try_for_each_row)),
+/// each row read in place (handed to [`std::hint::black_box`]): the raw
+/// side of the benchmarks' scans through the loop.
+///
+/// # Panics
+/// On a failed read.
+pub fn count_looped<S: strata_engine::Snapshot>(
+    snap: &S,
+    ks: strata_engine::Keyspace,
+    range: strata_engine::RangeSpec,
+) -> usize {
+    use strata_engine::RowCursor as _;
+    let mut n = 0;
+    let flow = snap
+        .cursor(ks, range)
+        .expect("a cursor over the range")
+        .try_for_each_row(|k, v| {
+            std::hint::black_box((k, v));
+            n += 1;
+            std::ops::ControlFlow::<()>::Continue(())
+        })
+        .expect("the range read whole");
+    assert!(flow.is_continue(), "nothing breaks the loop");
+    n
+}
+
 /// `writers` threads each make `commits` durable (`Immediate`) one-put
 /// commits of `value` to `ks`, keys `(first + thread * commits + i)` as
 /// 8 big-endian bytes; returns when all are done. For benchmarks of

@@ -106,19 +106,7 @@ fn lent_scan<E: Engine>(engine: &E, data: Keyspace, from: u64) -> usize {
 /// row), each read in place: the raw side of the lending typed scan, which
 /// goes through the same loop.
 fn looped_scan<E: Engine>(engine: &E, data: Keyspace, from: u64) -> usize {
-    let snap = engine.snapshot().unwrap();
-    let mut n = 0;
-    let flow = snap
-        .cursor(data, raw_rows_from(from))
-        .unwrap()
-        .try_for_each_row(|k, v| {
-            black_box((k, v));
-            n += 1;
-            std::ops::ControlFlow::<()>::Continue(())
-        })
-        .unwrap();
-    assert!(flow.is_continue());
-    n
+    strata_engine_testkit::count_looped(&engine.snapshot().unwrap(), data, raw_rows_from(from))
 }
 
 /// The typed rows from `from` on, 1,000 at most.

@@ -58,3 +58,26 @@ fn parallel_writers_write_each_key_once() {
     assert_eq!(e.last_version(), 12, "one commit a key");
     assert_eq!(e.durable_version(), 12);
 }
+
+/// `count_looped` counts the rows of the range given: its bounds and limit
+/// held, in either direction.
+#[test]
+fn the_looped_count_is_the_ranges_rows() {
+    use std::ops::Bound;
+    use strata_engine::{Engine, Profile, RangeSpec};
+    let e = MemEngine::open(vec![KeyspaceSpec::new("a", Profile::General)]).expect("open");
+    let ks = e.keyspace("a").expect("keyspace");
+    strata_engine_testkit::commit_in_parallel(&e, ks, 1, 10, 0, b"v");
+    let snap = e.snapshot().expect("snapshot");
+    let from = |k: u64| RangeSpec {
+        start: Bound::Included(k.to_be_bytes().to_vec()),
+        ..RangeSpec::all()
+    };
+    let count = |range| strata_engine_testkit::count_looped(&snap, ks, range);
+    assert_eq!(count(RangeSpec::all()), 10);
+    assert_eq!(count(from(3)), 7);
+    assert_eq!(count(from(3).limit(4)), 4);
+    assert_eq!(count(from(8).limit(4)), 2);
+    assert_eq!(count(RangeSpec::all().reversed().limit(3)), 3);
+    assert_eq!(count(from(10)), 0);
+}
