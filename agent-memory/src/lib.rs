@@ -472,6 +472,9 @@ pub struct Stats {
     pub outbox_lag: Option<u64>,
 }
 
+/// The length of every event key: `evt:`, 13 digits, `:`, 26 characters.
+const EVENT_KEY_LEN: usize = 4 + 13 + 1 + strata_keys::ulid::ULID_LEN;
+
 /// The event key of `event_id`: `evt:{ts:013}:{ulid}`, where `ts` is the
 /// time inside the ULID (as the original keys an event), so every retry of
 /// one id, whatever timestamp it carries, meets the same key, and an event
@@ -505,12 +508,12 @@ pub fn event_key(event_id: &str) -> Result<String, MemoryError> {
         });
     }
     // `evt:`, the time in 13 digits, `:`, the ULID: written by hand, as
-    // `format!` took a third of the key's time.
-    let mut key = String::with_capacity(44);
-    key.push_str("evt:");
-    let mut digits = [b'0'; 13];
+    // `format!` took a third of the key's time, and as bytes (pushed as
+    // `char`s one by one, they cost 800 instructions an event).
+    let mut key = [0u8; EVENT_KEY_LEN];
+    key[..4].copy_from_slice(b"evt:");
     let mut rest = ms;
-    for d in digits.iter_mut().rev() {
+    for d in key[4..17].iter_mut().rev() {
         // A digit: below 10.
         #[allow(clippy::cast_possible_truncation)]
         {
@@ -518,10 +521,15 @@ pub fn event_key(event_id: &str) -> Result<String, MemoryError> {
         }
         rest /= 10;
     }
-    key.extend(digits.iter().map(|&d| char::from(d)));
-    key.push(':');
-    key.extend(ulid.to_text().iter().map(|&c| char::from(c)));
-    Ok(key)
+    key[17] = b':';
+    key[18..].copy_from_slice(&ulid.to_text());
+    // Only ASCII was written: this never fails.
+    std::str::from_utf8(&key)
+        .map(str::to_owned)
+        .map_err(|_| MemoryError::Invalid {
+            what: "event id (its key is not text)",
+            value: event_id.to_owned(),
+        })
 }
 
 /// The key of version `version` of TOC node `node_id`.

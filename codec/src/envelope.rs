@@ -474,8 +474,8 @@ impl Header {
             needed,
             available: bytes.len(),
         };
-        let fixed: &[u8; FIXED_HEADER_LEN] = bytes
-            .first_chunk()
+        let (fixed, rest): (&[u8; FIXED_HEADER_LEN], _) = bytes
+            .split_first_chunk()
             .ok_or_else(|| truncated(FIXED_HEADER_LEN.max(1)))?;
         let [format, codec, v0, v1, flags] = *fixed;
         if format != FORMAT_V1 {
@@ -489,18 +489,20 @@ impl Header {
         let expires = flags & FLAG_EXPIRES != 0;
         let has_checksum = flags & FLAG_CHECKSUM != 0;
         let len = header_len(expires, has_checksum);
-        if bytes.len() < len {
-            return Err(truncated(len));
-        }
-        let mut at = FIXED_HEADER_LEN;
-        let mut take = |n: usize| {
-            let field = &bytes[at..at + n];
-            at += n;
-            field
+        // The optional fields, in order, each read as a fixed-size chunk
+        // (no index arithmetic left to check at run time).
+        let (expires_at, rest) = if expires {
+            let (at, rest) = rest.split_first_chunk().ok_or_else(|| truncated(len))?;
+            (Some(u64::from_be_bytes(*at)), rest)
+        } else {
+            (None, rest)
         };
-        let expires_at = expires.then(|| u64::from_be_bytes(take(8).try_into().unwrap_or([0; 8])));
-        let checksum =
-            has_checksum.then(|| u32::from_be_bytes(take(4).try_into().unwrap_or([0; 4])));
+        let checksum = if has_checksum {
+            let crc = rest.first_chunk().ok_or_else(|| truncated(len))?;
+            Some(u32::from_be_bytes(*crc))
+        } else {
+            None
+        };
         Ok(Self {
             codec,
             version: u16::from_be_bytes([v0, v1]),

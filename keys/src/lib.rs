@@ -117,7 +117,9 @@ pub trait Key: Sized {
     /// # Errors
     /// As [`pack_into`](Key::pack_into).
     fn pack(&self) -> Result<Vec<u8>, KeyError> {
-        let mut out = Vec::new();
+        // Room for most keys at once: grown from empty, a key of a few
+        // elements was reallocated two or three times.
+        let mut out = Vec::with_capacity(32);
         self.pack_into(&mut out)?;
         Ok(out)
     }
@@ -228,6 +230,18 @@ pub mod __private {
         let mut out = Vec::new();
         let _ = value.pack(&mut out, depth);
         out
+    }
+
+    /// The encoding of a constant element and where an incomplete
+    /// versionstamp in it lies, for [`pack_elem`] to copy; `None` when it
+    /// does not pack (past the tuple layer's 4 GiB bound), for the caller
+    /// to pack it again and report the error.
+    pub fn pack_const_once<T: TuplePack + ?Sized>(
+        value: &T,
+        depth: TupleDepth,
+    ) -> Option<(Vec<u8>, VersionstampOffset)> {
+        let mut out = Vec::new();
+        value.pack(&mut out, depth).ok().map(|offset| (out, offset))
     }
 
     #[inline]

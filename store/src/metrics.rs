@@ -2,6 +2,7 @@
 //! is recorded until the application installs a recorder (an exporter).
 //! The names are listed in the README's "Metrics" section.
 
+use metrics::{Key, Level, Metadata};
 use strata_engine::{Commit, Mutation};
 
 use crate::StoreError;
@@ -64,12 +65,32 @@ pub(crate) fn size_of(commit: &Commit) -> (usize, usize) {
     (commit.mutations.len(), bytes)
 }
 
+/// The keys of the metrics every commit records, made once: the `metrics`
+/// macros build a key named by a constant (rather than a literal) at each
+/// call, hashing its name, which cost a one-put commit on RocksDB about
+/// 0.8 % of its time with no recorder installed.
+static COMMITS_KEY: Key = Key::from_static_name(COMMITS);
+static COMMIT_SECONDS_KEY: Key = Key::from_static_name(COMMIT_SECONDS);
+static COMMIT_ROWS_KEY: Key = Key::from_static_name(COMMIT_ROWS);
+static COMMIT_BYTES_KEY: Key = Key::from_static_name(COMMIT_BYTES);
+/// Where they come from, as the macros would say it.
+static COMMIT_METADATA: Metadata<'static> =
+    Metadata::new(module_path!(), Level::INFO, Some(module_path!()));
+
 #[allow(clippy::cast_precision_loss)] // sizes and durations far below 2^52
 pub(crate) fn committed(micros: u64, rows: usize, bytes: usize) {
-    metrics::counter!(COMMITS).increment(1);
-    metrics::histogram!(COMMIT_SECONDS).record(micros as f64 / 1e6);
-    metrics::histogram!(COMMIT_ROWS).record(rows as f64);
-    metrics::histogram!(COMMIT_BYTES).record(bytes as f64);
+    let meta = &COMMIT_METADATA;
+    // One look-up of the recorder (a thread-local, then the global) for
+    // the four.
+    metrics::with_recorder(|r| {
+        r.register_counter(&COMMITS_KEY, meta).increment(1);
+        r.register_histogram(&COMMIT_SECONDS_KEY, meta)
+            .record(micros as f64 / 1e6);
+        r.register_histogram(&COMMIT_ROWS_KEY, meta)
+            .record(rows as f64);
+        r.register_histogram(&COMMIT_BYTES_KEY, meta)
+            .record(bytes as f64);
+    });
 }
 
 /// Counts a failed commit by its kind.

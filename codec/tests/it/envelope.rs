@@ -439,3 +439,30 @@ fn raw_bodies_hint_their_length_and_serde_bodies_none() {
     assert_eq!(&grown[..3], &[1, 2, 3]);
     assert_eq!(grown[3..], enc(&vec![9u8; 1_000], b"k")[..]);
 }
+
+/// A header with an expiry and a checksum is 17 bytes: cut anywhere in
+/// its optional fields, it is truncated (needing all 17), never misread;
+/// whole, its fields read back.
+#[test]
+fn a_header_cut_in_its_expiry_or_checksum_is_truncated() {
+    let mut whole = Vec::new();
+    let options = EncodeOptions {
+        checksum: true,
+        expires_at: Some(0x0102_0304_0506_0708),
+    };
+    encode(&user(), b"k", options, &mut whole).unwrap();
+    for cut in 5..17 {
+        let err = Header::read(&whole[..cut]).unwrap_err();
+        assert!(
+            matches!(err, DecodeError::Truncated { needed: 17, available } if available == cut),
+            "cut at {cut}: {err:?}"
+        );
+    }
+    let header = Header::read(&whole[..17]).unwrap();
+    assert_eq!(header.len, 17);
+    assert_eq!(header.expires_at, Some(0x0102_0304_0506_0708));
+    // The checksum is the four bytes after the expiry, big-endian.
+    let stored = u32::from_be_bytes(whole[13..17].try_into().unwrap());
+    assert_eq!(header.checksum, Some(stored));
+    assert!(verify(b"k", &whole).is_ok());
+}

@@ -273,3 +273,58 @@ fn versionstamped_key_reports_where_the_stamp_goes() {
     ));
     assert_eq!(buf, [1, 2]);
 }
+
+/// A stamp slot fixed in the layout: `("stamp\0ed", <incomplete 7>, id)`.
+#[derive(Debug, Clone, PartialEq)]
+struct FixedStamp {
+    id: u64,
+}
+const STAMP_NAME: &str = "stamp\0ed";
+tuple_key! {
+    FixedStamp -> () = (STAMP_NAME, Versionstamp::incomplete(7), {id});
+}
+
+#[test]
+fn constant_elements_pack_as_the_tuple_layer_does_every_time() {
+    // Constants are packed once and copied after: the first pack and the
+    // later ones must all equal the tuple layer's own encoding of the
+    // whole tuple, the stamp's place included.
+    for id in [0u64, 1, 300, u64::MAX] {
+        let mut reference = b"p".to_vec();
+        tuple::pack_into_with_versionstamp(
+            &(STAMP_NAME, Versionstamp::incomplete(7), id),
+            &mut reference,
+        );
+        let (packed, offset) = reference.split_at(reference.len() - 4);
+        for _ in 0..2 {
+            let mut buf = b"p".to_vec();
+            let at = FixedStamp { id }
+                .pack_into_versionstamped(&mut buf)
+                .unwrap()
+                .expect("the constant stamp is incomplete");
+            assert_eq!(buf, packed, "id {id}");
+            assert_eq!(at, u32::from_le_bytes(offset.try_into().unwrap()) as usize);
+            assert_eq!(&buf[at..at + 10], &[0xFF; 10]);
+        }
+    }
+    // The string constant's NUL is escaped, as the tuple layer does.
+    let bytes = FixedStamp { id: 5 }.pack().unwrap();
+    assert!(bytes.starts_with(b"\x02stamp\x00\xFFed\x00"), "{bytes:?}");
+}
+
+/// The macros' helper behind the test above: a constant's bytes and its
+/// stamp's place, as the tuple layer packs it alone.
+#[test]
+fn a_constant_is_packed_with_its_stamps_place() {
+    use strata_keys::__private::{element_depth, pack_const_once};
+    use strata_keys::tuple::VersionstampOffset;
+
+    let (bytes, offset) = pack_const_once(&"a\0b", element_depth()).expect("packs");
+    assert_eq!(bytes, tuple::pack(&("a\0b",)));
+    assert_eq!(offset, VersionstampOffset::None { size: 6 });
+    let (bytes, offset) =
+        pack_const_once(&Versionstamp::incomplete(7), element_depth()).expect("packs");
+    assert_eq!(bytes[0], 0x33, "the versionstamp's type code");
+    assert_eq!(&bytes[1..11], &[0xFF; 10]);
+    assert_eq!(offset, VersionstampOffset::OneIncomplete { offset: 1 });
+}

@@ -22,14 +22,17 @@ impl<'s, E: Engine + 's> Tx<'s, E> {
         // What the counters need to know of the writes (whether a
         // counter's key is put or deleted here), taken before the writes
         // move into the commit.
-        let written: BTreeMap<Vec<u8>, bool> = self
-            .adds
-            .keys()
-            .filter_map(|k| {
-                let put = matches!(writes.get(k)?, Pending::Put { .. });
-                Some((k.clone(), put))
-            })
-            .collect();
+        let written: BTreeMap<Vec<u8>, bool> = if self.adds.is_empty() {
+            BTreeMap::new()
+        } else {
+            self.adds
+                .keys()
+                .filter_map(|k| {
+                    let put = matches!(writes.get(k)?, Pending::Put { .. });
+                    Some((k.clone(), put))
+                })
+                .collect()
+        };
         for (key, p) in writes {
             self.plan_write(key, p, &mut out)?;
         }

@@ -89,3 +89,41 @@ fn commits_conflicts_retries_refusals_quota_and_sweeps_are_counted() {
         "names are the documented ones"
     );
 }
+
+/// A clock whose every reading of microseconds is 250 later than the
+/// one before.
+struct Ticking(std::sync::atomic::AtomicU64);
+
+impl strata_engine::Clock for Ticking {
+    fn now_ms(&self) -> u64 {
+        self.now_us() / 1_000
+    }
+
+    fn now_us(&self) -> u64 {
+        self.0.fetch_add(250, std::sync::atomic::Ordering::Relaxed)
+    }
+
+    fn sleep_ms(&self, _ms: u64) {}
+}
+
+#[test]
+fn a_commits_latency_is_recorded_in_seconds() {
+    let options = common::options(Limits::FOUNDATIONDB);
+    let engine = strata_engine::MemEngine::open(options.keyspace_specs()).unwrap();
+    let clock = std::sync::Arc::new(Ticking(std::sync::atomic::AtomicU64::new(1_000_000)));
+    let store = strata_store::Store::open_with(
+        engine,
+        options,
+        clock,
+        Box::new(strata_engine::SeededRng::new(1)),
+    )
+    .unwrap();
+    let ((), rec) = capture(|| {
+        store.put(&DocKey { actor: 1, id: 1 }, &doc(10)).unwrap();
+    });
+    // The commit read the clock before planning and after the engine's
+    // answer: one tick apart, 250 µs.
+    let seconds = histogram(&rec, m::COMMIT_SECONDS);
+    assert_eq!(seconds.len(), 1, "{rec:?}");
+    assert!((seconds[0] - 0.000_25).abs() < 1e-12, "{seconds:?}");
+}
