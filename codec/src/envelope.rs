@@ -521,10 +521,15 @@ impl Header {
     }
 }
 
+/// A CRC-32 hasher made once and cloned for each checksum: a new one
+/// asks which of the CPU's features it may use each time it is made.
+static CRC32: std::sync::LazyLock<crc32fast::Hasher> =
+    std::sync::LazyLock::new(crc32fast::Hasher::new);
+
 /// The checksum of an envelope stored under `key`: CRC-32 over the key,
 /// then the header without its checksum field, then the body.
 fn checksum_of(key: &[u8], header_without_crc: &[u8], body: &[u8]) -> u32 {
-    let mut crc = crc32fast::Hasher::new();
+    let mut crc = CRC32.clone();
     crc.update(key);
     crc.update(header_without_crc);
     crc.update(body);
