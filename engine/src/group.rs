@@ -203,8 +203,9 @@ impl GroupCommitter {
             if queue.last_group <= 1 {
                 // Alone, as far as anyone can tell: write at once.
                 drop(queue);
+                // No slot: its result is the leader's own.
                 return self
-                    .run(vec![commit], vec![None], &write, &sync)
+                    .run(vec![commit], Vec::new(), &write, &sync)
                     .unwrap_or_else(|| Err(missing()));
             }
             queue.waiting.push_back((commit, None));
@@ -299,10 +300,7 @@ impl GroupCommitter {
         W: Fn(Vec<Commit>) -> GroupResults,
         S: Fn(u64) -> Result<u64, BackendError>,
     {
-        let immediate: Vec<bool> = group
-            .iter()
-            .map(|c| c.durability == Durability::Immediate)
-            .collect();
+        let immediate = immediate_flags(&group);
         let mut lead = Lead {
             committer: self,
             size: group.len(),
@@ -342,10 +340,7 @@ impl GroupCommitter {
                 Err(e) => results.push(Some(Err(e))),
             }
         }
-        let immediate: Vec<bool> = valid
-            .iter()
-            .map(|c| c.durability == Durability::Immediate)
-            .collect();
+        let immediate = immediate_flags(&valid);
         let written = if valid.is_empty() {
             Vec::new()
         } else {
@@ -371,6 +366,18 @@ impl GroupCommitter {
         self.groups.fetch_add(1, Ordering::Relaxed);
         self.commits.fetch_add(n as u64, Ordering::Relaxed);
         results
+    }
+}
+
+/// Which of `group`'s commits are `Immediate`, for [`unsynced`] and
+/// [`settle`]: empty when none is (a group of buffered commits allocates
+/// nothing for it, and [`unsynced`] finds nothing to sync).
+fn immediate_flags(group: &[Commit]) -> Vec<bool> {
+    let immediate = |c: &Commit| c.durability == Durability::Immediate;
+    if group.iter().any(immediate) {
+        group.iter().map(immediate).collect()
+    } else {
+        Vec::new()
     }
 }
 
@@ -453,6 +460,9 @@ struct Lead<'c> {
     committer: &'c GroupCommitter,
     /// Commits in the group.
     size: usize,
+    /// The queued callers' slots, in the group's order; `None`, or no
+    /// slot at all past the end (a group of one written at once), for the
+    /// leader's own commit.
     slots: Vec<Option<Arc<Slot>>>,
     passed: bool,
 }
@@ -489,8 +499,9 @@ impl Lead<'_> {
     /// Gives each queued caller its result; returns the leader's own.
     fn hand_out(&mut self, results: GroupResults) -> Option<Result<CommitInfo, CommitError>> {
         let mut own = None;
-        for (slot, result) in self.slots.drain(..).zip(results) {
-            match slot {
+        let mut slots = self.slots.drain(..);
+        for result in results {
+            match slots.next().flatten() {
                 Some(slot) => slot.set(SlotState::Done(result)),
                 None => own = Some(result),
             }
@@ -540,6 +551,39 @@ mod tests {
                 syncs: 0
             }
         );
+    }
+
+    #[test]
+    fn a_lone_immediate_commit_left_unsynced_is_synced_before_it_returns() {
+        let c = GroupCommitter::new(8);
+        let synced = AtomicU64::new(0);
+        let write = |g: Vec<Commit>| -> GroupResults {
+            assert_eq!(g.len(), 1);
+            vec![Ok(CommitInfo {
+                version: 7,
+                durable: false,
+            })]
+        };
+        let sync = |through| {
+            synced.store(through, Ordering::SeqCst);
+            Ok(through)
+        };
+        let r = c.commit(Commit::new(), write, sync).unwrap();
+        assert_eq!(
+            synced.load(Ordering::SeqCst),
+            7,
+            "synced through its version"
+        );
+        assert_eq!(
+            r,
+            CommitInfo {
+                version: 7,
+                durable: true
+            }
+        );
+        // A failed sync: its outcome is unknown, not a success.
+        let r = c.commit(Commit::new(), write, |_| Err("disk gone".into()));
+        assert!(matches!(r, Err(CommitError::OutcomeUnknown(_))), "{r:?}");
     }
 
     #[test]

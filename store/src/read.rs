@@ -321,8 +321,12 @@ enum RowStep<R> {
     Skip,
     /// The limit is reached and a live row lies beyond it.
     End,
-    /// An entry given to the caller, or a damaged row.
-    Entry(Result<R, StoreError>),
+    /// An entry given to the caller.
+    Entry(R),
+    /// A damaged row, or one of another key type (boxed: a step is
+    /// returned for every row, and a `StoreError` is larger than an
+    /// entry).
+    Failed(Box<StoreError>),
 }
 
 impl<E: Engine, K> ScanIter<'_, '_, E, K> {
@@ -405,11 +409,11 @@ where
             match state.row::<K, E>(view, key, meta, &mut ()) {
                 RowStep::Skip => ControlFlow::Continue(()),
                 RowStep::End => ControlFlow::Break(Ok(())),
-                RowStep::Entry(Ok((key, value))) => match f(key, value) {
+                RowStep::Entry((key, value)) => match f(key, value) {
                     Ok(()) => ControlFlow::Continue(()),
                     Err(e) => ControlFlow::Break(Err(e)),
                 },
-                RowStep::Entry(Err(e)) => ControlFlow::Break(Err(Er::from(e))),
+                RowStep::Failed(e) => ControlFlow::Break(Err(Er::from(*e))),
             }
         });
         match flow {
@@ -494,7 +498,8 @@ where
             match self.state.row::<K, E>(self.view, key, meta, failed) {
                 RowStep::Skip => {}
                 RowStep::End => return None,
-                RowStep::Entry(entry) => return Some(entry.map(|(key, value)| f(key, value))),
+                RowStep::Entry((key, value)) => return Some(Ok(f(key, value))),
+                RowStep::Failed(e) => return Some(Err(*e)),
             }
         }
         None
@@ -538,7 +543,7 @@ impl ScanState {
             }
             Err(e) => {
                 failed.row(key);
-                return RowStep::Entry(Err(StoreError::key::<K>(e)));
+                return RowStep::Failed(Box::new(StoreError::key::<K>(e)));
             }
         };
         match view.store.lend_row::<K, _>(&view.snap, key, meta, || now) {
@@ -553,11 +558,11 @@ impl ScanState {
                     last.clear();
                     last.extend_from_slice(key);
                 }
-                RowStep::Entry(Ok((typed, value)))
+                RowStep::Entry((typed, value))
             }
             Err(e) => {
                 failed.row(key);
-                RowStep::Entry(Err(e))
+                RowStep::Failed(Box::new(e))
             }
         }
     }
@@ -600,15 +605,25 @@ impl FailedRow for Option<Vec<u8>> {
 /// borrowed from the engine's buffer (a chunked value's assembled from its
 /// chunks), opened and checked but not decoded.
 pub struct LentValue<'a, V> {
-    /// The header of the envelope holding the body.
-    header: Header,
-    /// The value's expiry (a chunked value's, from its manifest).
-    expires_at: Option<u64>,
     /// The whole envelope: header, then body.
     envelope: Cow<'a, [u8]>,
-    /// The key type, for decode errors.
-    key_type: &'static str,
+    /// The value's expiry (a chunked value's, from its manifest).
+    expires_at: Option<u64>,
+    /// The key type's name, for decode errors (one word, not two: a
+    /// scan hands a lent value on for every row).
+    key_type: &'static &'static str,
+    /// Where the body starts in `envelope` (the header's length).
+    body_at: usize,
+    /// The schema version the body was written at.
+    version: u16,
     _value: PhantomData<fn() -> V>,
+}
+
+/// A key type's name behind one pointer ([`LentValue::key_type`]).
+struct KeyName<K>(PhantomData<K>);
+
+impl<K: Key> KeyName<K> {
+    const NAME: &'static &'static str = &K::NAME;
 }
 
 impl<V> LentValue<'_, V> {
@@ -618,14 +633,14 @@ impl<V> LentValue<'_, V> {
     /// from them, say).
     #[inline]
     pub fn body(&self) -> &[u8] {
-        &self.envelope[self.header.len..]
+        &self.envelope[self.body_at..]
     }
 
     /// The schema version the body was written at (at most the value
     /// type's current one; an older body needs the type's migration,
     /// which [`LentValue::decode`] applies).
     pub fn version(&self) -> u16 {
-        self.header.version
+        self.version
     }
 
     /// When the value expires, in milliseconds since the epoch on the
@@ -643,7 +658,7 @@ impl<V: Value> LentValue<'_, V> {
     /// [`StoreError::Decode`]: the body does not decode as `V`.
     #[inline]
     pub fn decode(&self) -> Result<V, StoreError> {
-        V::decode_body(self.header.version, self.body()).map_err(|source| StoreError::Decode {
+        V::decode_body(self.version, self.body()).map_err(|source| StoreError::Decode {
             key_type: self.key_type,
             source,
         })
@@ -653,8 +668,8 @@ impl<V: Value> LentValue<'_, V> {
 impl<V> std::fmt::Debug for LentValue<'_, V> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("LentValue")
-            .field("key_type", &self.key_type)
-            .field("version", &self.header.version)
+            .field("key_type", self.key_type)
+            .field("version", &self.version)
             .field("expires_at", &self.expires_at)
             .field("body_len", &self.body().len())
             .finish_non_exhaustive()
@@ -784,10 +799,11 @@ impl<E: Engine> Store<E> {
         let decode_err = StoreError::decode::<K>;
         let options = self.options.decode_options();
         let lent = |header: Header, expires_at, envelope| LentValue {
-            header,
-            expires_at,
             envelope,
-            key_type: K::NAME,
+            expires_at,
+            key_type: KeyName::<K>::NAME,
+            body_at: header.len,
+            version: header.version,
             _value: PhantomData,
         };
         // A manifest must carry a checksum as any envelope the store

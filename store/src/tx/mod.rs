@@ -57,23 +57,53 @@ struct Stamped {
     key_type: Option<&'static str>,
 }
 
-/// Rows read under a predicate, as read (`None`: absent), by keyspace
-/// then key, so that a lookup borrows the key rather than copying it.
+/// Rows read under a predicate, as read (`None`: absent).
+///
+/// A transaction pins a few rows as a rule (an insert's check that its
+/// key is new pins one): up to [`FEW_PINS`] are kept in one vector,
+/// searched in order, one allocation where maps by keyspace and key cost
+/// a node each. Past that (a scan pins every row it sees) they move into
+/// those maps, where a lookup borrows the key rather than copying it.
 #[derive(Debug, Default)]
-struct Pinned(BTreeMap<Keyspace, BTreeMap<Vec<u8>, Option<Vec<u8>>>>);
+struct Pinned {
+    few: Vec<(Keyspace, Vec<u8>, Option<Vec<u8>>)>,
+    many: BTreeMap<Keyspace, BTreeMap<Vec<u8>, Option<Vec<u8>>>>,
+}
+
+/// The most rows [`Pinned`] keeps in its vector.
+const FEW_PINS: usize = 8;
 
 impl Pinned {
     /// The row as read under a predicate; `None` when not pinned.
     fn get(&self, ks: Keyspace, key: &[u8]) -> Option<&Option<Vec<u8>>> {
-        self.0.get(&ks)?.get(key)
+        if self.many.is_empty() {
+            return self
+                .few
+                .iter()
+                .find(|(k, bytes, _)| *k == ks && bytes.as_slice() == key)
+                .map(|(_, _, value)| value);
+        }
+        self.many.get(&ks)?.get(key)
     }
 
     fn contains(&self, ks: Keyspace, key: &[u8]) -> bool {
         self.get(ks, key).is_some()
     }
 
+    /// Pins `key` of `ks`, not pinned yet (its callers look first), as
+    /// holding `value`.
     fn insert(&mut self, ks: Keyspace, key: Vec<u8>, value: Option<Vec<u8>>) {
-        self.0.entry(ks).or_default().insert(key, value);
+        debug_assert!(!self.contains(ks, &key), "pinned once");
+        if self.many.is_empty() {
+            if self.few.len() < FEW_PINS {
+                self.few.push((ks, key, value));
+                return;
+            }
+            for (k, bytes, v) in self.few.drain(..) {
+                self.many.entry(k).or_default().insert(bytes, v);
+            }
+        }
+        self.many.entry(ks).or_default().insert(key, value);
     }
 }
 
@@ -231,3 +261,49 @@ mod write;
 pub(crate) use plan::counter_value;
 pub use space::{RawPage, SpaceCursor};
 pub use write::Expiry;
+
+#[cfg(test)]
+mod tests {
+    use strata_engine::{Engine as _, KeyspaceSpec, MemEngine, Profile};
+
+    use super::{FEW_PINS, Pinned};
+
+    #[test]
+    fn pins_are_found_in_the_vector_and_after_they_move_into_the_maps() {
+        let engine = MemEngine::open(vec![
+            KeyspaceSpec::new("a", Profile::General),
+            KeyspaceSpec::new("b", Profile::General),
+        ])
+        .unwrap();
+        let (a, b) = (engine.keyspace("a").unwrap(), engine.keyspace("b").unwrap());
+        let value = |i: u8| (!i.is_multiple_of(3)).then(|| vec![i; 3]);
+        let mut pinned = Pinned::default();
+        let expect = |pinned: &Pinned, n: u8| {
+            for i in 0..n {
+                // The same key in the other keyspace is another row.
+                let (ks, other) = if i.is_multiple_of(2) { (a, b) } else { (b, a) };
+                assert_eq!(pinned.get(ks, &[i]), Some(&value(i)), "pin {i} of {n}");
+                assert!(
+                    !pinned.contains(other, &[i]),
+                    "pin {i} of {n}, other keyspace"
+                );
+            }
+            assert!(!pinned.contains(a, &[n]) && !pinned.contains(b, &[n]));
+            assert!(
+                !pinned.contains(a, &[]),
+                "a prefix of a pinned key is not pinned"
+            );
+        };
+        let total = u8::try_from(3 * FEW_PINS).unwrap();
+        for i in 0..total {
+            let ks = if i.is_multiple_of(2) { a } else { b };
+            pinned.insert(ks, vec![i], value(i));
+            expect(&pinned, i + 1);
+            assert_eq!(
+                pinned.few.is_empty(),
+                usize::from(i) >= FEW_PINS,
+                "the vector holds the first {FEW_PINS} pins"
+            );
+        }
+    }
+}
