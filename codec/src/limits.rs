@@ -126,13 +126,38 @@ impl Limits {
     {
         let mut total = BatchSize::default();
         for row in rows {
-            Limit::KeyBytes.check(row.key as u64, self.max_key_bytes as u64)?;
-            Limit::ValueBytes.check(row.value as u64, self.max_value_bytes as u64)?;
+            self.check_row(row)?;
             total.add(row);
         }
-        Limit::BatchEntries.check(total.entries as u64, self.max_batch_entries as u64)?;
-        Limit::BatchBytes.check(total.bytes, self.max_batch_bytes)?;
+        self.check_batch_size(total)?;
         Ok(total)
+    }
+
+    /// Checks a batch's totals only: its entry count and byte total. For
+    /// a caller that checks each row with [`Limits::check_row`] as it
+    /// counts it with [`BatchSize::add`], and so keeps no list of rows.
+    ///
+    /// ```
+    /// use strata_codec::{BatchSize, Limit, Limits, RowSize};
+    ///
+    /// let limits = Limits { max_batch_entries: 2, ..Limits::UNBOUNDED };
+    /// let mut total = BatchSize::default();
+    /// for row in [RowSize::put(b"a", b"1"), RowSize::delete(b"b")] {
+    ///     limits.check_row(row)?;
+    ///     total.add(row);
+    /// }
+    /// limits.check_batch_size(total)?;
+    /// total.add(RowSize::delete(b"c"));
+    /// assert_eq!(limits.check_batch_size(total).unwrap_err().limit, Limit::BatchEntries);
+    /// # Ok::<(), strata_codec::LimitExceeded>(())
+    /// ```
+    ///
+    /// # Errors
+    /// [`LimitExceeded`] naming [`Limit::BatchEntries`] or
+    /// [`Limit::BatchBytes`].
+    pub fn check_batch_size(&self, total: BatchSize) -> Result<(), LimitExceeded> {
+        Limit::BatchEntries.check(total.entries as u64, self.max_batch_entries as u64)?;
+        Limit::BatchBytes.check(total.bytes, self.max_batch_bytes)
     }
 
     /// Checks that a scope using `used` bytes may grow to `used + growth`.
@@ -220,7 +245,9 @@ pub struct BatchSize {
 }
 
 impl BatchSize {
-    fn add(&mut self, row: RowSize) {
+    /// Counts one more row: an entry, and its [`RowSize::size`] in bytes
+    /// (saturating).
+    pub fn add(&mut self, row: RowSize) {
         self.entries += 1;
         self.bytes = self.bytes.saturating_add(row.size());
     }

@@ -3,6 +3,7 @@
 //! commit with its chunks, expiry index rows and quota charges ([`plan`]).
 
 use std::collections::BTreeMap;
+use std::ops::{Bound, RangeBounds as _};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use strata_engine::{CommitInfo, Durability, Engine, Keyspace, Mutation, Predicate, StampAt};
@@ -64,10 +65,18 @@ struct Stamped {
 /// searched in order, one allocation where maps by keyspace and key cost
 /// a node each. Past that (a scan pins every row it sees) they move into
 /// those maps, where a lookup borrows the key rather than copying it.
-#[derive(Debug, Default)]
-struct Pinned {
-    few: Vec<(Keyspace, Vec<u8>, Option<Vec<u8>>)>,
-    many: BTreeMap<Keyspace, BTreeMap<Vec<u8>, Option<Vec<u8>>>>,
+/// (No map exists before then: even an empty one costs its walk when
+/// dropped.)
+#[derive(Debug)]
+enum Pinned {
+    Few(Vec<(Keyspace, Vec<u8>, Option<Vec<u8>>)>),
+    Many(BTreeMap<Keyspace, BTreeMap<Vec<u8>, Option<Vec<u8>>>>),
+}
+
+impl Default for Pinned {
+    fn default() -> Self {
+        Self::Few(Vec::new())
+    }
 }
 
 /// The most rows [`Pinned`] keeps in its vector.
@@ -76,14 +85,13 @@ const FEW_PINS: usize = 8;
 impl Pinned {
     /// The row as read under a predicate; `None` when not pinned.
     fn get(&self, ks: Keyspace, key: &[u8]) -> Option<&Option<Vec<u8>>> {
-        if self.many.is_empty() {
-            return self
-                .few
+        match self {
+            Self::Few(few) => few
                 .iter()
                 .find(|(k, bytes, _)| *k == ks && bytes.as_slice() == key)
-                .map(|(_, _, value)| value);
+                .map(|(_, _, value)| value),
+            Self::Many(many) => many.get(&ks)?.get(key),
         }
-        self.many.get(&ks)?.get(key)
     }
 
     fn contains(&self, ks: Keyspace, key: &[u8]) -> bool {
@@ -94,16 +102,136 @@ impl Pinned {
     /// holding `value`.
     fn insert(&mut self, ks: Keyspace, key: Vec<u8>, value: Option<Vec<u8>>) {
         debug_assert!(!self.contains(ks, &key), "pinned once");
-        if self.many.is_empty() {
-            if self.few.len() < FEW_PINS {
-                self.few.push((ks, key, value));
-                return;
+        match self {
+            Self::Few(few) if few.len() < FEW_PINS => few.push((ks, key, value)),
+            Self::Few(few) => {
+                let mut many: BTreeMap<Keyspace, BTreeMap<_, _>> = BTreeMap::new();
+                for (k, bytes, v) in few.drain(..) {
+                    many.entry(k).or_default().insert(bytes, v);
+                }
+                many.entry(ks).or_default().insert(key, value);
+                *self = Self::Many(many);
             }
-            for (k, bytes, v) in self.few.drain(..) {
-                self.many.entry(k).or_default().insert(bytes, v);
+            Self::Many(many) => {
+                many.entry(ks).or_default().insert(key, value);
             }
         }
-        self.many.entry(ks).or_default().insert(key, value);
+    }
+}
+
+/// The transaction's pending writes of data keys, by key.
+///
+/// A transaction writes a few keys as a rule (a one-put `transact` writes
+/// one): up to [`FEW_WRITES`] are kept in one vector sorted by key, one
+/// allocation where a map allocates a node and walks it at commit. Past
+/// that they move into a map. Either way they are taken in key order, so
+/// the commit's rows are the same.
+#[derive(Debug)]
+pub(crate) enum Writes {
+    Few(Vec<(Vec<u8>, Pending)>),
+    Many(BTreeMap<Vec<u8>, Pending>),
+}
+
+impl Default for Writes {
+    fn default() -> Self {
+        Self::Few(Vec::new())
+    }
+}
+
+/// The most writes [`Writes`] keeps in its vector.
+const FEW_WRITES: usize = 8;
+
+impl Writes {
+    fn is_empty(&self) -> bool {
+        match self {
+            Self::Few(few) => few.is_empty(),
+            Self::Many(many) => many.is_empty(),
+        }
+    }
+
+    /// The pending write of `key`.
+    pub(crate) fn get(&self, key: &[u8]) -> Option<&Pending> {
+        match self {
+            Self::Few(few) => few
+                .binary_search_by(|(k, _)| k.as_slice().cmp(key))
+                .ok()
+                .map(|i| &few[i].1),
+            Self::Many(many) => many.get(key),
+        }
+    }
+
+    /// Sets the pending write of `key`, replacing an earlier one.
+    fn insert(&mut self, key: Vec<u8>, pending: Pending) {
+        match self {
+            Self::Few(few) => match few.binary_search_by(|(k, _)| k.cmp(&key)) {
+                Ok(i) => few[i].1 = pending,
+                Err(i) if few.len() < FEW_WRITES => {
+                    // One allocation for all of them (growing from
+                    // nothing would reallocate at the fifth).
+                    if few.capacity() == 0 {
+                        few.reserve_exact(FEW_WRITES);
+                    }
+                    few.insert(i, (key, pending));
+                }
+                Err(_) => {
+                    let mut many: BTreeMap<_, _> = few.drain(..).collect();
+                    many.insert(key, pending);
+                    *self = Self::Many(many);
+                }
+            },
+            Self::Many(many) => {
+                many.insert(key, pending);
+            }
+        }
+    }
+
+    /// Copies of the writes whose keys are within `start..end`, ascending.
+    fn cloned_within(
+        &self,
+        start: &Bound<Vec<u8>>,
+        end: &Bound<Vec<u8>>,
+    ) -> Vec<(Vec<u8>, Pending)> {
+        match self {
+            Self::Few(few) => few
+                .iter()
+                .filter(|(k, _)| (start.as_ref(), end.as_ref()).contains(k))
+                .cloned()
+                .collect(),
+            Self::Many(many) => many
+                .range::<Vec<u8>, _>((start.clone(), end.clone()))
+                .map(|(k, p)| (k.clone(), p.clone()))
+                .collect(),
+        }
+    }
+}
+
+/// [`Writes`] taken in key order.
+pub(crate) enum WritesIntoIter {
+    Few(std::vec::IntoIter<(Vec<u8>, Pending)>),
+    Many(std::collections::btree_map::IntoIter<Vec<u8>, Pending>),
+}
+
+impl Iterator for WritesIntoIter {
+    type Item = (Vec<u8>, Pending);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        match self {
+            Self::Few(it) => it.next(),
+            Self::Many(it) => it.next(),
+        }
+    }
+}
+
+impl IntoIterator for Writes {
+    type Item = (Vec<u8>, Pending);
+    type IntoIter = WritesIntoIter;
+
+    /// Every write, ascending by key.
+    fn into_iter(self) -> WritesIntoIter {
+        match self {
+            Self::Few(few) => WritesIntoIter::Few(few.into_iter()),
+            Self::Many(many) => WritesIntoIter::Many(many.into_iter()),
+        }
     }
 }
 
@@ -134,7 +262,7 @@ pub struct Tx<'s, E: Engine> {
     predicates: Vec<Predicate>,
     /// Rows read under a predicate, as read.
     pinned: Pinned,
-    writes: BTreeMap<Vec<u8>, Pending>,
+    writes: Writes,
     /// Counter adds: the sum and the key type.
     adds: BTreeMap<Vec<u8>, (i64, &'static str)>,
     stamped: Vec<Stamped>,
@@ -160,7 +288,7 @@ impl<'s, E: Engine + 's> Tx<'s, E> {
             now: AtomicU64::new(now),
             predicates: Vec::new(),
             pinned: Pinned::default(),
-            writes: BTreeMap::new(),
+            writes: Writes::default(),
             adds: BTreeMap::new(),
             stamped: Vec::new(),
             space_writes: BTreeMap::new(),
@@ -264,9 +392,12 @@ pub use write::Expiry;
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeMap;
+    use std::ops::Bound;
+
     use strata_engine::{Engine as _, KeyspaceSpec, MemEngine, Profile};
 
-    use super::{FEW_PINS, Pinned};
+    use super::{FEW_PINS, FEW_WRITES, Pending, Pinned, Writes};
 
     #[test]
     fn pins_are_found_in_the_vector_and_after_they_move_into_the_maps() {
@@ -300,10 +431,105 @@ mod tests {
             pinned.insert(ks, vec![i], value(i));
             expect(&pinned, i + 1);
             assert_eq!(
-                pinned.few.is_empty(),
-                usize::from(i) >= FEW_PINS,
+                matches!(pinned, Pinned::Few(_)),
+                usize::from(i) < FEW_PINS,
                 "the vector holds the first {FEW_PINS} pins"
             );
+        }
+    }
+
+    /// What a write says, to compare: its envelope, or `None` for a
+    /// delete.
+    fn said(p: &Pending) -> Option<Vec<u8>> {
+        match p {
+            Pending::Put { envelope, .. } => Some(envelope.clone()),
+            Pending::Delete { .. } => None,
+        }
+    }
+
+    #[test]
+    fn writes_are_kept_by_key_in_the_vector_and_after_they_move_into_the_map() {
+        // Keys written out of order, some twice (the later write wins),
+        // some deleted; the model is a map of what each key says last.
+        let order: Vec<u8> = (0..40u16)
+            .map(|i| u8::try_from((i * 17) % 40).unwrap())
+            .collect();
+        let mut writes = Writes::default();
+        let mut model: BTreeMap<Vec<u8>, Option<Vec<u8>>> = BTreeMap::new();
+        assert!(writes.is_empty());
+        for (n, &k) in order.iter().chain(order.iter().step_by(3)).enumerate() {
+            let key = vec![b'k', k];
+            let pending = if n % 5 == 4 {
+                Pending::Delete {
+                    chunked: false,
+                    key_type: None,
+                }
+            } else {
+                Pending::Put {
+                    envelope: vec![k, u8::try_from(n).unwrap()],
+                    chunked: false,
+                    key_type: None,
+                }
+            };
+            model.insert(key.clone(), said(&pending));
+            writes.insert(key, pending);
+            assert!(!writes.is_empty());
+            assert_eq!(
+                matches!(writes, Writes::Few(_)),
+                model.len() <= FEW_WRITES,
+                "the vector holds the first {FEW_WRITES} keys ({} written)",
+                model.len()
+            );
+            for (key, says) in &model {
+                assert_eq!(writes.get(key).map(said), Some(says.clone()), "key {key:?}");
+            }
+            assert!(
+                writes.get(b"k").is_none(),
+                "a prefix of a key is not written"
+            );
+            assert!(writes.get(&[b'k', 200]).is_none());
+            // Ranges: inclusive, exclusive and open bounds, each compared
+            // with the model's own range.
+            let (lo, hi) = (vec![b'k', 5], vec![b'k', 30]);
+            for (start, end) in [
+                (Bound::Included(lo.clone()), Bound::Excluded(hi.clone())),
+                (Bound::Excluded(lo.clone()), Bound::Included(hi.clone())),
+                (Bound::Unbounded, Bound::Excluded(lo.clone())),
+                (Bound::Included(hi.clone()), Bound::Unbounded),
+            ] {
+                let got: Vec<(Vec<u8>, Option<Vec<u8>>)> = writes
+                    .cloned_within(&start, &end)
+                    .iter()
+                    .map(|(k, p)| (k.clone(), said(p)))
+                    .collect();
+                let want: Vec<(Vec<u8>, Option<Vec<u8>>)> = model
+                    .range((start.clone(), end.clone()))
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect();
+                assert_eq!(got, want, "{start:?}..{end:?}");
+            }
+            // Taken whole, in key order.
+            let all: Vec<(Vec<u8>, Option<Vec<u8>>)> = std::mem::take(&mut writes)
+                .into_iter()
+                .map(|(k, p)| (k, said(&p)))
+                .collect();
+            let want: Vec<(Vec<u8>, Option<Vec<u8>>)> = model.clone().into_iter().collect();
+            assert_eq!(all, want);
+            // Put back as they were, for the next round.
+            for (k, v) in all {
+                let p = match v {
+                    Some(envelope) => Pending::Put {
+                        envelope,
+                        chunked: false,
+                        key_type: None,
+                    },
+                    None => Pending::Delete {
+                        chunked: false,
+                        key_type: None,
+                    },
+                };
+                writes.insert(k, p);
+            }
         }
     }
 }

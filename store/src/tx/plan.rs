@@ -4,7 +4,8 @@
 use std::collections::BTreeMap;
 
 use strata_codec::{
-    ChunkLayout, EncodeOptions, Header, Previous, RowSize, Stale, Value, encode, stored_size,
+    BatchSize, ChunkLayout, EncodeOptions, Header, Previous, RowSize, Stale, Value, encode,
+    stored_size,
 };
 use strata_engine::{Commit, Engine, Keyspace, Mutation, RangeSpec};
 use strata_keys::Key;
@@ -21,10 +22,8 @@ impl<'s, E: Engine + 's> Tx<'s, E> {
         let writes = std::mem::take(&mut self.writes);
         // What the counters need to know of the writes (whether a
         // counter's key is put or deleted here), taken before the writes
-        // move into the commit.
-        let written: BTreeMap<Vec<u8>, bool> = if self.adds.is_empty() {
-            BTreeMap::new()
-        } else {
+        // move into the commit. No map at all without counter adds.
+        let written: Option<BTreeMap<Vec<u8>, bool>> = (!self.adds.is_empty()).then(|| {
             self.adds
                 .keys()
                 .filter_map(|k| {
@@ -32,11 +31,13 @@ impl<'s, E: Engine + 's> Tx<'s, E> {
                     Some((k.clone(), put))
                 })
                 .collect()
-        };
+        });
         for (key, p) in writes {
             self.plan_write(key, p, &mut out)?;
         }
-        self.plan_counters(&written, &mut out)?;
+        if let Some(written) = written {
+            self.plan_counters(&written, &mut out)?;
+        }
         let store = self.store;
         let limits = store.options.limits;
         self.plan_space_writes(&mut out)?;
@@ -62,13 +63,33 @@ impl<'s, E: Engine + 's> Tx<'s, E> {
             });
         }
         if strata_engine::fault_point!("batch-limit-unchecked") {
-            out.rows.clear();
+            out.batch = BatchSize::default();
         }
         limits
-            .check_batch(out.rows)
+            .check_batch_size(out.batch)
             .map_err(StoreError::batch_limit)?;
         out.mutations.extend(self.raw.iter().cloned());
-        for (scope, g) in out.growth {
+        // No map at all without a quota scope, as a rule.
+        if let Some(growth) = out.growth.take() {
+            self.plan_quotas(growth, &mut out.mutations)?;
+        }
+        Ok(Commit {
+            predicates: std::mem::take(&mut self.predicates),
+            mutations: out.mutations,
+            durability: self.durability,
+        })
+    }
+
+    /// Each scope's net growth: checked against its quota when it grows
+    /// (the usage read under a predicate), then added to its counter.
+    fn plan_quotas(
+        &mut self,
+        growth: BTreeMap<Vec<u8>, Growth>,
+        mutations: &mut Vec<Mutation>,
+    ) -> Result<(), StoreError> {
+        let store = self.store;
+        let limits = store.options.limits;
+        for (scope, Growth { net: g, first }) in growth {
             let counter = layout::quota_key(&scope);
             if g > 0 {
                 // Pinned: a concurrent charge to the scope conflicts, so the
@@ -81,7 +102,7 @@ impl<'s, E: Engine + 's> Tx<'s, E> {
                 let used = counter_value(row.as_deref())?;
                 let used = u64::try_from(used).unwrap_or(0);
                 if limits.check_quota(used, g).is_err() {
-                    let (key_type, key) = out.grower.remove(&scope).unwrap_or_default();
+                    let (key_type, key) = first.unwrap_or_default();
                     crate::metrics::refused(strata_codec::Limit::Quota);
                     return Err(StoreError::Quota {
                         scope,
@@ -98,18 +119,14 @@ impl<'s, E: Engine + 's> Tx<'s, E> {
                 );
             }
             if g != 0 {
-                out.mutations.push(Mutation::Add {
+                mutations.push(Mutation::Add {
                     ks: store.system,
                     key: counter,
                     delta: g,
                 });
             }
         }
-        Ok(Commit {
-            predicates: std::mem::take(&mut self.predicates),
-            mutations: out.mutations,
-            durability: self.durability,
-        })
+        Ok(())
     }
 
     /// The rows written in declared spaces (and catalog rows): checked
@@ -118,6 +135,9 @@ impl<'s, E: Engine + 's> Tx<'s, E> {
     fn plan_space_writes(&mut self, out: &mut Planned) -> Result<(), StoreError> {
         let store = self.store;
         let limits = store.options.limits;
+        if self.space_writes.is_empty() {
+            return Ok(());
+        }
         for ((ks, key), w) in std::mem::take(&mut self.space_writes) {
             let size = match &w.value {
                 Some(v) => RowSize::put(&key, v),
@@ -305,12 +325,20 @@ impl<'s, E: Engine + 's> Tx<'s, E> {
 #[derive(Default)]
 struct Planned {
     mutations: Vec<Mutation>,
-    /// Data and chunk rows, for the batch limits.
-    rows: Vec<RowSize>,
-    /// Net growth per quota scope.
-    growth: BTreeMap<Vec<u8>, i64>,
-    /// The first write that grew each scope: its key type and key.
-    grower: BTreeMap<Vec<u8>, (Option<&'static str>, Vec<u8>)>,
+    /// Data and chunk rows counted for the batch limits (each checked
+    /// against the per-row limits as it was counted).
+    batch: BatchSize,
+    /// Net growth per quota scope (`None` until a write is charged).
+    growth: Option<BTreeMap<Vec<u8>, Growth>>,
+}
+
+/// How a commit changes one quota scope's usage.
+#[derive(Default)]
+struct Growth {
+    /// Net bytes.
+    net: i64,
+    /// The first write that grew the scope: its key type and key.
+    first: Option<(Option<&'static str>, Vec<u8>)>,
 }
 
 /// Which write a row belongs to: its key type, the row's kind, the key the
@@ -328,7 +356,7 @@ impl Planned {
         limits
             .check_row(size)
             .map_err(|e| StoreError::row_limit(e, key_type, kind, key))?;
-        self.rows.push(size);
+        self.batch.add(size);
         Ok(())
     }
 
@@ -340,10 +368,15 @@ impl Planned {
         (key_type, key): (Option<&'static str>, &[u8]),
     ) {
         if let Some(scope) = scope {
-            if new > old && !self.grower.contains_key(&scope) {
-                self.grower.insert(scope.clone(), (key_type, key.to_vec()));
+            let growth = self
+                .growth
+                .get_or_insert_default()
+                .entry(scope)
+                .or_default();
+            if new > old && growth.first.is_none() {
+                growth.first = Some((key_type, key.to_vec()));
             }
-            *self.growth.entry(scope).or_default() += signed(new) - signed(old);
+            growth.net += signed(new) - signed(old);
         }
     }
 
@@ -370,9 +403,14 @@ impl Planned {
         }
     }
 
+    /// Deletes the stale rows of a chunked value, each counted for the
+    /// batch limits. Not checked against the key limit: they were written
+    /// under it, and a range of them (the chunks of a damaged row) has two
+    /// keys, together longer than one may be (checked as one key, such an
+    /// overwrite was refused).
     fn stale(&mut self, stale: &[Stale], system: Keyspace) {
         for s in stale {
-            self.rows.push(s.row_size());
+            self.batch.add(s.row_size());
             self.mutations.push(match s {
                 Stale::Key(k) => Mutation::Delete {
                     ks: system,

@@ -258,15 +258,11 @@ impl<'s, E: Engine + 's> Tx<'s, E> {
 
     /// This transaction's writes within `spec`, in its direction.
     fn pending_in(&self, spec: &RangeSpec) -> Vec<(Vec<u8>, Pending)> {
-        let it = self
-            .writes
-            .range::<Vec<u8>, _>((spec.start.clone(), spec.end.clone()))
-            .map(|(k, p)| (k.clone(), p.clone()));
+        let mut pending = self.writes.cloned_within(&spec.start, &spec.end);
         if spec.reverse {
-            it.rev().collect()
-        } else {
-            it.collect()
+            pending.reverse();
         }
+        pending
     }
 
     /// Pins the part `[lo, hi]` of the data keyspace a scan examined: each

@@ -1,7 +1,7 @@
 //! Batch limits, the non-atomic bulk writer, exact quota.
 
 use strata_codec::{Limit, Limits, stored_size};
-use strata_engine::Engine;
+use strata_engine::{Commit, Engine};
 use strata_keys::Key;
 use strata_store::{BulkCursor, RowKind, StoreError, StoreOptions};
 
@@ -137,6 +137,47 @@ engine_tests! {
             let text = err.to_string();
             assert!(text.contains("chunk row of a write of BlobKey"), "{text}");
             assert_eq!(store.get(&k).unwrap(), None, "nothing written");
+        });
+    }
+}
+
+engine_tests! {
+    /// The chunk rows a delete or an overwrite removes are rows that were
+    /// written under the key limit: removing them is never refused for
+    /// their keys, not even when they go as one range (whose two bounds
+    /// together are longer than the limit).
+    fn a_chunked_value_with_a_long_key_can_be_overwritten_and_deleted() {
+        let k = BlobKey { actor: 1, id: 1 };
+        let key = k.pack().unwrap();
+        let limits = Limits {
+            max_key_bytes: 2 * key.len() + 8,
+            max_value_bytes: 100,
+            ..Limits::FOUNDATIONDB
+        };
+        on_every_engine!(common::options(limits), |store, _clock| {
+            store.put(&k, &vec![1; 1_000]).unwrap();
+            assert!(common::system_rows_tagged(&store, "c") >= 10);
+            store.put(&k, &vec![2; 500]).unwrap();
+            assert_eq!(store.get(&k).unwrap(), Some(vec![2; 500]));
+            store.transact(|tx| tx.delete(&k)).unwrap();
+            assert_eq!(store.get(&k).unwrap(), None);
+            assert_eq!(common::system_rows_tagged(&store, "c"), 0, "no chunk left");
+            // A damaged row is overwritten by clearing its whole chunk
+            // range: one range delete, its bounds longer together than
+            // the key limit.
+            store.put(&k, &vec![3; 1_000]).unwrap();
+            let data = store.engine().keyspace("data").unwrap();
+            let mut row = store.engine().get_latest(data, &key).unwrap().unwrap();
+            let last = row.len() - 1;
+            row[last] ^= 0x40;
+            store
+                .engine()
+                .commit(Commit::new().put(data, key.clone(), row))
+                .unwrap();
+            assert!(store.get(&k).is_err(), "the row is damaged");
+            store.put(&k, &vec![4; 50]).unwrap();
+            assert_eq!(store.get(&k).unwrap(), Some(vec![4; 50]));
+            assert_eq!(common::system_rows_tagged(&store, "c"), 0, "the chunks went with it");
         });
     }
 }
