@@ -235,6 +235,76 @@ impl IntoIterator for Writes {
     }
 }
 
+/// A map made at its first insert: a transaction without counter adds
+/// or space writes (most) has none to drop, where even an empty
+/// `BTreeMap` costs a walk when dropped.
+#[derive(Debug)]
+pub(crate) struct LazyMap<K, V>(Option<BTreeMap<K, V>>);
+
+impl<K, V> Default for LazyMap<K, V> {
+    fn default() -> Self {
+        Self(None)
+    }
+}
+
+impl<K: Ord, V> LazyMap<K, V> {
+    fn is_empty(&self) -> bool {
+        self.0.as_ref().is_none_or(BTreeMap::is_empty)
+    }
+
+    fn get<Q>(&self, key: &Q) -> Option<&V>
+    where
+        K: std::borrow::Borrow<Q>,
+        Q: Ord + ?Sized,
+    {
+        self.0.as_ref()?.get(key)
+    }
+
+    fn remove<Q>(&mut self, key: &Q) -> Option<V>
+    where
+        K: std::borrow::Borrow<Q>,
+        Q: Ord + ?Sized,
+    {
+        self.0.as_mut()?.remove(key)
+    }
+
+    fn insert(&mut self, key: K, value: V) -> Option<V> {
+        self.0.get_or_insert_default().insert(key, value)
+    }
+
+    fn entry(&mut self, key: K) -> std::collections::btree_map::Entry<'_, K, V> {
+        self.0.get_or_insert_default().entry(key)
+    }
+
+    fn keys(&self) -> impl Iterator<Item = &K> {
+        self.0.iter().flat_map(BTreeMap::keys)
+    }
+
+    fn range<R: std::ops::RangeBounds<K>>(&self, range: R) -> impl Iterator<Item = (&K, &V)> {
+        self.0
+            .iter()
+            .flat_map(move |m| m.range((range.start_bound(), range.end_bound())))
+    }
+}
+
+impl<K, V> IntoIterator for LazyMap<K, V> {
+    type Item = (K, V);
+    type IntoIter = std::iter::Flatten<std::option::IntoIter<BTreeMap<K, V>>>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.0.into_iter().flatten()
+    }
+}
+
+impl<'a, K, V> IntoIterator for &'a LazyMap<K, V> {
+    type Item = (&'a K, &'a V);
+    type IntoIter = std::iter::Flatten<std::option::Iter<'a, BTreeMap<K, V>>>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.0.iter().flatten()
+    }
+}
+
 /// A pending write of a row in a declared space (or of a catalog row).
 #[derive(Debug, Clone)]
 struct SpaceWrite {
@@ -264,10 +334,10 @@ pub struct Tx<'s, E: Engine> {
     pinned: Pinned,
     writes: Writes,
     /// Counter adds: the sum and the key type.
-    adds: BTreeMap<Vec<u8>, (i64, &'static str)>,
+    adds: LazyMap<Vec<u8>, (i64, &'static str)>,
     stamped: Vec<Stamped>,
     /// Writes of rows in declared spaces, and catalog rows.
-    space_writes: BTreeMap<(Keyspace, Vec<u8>), SpaceWrite>,
+    space_writes: LazyMap<(Keyspace, Vec<u8>), SpaceWrite>,
     /// System-row deletes that need no planning.
     raw: Vec<Mutation>,
     durability: Durability,
@@ -289,9 +359,9 @@ impl<'s, E: Engine + 's> Tx<'s, E> {
             predicates: Vec::new(),
             pinned: Pinned::default(),
             writes: Writes::default(),
-            adds: BTreeMap::new(),
+            adds: LazyMap::default(),
             stamped: Vec::new(),
-            space_writes: BTreeMap::new(),
+            space_writes: LazyMap::default(),
             raw: Vec::new(),
             durability: store.options.durability,
         }
