@@ -203,7 +203,9 @@ impl Engine for RocksEngine {
     /// one write batch, applied whole, so the row is as some commit left
     /// it, as a snapshot's read is.
     fn get_latest(&self, ks: Keyspace, key: &[u8]) -> Result<Option<Vec<u8>>, ReadError> {
-        let cf = self.family(ks).ok_or(ReadError::UnknownKeyspace(ks))?;
+        let Some(cf) = self.family(ks) else {
+            return Err(ReadError::UnknownKeyspace(ks));
+        };
         self.db.get_cf(cf, key).map_err(read_err)
     }
 
@@ -278,6 +280,16 @@ impl RocksEngine {
         self.keyspaces
             .index_of(ks)
             .and_then(|i| self.db.cf_handle(&self.families[i]))
+    }
+
+    /// The column family of `ks`, for a commit. (The error is made only
+    /// when the family is missing: made eagerly by `ok_or` and dropped,
+    /// it cost each row of a commit.)
+    fn commit_family(&self, ks: Keyspace) -> Result<&ColumnFamily, CommitError> {
+        match self.family(ks) {
+            Some(cf) => Ok(cf),
+            None => Err(CommitError::UnknownKeyspace(ks)),
+        }
     }
 
     fn meta(&self) -> Result<&ColumnFamily, strata_engine::BackendError> {

@@ -50,7 +50,10 @@ pub struct RocksSnapshot<'e> {
 
 impl RocksSnapshot<'_> {
     pub(crate) fn family(&self, ks: Keyspace) -> Result<&ColumnFamily, ReadError> {
-        self.engine.family(ks).ok_or(ReadError::UnknownKeyspace(ks))
+        match self.engine.family(ks) {
+            Some(cf) => Ok(cf),
+            None => Err(ReadError::UnknownKeyspace(ks)),
+        }
     }
 }
 

@@ -26,18 +26,12 @@ pub(crate) struct LatestReads<'a> {
 
 impl Reads for LatestReads<'_> {
     fn get(&mut self, ks: Keyspace, key: &[u8]) -> Result<Option<Vec<u8>>, CommitError> {
-        let cf = self
-            .engine
-            .family(ks)
-            .ok_or(CommitError::UnknownKeyspace(ks))?;
+        let cf = self.engine.commit_family(ks)?;
         self.engine.db.get_cf(cf, key).map_err(commit_err)
     }
 
     fn any_in(&mut self, ks: Keyspace, range: &RangeSpec) -> Result<bool, CommitError> {
-        let cf = self
-            .engine
-            .family(ks)
-            .ok_or(CommitError::UnknownKeyspace(ks))?;
+        let cf = self.engine.commit_family(ks)?;
         let (ro, empty) = read_options(range);
         if empty {
             return Ok(false);
@@ -62,10 +56,7 @@ impl LatestReads<'_> {
         if let (_, Some(upper)) = rocks_bounds(range) {
             return Ok(Some(upper));
         }
-        let cf = self
-            .engine
-            .family(ks)
-            .ok_or(CommitError::UnknownKeyspace(ks))?;
+        let cf = self.engine.commit_family(ks)?;
         let mut it = self.engine.db.raw_iterator_cf(cf);
         it.seek_to_last();
         it.status().map_err(commit_err)?;
@@ -137,8 +128,7 @@ impl RocksEngine {
         if plain {
             let mut stamps: u32 = 0;
             for (index, m) in commit.mutations.iter().enumerate() {
-                let family =
-                    |ks: &Keyspace| self.family(*ks).ok_or(CommitError::UnknownKeyspace(*ks));
+                let family = |ks: &Keyspace| self.commit_family(*ks);
                 match m {
                     Mutation::Put { ks, key, value } => batch.put_cf(family(ks)?, key, value),
                     Mutation::Delete { ks, key } => batch.delete_cf(family(ks)?, key),
@@ -157,17 +147,10 @@ impl RocksEngine {
         }
         for (i, op) in ops.iter().enumerate() {
             match op {
-                Op::Put(ks, k, v) => batch.put_cf(
-                    self.family(*ks).ok_or(CommitError::UnknownKeyspace(*ks))?,
-                    k,
-                    v,
-                ),
-                Op::Delete(ks, k) => batch.delete_cf(
-                    self.family(*ks).ok_or(CommitError::UnknownKeyspace(*ks))?,
-                    k,
-                ),
+                Op::Put(ks, k, v) => batch.put_cf(self.commit_family(*ks)?, k, v),
+                Op::Delete(ks, k) => batch.delete_cf(self.commit_family(*ks)?, k),
                 Op::DeleteRange(ks, range) => {
-                    let cf = self.family(*ks).ok_or(CommitError::UnknownKeyspace(*ks))?;
+                    let cf = self.commit_family(*ks)?;
                     let lower = rocks_bounds(range).0.unwrap_or_default();
                     if let Some(upper) = reads.upper_bound(*ks, range, &ops[..i])?
                         && lower < upper

@@ -448,7 +448,7 @@ impl<E: Engine> Store<E> {
         self.with_retries(|| {
             let mut tx = self.begin();
             let value = f(&mut tx)?;
-            Ok(tx.commit().map(|info| (value, info)))
+            Ok(tx.commit_in_place().map(|info| (value, info)))
         })
     }
 

@@ -3,7 +3,7 @@
 //! commit with its chunks, expiry index rows and quota charges ([`plan`]).
 
 use std::collections::BTreeMap;
-use std::ops::{Bound, RangeBounds as _};
+use std::ops::Bound;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use strata_engine::{CommitInfo, Durability, Engine, Keyspace, Mutation, Predicate, StampAt};
@@ -19,6 +19,9 @@ pub(crate) enum Pending {
     /// The value's envelope.
     Put {
         envelope: Vec<u8>,
+        /// The expiry written in the envelope's header (kept beside it,
+        /// so that planning need not read the header again).
+        expires_at: Option<u64>,
         chunked: bool,
         key_type: Option<&'static str>,
     },
@@ -120,124 +123,181 @@ impl Pinned {
 }
 
 /// The transaction's pending writes of data keys, by key.
-///
-/// A transaction writes a few keys as a rule (a one-put `transact` writes
-/// one): up to [`FEW_WRITES`] are kept in one vector sorted by key, one
-/// allocation where a map allocates a node and walks it at commit. Past
-/// that they move into a map. Either way they are taken in key order, so
-/// the commit's rows are the same.
+pub(crate) type Writes = SmallMap<Vec<u8>, Pending>;
+
+/// A sorted map for the few entries a transaction holds as a rule (a
+/// one-put `transact` writes one key; agent memory's ingest one space
+/// row): the first is kept in place (`One`: no allocation at all), then
+/// up to [`FEW_WRITES`] in one vector sorted by key, one allocation where
+/// a map allocates a node and walks it when taken or dropped. Past that
+/// they move into a map. Either way they are taken in key order, so a
+/// commit's rows are the same. (`Few` is empty only before the first
+/// insert.)
 #[derive(Debug)]
-pub(crate) enum Writes {
-    Few(Vec<(Vec<u8>, Pending)>),
-    Many(BTreeMap<Vec<u8>, Pending>),
+pub(crate) enum SmallMap<K, V> {
+    One((K, V)),
+    Few(Vec<(K, V)>),
+    Many(BTreeMap<K, V>),
 }
 
-impl Default for Writes {
+impl<K, V> Default for SmallMap<K, V> {
     fn default() -> Self {
         Self::Few(Vec::new())
     }
 }
 
-/// The most writes [`Writes`] keeps in its vector.
+/// The most entries [`SmallMap`] keeps in its vector.
 const FEW_WRITES: usize = 8;
 
-impl Writes {
+impl<K: Ord, V> SmallMap<K, V> {
     fn is_empty(&self) -> bool {
         match self {
+            Self::One(_) => false,
             Self::Few(few) => few.is_empty(),
             Self::Many(many) => many.is_empty(),
         }
     }
 
-    /// The pending write of `key`.
-    pub(crate) fn get(&self, key: &[u8]) -> Option<&Pending> {
+    /// How many keys it holds.
+    fn len(&self) -> usize {
         match self {
+            Self::One(_) => 1,
+            Self::Few(few) => few.len(),
+            Self::Many(many) => many.len(),
+        }
+    }
+
+    /// The value of `key`.
+    pub(crate) fn get<Q>(&self, key: &Q) -> Option<&V>
+    where
+        K: std::borrow::Borrow<Q>,
+        Q: Ord + ?Sized,
+    {
+        match self {
+            Self::One((k, v)) => (k.borrow() == key).then_some(v),
             Self::Few(few) => few
-                .binary_search_by(|(k, _)| k.as_slice().cmp(key))
+                .binary_search_by(|(k, _)| k.borrow().cmp(key))
                 .ok()
                 .map(|i| &few[i].1),
             Self::Many(many) => many.get(key),
         }
     }
 
-    /// Sets the pending write of `key`, replacing an earlier one.
-    fn insert(&mut self, key: Vec<u8>, pending: Pending) {
+    /// Sets the value of `key`, replacing an earlier one.
+    fn insert(&mut self, key: K, value: V) {
         match self {
-            Self::Few(few) => match few.binary_search_by(|(k, _)| k.cmp(&key)) {
-                Ok(i) => few[i].1 = pending,
-                Err(i) if few.len() < FEW_WRITES => {
-                    // One allocation for all of them (growing from
-                    // nothing would reallocate at the fifth).
-                    if few.capacity() == 0 {
-                        few.reserve_exact(FEW_WRITES);
-                    }
-                    few.insert(i, (key, pending));
+            Self::One((k, v)) if *k == key => *v = value,
+            Self::One(_) => {
+                // The second key: both into one vector, allocated once
+                // for all of them (grown from two, it would reallocate
+                // at the fifth).
+                let mut few = Vec::with_capacity(FEW_WRITES);
+                if let Self::One(first) = std::mem::take(self) {
+                    few.push(first);
                 }
+                *self = Self::Few(few);
+                self.insert(key, value);
+            }
+            Self::Few(few) if few.capacity() == 0 => {
+                // The first key. Forgotten rather than dropped: a vector
+                // without capacity owns nothing, and dropping it called
+                // the whole enum's drop (a tenth of the insert).
+                std::mem::forget(std::mem::replace(self, Self::One((key, value))));
+            }
+            Self::Few(few) => match few.binary_search_by(|(k, _)| k.cmp(&key)) {
+                Ok(i) => few[i].1 = value,
+                Err(i) if few.len() < FEW_WRITES => few.insert(i, (key, value)),
                 Err(_) => {
                     let mut many: BTreeMap<_, _> = few.drain(..).collect();
-                    many.insert(key, pending);
+                    many.insert(key, value);
                     *self = Self::Many(many);
                 }
             },
             Self::Many(many) => {
-                many.insert(key, pending);
+                many.insert(key, value);
             }
         }
     }
 
-    /// Copies of the writes whose keys are within `start..end`, ascending.
-    fn cloned_within(
-        &self,
-        start: &Bound<Vec<u8>>,
-        end: &Bound<Vec<u8>>,
-    ) -> Vec<(Vec<u8>, Pending)> {
+    /// The entries whose keys are within `range`, ascending.
+    fn range<R: std::ops::RangeBounds<K>>(&self, range: R) -> SmallMapRange<'_, K, V, R> {
         match self {
-            Self::Few(few) => few
-                .iter()
-                .filter(|(k, _)| (start.as_ref(), end.as_ref()).contains(k))
-                .cloned()
-                .collect(),
-            Self::Many(many) => many
-                .range::<Vec<u8>, _>((start.clone(), end.clone()))
-                .map(|(k, p)| (k.clone(), p.clone()))
-                .collect(),
+            Self::One(one) => SmallMapRange::Slice(std::slice::from_ref(one).iter(), range),
+            Self::Few(few) => SmallMapRange::Slice(few.iter(), range),
+            Self::Many(many) => {
+                SmallMapRange::Many(many.range((range.start_bound(), range.end_bound())))
+            }
         }
     }
 }
 
-/// [`Writes`] taken in key order.
-pub(crate) enum WritesIntoIter {
-    Few(std::vec::IntoIter<(Vec<u8>, Pending)>),
-    Many(std::collections::btree_map::IntoIter<Vec<u8>, Pending>),
+impl<K: Ord + Clone, V: Clone> SmallMap<K, V> {
+    /// Copies of the entries whose keys are within `start..end`,
+    /// ascending.
+    fn cloned_within(&self, start: &Bound<K>, end: &Bound<K>) -> Vec<(K, V)> {
+        self.range((start.as_ref(), end.as_ref()))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect()
+    }
 }
 
-impl Iterator for WritesIntoIter {
-    type Item = (Vec<u8>, Pending);
+/// [`SmallMap::range`]: the vector's entries filtered by the range (a
+/// few, in key order), or the map's own range.
+pub(crate) enum SmallMapRange<'a, K, V, R> {
+    Slice(std::slice::Iter<'a, (K, V)>, R),
+    Many(std::collections::btree_map::Range<'a, K, V>),
+}
+
+impl<'a, K: Ord, V, R: std::ops::RangeBounds<K>> Iterator for SmallMapRange<'a, K, V, R> {
+    type Item = (&'a K, &'a V);
 
     fn next(&mut self) -> Option<Self::Item> {
         match self {
+            Self::Slice(it, range) => it
+                .by_ref()
+                .find(|(k, _)| range.contains(k))
+                .map(|(k, v)| (k, v)),
+            Self::Many(it) => it.next(),
+        }
+    }
+}
+
+/// [`SmallMap`] taken in key order.
+pub(crate) enum SmallMapIntoIter<K, V> {
+    One(Option<(K, V)>),
+    Few(std::vec::IntoIter<(K, V)>),
+    Many(std::collections::btree_map::IntoIter<K, V>),
+}
+
+impl<K, V> Iterator for SmallMapIntoIter<K, V> {
+    type Item = (K, V);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        match self {
+            Self::One(one) => one.take(),
             Self::Few(it) => it.next(),
             Self::Many(it) => it.next(),
         }
     }
 }
 
-impl IntoIterator for Writes {
-    type Item = (Vec<u8>, Pending);
-    type IntoIter = WritesIntoIter;
+impl<K, V> IntoIterator for SmallMap<K, V> {
+    type Item = (K, V);
+    type IntoIter = SmallMapIntoIter<K, V>;
 
-    /// Every write, ascending by key.
-    fn into_iter(self) -> WritesIntoIter {
+    /// Every entry, ascending by key.
+    fn into_iter(self) -> SmallMapIntoIter<K, V> {
         match self {
-            Self::Few(few) => WritesIntoIter::Few(few.into_iter()),
-            Self::Many(many) => WritesIntoIter::Many(many.into_iter()),
+            Self::One(one) => SmallMapIntoIter::One(Some(one)),
+            Self::Few(few) => SmallMapIntoIter::Few(few.into_iter()),
+            Self::Many(many) => SmallMapIntoIter::Many(many.into_iter()),
         }
     }
 }
 
 /// A map made at its first insert: a transaction without counter adds
-/// or space writes (most) has none to drop, where even an empty
-/// `BTreeMap` costs a walk when dropped.
+/// (most) has none to drop, where even an empty `BTreeMap` costs a walk
+/// when dropped.
 #[derive(Debug)]
 pub(crate) struct LazyMap<K, V>(Option<BTreeMap<K, V>>);
 
@@ -268,31 +328,12 @@ impl<K: Ord, V> LazyMap<K, V> {
         self.0.as_mut()?.remove(key)
     }
 
-    fn insert(&mut self, key: K, value: V) -> Option<V> {
-        self.0.get_or_insert_default().insert(key, value)
-    }
-
     fn entry(&mut self, key: K) -> std::collections::btree_map::Entry<'_, K, V> {
         self.0.get_or_insert_default().entry(key)
     }
 
     fn keys(&self) -> impl Iterator<Item = &K> {
         self.0.iter().flat_map(BTreeMap::keys)
-    }
-
-    fn range<R: std::ops::RangeBounds<K>>(&self, range: R) -> impl Iterator<Item = (&K, &V)> {
-        self.0
-            .iter()
-            .flat_map(move |m| m.range((range.start_bound(), range.end_bound())))
-    }
-}
-
-impl<K, V> IntoIterator for LazyMap<K, V> {
-    type Item = (K, V);
-    type IntoIter = std::iter::Flatten<std::option::IntoIter<BTreeMap<K, V>>>;
-
-    fn into_iter(self) -> Self::IntoIter {
-        self.0.into_iter().flatten()
     }
 }
 
@@ -337,7 +378,7 @@ pub struct Tx<'s, E: Engine> {
     adds: LazyMap<Vec<u8>, (i64, &'static str)>,
     stamped: Vec<Stamped>,
     /// Writes of rows in declared spaces, and catalog rows.
-    space_writes: LazyMap<(Keyspace, Vec<u8>), SpaceWrite>,
+    space_writes: SmallMap<(Keyspace, Vec<u8>), SpaceWrite>,
     /// System-row deletes that need no planning.
     raw: Vec<Mutation>,
     durability: Durability,
@@ -361,7 +402,7 @@ impl<'s, E: Engine + 's> Tx<'s, E> {
             writes: Writes::default(),
             adds: LazyMap::default(),
             stamped: Vec::new(),
-            space_writes: LazyMap::default(),
+            space_writes: SmallMap::default(),
             raw: Vec::new(),
             durability: store.options.durability,
         }
@@ -424,7 +465,14 @@ impl<'s, E: Engine + 's> Tx<'s, E> {
     /// [`StoreError::Limit`] or [`StoreError::Quota`] before anything is
     /// written; a [`CommitError`](strata_engine::CommitError) from the engine
     /// ([`StoreError::is_conflict`] when a read changed).
-    pub fn commit(self) -> Result<Option<CommitInfo>, StoreError> {
+    pub fn commit(mut self) -> Result<Option<CommitInfo>, StoreError> {
+        self.commit_in_place()
+    }
+
+    /// [`Tx::commit`] without moving the transaction (a few hundred bytes
+    /// copied for each move): the caller drops it after, and uses it for
+    /// nothing else.
+    pub(crate) fn commit_in_place(&mut self) -> Result<Option<CommitInfo>, StoreError> {
         if self.is_read_only() {
             return Ok(None);
         }
@@ -432,8 +480,10 @@ impl<'s, E: Engine + 's> Tx<'s, E> {
     }
 
     /// Plans and commits, even with nothing to write (the commit then only
-    /// checks what was read).
-    pub(crate) fn commit_writes(mut self) -> Result<CommitInfo, StoreError> {
+    /// checks what was read). The writes, predicates and pins move into the
+    /// commit: the caller drops the transaction after, and uses it for
+    /// nothing else.
+    pub(crate) fn commit_writes(&mut self) -> Result<CommitInfo, StoreError> {
         let started = self.store.clock.now_us();
         let commit = self.plan().inspect_err(crate::metrics::failed)?;
         let (rows, bytes) = crate::metrics::size_of(&commit);
@@ -467,7 +517,7 @@ mod tests {
 
     use strata_engine::{Engine as _, KeyspaceSpec, MemEngine, Profile};
 
-    use super::{FEW_PINS, FEW_WRITES, Pending, Pinned, Writes};
+    use super::{FEW_PINS, FEW_WRITES, Pending, Pinned, SmallMap, Writes};
 
     #[test]
     fn pins_are_found_in_the_vector_and_after_they_move_into_the_maps() {
@@ -518,7 +568,71 @@ mod tests {
     }
 
     #[test]
-    fn writes_are_kept_by_key_in_the_vector_and_after_they_move_into_the_map() {
+    fn small_map_ranges_and_gets_match_a_btree_map_in_every_state() {
+        // Keys as the space writes have them: (keyspace, key), two
+        // keyspaces, inserted out of order, some twice.
+        let mut map: SmallMap<(u8, Vec<u8>), u32> = SmallMap::default();
+        let mut model: BTreeMap<(u8, Vec<u8>), u32> = BTreeMap::new();
+        for n in 0..24u32 {
+            let i = u8::try_from((n * 7) % 13).unwrap();
+            let key = (i % 2, vec![b'k', i]);
+            map.insert(key.clone(), n);
+            model.insert(key, n);
+            assert_eq!(map.len(), model.len());
+            for (k, v) in &model {
+                assert_eq!(map.get(k), Some(v));
+            }
+            assert_eq!(map.get(&(2, vec![b'k', 1])), None);
+            for ks in 0..2u8 {
+                let (lo, hi) = ((ks, vec![b'k', 3]), (ks, vec![b'k', 9]));
+                for range in [
+                    (Bound::Included(lo.clone()), Bound::Excluded(hi.clone())),
+                    (Bound::Excluded(lo.clone()), Bound::Included(hi.clone())),
+                    (Bound::Included((ks, Vec::new())), Bound::Unbounded),
+                    (Bound::Unbounded, Bound::Included(hi.clone())),
+                ] {
+                    let got: Vec<_> = map.range(range.clone()).collect();
+                    let want: Vec<_> = model.range(range.clone()).collect();
+                    assert_eq!(got, want, "{} entries, {range:?}", model.len());
+                }
+            }
+        }
+        assert!(matches!(map, SmallMap::Many(_)));
+        let all: Vec<_> = map.into_iter().collect();
+        assert_eq!(all, model.into_iter().collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn one_key_written_twice_stays_in_place_and_the_later_write_wins() {
+        let put = |n: u8| Pending::Put {
+            envelope: vec![n],
+            expires_at: Some(u64::from(n)),
+            chunked: false,
+            key_type: None,
+        };
+        let mut writes = Writes::default();
+        writes.insert(b"k0".to_vec(), put(1));
+        writes.insert(b"k0".to_vec(), put(2));
+        assert!(matches!(writes, Writes::One(..)));
+        assert_eq!(writes.len(), 1);
+        assert_eq!(writes.get(&b"k0"[..]).and_then(said), Some(vec![2]));
+        assert!(matches!(
+            writes.get(&b"k0"[..]),
+            Some(Pending::Put {
+                expires_at: Some(2),
+                ..
+            })
+        ));
+        assert!(writes.get(&b"k"[..]).is_none() && writes.get(&b"k00"[..]).is_none());
+        // A second key moves both into the vector, in key order.
+        writes.insert(b"a".to_vec(), put(3));
+        assert!(matches!(writes, Writes::Few(_)));
+        let keys: Vec<Vec<u8>> = writes.into_iter().map(|(k, _)| k).collect();
+        assert_eq!(keys, [b"a".to_vec(), b"k0".to_vec()]);
+    }
+
+    #[test]
+    fn writes_are_kept_by_key_in_place_in_the_vector_and_after_they_move_into_the_map() {
         // Keys written out of order, some twice (the later write wins),
         // some deleted; the model is a map of what each key says last.
         let order: Vec<u8> = (0..40u16)
@@ -537,6 +651,7 @@ mod tests {
             } else {
                 Pending::Put {
                     envelope: vec![k, u8::try_from(n).unwrap()],
+                    expires_at: None,
                     chunked: false,
                     key_type: None,
                 }
@@ -544,20 +659,31 @@ mod tests {
             model.insert(key.clone(), said(&pending));
             writes.insert(key, pending);
             assert!(!writes.is_empty());
+            assert_eq!(writes.len(), model.len());
+            let held = match &writes {
+                Writes::One(..) => 1,
+                Writes::Few(_) => FEW_WRITES,
+                Writes::Many(_) => usize::MAX,
+            };
+            let want = match model.len() {
+                1 => 1,
+                n if n <= FEW_WRITES => FEW_WRITES,
+                _ => usize::MAX,
+            };
             assert_eq!(
-                matches!(writes, Writes::Few(_)),
-                model.len() <= FEW_WRITES,
-                "the vector holds the first {FEW_WRITES} keys ({} written)",
+                held,
+                want,
+                "the first key in place, then the vector holds the first {FEW_WRITES} keys ({} written)",
                 model.len()
             );
             for (key, says) in &model {
                 assert_eq!(writes.get(key).map(said), Some(says.clone()), "key {key:?}");
             }
             assert!(
-                writes.get(b"k").is_none(),
+                writes.get(&b"k"[..]).is_none(),
                 "a prefix of a key is not written"
             );
-            assert!(writes.get(&[b'k', 200]).is_none());
+            assert!(writes.get(&[b'k', 200][..]).is_none());
             // Ranges: inclusive, exclusive and open bounds, each compared
             // with the model's own range.
             let (lo, hi) = (vec![b'k', 5], vec![b'k', 30]);
@@ -585,11 +711,14 @@ mod tests {
                 .collect();
             let want: Vec<(Vec<u8>, Option<Vec<u8>>)> = model.clone().into_iter().collect();
             assert_eq!(all, want);
+            assert!(writes.is_empty());
+            assert_eq!(writes.len(), 0);
             // Put back as they were, for the next round.
             for (k, v) in all {
                 let p = match v {
                     Some(envelope) => Pending::Put {
                         envelope,
+                        expires_at: None,
                         chunked: false,
                         key_type: None,
                     },

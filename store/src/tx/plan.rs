@@ -4,8 +4,7 @@
 use std::collections::BTreeMap;
 
 use strata_codec::{
-    BatchSize, ChunkLayout, EncodeOptions, Header, Previous, RowSize, Stale, Value, encode,
-    stored_size,
+    BatchSize, ChunkLayout, EncodeOptions, Previous, RowSize, Stale, Value, encode, stored_size,
 };
 use strata_engine::{Commit, Engine, Keyspace, Mutation, RangeSpec};
 use strata_keys::Key;
@@ -18,8 +17,16 @@ impl<'s, E: Engine + 's> Tx<'s, E> {
     /// The rows written in spaces, the versionstamped rows and the
     /// predicates move into the commit (the transaction ends with it).
     pub(crate) fn plan(&mut self) -> Result<Commit, StoreError> {
-        let mut out = Planned::default();
         let writes = std::mem::take(&mut self.writes);
+        // A row a write as a rule, and each stamped and raw row, with room
+        // for a few more (an index row, a counter): made at its size at
+        // once, where the first push took the path that grows a vector,
+        // and an exact size made the next row reallocate.
+        let rows = writes.len() + self.space_writes.len() + self.stamped.len() + self.raw.len();
+        let mut out = Planned {
+            mutations: Vec::with_capacity(rows.max(4)),
+            ..Planned::default()
+        };
         // What the counters need to know of the writes (whether a
         // counter's key is put or deleted here), taken before the writes
         // move into the commit. No map at all without counter adds.
@@ -190,9 +197,11 @@ impl<'s, E: Engine + 's> Tx<'s, E> {
         let p = match p {
             // Nothing to know of the old row: the envelope is the one row
             // written, moved into the commit as it is.
-            Pending::Put { envelope, .. } if old.is_none() => {
-                // The store encoded this envelope itself: its header reads.
-                let expires_at = Header::read(&envelope).ok().and_then(|h| h.expires_at);
+            Pending::Put {
+                envelope,
+                expires_at,
+                ..
+            } if old.is_none() => {
                 let size = RowSize::put(&key, &envelope);
                 out.row(&limits, size, (key_type, RowKind::Value, &key))?;
                 // Planted: the index entry is written only on the path
@@ -212,9 +221,12 @@ impl<'s, E: Engine + 's> Tx<'s, E> {
         };
         let key = key.as_slice();
         let (new_size, new_expiry) = match &p {
-            Pending::Put { envelope, .. } => {
-                // The store encoded this envelope itself: its header reads.
-                let expires_at = Header::read(envelope).ok().and_then(|h| h.expires_at);
+            Pending::Put {
+                envelope,
+                expires_at,
+                ..
+            } => {
+                let expires_at = *expires_at;
                 // Here the old row was read (the fast path above takes the
                 // other puts).
                 let mut previous = old.as_ref().map_or(Previous::Absent, |o| o.previous);
@@ -494,6 +506,7 @@ impl<E: Engine> Store<E> {
             bytes,
             Pending::Put {
                 envelope,
+                expires_at,
                 chunked,
                 key_type: Some(K::NAME),
             },

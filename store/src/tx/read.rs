@@ -124,20 +124,19 @@ impl<'s, E: Engine + 's> Tx<'s, E> {
     /// stored row. `None` when absent, expired, or never expiring.
     pub(super) fn current_expiry(&mut self, key: &[u8]) -> Result<Option<u64>, StoreError> {
         let now = self.now_ms();
-        let header_expiry = |envelope: &[u8]| {
-            strata_codec::Header::read(envelope)
-                .ok()
-                .and_then(|h| h.expires_at)
-                .filter(|at| *at > now)
-        };
         if let Some(p) = self.writes.get(key) {
             return Ok(match p {
-                Pending::Put { envelope, .. } => header_expiry(envelope),
+                Pending::Put { expires_at, .. } => expires_at.filter(|at| *at > now),
                 Pending::Delete { .. } => None,
             });
         }
         let row = self.read_pinned(self.store.data, key)?;
-        Ok(row.as_deref().and_then(header_expiry))
+        Ok(row.as_deref().and_then(|envelope| {
+            strata_codec::Header::read(envelope)
+                .ok()
+                .and_then(|h| h.expires_at)
+                .filter(|at| *at > now)
+        }))
     }
 
     /// The entries of `scan`, seeing this transaction's puts and deletes

@@ -201,6 +201,39 @@ engine_tests! {
                     expires_at: None
                 })
             );
+            // Keep over the transaction's own write keeps that write's
+            // expiry while it is ahead of the clock, and none once the
+            // clock has reached it (as over a stored value).
+            let own = DocKey { actor: 1, id: 3 };
+            let now = clock.now_ms();
+            store
+                .transact(|tx| {
+                    tx.put_with(&own, &doc(1), Expiry::At(now + 10))?;
+                    tx.put_with(&own, &doc(2), Expiry::Keep)?;
+                    Ok::<_, strata_store::StoreError>(())
+                })
+                .unwrap();
+            assert_eq!(
+                store.get_with_expiry(&own).unwrap(),
+                Some(Expiring {
+                    value: doc(2),
+                    expires_at: Some(now + 10)
+                })
+            );
+            store
+                .transact(|tx| {
+                    tx.put_with(&own, &doc(3), Expiry::At(now))?;
+                    tx.put_with(&own, &doc(4), Expiry::Keep)?;
+                    Ok::<_, strata_store::StoreError>(())
+                })
+                .unwrap();
+            assert_eq!(
+                store.get_with_expiry(&own).unwrap(),
+                Some(Expiring {
+                    value: doc(4),
+                    expires_at: None
+                })
+            );
             // The activation kept by compare-and-set expires and is swept.
             let act = DocKey { actor: 1, id: 2 };
             store.put_with_ttl(&act, &doc(1), DAY).unwrap();
