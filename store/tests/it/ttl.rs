@@ -206,34 +206,23 @@ engine_tests! {
             // clock has reached it (as over a stored value).
             let own = DocKey { actor: 1, id: 3 };
             let now = clock.now_ms();
-            store
-                .transact(|tx| {
-                    tx.put_with(&own, &doc(1), Expiry::At(now + 10))?;
-                    tx.put_with(&own, &doc(2), Expiry::Keep)?;
-                    Ok::<_, strata_store::StoreError>(())
-                })
-                .unwrap();
-            assert_eq!(
-                store.get_with_expiry(&own).unwrap(),
-                Some(Expiring {
-                    value: doc(2),
-                    expires_at: Some(now + 10)
-                })
-            );
-            store
-                .transact(|tx| {
-                    tx.put_with(&own, &doc(3), Expiry::At(now))?;
-                    tx.put_with(&own, &doc(4), Expiry::Keep)?;
-                    Ok::<_, strata_store::StoreError>(())
-                })
-                .unwrap();
-            assert_eq!(
-                store.get_with_expiry(&own).unwrap(),
-                Some(Expiring {
-                    value: doc(4),
-                    expires_at: None
-                })
-            );
+            for (n, at, kept) in [(1, now + 10, Some(now + 10)), (3, now, None)] {
+                store
+                    .transact(|tx| {
+                        tx.put_with(&own, &doc(n), Expiry::At(at))?;
+                        tx.put_with(&own, &doc(n + 1), Expiry::Keep)?;
+                        Ok::<_, strata_store::StoreError>(())
+                    })
+                    .unwrap();
+                assert_eq!(
+                    store.get_with_expiry(&own).unwrap(),
+                    Some(Expiring {
+                        value: doc(n + 1),
+                        expires_at: kept
+                    }),
+                    "an own write expiring at {at}, the clock at {now}"
+                );
+            }
             // The activation kept by compare-and-set expires and is swept.
             let act = DocKey { actor: 1, id: 2 };
             store.put_with_ttl(&act, &doc(1), DAY).unwrap();
