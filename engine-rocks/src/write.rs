@@ -27,7 +27,10 @@ pub(crate) struct LatestReads<'a> {
 impl Reads for LatestReads<'_> {
     fn get(&mut self, ks: Keyspace, key: &[u8]) -> Result<Option<Vec<u8>>, CommitError> {
         let cf = self.engine.commit_family(ks)?;
-        self.engine.db.get_cf(cf, key).map_err(commit_err)
+        self.engine
+            .db
+            .get_cf_opt(cf, key, &self.engine.read_options)
+            .map_err(commit_err)
     }
 
     fn any_in(&mut self, ks: Keyspace, range: &RangeSpec) -> Result<bool, CommitError> {
@@ -99,7 +102,11 @@ impl RocksEngine {
     /// counters resolved against the latest state (which includes every
     /// commit written before, those of the same group too), plus the
     /// version record.
-    pub(crate) fn batch(&self, version: u64, commit: &Commit) -> Result<WriteBatch, CommitError> {
+    pub(crate) fn batch(
+        &self,
+        version: u64,
+        commit: &mut Commit,
+    ) -> Result<WriteBatch, CommitError> {
         let mut reads = LatestReads { engine: self };
         implement::check_predicates(&commit.predicates, &mut reads)?;
         // Sized for the whole commit at once: grown row by row, the batch's
@@ -107,8 +114,7 @@ impl RocksEngine {
         // times per commit.
         let mut batch = WriteBatch::with_capacity_bytes(batch_bytes(commit));
         // Plain puts and deletes, and rows stamped in the key, need no
-        // resolving: write them straight from the commit, copying only a
-        // stamped key.
+        // resolving: write them straight from the commit.
         let plain = commit.mutations.iter().all(|m| {
             matches!(
                 m,
@@ -127,7 +133,9 @@ impl RocksEngine {
         };
         if plain {
             let mut stamps: u32 = 0;
-            for (index, m) in commit.mutations.iter().enumerate() {
+            // The commit is the group's to consume: a stamped key is
+            // stamped where it lies, not copied first.
+            for (index, m) in commit.mutations.iter_mut().enumerate() {
                 let family = |ks: &Keyspace| self.commit_family(*ks);
                 match m {
                     Mutation::Put { ks, key, value } => batch.put_cf(family(ks)?, key, value),
@@ -137,8 +145,7 @@ impl RocksEngine {
                         let order = u16::try_from(stamps)
                             .map_err(|_| invalid(MutationError::TooManyStamps))?;
                         stamps += 1;
-                        let mut key = key.clone();
-                        implement::stamp_into(&mut key, *at, version, order).map_err(invalid)?;
+                        implement::stamp_into(key, *at, version, order).map_err(invalid)?;
                         batch.put_cf(family(ks)?, key, value);
                     }
                     _ => {}
@@ -177,12 +184,12 @@ impl RocksEngine {
     /// the WAL once for the whole group ([`RocksEngine::sync_wal_through`]),
     /// after handing the commit lock to the next group, whose writes go on
     /// beside the sync.
-    pub(crate) fn write_group(&self, commits: &[Commit]) -> GroupResults {
+    pub(crate) fn write_group(&self, commits: &mut [Commit]) -> GroupResults {
         let n = commits.len();
         let mut sequence = self.seq.begin();
         let mut outcomes: Vec<Result<u64, CommitError>> = Vec::with_capacity(n);
         let wo = &self.write_options;
-        for (i, commit) in commits.iter().enumerate() {
+        for (i, commit) in commits.iter_mut().enumerate() {
             let batch = match self.batch(sequence.version(), commit) {
                 Ok(batch) => batch,
                 Err(e) => {

@@ -6,7 +6,8 @@
 //! rest, so every engine gives counters and versionstamps the same bytes.
 //! Point reads are asked for in batches ([`Reads::get_many`]): at most one
 //! batch for the predicates and one for the counters of a commit, so an
-//! engine that pays a round trip per read pays few. (The model in
+//! engine that pays a round trip per read pays few (a lone point
+//! predicate is one [`Reads::get`]). (The model in
 //! `strata-engine-testkit` restates the same rules independently; it is
 //! the oracle these are tested against.)
 
@@ -64,14 +65,20 @@ pub fn check_predicates(
     predicates: &[Predicate],
     reads: &mut dyn Reads,
 ) -> Result<(), CommitError> {
+    // A lone point predicate (the commonest: an insert's key must still be
+    // free) is one read, without the batch's two vectors.
+    if let [p] = predicates
+        && let Check::Point(ks, key, want) = Check::of(p)
+    {
+        let value = reads.get(ks, key)?;
+        return verdict(0, p, want.holds(value.as_deref()));
+    }
     // Every point read in one batch, then each predicate in order.
     let points: Vec<(Keyspace, &[u8])> = predicates
         .iter()
-        .filter_map(|p| match p {
-            Predicate::Exists { ks, key }
-            | Predicate::Absent { ks, key }
-            | Predicate::ValueEquals { ks, key, .. } => Some((*ks, key.as_slice())),
-            Predicate::RangeEmpty { .. } => None,
+        .filter_map(|p| match Check::of(p) {
+            Check::Point(ks, key, _) => Some((ks, key)),
+            Check::Range(..) => None,
         })
         .collect();
     let mut values = if points.is_empty() {
@@ -81,29 +88,70 @@ pub fn check_predicates(
     }
     .into_iter();
     for (index, p) in predicates.iter().enumerate() {
-        let mut next = || values.next().flatten();
-        let holds = match p {
-            Predicate::Exists { .. } => next().is_some(),
-            Predicate::Absent { .. } => next().is_none(),
-            Predicate::ValueEquals { value, .. } => next() == *value,
-            Predicate::RangeEmpty { ks, range } => {
+        let holds = match Check::of(p) {
+            Check::Point(_, _, want) => want.holds(values.next().flatten().as_deref()),
+            Check::Range(ks, range) => {
                 range
                     .validate()
                     .map_err(|_| CommitError::InvalidPredicate {
                         index,
                         reason: PredicateError::InvalidRange,
                     })?;
-                !reads.any_in(*ks, range)?
+                !reads.any_in(ks, range)?
             }
         };
-        if !holds {
-            return Err(CommitError::Conflict {
-                index,
-                predicate: p.clone(),
-            });
-        }
+        verdict(index, p, holds)?;
     }
     Ok(())
+}
+
+/// What a predicate reads and asks.
+enum Check<'a> {
+    /// A key, and what its value must be.
+    Point(Keyspace, &'a [u8], Want<'a>),
+    /// A range that must hold no key.
+    Range(Keyspace, &'a RangeSpec),
+}
+
+impl<'a> Check<'a> {
+    fn of(p: &'a Predicate) -> Self {
+        match p {
+            Predicate::Exists { ks, key } => Self::Point(*ks, key, Want::Present),
+            Predicate::Absent { ks, key } => Self::Point(*ks, key, Want::Absent),
+            Predicate::ValueEquals { ks, key, value } => Self::Point(*ks, key, Want::Equal(value)),
+            Predicate::RangeEmpty { ks, range } => Self::Range(*ks, range),
+        }
+    }
+}
+
+/// What a point predicate asks of its key's value.
+#[derive(Clone, Copy)]
+enum Want<'a> {
+    Present,
+    Absent,
+    Equal(&'a Option<Vec<u8>>),
+}
+
+impl Want<'_> {
+    fn holds(self, value: Option<&[u8]>) -> bool {
+        match self {
+            Self::Present => value.is_some(),
+            Self::Absent => value.is_none(),
+            Self::Equal(want) => value == want.as_deref(),
+        }
+    }
+}
+
+/// A conflict naming predicate `index` unless it `holds`.
+fn verdict(index: usize, p: &Predicate, holds: bool) -> Result<(), CommitError> {
+    if holds {
+        Ok(())
+    } else {
+        Err(CommitError::Conflict {
+            index,
+            predicate: p.clone(),
+        })
+    }
 }
 
 /// The value of `key` with `ops` (earlier resolved mutations of the same

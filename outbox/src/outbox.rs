@@ -156,7 +156,10 @@ impl<'s, E: Engine> Outbox<'s, E> {
         ordering_key: Option<&[u8]>,
         entry: &T,
     ) -> Result<(), OutboxError> {
-        let mut envelope = Vec::with_capacity(64);
+        // Empty: `encode_keyless` reserves the envelope's room in one
+        // allocation (a buffer made here first was grown again, a
+        // reallocation per entry).
+        let mut envelope = Vec::new();
         encode_keyless(entry, None, &mut envelope).map_err(OutboxError::Encode)?;
         let value = layout::entry_value(self.clock.now_ms(), ordering_key, &envelope);
         // Agent memory's `memory-sequence-from-counter` is the same mistake

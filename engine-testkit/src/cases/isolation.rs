@@ -4,8 +4,8 @@
 #![allow(clippy::many_single_char_names, clippy::type_complexity)]
 
 use super::{
-    Bound, Commit, CommitError, Durability, Engine, Harness, Mutation, MutationError, Predicate,
-    RangeSpec, Snapshot, StampAt, all, commit, get, ks, scan, specs,
+    Bound, Commit, CommitError, Durability, Engine, Harness, Keyspace, Mutation, MutationError,
+    Predicate, RangeSpec, Snapshot, StampAt, all, commit, get, ks, scan, specs,
 };
 
 /// A snapshot shows the state at its version and nothing committed after.
@@ -556,6 +556,7 @@ pub fn predicates_are_the_atomicity_fence<H: Harness>(mut h: H) {
             "case {i}: nothing applied"
         );
     }
+    each_alone(&e, (a, b), &pass, &fail);
     let mut c = Commit::new();
     for p in &pass {
         c = c.require(p.clone());
@@ -566,4 +567,48 @@ pub fn predicates_are_the_atomicity_fence<H: Harness>(mut h: H) {
         Some(&b"2"[..]),
         "all predicates pass: applied"
     );
+}
+
+/// Each of `pass` and `fail` alone in a commit (an engine may read a lone
+/// point predicate on its own, not in a batch): the same verdicts, a
+/// failing one named as the first and applying nothing. Writes only keys
+/// `p/…` of `b`.
+fn each_alone<E: Engine>(
+    e: &E,
+    (a, b): (Keyspace, Keyspace),
+    pass: &[Predicate],
+    fail: &[Predicate],
+) {
+    for (i, bad) in fail.iter().enumerate() {
+        let before = (all(e, a), all(e, b), e.last_version());
+        let c = Commit::new()
+            .require(bad.clone())
+            .put(a, b"z".to_vec(), b"3".to_vec());
+        match e.commit(c) {
+            Err(CommitError::Conflict { index, predicate }) => {
+                assert_eq!(index, 0, "case {i} alone: the predicate is named");
+                assert_eq!(&predicate, bad);
+            }
+            other => panic!("case {i} alone: expected a conflict, got {other:?}"),
+        }
+        assert_eq!(
+            (all(e, a), all(e, b), e.last_version()),
+            before,
+            "case {i} alone: nothing applied"
+        );
+    }
+    for (i, good) in pass.iter().enumerate() {
+        let key = format!("p/{i}").into_bytes();
+        commit(
+            e,
+            Commit::new()
+                .require(good.clone())
+                .put(b, key.clone(), b"p".to_vec()),
+        );
+        assert_eq!(
+            get(e, b, &key).as_deref(),
+            Some(&b"p"[..]),
+            "case {i} alone: applied"
+        );
+    }
 }
