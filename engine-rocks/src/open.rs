@@ -166,7 +166,7 @@ impl RocksEngine {
             mark_dir,
             statistics: options.statistics.then_some(db_options),
             write_options: rocksdb::WriteOptions::default(),
-            read_options: rocksdb::ReadOptions::default(),
+            read_options: Box::default(),
         })
     }
 }
