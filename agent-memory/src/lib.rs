@@ -60,6 +60,7 @@ use strata_outbox::{Outbox, OutboxError, Topic};
 use strata_search::{Document, IndexSpec, Indexer, Query, SearchError};
 use strata_store::{Space, Store, StoreError, StoreOptions, Tx};
 
+mod event_json;
 mod events;
 mod grips;
 mod hook;
@@ -445,7 +446,6 @@ tuple_key! {
 }
 
 strata_codec::value!(SearchDoc: postcard, version = 1);
-strata_codec::value!(Event: json, version = 1);
 strata_codec::value!(TocNode: json, version = 1);
 strata_codec::value!(Grip: json, version = 1);
 strata_codec::value!(EventAdded: postcard, version = 1);
@@ -562,8 +562,14 @@ fn check_node_id(node_id: &str) -> Result<(), MemoryError> {
 }
 
 fn encode<T: Value>(value: &T, key: &str) -> Result<Vec<u8>, MemoryError> {
-    // Most values (an event's JSON) fit: one allocation instead of growth.
-    let mut out = Vec::with_capacity(512);
+    // One allocation: the envelope reserves the room of a value that
+    // knows its size (an event); most others (a TOC node's or a grip's
+    // JSON) fit in 512 bytes.
+    let mut out = if value.body_size_hint().is_some() {
+        Vec::new()
+    } else {
+        Vec::with_capacity(512)
+    };
     strata_codec::encode(value, key.as_bytes(), EncodeOptions::default(), &mut out).map_err(
         |source| MemoryError::Encode {
             key: key.to_owned(),
