@@ -523,15 +523,14 @@ pub fn event_key(event_id: &str) -> Result<String, MemoryError> {
     }
     key[17] = b':';
     key[18..].copy_from_slice(&ulid.to_text());
-    // Only ASCII was written, so the text is the bytes as they are (read
-    // by `from_utf8`, whose ASCII path is a few word compares; the lossy
-    // reading walked the bytes one by one).
-    std::str::from_utf8(&key)
-        .map(str::to_owned)
-        .map_err(|_| MemoryError::Invalid {
-            what: "event id (its key is not text)",
-            value: event_id.to_owned(),
-        })
+    // Only ASCII was written, so the text is the bytes as they are: read
+    // by `from_utf8`, whose ASCII path is a few word compares (the lossy
+    // reading, which walks the bytes one by one, is only its fallback, and
+    // gives the same text).
+    Ok(std::str::from_utf8(&key).map_or_else(
+        |_| String::from_utf8_lossy(&key).into_owned(),
+        str::to_owned,
+    ))
 }
 
 /// The key of version `version` of TOC node `node_id`.
